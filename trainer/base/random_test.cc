@@ -1,0 +1,53 @@
+#include "trainer/base/random.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+TEST(RandomTest, SameKeysSameStream) {
+  Rng a(MixKeys({7, 3, 11}));
+  Rng b(MixKeys({7, 3, 11}));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(a.Next(), b.Next());
+}
+
+TEST(RandomTest, KeyOrderMatters) {
+  EXPECT_NE(MixKeys({1, 2}), MixKeys({2, 1}));
+  EXPECT_NE(MixKeys({0}), MixKeys({0, 0}));
+  EXPECT_NE(HashName("conv1.weight"), HashName("conv1.bias"));
+}
+
+TEST(RandomTest, UniformAndBelowAreUnbiased) {
+  Rng rng(42);
+  const int n = 200000;
+  double sum = 0;
+  std::vector<int> counts(7, 0);
+  for (int i = 0; i < n; ++i) {
+    const double u = rng.Uniform();
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+    ++counts[rng.Below(7)];
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.005);
+  for (int c : counts) EXPECT_NEAR(c, n / 7.0, 5 * std::sqrt(n / 7.0));
+}
+
+TEST(RandomTest, NormalMoments) {
+  Rng rng(5);
+  const int n = 200000;
+  double s = 0, s2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const double x = rng.Normal();
+    s += x;
+    s2 += x * x;
+  }
+  EXPECT_NEAR(s / n, 0.0, 0.01);
+  EXPECT_NEAR(s2 / n, 1.0, 0.02);
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,108 @@
+#include "trainer/ops/op.h"
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "trainer/base/status_macros.h"
+
+namespace cohort {
+namespace {
+
+// Flatten keeps row-major data as is: the copy is the whole op, for any dtype on the host.
+class FlattenOp final : public Op {
+ public:
+  absl::string_view name() const override { return "flatten"; }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    if (in[0].rank() < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flatten: input ", in[0].ToString(), " needs a batch dimension and more"));
+    }
+    return std::vector<Shape>{Shape{in[0][0], in[0].numel() / std::max<int64_t>(in[0][0], 1)}};
+  }
+
+  void Forward(Mode, absl::Span<const Tensor* const> in, absl::Span<Tensor* const> out) override {
+    std::memcpy(out[0]->raw(), in[0]->raw(), in[0]->nbytes());
+  }
+
+  void Backward(absl::Span<const Tensor* const>, absl::Span<const Tensor* const>,
+                absl::Span<const Tensor* const> grad_out,
+                absl::Span<Tensor* const> grad_in) override {
+    if (grad_in[0] != nullptr) {
+      std::memcpy(grad_in[0]->raw(), grad_out[0]->raw(), grad_out[0]->nbytes());
+    }
+  }
+};
+
+absl::Status ShapeError(absl::string_view op, absl::string_view what,
+                        std::initializer_list<const Shape*> shapes) {
+  std::string list;
+  for (const Shape* s : shapes) absl::StrAppend(&list, list.empty() ? "" : ", ", s->ToString());
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " (inputs ", list, ")"));
+}
+
+}  // namespace
+
+std::unique_ptr<Op> Backend::Flatten() { return std::make_unique<FlattenOp>(); }
+
+absl::Status ExpectInputCount(absl::string_view op, absl::Span<const Shape> in, size_t count) {
+  if (in.size() != count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": expects ", count, " inputs, got ", in.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Shape> Conv2dOutputShape(const Conv2dSpec& spec, const Shape& x, const Shape& w,
+                                        const Shape& b) {
+  if (x.rank() != 4 || w.rank() != 4 || b.rank() != 1) {
+    return ShapeError("conv2d", "want x (N,C,H,W), w (O,C,KH,KW), b (O)", {&x, &w, &b});
+  }
+  if (x[1] != w[1] || b[0] != w[0]) {
+    return ShapeError("conv2d", "channel counts disagree", {&x, &w, &b});
+  }
+  if (spec.stride < 1 || spec.padding < 0) {
+    return ShapeError("conv2d", absl::StrCat("bad stride ", spec.stride, " or padding ", spec.padding),
+                      {&x, &w, &b});
+  }
+  const int64_t oh = (x[2] + 2 * spec.padding - w[2]) / spec.stride + 1;
+  const int64_t ow = (x[3] + 2 * spec.padding - w[3]) / spec.stride + 1;
+  if (x[2] + 2 * spec.padding < w[2] || x[3] + 2 * spec.padding < w[3]) {
+    return ShapeError("conv2d", "kernel larger than the padded input", {&x, &w, &b});
+  }
+  return Shape{x[0], w[0], oh, ow};
+}
+
+absl::StatusOr<Shape> Pool2dOutputShape(absl::string_view op, const Pool2dSpec& spec,
+                                        const Shape& x) {
+  if (x.rank() != 4) return ShapeError(op, "want x (N,C,H,W)", {&x});
+  if (spec.kernel < 1 || spec.stride < 1 || spec.padding < 0 || spec.padding * 2 > spec.kernel) {
+    return ShapeError(op,
+                      absl::StrCat("bad kernel ", spec.kernel, ", stride ", spec.stride,
+                                   " or padding ", spec.padding),
+                      {&x});
+  }
+  if (x[2] + 2 * spec.padding < spec.kernel || x[3] + 2 * spec.padding < spec.kernel) {
+    return ShapeError(op, "kernel larger than the padded input", {&x});
+  }
+  return Shape{x[0], x[1], (x[2] + 2 * spec.padding - spec.kernel) / spec.stride + 1,
+               (x[3] + 2 * spec.padding - spec.kernel) / spec.stride + 1};
+}
+
+absl::StatusOr<Shape> LinearOutputShape(const Shape& x, const Shape& w, const Shape& b) {
+  if (x.rank() != 2 || w.rank() != 2 || b.rank() != 1 || x[1] != w[1] || b[0] != w[0]) {
+    return ShapeError("linear", "want x (N,I), w (O,I), b (O)", {&x, &w, &b});
+  }
+  return Shape{x[0], w[0]};
+}
+
+absl::StatusOr<Shape> SoftmaxCrossEntropyOutputShape(const Shape& logits, const Shape& labels) {
+  if (logits.rank() != 2 || labels.rank() != 1 || logits[0] != labels[0]) {
+    return ShapeError("softmax_cross_entropy", "want logits (N,K), labels (N)", {&logits, &labels});
+  }
+  return Shape{};
+}
+
+}  // namespace cohort

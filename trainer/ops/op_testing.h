@@ -1,0 +1,49 @@
+#ifndef COHORT_TRAINER_OPS_OP_TESTING_H_
+#define COHORT_TRAINER_OPS_OP_TESTING_H_
+
+// Helpers that hold a backend's ops to the reference: the same op case is run on fresh random
+// inputs through both, and gradients are checked by finite differences.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/ops/op.h"
+
+namespace cohort::testing {
+
+struct OpCase {
+  std::string label;
+  std::function<std::unique_ptr<Op>(Backend&)> make;
+  std::vector<Shape> inputs;
+  // When > 0, the last input holds I32 labels in [0, num_classes) and has no gradient.
+  int num_classes = 0;
+};
+
+// The op cases covering what LeNet and the MLP need, with strides, padding and odd sizes.
+std::vector<OpCase> StandardOpCases();
+
+// Uniform [-1, 1) values (labels for a labels input), from the seed, in the given dtype.
+std::vector<Tensor> RandomInputs(const OpCase& c, DType dtype, uint64_t seed);
+
+std::vector<Tensor> RunForward(Op& op, const std::vector<Tensor>& in, Mode mode, DType dtype);
+
+// Gradients of every non-label input given grad_out (empty tensor for a labels input).
+std::vector<Tensor> RunBackward(Op& op, const std::vector<Tensor>& in,
+                                const std::vector<Tensor>& out,
+                                const std::vector<Tensor>& grad_out, DType dtype);
+
+// max|got - want| / max|want| over all elements (both converted to double).
+double NormalizedMaxError(const Tensor& got, const Tensor& want);
+
+// Largest disagreement between Backward and central differences of L = sum(out · r) over the
+// sampled coordinates of every non-label input (all coordinates when max_coords <= 0) where
+// the loss is smooth within eps (at least half of them must be),
+// normalised by the largest analytic gradient of that input.
+double FiniteDifferenceError(Backend& backend, const OpCase& c, uint64_t seed, double eps,
+                             int max_coords);
+
+}  // namespace cohort::testing
+
+#endif  // COHORT_TRAINER_OPS_OP_TESTING_H_

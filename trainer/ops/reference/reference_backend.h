@@ -1,0 +1,24 @@
+#ifndef COHORT_TRAINER_OPS_REFERENCE_REFERENCE_BACKEND_H_
+#define COHORT_TRAINER_OPS_REFERENCE_REFERENCE_BACKEND_H_
+
+#include "trainer/ops/op.h"
+
+namespace cohort {
+
+// Plain loops in double precision, written for clarity, not speed: the definition every fast
+// backend is tested against. Tensors are F64 on the host.
+class ReferenceBackend final : public Backend {
+ public:
+  absl::string_view name() const override { return "reference"; }
+  DType dtype() const override { return DType::kF64; }
+
+  std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) override;
+  std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) override;
+  std::unique_ptr<Op> Relu() override;
+  std::unique_ptr<Op> Linear() override;
+  std::unique_ptr<Op> SoftmaxCrossEntropy() override;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_TRAINER_OPS_REFERENCE_REFERENCE_BACKEND_H_

@@ -1,0 +1,68 @@
+#include "trainer/ops/reference/reference_backend.h"
+
+#include "gtest/gtest.h"
+#include "trainer/ops/op_testing.h"
+
+namespace cohort {
+namespace {
+
+using testing::OpCase;
+
+class ReferenceOpTest : public ::testing::TestWithParam<OpCase> {};
+
+// The reference backward is the definition the fast backends are held to, so it is checked
+// against central differences on every coordinate, in double precision.
+TEST_P(ReferenceOpTest, BackwardMatchesFiniteDifferences) {
+  ReferenceBackend ref;
+  for (uint64_t seed : {1, 2}) {
+    EXPECT_LT(testing::FiniteDifferenceError(ref, GetParam(), seed, 1e-6, 0), 1e-7)
+        << GetParam().label << " seed " << seed;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, ReferenceOpTest, ::testing::ValuesIn(testing::StandardOpCases()),
+                         [](const auto& info) { return info.param.label; });
+
+TEST(ReferenceOpValues, ConvMatchesHandComputedValues) {
+  // x = 1..9 in a 3x3 image, a 2x2 kernel of ones, bias 0.5, no padding.
+  ReferenceBackend ref;
+  auto op = ref.Conv2d({1, 0});
+  std::vector<Tensor> in;
+  in.emplace_back(Shape{1, 1, 3, 3}, DType::kF64);
+  in.emplace_back(Shape{1, 1, 2, 2}, DType::kF64);
+  in.emplace_back(Shape{1}, DType::kF64);
+  for (int i = 0; i < 9; ++i) in[0].data<double>()[i] = i + 1;
+  for (int i = 0; i < 4; ++i) in[1].data<double>()[i] = 1;
+  in[2].data<double>()[0] = 0.5;
+  auto out = testing::RunForward(*op, in, Mode::kTrain, DType::kF64);
+  ASSERT_EQ(out[0].shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_DOUBLE_EQ(out[0].data<double>()[0], 1 + 2 + 4 + 5 + 0.5);
+  EXPECT_DOUBLE_EQ(out[0].data<double>()[3], 5 + 6 + 8 + 9 + 0.5);
+}
+
+TEST(ReferenceOpValues, SoftmaxCrossEntropyOfUniformLogitsIsLogK) {
+  ReferenceBackend ref;
+  auto op = ref.SoftmaxCrossEntropy();
+  std::vector<Tensor> in;
+  in.emplace_back(Shape{3, 10}, DType::kF64);
+  in.emplace_back(Shape{3}, DType::kI32);
+  in[0].SetZero();
+  for (int32_t& l : in[1].span<int32_t>()) l = 4;
+  auto out = testing::RunForward(*op, in, Mode::kTrain, DType::kF64);
+  EXPECT_NEAR(out[0].data<double>()[0], std::log(10.0), 1e-12);
+}
+
+TEST(ReferenceOpShapes, MismatchesAreNamed) {
+  ReferenceBackend ref;
+  auto conv = ref.Conv2d({1, 0});
+  auto bad = conv->OutputShapes({Shape{2, 3, 8, 8}, Shape{4, 2, 3, 3}, Shape{4}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("conv2d: channel counts disagree"), std::string::npos)
+      << bad.status();
+  EXPECT_NE(bad.status().message().find("(4, 2, 3, 3)"), std::string::npos);
+  auto lin = ref.Linear()->OutputShapes({Shape{2, 5}, Shape{3, 4}, Shape{3}});
+  EXPECT_FALSE(lin.ok());
+}
+
+}  // namespace
+}  // namespace cohort
