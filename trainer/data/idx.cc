@@ -43,10 +43,9 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int rank) {
   auto bytes_or = ReadGzipOrPlain(path);
   if (!bytes_or.ok()) return bytes_or.status();
   const std::vector<uint8_t>& bytes = *bytes_or;
-  const size_t header = 4 + 4 * static_cast<size_t>(rank);
-  if (bytes.size() < header) {
+  if (bytes.size() < 4) {
     return absl::DataLossError(absl::StrCat(path, ": truncated IDX header (", bytes.size(),
-                                            " bytes, need ", header, ")"));
+                                            " bytes)"));
   }
   const uint32_t magic = BigEndian32(bytes.data());
   const uint32_t want = 0x0800u | static_cast<uint32_t>(rank);
@@ -55,6 +54,11 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int rank) {
         "%s: magic number 0x%08x is not an IDX file of unsigned bytes with %d dimensions "
         "(expected 0x%08x); is this the right file?",
         path, magic, rank, want));
+  }
+  const size_t header = 4 + 4 * static_cast<size_t>(rank);
+  if (bytes.size() < header) {
+    return absl::DataLossError(absl::StrCat(path, ": truncated IDX header (", bytes.size(),
+                                            " bytes, need ", header, ")"));
   }
   IdxArray a;
   int64_t count = 1;

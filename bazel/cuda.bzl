@@ -1,0 +1,38 @@
+"""CUDA rules on the toolkit @local_cuda found (nvcc called by absolute path, nothing downloaded)."""
+
+load("@local_cuda//:defs.bzl", "NVCC", "cuda_compatible")
+
+# target_compatible_with for CUDA targets: skipped by //... without a toolkit or with
+# --define=cuda=off.
+CUDA_COMPAT = select({
+    "@//bazel:cuda_off": ["@//bazel:incompatible"],
+    "//conditions:default": cuda_compatible(),
+})
+
+# Ampere (A100) and Hopper (H100/H200), plus PTX for newer GPUs.
+_ARCH = "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]"
+
+def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
+    """Compiles .cu files with nvcc into objects and wraps them as a cc_library."""
+    objs = []
+    for src in srcs:
+        obj = src[:-len(".cu")] + ".o"
+        native.genrule(
+            name = name + "_" + src[:-len(".cu")].replace("/", "_") + "_nvcc",
+            srcs = [src] + hdrs,
+            outs = [obj],
+            cmd = NVCC + " -std=c++17 -O3 -Xcompiler -fPIC -I. " + _ARCH +
+                  " -c $(location " + src + ") -o $@",
+            target_compatible_with = CUDA_COMPAT,
+        )
+        objs.append(obj)
+    native.cc_library(
+        name = name,
+        srcs = objs,
+        hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cudart"],
+        # cudart is linked statically: a shared object of kernels could not see its symbols.
+        linkstatic = True,
+        target_compatible_with = CUDA_COMPAT,
+        **kwargs
+    )

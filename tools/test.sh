@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test (offline Bazel). Ends with the line
+#   N passed, N failed, N skipped
+# counted over test cases (gtest cases; one per shell test). Exit status: Bazel's.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+tools/install_deps.sh || exit 1
+
+rc=0
+bazel test --config=ci //... "$@" || rc=$?
+
+# Bazel's own summary counts targets; count test cases from the JUnit XML of this run's targets.
+/usr/bin/python3 - "$rc" <<'PY'
+import glob, sys, xml.etree.ElementTree as ET
+rc = int(sys.argv[1])
+passed = failed = skipped = 0
+for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True):
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError:
+        failed += 1
+        continue
+    for case in root.iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+        elif case.find("skipped") is not None or case.get("result") == "skipped":
+            skipped += 1
+        else:
+            passed += 1
+if rc != 0 and failed == 0:
+    failed = 1  # the build itself failed, or a test died before writing its report
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+PY
+exit $rc

@@ -1,0 +1,40 @@
+#include "trainer/cli/args.h"
+
+#include <algorithm>
+
+namespace cohort {
+
+std::vector<std::string> CanonicalFlagArgs(int argc, char** argv,
+                                           const std::map<std::string, std::string>& aliases) {
+  std::vector<std::string> out;
+  bool flags_done = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") flags_done = true;
+    if (i == 0 || flags_done || arg.size() < 3 || arg[0] != '-') {
+      out.push_back(arg);
+      continue;
+    }
+    const size_t dashes = arg[1] == '-' ? 2 : 1;
+    const size_t eq = arg.find('=');
+    std::string name = arg.substr(dashes, eq == std::string::npos ? std::string::npos : eq - dashes);
+    std::replace(name.begin(), name.end(), '-', '_');
+    auto alias = aliases.find(name);
+    if (alias != aliases.end()) name = alias->second;
+    out.push_back(arg.substr(0, dashes) + name + (eq == std::string::npos ? "" : arg.substr(eq)));
+  }
+  return out;
+}
+
+const std::map<std::string, std::string>& StandardFlagAliases() {
+  static const auto* const aliases =
+      new std::map<std::string, std::string>{{"network", "model"}, {"gpus", "devices"}};
+  return *aliases;
+}
+
+std::string ResolveUserPath(const std::string& path, const std::string& user_dir) {
+  if (path.empty() || path[0] == '/' || user_dir.empty()) return path;
+  return user_dir + "/" + path;
+}
+
+}  // namespace cohort

@@ -1,0 +1,52 @@
+#include "trainer/io/model_file.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "trainer/base/status_macros.h"
+#include "trainer/io/safetensors.h"
+
+namespace cohort {
+
+absl::Status SaveModel(const Model& model, const std::map<std::string, std::string>& extra_metadata,
+                       const std::string& path) {
+  std::vector<NamedTensor> tensors;
+  for (const Parameter* p : model.parameters()) tensors.push_back({p->name, &p->value});
+  std::map<std::string, std::string> metadata = extra_metadata;
+  metadata["model"] = model.name();
+  metadata["input_shape"] = absl::StrCat("[", absl::StrJoin(model.input_shape().dims(), ","), "]");
+  return WriteSafetensors(path, tensors, metadata);
+}
+
+absl::Status LoadModel(const std::string& path, Model* model) {
+  ASSIGN_OR_RETURN(SafetensorsFile file, ReadSafetensors(path));
+  auto it = file.metadata.find("model");
+  if (it != file.metadata.end() && it->second != model->name()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " holds a ", it->second, " model, not ",
+                                                   model->name()));
+  }
+  std::map<std::string, const Tensor*> by_name;
+  for (size_t i = 0; i < file.names.size(); ++i) by_name[file.names[i]] = &file.tensors[i];
+  for (Parameter* p : model->parameters()) {
+    auto found = by_name.find(p->name);
+    if (found == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " has no tensor ", p->name));
+    }
+    const Tensor& t = *found->second;
+    if (t.shape() != p->value.shape() || t.dtype() != p->value.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor ", p->name, " is ", DTypeName(t.dtype()), " ", t.shape().ToString(),
+          ", the model needs ", DTypeName(p->value.dtype()), " ", p->value.shape().ToString()));
+    }
+    std::memcpy(p->value.raw(), t.raw(), t.nbytes());
+    by_name.erase(found);
+  }
+  if (!by_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", by_name.begin()->first,
+                                                   " is not a parameter of ", model->name()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cohort

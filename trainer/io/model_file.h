@@ -1,0 +1,24 @@
+#ifndef COHORT_TRAINER_IO_MODEL_FILE_H_
+#define COHORT_TRAINER_IO_MODEL_FILE_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "trainer/nn/model.h"
+
+namespace cohort {
+
+// Exports a model's parameters as safetensors (Contracts): names "<layer>.weight|bias" in model
+// order, PyTorch layouts, F32, and metadata with the model name and input shape "[C,H,W]" plus
+// the extra entries given (e.g. input_mean, input_std).
+absl::Status SaveModel(const Model& model, const std::map<std::string, std::string>& extra_metadata,
+                       const std::string& path);
+
+// Loads parameters written by SaveModel into a model of the same architecture: every name must
+// be present with the model's shape and nothing else may be in the file.
+absl::Status LoadModel(const std::string& path, Model* model);
+
+}  // namespace cohort
+
+#endif  // COHORT_TRAINER_IO_MODEL_FILE_H_

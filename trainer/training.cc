@@ -1,0 +1,150 @@
+#include "trainer/training.h"
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/base/status_macros.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/sampler.h"
+#include "trainer/eval/accuracy.h"
+#include "trainer/io/model_file.h"
+#include "trainer/models/models.h"
+#include "trainer/nn/loss.h"
+#include "trainer/ops/cpu/onednn_backend.h"
+#include "trainer/optim/optimizer.h"
+
+namespace cohort {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+constexpr int64_t kEvalBatch = 1000;
+
+}  // namespace
+
+absl::Status ValidateTrainOptions(const TrainOptions& o) {
+  auto positive = [](const char* flag, double v) {
+    return v > 0 ? absl::OkStatus()
+                 : absl::InvalidArgumentError(absl::StrCat("--", flag, "=", v, ": must be > 0"));
+  };
+  RETURN_IF_ERROR(positive("batch_size", o.batch_size));
+  RETURN_IF_ERROR(positive("epochs", o.epochs));
+  RETURN_IF_ERROR(positive("lr", o.lr));
+  RETURN_IF_ERROR(positive("log_interval", o.log_interval));
+  if (o.momentum < 0 || o.momentum >= 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--momentum=", o.momentum, ": must be in [0, 1)"));
+  }
+  if (o.wd < 0) return absl::InvalidArgumentError(absl::StrCat("--wd=", o.wd, ": must be >= 0"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& devices) {
+  if (devices == "cpu" || devices == "cpu:1") return std::make_unique<OnednnBackend>();
+  if (devices.rfind("cpu:", 0) == 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "--devices=", devices, ": several CPU device contexts per process are not supported yet; "
+        "use --devices=cpu (oneDNN already uses every core)"));
+  }
+  if (devices.rfind("gpu", 0) == 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "--devices=", devices, ": this trainer has no GPU backend yet; use --devices=cpu"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--devices=", devices, ": expected cpu, cpu:N or gpu:I[,J...]"));
+}
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out) {
+  RETURN_IF_ERROR(ValidateTrainOptions(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.devices));
+  ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   BuildModel(options.model, backend.get(), data.train.sample_shape,
+                              data.train.num_classes));
+  model->InitParameters(options.seed);
+  const Normalization norm = ComputeNormalization(data.train);
+
+  Sampler sampler(data.train.size(), options.seed, /*rank=*/0, /*num_workers=*/1,
+                  options.batch_size);
+  if (sampler.steps_per_epoch() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch_size=", options.batch_size,
+                                                   " is larger than the training set (",
+                                                   data.train.size(), " samples)"));
+  }
+  Sgd optimizer({static_cast<float>(options.momentum), static_cast<float>(options.wd)});
+  SoftmaxCrossEntropyLoss loss(backend.get());
+  const float lr = static_cast<float>(options.lr);
+
+  out << absl::StrFormat(
+      "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d, %d epochs, "
+      "backend %s, %d hardware threads\n",
+      options.model, options.dataset, data.train.size(), data.test.size(),
+      data.train.sample_shape.ToString(), model->num_parameter_elements(), options.batch_size,
+      options.epochs, backend->name(), std::thread::hardware_concurrency());
+  out << absl::StrFormat("%8s %6s %13s %9s %9s\n", "Step", "Epoch", "Speed(img/s)", "Loss", "LR");
+
+  Tensor images;
+  Tensor labels(Shape{0}, DType::kI32);
+  TrainResult result;
+  double train_seconds = 0;
+  int64_t step = 0, images_seen = 0;
+  for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
+    sampler.SetEpoch(epoch);
+    const auto epoch_start = Clock::now();
+    auto interval_start = epoch_start;
+    double interval_loss = 0;
+    int64_t interval_steps = 0;
+    for (int64_t s = 0; s < sampler.steps_per_epoch(); ++s) {
+      GatherBatch(data.train, sampler.Batch(s), norm, &images, &labels);
+      interval_loss += loss.Forward(model->Forward(Mode::kTrain, images), labels);
+      model->Backward(loss.Backward());
+      const auto& params = model->parameters();
+      for (size_t k = 0; k < params.size(); ++k) {
+        optimizer.Update(static_cast<int64_t>(k), params[k]->value.span<float>(),
+                         params[k]->grad.span<float>(), lr);
+      }
+      ++step;
+      ++interval_steps;
+      if (step % options.log_interval == 0) {
+        const auto now = Clock::now();
+        out << absl::StrFormat("%8d %6d %13.1f %9.4f %9.5f\n", step, epoch,
+                               interval_steps * options.batch_size / Seconds(now - interval_start),
+                               interval_loss / interval_steps, lr);
+        out.flush();
+        interval_start = now;
+        interval_loss = 0;
+        interval_steps = 0;
+      }
+    }
+    const double epoch_seconds = Seconds(Clock::now() - epoch_start);
+    train_seconds += epoch_seconds;
+    images_seen += sampler.steps_per_epoch() * options.batch_size;
+    const Accuracy acc = Evaluate(model.get(), data.test, norm, kEvalBatch);
+    result.test_top1 = acc.top1_percent();
+    result.test_top5 = acc.top5_percent();
+    out << absl::StrFormat(
+        "Epoch %d: %.1f s, %.1f img/s, test top-1 %.2f%% top-5 %.2f%%\n", epoch, epoch_seconds,
+        sampler.steps_per_epoch() * options.batch_size / epoch_seconds, result.test_top1,
+        result.test_top5);
+  }
+  result.seconds_per_epoch = train_seconds / options.epochs;
+  result.images_per_second = images_seen / train_seconds;
+  out << absl::StrFormat("Test top-1 %.2f%% top-5 %.2f%% (%d images); %.1f s/epoch, %.1f img/s\n",
+                         result.test_top1, result.test_top5, data.test.size(),
+                         result.seconds_per_epoch, result.images_per_second);
+  if (!options.output.empty()) {
+    RETURN_IF_ERROR(SaveModel(*model,
+                              {{"dataset", options.dataset},
+                               {"input_mean", absl::StrFormat("%.9g", norm.mean)},
+                               {"input_std", absl::StrFormat("%.9g", norm.std)},
+                               {"format", "pt"}},
+                              options.output));
+    out << "Wrote " << options.output << "\n";
+  }
+  return result;
+}
+
+}  // namespace cohort

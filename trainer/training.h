@@ -1,0 +1,50 @@
+#ifndef COHORT_TRAINER_TRAINING_H_
+#define COHORT_TRAINER_TRAINING_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "trainer/ops/op.h"
+
+namespace cohort {
+
+// What `train` does; flag names follow the Contracts.
+struct TrainOptions {
+  std::string model = "lenet";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;  // empty: the dataset's default directory
+  int64_t batch_size = 64;
+  int64_t epochs = 10;
+  double lr = 0.01;
+  double momentum = 0.9;
+  double wd = 1e-4;
+  uint64_t seed = 42;
+  int64_t log_interval = 100;  // steps between progress rows
+  std::string output = "model.safetensors";  // empty: don't write the model
+  std::string devices = "cpu";
+};
+
+// Checks option values, naming the flag that is wrong.
+absl::Status ValidateTrainOptions(const TrainOptions& options);
+
+// The compute backend for a --devices value ("cpu", "cpu:1").
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& devices);
+
+struct TrainResult {
+  double test_top1 = 0;  // percent
+  double test_top5 = 0;
+  double seconds_per_epoch = 0;  // training steps only, evaluation excluded
+  double images_per_second = 0;
+};
+
+// Trains a model on a dataset in one process: the progress table
+// `Step Epoch Speed(img/s) Loss LR` every log_interval steps, test top-1/top-5 after each epoch,
+// then the model written to options.output. Everything goes to out.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out);
+
+}  // namespace cohort
+
+#endif  // COHORT_TRAINER_TRAINING_H_
