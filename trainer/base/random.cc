@@ -1,6 +1,5 @@
 #include "trainer/base/random.h"
 
-#include <cmath>
 
 namespace cohort {
 namespace {
@@ -62,15 +61,6 @@ uint64_t Rng::Below(uint64_t n) {
     x = Next();
   } while (x >= limit);
   return x % n;
-}
-
-double Rng::Normal() {
-  double u1;
-  do {
-    u1 = Uniform();
-  } while (u1 <= 0.0);
-  const double u2 = Uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
 }  // namespace cohort

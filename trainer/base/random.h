@@ -26,8 +26,6 @@ class Rng {
   double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
   // Uniform integer in [0, n), n > 0, without modulo bias.
   uint64_t Below(uint64_t n);
-  // Standard normal (Box-Muller).
-  double Normal();
 
  private:
   uint64_t s_[4];

@@ -36,18 +36,5 @@ TEST(RandomTest, UniformAndBelowAreUnbiased) {
   for (int c : counts) EXPECT_NEAR(c, n / 7.0, 5 * std::sqrt(n / 7.0));
 }
 
-TEST(RandomTest, NormalMoments) {
-  Rng rng(5);
-  const int n = 200000;
-  double s = 0, s2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const double x = rng.Normal();
-    s += x;
-    s2 += x * x;
-  }
-  EXPECT_NEAR(s / n, 0.0, 0.01);
-  EXPECT_NEAR(s2 / n, 1.0, 0.02);
-}
-
 }  // namespace
 }  // namespace cohort

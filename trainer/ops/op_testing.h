@@ -38,9 +38,9 @@ std::vector<Tensor> RunBackward(Op& op, const std::vector<Tensor>& in,
 double NormalizedMaxError(const Tensor& got, const Tensor& want);
 
 // Largest disagreement between Backward and central differences of L = sum(out · r) over the
-// sampled coordinates of every non-label input (all coordinates when max_coords <= 0) where
-// the loss is smooth within eps (at least half of them must be),
-// normalised by the largest analytic gradient of that input.
+// sampled coordinates of every non-label input (all when max_coords <= 0), normalised by the
+// largest analytic gradient of that input. Coordinates with a kink within ±eps are skipped;
+// at least half must be smooth.
 double FiniteDifferenceError(Backend& backend, const OpCase& c, uint64_t seed, double eps,
                              int max_coords);
 

@@ -104,12 +104,6 @@ void Tensor::Resize(const Shape& shape) {
   }
 }
 
-void Tensor::Reshape(const Shape& shape) {
-  COHORT_CHECK(shape.numel() == numel(), "cannot reshape %s to %s", shape_.ToString().c_str(),
-               shape.ToString().c_str());
-  shape_ = shape;
-}
-
 void Tensor::SetZero() {
   COHORT_CHECK(device().kind == Device::Kind::kCpu, "SetZero on %s", device().ToString().c_str());
   if (data_ != nullptr) std::memset(data_, 0, nbytes());

@@ -116,8 +116,6 @@ class Tensor {
   // Sets the shape (same dtype), reallocating only when the new size exceeds the buffer.
   // Contents are unspecified afterwards.
   void Resize(const Shape& shape);
-  // Like Resize, but the element count must not change: the data is kept.
-  void Reshape(const Shape& shape);
   void SetZero();
   // Resizes to src's shape and copies its data (same dtype and device kind).
   void CopyFrom(const Tensor& src);

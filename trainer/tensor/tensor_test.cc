@@ -37,14 +37,6 @@ TEST(TensorTest, ResizeReusesBufferWhenItFits) {
   EXPECT_EQ(t.numel(), 2560);
 }
 
-TEST(TensorTest, ReshapeKeepsDataAndChecksCount) {
-  Tensor t(Shape{2, 3});
-  for (int i = 0; i < 6; ++i) t.data<float>()[i] = static_cast<float>(i);
-  t.Reshape(Shape{6});
-  EXPECT_EQ(t.data<float>()[5], 5.0f);
-  EXPECT_DEATH(t.Reshape(Shape{7}), "cannot reshape");
-}
-
 TEST(TensorTest, MoveAndCopy) {
   Tensor a(Shape{4}, DType::kF64);
   for (int i = 0; i < 4; ++i) a.data<double>()[i] = i * 0.5;
