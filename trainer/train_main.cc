@@ -15,14 +15,29 @@ namespace {
 const cohort::TrainOptions kDefaults;
 }  // namespace
 
-ABSL_FLAG(std::string, model, kDefaults.model, "model: lenet or mlp (alias --network)");
-ABSL_FLAG(std::string, dataset, kDefaults.dataset, "dataset: fashion-mnist or mnist");
+ABSL_FLAG(std::string, model, kDefaults.model,
+          "model: lenet, mlp, resnet20, resnet32, resnet44, resnet56, resnet110 or resnet50 "
+          "(alias --network)");
+ABSL_FLAG(std::string, dataset, kDefaults.dataset,
+          "dataset: fashion-mnist, mnist, cifar10, synthetic-cifar10, synthetic-imagenet or "
+          "synthetic:CxHxW:K");
 ABSL_FLAG(std::string, data_dir, "",
           "directory of the dataset's IDX files (default /usr/share/datasets/<dataset>)");
 ABSL_FLAG(int64_t, batch_size, kDefaults.batch_size, "images per step");
 ABSL_FLAG(int64_t, epochs, kDefaults.epochs, "passes over the training set");
-ABSL_FLAG(double, lr, kDefaults.lr, "learning rate");
-ABSL_FLAG(double, momentum, kDefaults.momentum, "SGD momentum");
+ABSL_FLAG(std::string, optimizer, kDefaults.optimizer, "optimizer: sgd or adam");
+ABSL_FLAG(double, lr, kDefaults.lr, "base learning rate");
+ABSL_FLAG(std::string, lr_schedule, kDefaults.lr_schedule,
+          "learning-rate schedule: constant, step (x0.1 at 50% and 75% of the epochs), cosine "
+          "or poly (power 2)");
+ABSL_FLAG(double, warmup_epochs, kDefaults.warmup_epochs,
+          "epochs of linear learning-rate warm-up before the schedule (may be fractional)");
+ABSL_FLAG(bool, scale_lr, kDefaults.scale_lr,
+          "linear scaling rule: use lr x global batch / 256 as the base learning rate");
+ABSL_FLAG(std::string, augment, kDefaults.augment,
+          "training augmentation: none, flip (random horizontal flip) or crop_flip (random "
+          "crop with side/8 zero padding, then flip)");
+ABSL_FLAG(double, momentum, kDefaults.momentum, "SGD momentum (sgd only)");
 ABSL_FLAG(double, wd, kDefaults.wd, "weight decay (L2)");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "seed of initialisation and data order");
 ABSL_FLAG(int64_t, log_interval, kDefaults.log_interval, "steps between progress rows");
@@ -54,7 +69,12 @@ int main(int argc, char** argv) {
   o.data_dir = cohort::ResolveUserPath(absl::GetFlag(FLAGS_data_dir), user_dir);
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.epochs = absl::GetFlag(FLAGS_epochs);
+  o.optimizer = absl::GetFlag(FLAGS_optimizer);
   o.lr = absl::GetFlag(FLAGS_lr);
+  o.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
+  o.warmup_epochs = absl::GetFlag(FLAGS_warmup_epochs);
+  o.scale_lr = absl::GetFlag(FLAGS_scale_lr);
+  o.augment = absl::GetFlag(FLAGS_augment);
   o.momentum = absl::GetFlag(FLAGS_momentum);
   o.wd = absl::GetFlag(FLAGS_wd);
   o.seed = absl::GetFlag(FLAGS_seed);

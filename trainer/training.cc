@@ -7,12 +7,13 @@
 #include "absl/strings/str_format.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/data/dataset.h"
-#include "trainer/data/sampler.h"
+#include "trainer/data/prefetch.h"
 #include "trainer/eval/accuracy.h"
 #include "trainer/io/model_file.h"
 #include "trainer/models/models.h"
 #include "trainer/nn/loss.h"
 #include "trainer/ops/cpu/onednn_backend.h"
+#include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
 
 namespace cohort {
@@ -35,11 +36,28 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   RETURN_IF_ERROR(positive("epochs", o.epochs));
   RETURN_IF_ERROR(positive("lr", o.lr));
   RETURN_IF_ERROR(positive("log_interval", o.log_interval));
+  if (o.warmup_epochs < 0 || o.warmup_epochs >= o.epochs) {
+    return absl::InvalidArgumentError(absl::StrCat("--warmup_epochs=", o.warmup_epochs,
+                                                   ": must be in [0, --epochs=", o.epochs, ")"));
+  }
+  RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
+  RETURN_IF_ERROR(ParseAugment(o.augment, 32).status());
   if (o.momentum < 0 || o.momentum >= 1) {
     return absl::InvalidArgumentError(absl::StrCat("--momentum=", o.momentum, ": must be in [0, 1)"));
   }
   if (o.wd < 0) return absl::InvalidArgumentError(absl::StrCat("--wd=", o.wd, ": must be >= 0"));
   return absl::OkStatus();
+}
+
+absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t image_side) {
+  Augmentation a;
+  if (augment == "none") return a;
+  a.horizontal_flip = true;
+  if (augment == "flip") return a;
+  a.crop_padding = static_cast<int>(image_side / 8);
+  if (augment == "crop_flip") return a;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--augment=", augment, ": expected none, flip or crop_flip"));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& devices) {
@@ -61,50 +79,70 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
   RETURN_IF_ERROR(ValidateTrainOptions(options));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.devices));
   ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                   BuildModel(options.model, backend.get(), data.train.sample_shape,
-                              data.train.num_classes));
-  model->InitParameters(options.seed);
+  // Statistics of the images as published, before any padding.
   const Normalization norm = ComputeNormalization(data.train);
+  if (const int64_t side = ModelImageSize(options.model);
+      side > data.train.sample_shape[1] || side > data.train.sample_shape[2]) {
+    out << absl::StrFormat("train: zero-padding %s images to %dx%d for %s\n",
+                           data.train.sample_shape.ToString(), side, side, options.model);
+    ASSIGN_OR_RETURN(data.train, PadImages(data.train, side, side));
+    ASSIGN_OR_RETURN(data.test, PadImages(data.test, side, side));
+  }
+  const Shape& sample = data.train.sample_shape;
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   BuildModel(options.model, backend.get(), sample, data.train.num_classes));
+  model->InitParameters(options.seed);
 
-  Sampler sampler(data.train.size(), options.seed, /*rank=*/0, /*num_workers=*/1,
-                  options.batch_size);
-  if (sampler.steps_per_epoch() == 0) {
+  const int64_t steps_per_epoch = data.train.size() / options.batch_size;
+  if (steps_per_epoch == 0) {
     return absl::InvalidArgumentError(absl::StrCat("--batch_size=", options.batch_size,
                                                    " is larger than the training set (",
                                                    data.train.size(), " samples)"));
   }
-  Sgd optimizer({static_cast<float>(options.momentum), static_cast<float>(options.wd)});
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
+                   MakeOptimizer(options.optimizer, {options.momentum, options.wd}));
+  LrScheduleOptions lr_options;
+  ASSIGN_OR_RETURN(lr_options.kind, ParseLrScheduleKind(options.lr_schedule));
+  lr_options.base_lr =
+      options.scale_lr ? LinearScaledLr(options.lr, options.batch_size) : options.lr;
+  lr_options.epochs = options.epochs;
+  lr_options.steps_per_epoch = steps_per_epoch;
+  lr_options.warmup_epochs = options.warmup_epochs;
+  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr_options));
+  PrefetchOptions prefetch;
+  prefetch.seed = options.seed;
+  prefetch.batch_size = options.batch_size;
+  ASSIGN_OR_RETURN(prefetch.augmentation, ParseAugment(options.augment, sample[1]));
+  prefetch.end_epoch = options.epochs;
+  BatchPrefetcher batches(data.train, norm, prefetch);
   SoftmaxCrossEntropyLoss loss(backend.get());
-  const float lr = static_cast<float>(options.lr);
 
   out << absl::StrFormat(
       "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d, %d epochs, "
-      "backend %s, %d hardware threads\n",
-      options.model, options.dataset, data.train.size(), data.test.size(),
-      data.train.sample_shape.ToString(), model->num_parameter_elements(), options.batch_size,
-      options.epochs, backend->name(), std::thread::hardware_concurrency());
+      "%s, lr %g %s (warm-up %g epochs), augment %s, backend %s, %d hardware threads\n",
+      options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
+      model->num_parameter_elements(), options.batch_size, options.epochs, options.optimizer,
+      lr_options.base_lr, options.lr_schedule, options.warmup_epochs, options.augment,
+      backend->name(), std::thread::hardware_concurrency());
   out << absl::StrFormat("%8s %6s %13s %9s %9s\n", "Step", "Epoch", "Speed(img/s)", "Loss", "LR");
 
-  Tensor images;
-  Tensor labels(Shape{0}, DType::kI32);
   TrainResult result;
   double train_seconds = 0;
   int64_t step = 0, images_seen = 0;
   for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
-    sampler.SetEpoch(epoch);
     const auto epoch_start = Clock::now();
     auto interval_start = epoch_start;
     double interval_loss = 0;
     int64_t interval_steps = 0;
-    for (int64_t s = 0; s < sampler.steps_per_epoch(); ++s) {
-      GatherBatch(data.train, sampler.Batch(s), norm, &images, &labels);
-      interval_loss += loss.Forward(model->Forward(Mode::kTrain, images), labels);
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      const Batch& batch = batches.Next();
+      const float lr = static_cast<float>(schedule.At(step));
+      interval_loss += loss.Forward(model->Forward(Mode::kTrain, batch.images), batch.labels);
       model->Backward(loss.Backward());
       const auto& params = model->parameters();
       for (size_t k = 0; k < params.size(); ++k) {
-        optimizer.Update(static_cast<int64_t>(k), params[k]->value.span<float>(),
-                         params[k]->grad.span<float>(), lr);
+        optimizer->Update(static_cast<int64_t>(k), params[k]->value.span<float>(),
+                          params[k]->grad.span<float>(), lr);
       }
       ++step;
       ++interval_steps;
@@ -121,13 +159,13 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
     }
     const double epoch_seconds = Seconds(Clock::now() - epoch_start);
     train_seconds += epoch_seconds;
-    images_seen += sampler.steps_per_epoch() * options.batch_size;
+    images_seen += steps_per_epoch * options.batch_size;
     const Accuracy acc = Evaluate(model.get(), data.test, norm, kEvalBatch);
     result.test_top1 = acc.top1_percent();
     result.test_top5 = acc.top5_percent();
     out << absl::StrFormat(
         "Epoch %d: %.1f s, %.1f img/s, test top-1 %.2f%% top-5 %.2f%%\n", epoch, epoch_seconds,
-        sampler.steps_per_epoch() * options.batch_size / epoch_seconds, result.test_top1,
+        steps_per_epoch * options.batch_size / epoch_seconds, result.test_top1,
         result.test_top5);
   }
   result.seconds_per_epoch = train_seconds / options.epochs;

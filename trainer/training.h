@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "trainer/data/augment.h"
 #include "trainer/ops/op.h"
 
 namespace cohort {
@@ -18,9 +19,14 @@ struct TrainOptions {
   std::string data_dir;  // empty: the dataset's default directory
   int64_t batch_size = 64;
   int64_t epochs = 10;
+  std::string optimizer = "sgd";         // sgd | adam
   double lr = 0.01;
+  std::string lr_schedule = "constant";  // constant | step | cosine | poly
+  double warmup_epochs = 0;              // linear warm-up before the schedule
+  bool scale_lr = false;  // linear scaling rule: lr × global batch / 256
   double momentum = 0.9;
   double wd = 1e-4;
+  std::string augment = "none";  // none | flip | crop_flip (crop padding = image side / 8)
   uint64_t seed = 42;
   int64_t log_interval = 100;  // steps between progress rows
   std::string output = "model.safetensors";  // empty: don't write the model
@@ -40,7 +46,12 @@ struct TrainResult {
   double images_per_second = 0;
 };
 
-// Trains a model on a dataset in one process: the progress table
+// The augmentation an --augment value names for images of the given side.
+absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t image_side);
+
+// Trains a model on a dataset in one process: images smaller than the model's designed size
+// are zero-padded up to it; batches are assembled (and augmented) on a background thread;
+// the progress table
 // `Step Epoch Speed(img/s) Loss LR` every log_interval steps, test top-1/top-5 after each epoch,
 // then the model written to options.output. Everything goes to out.
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out);

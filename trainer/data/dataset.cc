@@ -8,7 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "trainer/base/status_macros.h"
+#include "trainer/data/augment.h"
+#include "trainer/data/cifar.h"
 #include "trainer/data/idx.h"
+#include "trainer/data/synthetic.h"
 
 namespace cohort {
 namespace {
@@ -22,7 +25,10 @@ std::string IdxPath(const std::string& dir, const std::string& prefix, const std
 
 }  // namespace
 
-std::vector<std::string> DatasetNames() { return {"fashion-mnist", "mnist"}; }
+std::vector<std::string> DatasetNames() {
+  return {"cifar10",           "fashion-mnist",      "mnist",
+          "synthetic-cifar10", "synthetic-imagenet", "synthetic:CxHxW:K"};
+}
 
 std::string DefaultDataDir(const std::string& dataset) {
   return "/usr/share/datasets/" + dataset;
@@ -57,19 +63,26 @@ absl::StatusOr<ImageDataset> LoadIdxImages(const std::string& dir, const std::st
 }
 
 absl::StatusOr<TrainTestData> LoadDataset(const std::string& dataset, const std::string& data_dir) {
-  if (dataset != "fashion-mnist" && dataset != "mnist") {
+  if (IsSyntheticName(dataset)) return LoadSyntheticData(dataset);
+  if (dataset != "cifar10" && dataset != "fashion-mnist" && dataset != "mnist") {
     return absl::InvalidArgumentError(absl::StrCat("unknown dataset '", dataset,
                                                    "'; known datasets: ",
                                                    absl::StrJoin(DatasetNames(), ", ")));
   }
   const std::string dir = data_dir.empty() ? DefaultDataDir(dataset) : data_dir;
   if (access(dir.c_str(), F_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat(
-        "dataset directory ", dir, " does not exist; ",
-        dataset == "fashion-mnist" ? "run tools/install_deps.sh (Debian dataset-fashion-mnist) or "
-                                   : "",
-        "pass --data_dir with the IDX files"));
+    const char* how =
+        dataset == "cifar10"
+            ? "download the CIFAR-10 binary version (cifar-10-binary.tar.gz), unpack it and pass "
+              "--data_dir"
+        : dataset == "fashion-mnist"
+            ? "run tools/install_deps.sh (Debian dataset-fashion-mnist) or pass --data_dir with "
+              "the IDX files"
+            : "pass --data_dir with the IDX files";
+    return absl::NotFoundError(
+        absl::StrCat("dataset directory ", dir, " does not exist; ", how));
   }
+  if (dataset == "cifar10") return LoadCifar10(dir);
   TrainTestData d;
   ASSIGN_OR_RETURN(d.train, LoadIdxImages(dir, "train", 10, dataset + " train"));
   ASSIGN_OR_RETURN(d.test, LoadIdxImages(dir, "t10k", 10, dataset + " test"));
@@ -79,6 +92,33 @@ absl::StatusOr<TrainTestData> LoadDataset(const std::string& dataset, const std:
                                                    ", test images ", d.test.sample_shape.ToString()));
   }
   return d;
+}
+
+absl::StatusOr<ImageDataset> PadImages(const ImageDataset& data, int64_t height, int64_t width) {
+  const int64_t c = data.sample_shape[0], h = data.sample_shape[1], w = data.sample_shape[2];
+  const int64_t dh = height - h, dw = width - w;
+  if (dh < 0 || dw < 0 || dh % 2 != 0 || dw % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot pad the ", h, "x", w, " images of ", data.name, " to ", height, "x", width,
+        ": padding adds the same number of pixels on every side, so the target must be larger "
+        "by an even number in each dimension"));
+  }
+  ImageDataset out;
+  out.name = data.name;
+  out.sample_shape = Shape{c, height, width};
+  out.num_classes = data.num_classes;
+  out.labels = data.labels;
+  out.pixels.assign(static_cast<size_t>(data.size() * out.sample_shape.numel()), 0);
+  const int64_t top = dh / 2, left = dw / 2;
+  const uint8_t* src = data.pixels.data();
+  uint8_t* dst = out.pixels.data();
+  for (int64_t plane = 0; plane < data.size() * c; ++plane) {
+    for (int64_t y = 0; y < h; ++y) {
+      std::memcpy(dst + (plane * height + top + y) * width + left, src + (plane * h + y) * w,
+                  static_cast<size_t>(w));
+    }
+  }
+  return out;
 }
 
 Normalization ComputeNormalization(const ImageDataset& data) {
@@ -93,22 +133,13 @@ Normalization ComputeNormalization(const ImageDataset& data) {
   return {static_cast<float>(mean), static_cast<float>(std::sqrt(sum2 / n - mean * mean))};
 }
 
+PixelTable::PixelTable(const Normalization& norm) {
+  for (int v = 0; v < 256; ++v) value[v] = (v / 255.0f - norm.mean) / norm.std;
+}
+
 void GatherBatch(const ImageDataset& data, absl::Span<const int64_t> indices,
                  const Normalization& norm, Tensor* images, Tensor* labels) {
-  const int64_t b = static_cast<int64_t>(indices.size());
-  const Shape& s = data.sample_shape;
-  images->Resize(Shape{b, s[0], s[1], s[2]});
-  labels->Resize(Shape{b});
-  const int64_t per = s.numel();
-  // One table for the 256 byte values: the normalisation is the same for every pixel.
-  float table[256];
-  for (int v = 0; v < 256; ++v) table[v] = (v / 255.0f - norm.mean) / norm.std;
-  float* x = images->data<float>();
-  for (int64_t i = 0; i < b; ++i) {
-    const uint8_t* src = data.pixels.data() + indices[i] * per;
-    for (int64_t j = 0; j < per; ++j) x[i * per + j] = table[src[j]];
-    labels->data<int32_t>()[i] = data.labels[indices[i]];
-  }
+  GatherBatch(data, indices, norm, EpochAugmentation{}, images, labels);
 }
 
 }  // namespace cohort

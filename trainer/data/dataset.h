@@ -27,7 +27,8 @@ struct TrainTestData {
   ImageDataset test;
 };
 
-// The dataset names --dataset accepts, and where each is installed by default.
+// The dataset names --dataset accepts (including the synthetic:CxHxW:K form), and where
+// each dataset read from disk is installed by default.
 std::vector<std::string> DatasetNames();
 std::string DefaultDataDir(const std::string& dataset);
 
@@ -36,8 +37,15 @@ std::string DefaultDataDir(const std::string& dataset);
 absl::StatusOr<ImageDataset> LoadIdxImages(const std::string& dir, const std::string& prefix,
                                            int num_classes, const std::string& name);
 
-// Loads a named dataset's train and test splits. An empty data_dir means the default one.
+// Loads a named dataset's train and test splits: "fashion-mnist" and "mnist" (IDX files),
+// "cifar10" (the CIFAR-10 binary version), or synthetic data (see synthetic.h), which ignores
+// data_dir. An empty data_dir means the default one. A dataset that is not on disk is NotFound.
 absl::StatusOr<TrainTestData> LoadDataset(const std::string& dataset, const std::string& data_dir);
+
+// Zero-pads every image equally on every side to height × width (pixel value 0, before
+// normalisation), e.g. 28×28 → 32×32 adds 2 pixels per side. A difference that is negative or
+// odd is InvalidArgument. Compute the normalisation before padding: padding shifts it.
+absl::StatusOr<ImageDataset> PadImages(const ImageDataset& data, int64_t height, int64_t width);
 
 // Input normalisation x = (pixel/255 − mean) / std; the statistics come from the training split
 // and go into the exported model's metadata.
@@ -47,8 +55,16 @@ struct Normalization {
 };
 Normalization ComputeNormalization(const ImageDataset& data);
 
-// Assembles a batch: images (B, C, H, W) F32 normalised, labels (B) I32. Resizes both (their
-// buffers are reused from step to step).
+// The normalised value of each of the 256 pixel values: the normalisation is the same for every
+// pixel, so gathering is one lookup per pixel.
+struct PixelTable {
+  explicit PixelTable(const Normalization& norm);
+  float value[256];
+};
+
+// Assembles a batch in the order of indices: images (B, C, H, W) F32 normalised, labels (B) I32.
+// Resizes both (their buffers are reused from step to step). For evaluation; training batches
+// use the overload in augment.h.
 void GatherBatch(const ImageDataset& data, absl::Span<const int64_t> indices,
                  const Normalization& norm, Tensor* images, Tensor* labels);
 

@@ -117,7 +117,9 @@ TEST(DatasetTest, CountMismatchAndBadLabels) {
 TEST(DatasetTest, UnknownDatasetAndMissingDirectory) {
   auto d = LoadDataset("imagenet-22k", "");
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().message(), "unknown dataset 'imagenet-22k'; known datasets: fashion-mnist, mnist");
+  EXPECT_EQ(d.status().message(),
+            "unknown dataset 'imagenet-22k'; known datasets: cifar10, fashion-mnist, mnist, "
+            "synthetic-cifar10, synthetic-imagenet, synthetic:CxHxW:K");
   d = LoadDataset("mnist", "/nonexistent/mnist");
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("/nonexistent/mnist does not exist"), std::string::npos);

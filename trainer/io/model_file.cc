@@ -12,7 +12,7 @@ namespace cohort {
 absl::Status SaveModel(const Model& model, const std::map<std::string, std::string>& extra_metadata,
                        const std::string& path) {
   std::vector<NamedTensor> tensors;
-  for (const Parameter* p : model.parameters()) tensors.push_back({p->name, &p->value});
+  for (const StateTensor& t : model.ExportedTensors()) tensors.push_back({t.name, t.value});
   std::map<std::string, std::string> metadata = extra_metadata;
   metadata["model"] = model.name();
   metadata["input_shape"] = absl::StrCat("[", absl::StrJoin(model.input_shape().dims(), ","), "]");
@@ -28,18 +28,19 @@ absl::Status LoadModel(const std::string& path, Model* model) {
   }
   std::map<std::string, const Tensor*> by_name;
   for (size_t i = 0; i < file.names.size(); ++i) by_name[file.names[i]] = &file.tensors[i];
-  for (Parameter* p : model->parameters()) {
-    auto found = by_name.find(p->name);
+  for (const StateTensor& want : model->ExportedTensors()) {
+    auto found = by_name.find(want.name);
     if (found == by_name.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " has no tensor ", p->name));
+      return absl::InvalidArgumentError(absl::StrCat(path, " has no tensor ", want.name));
     }
     const Tensor& t = *found->second;
-    if (t.shape() != p->value.shape() || t.dtype() != p->value.dtype()) {
+    if (t.shape() != want.value->shape() || t.dtype() != want.value->dtype()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": tensor ", p->name, " is ", DTypeName(t.dtype()), " ", t.shape().ToString(),
-          ", the model needs ", DTypeName(p->value.dtype()), " ", p->value.shape().ToString()));
+          path, ": tensor ", want.name, " is ", DTypeName(t.dtype()), " ", t.shape().ToString(),
+          ", the model needs ", DTypeName(want.value->dtype()), " ",
+          want.value->shape().ToString()));
     }
-    std::memcpy(p->value.raw(), t.raw(), t.nbytes());
+    std::memcpy(want.value->raw(), t.raw(), t.nbytes());
     by_name.erase(found);
   }
   if (!by_name.empty()) {

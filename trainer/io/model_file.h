@@ -9,13 +9,13 @@
 
 namespace cohort {
 
-// Exports a model's parameters as safetensors (Contracts): names "<layer>.weight|bias" in model
-// order, PyTorch layouts, F32, and metadata with the model name and input shape "[C,H,W]" plus
+// Exports a model's parameters and state as safetensors (Contracts): names "<layer>.weight|bias"
+// and "<bn>.running_mean|running_var" in model order, PyTorch layouts, F32, and metadata with the model name and input shape "[C,H,W]" plus
 // the extra entries given (e.g. input_mean, input_std).
 absl::Status SaveModel(const Model& model, const std::map<std::string, std::string>& extra_metadata,
                        const std::string& path);
 
-// Loads parameters written by SaveModel into a model of the same architecture: every name must
+// Loads parameters and state written by SaveModel into a model of the same architecture: every name must
 // be present with the model's shape and nothing else may be in the file.
 absl::Status LoadModel(const std::string& path, Model* model);
 

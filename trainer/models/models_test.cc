@@ -37,7 +37,9 @@ TEST(ModelsTest, MlpAndErrors) {
   ASSERT_TRUE(mlp.ok());
   EXPECT_EQ((*mlp)->num_parameter_elements(), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   auto unknown = BuildModel("resnet9000", &dnn, Shape{1, 28, 28}, 10);
-  EXPECT_EQ(unknown.status().message(), "unknown model 'resnet9000'; known models: lenet, mlp");
+  EXPECT_EQ(unknown.status().message(),
+            "unknown model 'resnet9000'; known models: lenet, mlp, resnet20, resnet32, resnet44, "
+            "resnet56, resnet110, resnet50");
   auto tiny = BuildModel("lenet", &dnn, Shape{1, 6, 6}, 10);
   ASSERT_FALSE(tiny.ok());
   EXPECT_NE(tiny.status().message().find("layer conv2"), std::string::npos) << tiny.status();
@@ -65,17 +67,19 @@ TEST(ModelsTest, InitIsSeededAndHeUniform) {
   EXPECT_NE(a->parameters()[0]->value.data<float>()[0], b->parameters()[0]->value.data<float>()[0]);
 }
 
-// A whole LeNet step on oneDNN equals the same step on the reference: logits, loss and every
-// parameter's gradient.
-TEST(ModelsTest, LenetStepMatchesReference) {
+// One training step of a model on oneDNN equals the same step on the reference: loss, every
+// parameter's gradient and the state (running statistics) after it.
+void ExpectStepMatchesReference(const std::string& name, const Shape& sample, int64_t batch) {
   OnednnBackend dnn;
   ReferenceBackend ref;
-  auto m = *BuildModel("lenet", &dnn, Shape{1, 28, 28}, 10);
-  auto r = *BuildModel("lenet", &ref, Shape{1, 28, 28}, 10);
+  auto m = *BuildModel(name, &dnn, sample, 10);
+  auto r = *BuildModel(name, &ref, sample, 10);
   m->InitParameters(3);
   r->InitParameters(3);
-  Tensor x(Shape{4, 1, 28, 28}, DType::kF32);
-  Tensor labels(Shape{4}, DType::kI32);
+  std::vector<int64_t> dims{batch};
+  dims.insert(dims.end(), sample.dims().begin(), sample.dims().end());
+  Tensor x(Shape(dims), DType::kF32);
+  Tensor labels(Shape{batch}, DType::kI32);
   Rng rng(9);
   for (float& v : x.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
   for (int32_t& l : labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(10));
@@ -84,19 +88,90 @@ TEST(ModelsTest, LenetStepMatchesReference) {
   SoftmaxCrossEntropyLoss loss(&dnn), loss_ref(&ref);
   const double l = loss.Forward(m->Forward(Mode::kTrain, x), labels);
   const double l_ref = loss_ref.Forward(r->Forward(Mode::kTrain, x_ref), labels);
-  EXPECT_NEAR(l, l_ref, 1e-5 * std::abs(l_ref));
+  EXPECT_NEAR(l, l_ref, 1e-5 * std::abs(l_ref)) << name;
   m->Backward(loss.Backward());
   r->Backward(loss_ref.Backward());
-  for (size_t i = 0; i < m->parameters().size(); ++i) {
-    const Tensor& g = m->parameters()[i]->grad;
-    const Tensor& g_ref = r->parameters()[i]->grad;
+  auto max_rel_error = [](const Tensor& got, const Tensor& want) {
     double diff = 0, scale = 0;
-    for (int64_t j = 0; j < g.numel(); ++j) {
-      diff = std::max(diff, std::abs(g.data<float>()[j] - g_ref.data<double>()[j]));
-      scale = std::max(scale, std::abs(g_ref.data<double>()[j]));
+    for (int64_t j = 0; j < got.numel(); ++j) {
+      diff = std::max(diff, std::abs(got.data<float>()[j] - want.data<double>()[j]));
+      scale = std::max(scale, std::abs(want.data<double>()[j]));
     }
-    EXPECT_LT(diff / scale, 1e-4) << m->parameters()[i]->name;
+    return scale > 0 ? diff / scale : diff;
+  };
+  for (size_t i = 0; i < m->parameters().size(); ++i) {
+    EXPECT_LT(max_rel_error(m->parameters()[i]->grad, r->parameters()[i]->grad), 1e-4)
+        << name << " " << m->parameters()[i]->name;
   }
+  ASSERT_EQ(m->state().size(), r->state().size());
+  for (size_t i = 0; i < m->state().size(); ++i) {
+    EXPECT_LT(max_rel_error(*m->state()[i].value, *r->state()[i].value), 1e-5)
+        << name << " " << m->state()[i].name;
+  }
+}
+
+TEST(ModelsTest, LenetStepMatchesReference) { ExpectStepMatchesReference("lenet", {1, 28, 28}, 4); }
+
+// Residual blocks: gradients of block inputs are summed over the two paths.
+TEST(ModelsTest, Resnet20StepMatchesReference) {
+  ExpectStepMatchesReference("resnet20", {3, 16, 16}, 4);
+}
+
+TEST(ModelsTest, ResnetParameterCountsMatchPublishedOnes) {
+  OnednnBackend dnn;
+  // He et al. 2016 (CIFAR, option A shortcuts, 10 classes).
+  const std::vector<std::pair<std::string, int64_t>> cifar = {{"resnet20", 269722},
+                                                              {"resnet32", 464154},
+                                                              {"resnet44", 658586},
+                                                              {"resnet56", 853018},
+                                                              {"resnet110", 1727962}};
+  for (const auto& [name, count] : cifar) {
+    auto model = BuildModel(name, &dnn, Shape{3, 32, 32}, 10);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->num_parameter_elements(), count) << name;
+    EXPECT_EQ(ModelImageSize(name), 32);
+  }
+  auto r50 = BuildModel("resnet50", &dnn, Shape{3, 224, 224}, 1000);
+  ASSERT_TRUE(r50.ok()) << r50.status();
+  EXPECT_EQ((*r50)->num_parameter_elements(), 25557032);  // torchvision's resnet50
+  EXPECT_EQ((*r50)->parameters().size(), 161u);
+  EXPECT_EQ((*r50)->state().size(), 2u * 53);  // 53 batch norms
+  EXPECT_EQ(ModelImageSize("resnet50"), 224);
+  EXPECT_EQ(ModelImageSize("lenet"), 0);
+}
+
+TEST(ModelsTest, Resnet20ExportsTorchNamesInModelOrder) {
+  OnednnBackend dnn;
+  auto model = *BuildModel("resnet20", &dnn, Shape{1, 32, 32}, 10);
+  std::vector<std::string> names;
+  for (const StateTensor& t : model->ExportedTensors()) names.push_back(t.name);
+  ASSERT_EQ(names.size(), 1 + 4 + 9 * (1 + 4 + 1 + 4) + 2u);
+  const std::vector<std::string> head = {"conv1.weight",         "bn1.weight",
+                                         "bn1.bias",             "bn1.running_mean",
+                                         "bn1.running_var",      "layer1.0.conv1.weight",
+                                         "layer1.0.bn1.weight",  "layer1.0.bn1.bias",
+                                         "layer1.0.bn1.running_mean", "layer1.0.bn1.running_var",
+                                         "layer1.0.conv2.weight"};
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + head.size()), head);
+  EXPECT_EQ(names[names.size() - 2], "fc.weight");
+  EXPECT_EQ(names.back(), "fc.bias");
+  // Fresh running statistics are mean 0, variance 1, as in PyTorch.
+  EXPECT_EQ(model->state()[0].value->data<float>()[0], 0.0f);
+  EXPECT_EQ(model->state()[1].value->data<float>()[0], 1.0f);
+  model->InitParameters(1);
+  EXPECT_EQ(model->parameters()[1]->value.data<float>()[0], 1.0f);  // bn1.weight
+}
+
+TEST(ModelsTest, BuilderRejectsUnusedBranches) {
+  OnednnBackend dnn;
+  ModelBuilder b(&dnn, "dangling", Shape{1, 8, 8});
+  b.Conv2d("a", 2, 3, 1, 1);
+  const int a = b.current();
+  b.Relu("unused").From(a).Flatten("flatten").Linear("fc", 3);
+  auto model = b.Build();
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("layer unused is never used"), std::string::npos)
+      << model.status();
 }
 
 TEST(ModelsTest, HooksFireInLayerAndGradientOrder) {

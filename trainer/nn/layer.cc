@@ -12,7 +12,9 @@ void InitParameter(uint64_t seed, Parameter* p) {
   Rng rng(MixKeys({seed, HashName(p->name)}));
   const double bound = p->fan_in > 0 ? std::sqrt(6.0 / static_cast<double>(p->fan_in)) : 0.0;
   for (int64_t i = 0; i < p->value.numel(); ++i) {
-    const double v = p->init == Parameter::Init::kHeUniform ? rng.Uniform(-bound, bound) : 0.0;
+    double v = 0.0;
+    if (p->init == Parameter::Init::kHeUniform) v = rng.Uniform(-bound, bound);
+    if (p->init == Parameter::Init::kOne) v = 1.0;
     if (p->value.dtype() == DType::kF64) {
       p->value.data<double>()[i] = v;
     } else {
@@ -21,15 +23,21 @@ void InitParameter(uint64_t seed, Parameter* p) {
   }
 }
 
-Layer::Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params, DType dtype)
+Layer::Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params, DType dtype,
+             std::vector<int> inputs)
     : name_(std::move(name)),
       op_(std::move(op)),
       params_(std::move(params)),
+      inputs_(std::move(inputs)),
+      xs_(inputs_.size(), nullptr),
       output_(Shape{0}, dtype),
-      grad_input_(Shape{0}, dtype) {}
+      grad_input_ptrs_(inputs_.size(), nullptr) {
+  for (const OpState& s : op_->State()) state_.push_back({absl::StrCat(name_, ".", s.name), s.value});
+  for (size_t i = 0; i < inputs_.size(); ++i) grad_inputs_.emplace_back(Shape{0}, dtype);
+}
 
-absl::StatusOr<Shape> Layer::OutputShape(const Shape& x) const {
-  std::vector<Shape> in{x};
+absl::StatusOr<Shape> Layer::OutputShape(absl::Span<const Shape> xs) const {
+  std::vector<Shape> in(xs.begin(), xs.end());
   for (const Parameter& p : params_) in.push_back(p.value.shape());
   auto out = op_->OutputShapes(in);
   if (!out.ok()) {
@@ -39,35 +47,43 @@ absl::StatusOr<Shape> Layer::OutputShape(const Shape& x) const {
   return (*out)[0];
 }
 
-const Tensor& Layer::Forward(Mode mode, const Tensor& x) {
-  if (x.shape() != input_shape_) {
+const Tensor& Layer::Forward(Mode mode, absl::Span<const Tensor* const> xs) {
+  bool same_shapes = input_shapes_.size() == xs.size();
+  for (size_t i = 0; same_shapes && i < xs.size(); ++i) same_shapes = xs[i]->shape() == input_shapes_[i];
+  if (!same_shapes) {
     // Shapes were validated when the model was built; a batch-size change only resizes.
-    auto shape = OutputShape(x.shape());
+    input_shapes_.clear();
+    for (const Tensor* x : xs) input_shapes_.push_back(x->shape());
+    auto shape = OutputShape(input_shapes_);
     COHORT_CHECK(shape.ok(), "%s", std::string(shape.status().message()).c_str());
     output_.Resize(*shape);
-    input_shape_ = x.shape();
   }
-  absl::InlinedVector<const Tensor*, 4> in{&x};
+  absl::InlinedVector<const Tensor*, 4> in(xs.begin(), xs.end());
   for (const Parameter& p : params_) in.push_back(&p.value);
   Tensor* out = &output_;
   op_->Forward(mode, in, absl::MakeSpan(&out, 1));
-  input_ = &x;
+  std::copy(xs.begin(), xs.end(), xs_.begin());
   return output_;
 }
 
-const Tensor* Layer::Backward(const Tensor& dy, bool need_input_grad) {
-  COHORT_CHECK(input_ != nullptr, "layer %s: Backward before Forward", name_.c_str());
-  absl::InlinedVector<const Tensor*, 4> in{input_};
-  absl::InlinedVector<Tensor*, 4> grad_in{need_input_grad ? &grad_input_ : nullptr};
+absl::Span<const Tensor* const> Layer::Backward(const Tensor& dy,
+                                                absl::Span<const bool> need_input_grad) {
+  COHORT_CHECK(!input_shapes_.empty(), "layer %s: Backward before Forward", name_.c_str());
+  absl::InlinedVector<const Tensor*, 4> in(xs_.begin(), xs_.end());
+  absl::InlinedVector<Tensor*, 4> grad_in;
+  for (size_t i = 0; i < xs_.size(); ++i) {
+    if (need_input_grad[i]) grad_inputs_[i].Resize(xs_[i]->shape());
+    grad_in.push_back(need_input_grad[i] ? &grad_inputs_[i] : nullptr);
+    grad_input_ptrs_[i] = grad_in.back();
+  }
   for (Parameter& p : params_) {
     in.push_back(&p.value);
     grad_in.push_back(&p.grad);
   }
-  if (need_input_grad) grad_input_.Resize(input_->shape());
   const Tensor* out = &output_;
   const Tensor* grad_out = &dy;
   op_->Backward(in, absl::MakeConstSpan(&out, 1), absl::MakeConstSpan(&grad_out, 1), grad_in);
-  return need_input_grad ? &grad_input_ : nullptr;
+  return grad_input_ptrs_;
 }
 
 }  // namespace cohort

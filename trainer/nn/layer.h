@@ -14,7 +14,7 @@ namespace cohort {
 // A named trainable tensor and its gradient, both plain row-major in PyTorch layout
 // (conv OIHW, linear [out, in]) so the kvstore and the export see them as they are.
 struct Parameter {
-  enum class Init { kZero, kHeUniform };
+  enum class Init { kZero, kOne, kHeUniform };
 
   std::string name;  // "<layer>.weight", "<layer>.bias"
   Tensor value;
@@ -24,37 +24,59 @@ struct Parameter {
 };
 
 // Fills a parameter from (seed, its name): He-uniform, U(±sqrt(6 / fan_in)), for weights
-// feeding ReLUs; zeros for biases. Independent of layer order and of the backend's dtype.
+// feeding ReLUs; zeros or ones (batch-norm scales) otherwise. Independent of layer order and
+// of the backend's dtype.
 void InitParameter(uint64_t seed, Parameter* p);
 
-// One op with its parameters. The op's inputs are {x, parameters...}; its single output is
-// the layer's output. The layer owns its output and input-gradient buffers and reuses them
-// across steps. Not thread-safe.
+// A named tensor that is not trained (batch norm's running statistics), owned by an op.
+struct StateTensor {
+  std::string name;  // "<layer>.running_mean"
+  Tensor* value;
+};
+
+// One op with its parameters, reading the outputs of earlier layers. The op's inputs are
+// {data inputs..., parameters...}; its first output is the layer's output. The layer owns
+// its output and input-gradient buffers and reuses them across steps. Not thread-safe.
 class Layer {
  public:
+  // Where a layer reads the model's input instead of an earlier layer's output.
+  static constexpr int kModelInput = -1;
+
+  // inputs: indices of the layers (or kModelInput) feeding the op's data inputs, in order.
   // dtype: what the op computes in (its backend's dtype).
-  Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params, DType dtype);
+  Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params, DType dtype,
+        std::vector<int> inputs);
 
   const std::string& name() const { return name_; }
   absl::string_view op_name() const { return op_->name(); }
+  const std::vector<int>& inputs() const { return inputs_; }
   std::vector<Parameter>& parameters() { return params_; }
+  std::vector<StateTensor>& state() { return state_; }
+  // The output of the last Forward.
+  const Tensor& output() const { return output_; }
 
-  absl::StatusOr<Shape> OutputShape(const Shape& x) const;
+  // xs: the shapes of the data inputs.
+  absl::StatusOr<Shape> OutputShape(absl::Span<const Shape> xs) const;
 
-  // x must stay alive until Backward. Returns the output, valid until the next Forward.
-  const Tensor& Forward(Mode mode, const Tensor& x);
+  // xs (the data inputs) must stay alive until Backward. Returns the output, valid until the
+  // next Forward.
+  const Tensor& Forward(Mode mode, absl::Span<const Tensor* const> xs);
   // dy: gradient of the loss w.r.t. the last output. Writes every parameter's grad; returns
-  // the gradient w.r.t. x when need_input_grad, else nullptr.
-  const Tensor* Backward(const Tensor& dy, bool need_input_grad);
+  // the gradient w.r.t. each data input whose need_input_grad entry is true (else nullptr).
+  absl::Span<const Tensor* const> Backward(const Tensor& dy,
+                                           absl::Span<const bool> need_input_grad);
 
  private:
   std::string name_;
   std::unique_ptr<Op> op_;
   std::vector<Parameter> params_;
-  const Tensor* input_ = nullptr;
-  Shape input_shape_;  // of the last Forward, whose output shape output_ holds
+  std::vector<StateTensor> state_;
+  std::vector<int> inputs_;
+  std::vector<const Tensor*> xs_;   // data inputs of the last Forward
+  std::vector<Shape> input_shapes_;  // of the last Forward, whose output shape output_ holds
   Tensor output_;
-  Tensor grad_input_;
+  std::vector<Tensor> grad_inputs_;
+  std::vector<const Tensor*> grad_input_ptrs_;
 };
 
 }  // namespace cohort

@@ -1,40 +1,89 @@
 #include "trainer/nn/model.h"
 
 #include "absl/strings/str_cat.h"
+#include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort {
+namespace {
+
+Shape WithBatchOfOne(const Shape& sample) {
+  std::vector<int64_t> dims{1};
+  dims.insert(dims.end(), sample.dims().begin(), sample.dims().end());
+  return Shape(dims);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape input_shape,
-                                                     std::vector<std::unique_ptr<Layer>> layers) {
-  std::vector<int64_t> dims{1};
-  dims.insert(dims.end(), input_shape.dims().begin(), input_shape.dims().end());
-  Shape s(dims);
-  for (const auto& layer : layers) {
-    ASSIGN_OR_RETURN(s, layer->OutputShape(s));
+                                                     std::vector<std::unique_ptr<Layer>> layers,
+                                                     Backend* backend) {
+  if (layers.empty()) return absl::InvalidArgumentError(absl::StrCat("model ", name, " has no layers"));
+  const Shape input = WithBatchOfOne(input_shape);
+  std::vector<Shape> shapes;
+  std::vector<int> consumers(layers.size(), 0);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::vector<Shape> xs;
+    for (int in : layers[i]->inputs()) {
+      if (in < Layer::kModelInput || in >= static_cast<int>(i)) {
+        return absl::InvalidArgumentError(absl::StrCat("model ", name, ": layer ",
+                                                       layers[i]->name(), " reads layer ", in,
+                                                       ", which does not come before it"));
+      }
+      xs.push_back(in == Layer::kModelInput ? input : shapes[in]);
+      if (in != Layer::kModelInput) ++consumers[in];
+    }
+    ASSIGN_OR_RETURN(Shape s, layers[i]->OutputShape(xs));
+    shapes.push_back(s);
   }
-  if (s.rank() != 2) {
+  for (size_t i = 0; i + 1 < layers.size(); ++i) {
+    if (consumers[i] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", name, ": the output of layer ",
+                                                     layers[i]->name(), " is never used"));
+    }
+  }
+  if (shapes.back().rank() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("model ", name, ": the last layer gives ",
-                                                   s.ToString(), ", not logits (N, K)"));
+                                                   shapes.back().ToString(),
+                                                   ", not logits (N, K)"));
   }
-  return std::unique_ptr<Model>(
-      new Model(std::move(name), std::move(input_shape), static_cast<int>(s[1]), std::move(layers)));
+  auto model = std::unique_ptr<Model>(new Model(std::move(name), std::move(input_shape),
+                                                static_cast<int>(shapes.back()[1]),
+                                                std::move(layers), backend));
+  for (size_t i = 0; i < consumers.size(); ++i) {
+    if (consumers[i] > 1) model->grad_adders_[i] = backend->Add();
+  }
+  return model;
 }
 
 Model::Model(std::string name, Shape input_shape, int num_classes,
-             std::vector<std::unique_ptr<Layer>> layers)
+             std::vector<std::unique_ptr<Layer>> layers, Backend* backend)
     : name_(std::move(name)),
       input_shape_(std::move(input_shape)),
       num_classes_(num_classes),
-      layers_(std::move(layers)) {
-  for (auto& layer : layers_)
+      layers_(std::move(layers)),
+      output_grad_(layers_.size(), nullptr),
+      grad_adders_(layers_.size()) {
+  for (auto& layer : layers_) {
     for (Parameter& p : layer->parameters()) params_.push_back(&p);
+    for (const StateTensor& s : layer->state()) state_.push_back(s);
+    grad_sums_.emplace_back(Shape{0}, backend->dtype(), backend->allocator());
+  }
 }
 
 int64_t Model::num_parameter_elements() const {
   int64_t n = 0;
   for (const Parameter* p : params_) n += p->value.numel();
   return n;
+}
+
+std::vector<StateTensor> Model::ExportedTensors() const {
+  std::vector<StateTensor> tensors;
+  for (const auto& layer : layers_) {
+    for (Parameter& p : layer->parameters()) tensors.push_back({p.name, &p.value});
+    for (const StateTensor& s : layer->state()) tensors.push_back(s);
+  }
+  return tensors;
 }
 
 void Model::InitParameters(uint64_t seed) {
@@ -45,26 +94,63 @@ const Tensor& Model::Forward(Mode mode, const Tensor& x) {
   const Tensor* h = &x;
   for (int i = 0; i < num_layers(); ++i) {
     if (before_forward_) before_forward_(i, *layers_[i]);
-    h = &layers_[i]->Forward(mode, *h);
+    layer_inputs_.clear();
+    for (int in : layers_[i]->inputs()) {
+      layer_inputs_.push_back(in == Layer::kModelInput ? &x : &layers_[in]->output());
+    }
+    h = &layers_[i]->Forward(mode, layer_inputs_);
   }
   return *h;
 }
 
+void Model::AccumulateGradient(int i, const Tensor* g) {
+  if (output_grad_[i] == nullptr) {
+    output_grad_[i] = g;
+    return;
+  }
+  // A later consumer: sum into the layer's buffer (in place from the third on).
+  Tensor* sum = &grad_sums_[i];
+  if (output_grad_[i] != sum) sum->Resize(g->shape());
+  const Tensor* in[] = {output_grad_[i], g};
+  grad_adders_[i]->Forward(Mode::kEval, in, absl::MakeSpan(&sum, 1));
+  output_grad_[i] = sum;
+}
+
 void Model::Backward(const Tensor& dlogits) {
-  const Tensor* dy = &dlogits;
+  std::fill(output_grad_.begin(), output_grad_.end(), nullptr);
+  output_grad_.back() = &dlogits;
   for (int i = num_layers() - 1; i >= 0; --i) {
-    dy = layers_[i]->Backward(*dy, /*need_input_grad=*/i > 0);
+    Layer& layer = *layers_[i];
+    need_input_grad_.clear();
+    for (int in : layer.inputs()) need_input_grad_.push_back(in != Layer::kModelInput);
+    auto grads = layer.Backward(*output_grad_[i], need_input_grad_);
     if (gradient_ready_) {
-      for (Parameter& p : layers_[i]->parameters()) gradient_ready_(p);
+      for (Parameter& p : layer.parameters()) gradient_ready_(p);
+    }
+    for (size_t k = 0; k < layer.inputs().size(); ++k) {
+      if (layer.inputs()[k] != Layer::kModelInput) AccumulateGradient(layer.inputs()[k], grads[k]);
     }
   }
 }
 
 ModelBuilder::ModelBuilder(Backend* backend, std::string name, Shape input_shape)
-    : backend_(backend), name_(std::move(name)), input_shape_(std::move(input_shape)) {
-  std::vector<int64_t> dims{1};
-  dims.insert(dims.end(), input_shape_.dims().begin(), input_shape_.dims().end());
-  current_ = Shape(dims);
+    : backend_(backend),
+      name_(std::move(name)),
+      input_shape_(std::move(input_shape)),
+      input_batch_shape_(WithBatchOfOne(input_shape_)) {}
+
+const Shape& ModelBuilder::ShapeOf(int layer) const {
+  return layer == Layer::kModelInput ? input_batch_shape_ : shapes_[layer];
+}
+
+ModelBuilder& ModelBuilder::From(int layer) {
+  if (layer < Layer::kModelInput || layer >= static_cast<int>(layers_.size())) {
+    status_.Update(absl::InvalidArgumentError(
+        absl::StrCat("model ", name_, ": no layer ", layer, " to go on from")));
+    return *this;
+  }
+  current_ = layer;
+  return *this;
 }
 
 Parameter ModelBuilder::MakeParameter(const std::string& name, Shape shape, Parameter::Init init,
@@ -80,70 +166,113 @@ Parameter ModelBuilder::MakeParameter(const std::string& name, Shape shape, Para
   return p;
 }
 
-ModelBuilder& ModelBuilder::Add(std::unique_ptr<Layer> layer) {
+ModelBuilder& ModelBuilder::Append(const std::string& name, std::unique_ptr<Op> op,
+                                   std::vector<Parameter> params, std::vector<int> inputs) {
   if (!status_.ok()) return *this;
-  auto next = layer->OutputShape(current_);
+  auto layer = std::make_unique<Layer>(name, std::move(op), std::move(params), backend_->dtype(),
+                                       inputs);
+  std::vector<Shape> xs;
+  for (int in : inputs) xs.push_back(ShapeOf(in));
+  auto next = layer->OutputShape(xs);
   if (!next.ok()) {
-    status_ = absl::InvalidArgumentError(
-        absl::StrCat("model ", name_, ": ", next.status().message()));
+    status_ = absl::InvalidArgumentError(absl::StrCat("model ", name_, ": ", next.status().message()));
     return *this;
   }
-  current_ = *next;
+  shapes_.push_back(*next);
   layers_.push_back(std::move(layer));
+  current_ = static_cast<int>(layers_.size()) - 1;
   return *this;
 }
 
 ModelBuilder& ModelBuilder::Conv2d(const std::string& name, int out_channels, int kernel,
-                                   int stride, int padding) {
-  if (current_.rank() != 4) {
+                                   int stride, int padding, bool bias) {
+  const Shape& x = ShapeOf(current_);
+  if (x.rank() != 4) {
     status_.Update(absl::InvalidArgumentError(
-        absl::StrCat("model ", name_, ": conv ", name, " needs (N,C,H,W), gets ", current_.ToString())));
+        absl::StrCat("model ", name_, ": conv ", name, " needs (N,C,H,W), gets ", x.ToString())));
     return *this;
   }
-  const int64_t in_channels = current_[1];
-  const int64_t fan_in = in_channels * kernel * kernel;
+  const int64_t in_channels = x[1];
   std::vector<Parameter> params;
   params.push_back(MakeParameter(name + ".weight", Shape{out_channels, in_channels, kernel, kernel},
-                                 Parameter::Init::kHeUniform, fan_in));
-  params.push_back(MakeParameter(name + ".bias", Shape{out_channels}, Parameter::Init::kZero, 0));
-  return Add(std::make_unique<Layer>(name, backend_->Conv2d({stride, padding}), std::move(params),
-                                     backend_->dtype()));
+                                 Parameter::Init::kHeUniform, in_channels * kernel * kernel));
+  if (bias) {
+    params.push_back(MakeParameter(name + ".bias", Shape{out_channels}, Parameter::Init::kZero, 0));
+  }
+  return Append(name, backend_->Conv2d({stride, padding, bias}), std::move(params), {current_});
+}
+
+ModelBuilder& ModelBuilder::BatchNorm(const std::string& name) {
+  const Shape& x = ShapeOf(current_);
+  if (x.rank() != 4) {
+    status_.Update(absl::InvalidArgumentError(absl::StrCat(
+        "model ", name_, ": batch norm ", name, " needs (N,C,H,W), gets ", x.ToString())));
+    return *this;
+  }
+  std::vector<Parameter> params;
+  params.push_back(MakeParameter(name + ".weight", Shape{x[1]}, Parameter::Init::kOne, 0));
+  params.push_back(MakeParameter(name + ".bias", Shape{x[1]}, Parameter::Init::kZero, 0));
+  return Append(name, backend_->BatchNorm({x[1]}), std::move(params), {current_});
 }
 
 ModelBuilder& ModelBuilder::MaxPool2d(const std::string& name, int kernel, int stride,
                                       int padding) {
-  return Add(std::make_unique<Layer>(name, backend_->MaxPool2d({kernel, stride, padding}),
-                                     std::vector<Parameter>{}, backend_->dtype()));
+  return Append(name, backend_->MaxPool2d({kernel, stride, padding}), {}, {current_});
+}
+
+ModelBuilder& ModelBuilder::AvgPool2d(const std::string& name, int kernel, int stride,
+                                      int padding) {
+  return Append(name, backend_->AvgPool2d({kernel, stride, padding}), {}, {current_});
+}
+
+ModelBuilder& ModelBuilder::GlobalAvgPool(const std::string& name) {
+  return Append(name, backend_->GlobalAvgPool(), {}, {current_});
 }
 
 ModelBuilder& ModelBuilder::Relu(const std::string& name) {
-  return Add(std::make_unique<Layer>(name, backend_->Relu(), std::vector<Parameter>{},
-                                     backend_->dtype()));
+  return Append(name, backend_->Relu(), {}, {current_});
+}
+
+ModelBuilder& ModelBuilder::Dropout(const std::string& name, float p) {
+  return Append(name, backend_->Dropout({p, HashName(name)}), {}, {current_});
 }
 
 ModelBuilder& ModelBuilder::Flatten(const std::string& name) {
-  return Add(std::make_unique<Layer>(name, backend_->Flatten(), std::vector<Parameter>{},
-                                     backend_->dtype()));
+  return Append(name, backend_->Flatten(), {}, {current_});
 }
 
 ModelBuilder& ModelBuilder::Linear(const std::string& name, int out_features) {
-  if (current_.rank() != 2) {
+  const Shape& x = ShapeOf(current_);
+  if (x.rank() != 2) {
     status_.Update(absl::InvalidArgumentError(absl::StrCat(
-        "model ", name_, ": linear ", name, " needs (N, features), gets ", current_.ToString())));
+        "model ", name_, ": linear ", name, " needs (N, features), gets ", x.ToString())));
     return *this;
   }
-  const int64_t in_features = current_[1];
+  const int64_t in_features = x[1];
   std::vector<Parameter> params;
   params.push_back(MakeParameter(name + ".weight", Shape{out_features, in_features},
                                  Parameter::Init::kHeUniform, in_features));
   params.push_back(MakeParameter(name + ".bias", Shape{out_features}, Parameter::Init::kZero, 0));
-  return Add(std::make_unique<Layer>(name, backend_->Linear(), std::move(params),
-                                     backend_->dtype()));
+  return Append(name, backend_->Linear(), std::move(params), {current_});
+}
+
+ModelBuilder& ModelBuilder::Add(const std::string& name, int other) {
+  if (other < Layer::kModelInput || other >= static_cast<int>(layers_.size())) {
+    status_.Update(absl::InvalidArgumentError(
+        absl::StrCat("model ", name_, ": add ", name, " reads no layer ", other)));
+    return *this;
+  }
+  return Append(name, backend_->Add(), {}, {current_, other});
+}
+
+ModelBuilder& ModelBuilder::SubsamplePad(const std::string& name, int stride,
+                                         int64_t pad_channels) {
+  return Append(name, backend_->SubsamplePad({stride, pad_channels}), {}, {current_});
 }
 
 absl::StatusOr<std::unique_ptr<Model>> ModelBuilder::Build() {
   RETURN_IF_ERROR(status_);
-  return Model::Create(name_, input_shape_, std::move(layers_));
+  return Model::Create(name_, input_shape_, std::move(layers_), backend_);
 }
 
 }  // namespace cohort

@@ -6,13 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "trainer/nn/layer.h"
 
 namespace cohort {
 
-// A chain of layers mapping images to class logits, with the two hooks the distributed
-// runtime and device backends attach to:
+// A graph of layers mapping images to class logits: each layer reads the model input or
+// earlier layers' outputs (a chain, or residual blocks), the last layer gives the logits.
+// Where an output feeds several layers, backward sums their gradients. The two hooks the
+// distributed runtime and device backends attach to:
 //  - before-forward: called before each layer's forward with the layer's index, so a worker
 //    can wait there for that layer's freshly pulled parameters (first layer first);
 //  - gradient-ready: called for each parameter as soon as backward has produced its final
@@ -23,9 +26,12 @@ class Model {
   using BeforeForwardHook = std::function<void(int layer_index, Layer& layer)>;
   using GradientReadyHook = std::function<void(Parameter& param)>;
 
-  // input_shape: one sample, (C, H, W). Fails with the layer's name when shapes don't chain.
+  // input_shape: one sample, (C, H, W). Layers come in order: each reads only earlier ones.
+  // Fails with the layer's name when shapes don't fit or an output goes unused. backend makes
+  // the adds that sum gradients where an output feeds several layers.
   static absl::StatusOr<std::unique_ptr<Model>> Create(std::string name, Shape input_shape,
-                                                       std::vector<std::unique_ptr<Layer>> layers);
+                                                       std::vector<std::unique_ptr<Layer>> layers,
+                                                       Backend* backend);
 
   const std::string& name() const { return name_; }
   const Shape& input_shape() const { return input_shape_; }
@@ -34,6 +40,10 @@ class Model {
   Layer& layer(int i) { return *layers_[i]; }
   // All parameters in model order (the kvstore key of each is its index here).
   const std::vector<Parameter*>& parameters() const { return params_; }
+  // State that is not trained (batch-norm running statistics), in model order.
+  const std::vector<StateTensor>& state() const { return state_; }
+  // What the model file holds, in its order: each layer's parameters, then its state.
+  std::vector<StateTensor> ExportedTensors() const;
   int64_t num_parameter_elements() const;
 
   void InitParameters(uint64_t seed);
@@ -47,13 +57,23 @@ class Model {
 
  private:
   Model(std::string name, Shape input_shape, int num_classes,
-        std::vector<std::unique_ptr<Layer>> layers);
+        std::vector<std::unique_ptr<Layer>> layers, Backend* backend);
+  // Adds g to the gradient of layer i's output.
+  void AccumulateGradient(int i, const Tensor* g);
 
   std::string name_;
   Shape input_shape_;
   int num_classes_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Parameter*> params_;
+  std::vector<StateTensor> state_;
+  // Per layer: its output's gradient during Backward (nullptr until the first consumer's
+  // arrives); for outputs feeding several layers, an add op and the sum's buffer.
+  std::vector<const Tensor*> output_grad_;
+  std::vector<std::unique_ptr<Op>> grad_adders_;
+  std::vector<Tensor> grad_sums_;
+  std::vector<const Tensor*> layer_inputs_;  // scratch for Forward
+  absl::InlinedVector<bool, 4> need_input_grad_;  // scratch for Backward
   BeforeForwardHook before_forward_;
   GradientReadyHook gradient_ready_;
 };
@@ -65,26 +85,44 @@ class ModelBuilder {
   // input_shape: one sample, (C, H, W).
   ModelBuilder(Backend* backend, std::string name, Shape input_shape);
 
+  // Each call adds a layer reading the current one (at first the model input) and makes it
+  // current. current() and From() build branches: remember a layer, go on from another.
+  int current() const { return current_; }
+  ModelBuilder& From(int layer);
+
   ModelBuilder& Conv2d(const std::string& name, int out_channels, int kernel, int stride,
-                       int padding);
+                       int padding, bool bias = true);
+  ModelBuilder& BatchNorm(const std::string& name);
   ModelBuilder& MaxPool2d(const std::string& name, int kernel, int stride, int padding = 0);
+  ModelBuilder& AvgPool2d(const std::string& name, int kernel, int stride, int padding = 0);
+  ModelBuilder& GlobalAvgPool(const std::string& name);
   ModelBuilder& Relu(const std::string& name);
+  ModelBuilder& Dropout(const std::string& name, float p);
   ModelBuilder& Flatten(const std::string& name);
   ModelBuilder& Linear(const std::string& name, int out_features);
+  // current + other (a residual connection).
+  ModelBuilder& Add(const std::string& name, int other);
+  // The parameter-free shortcut between ResNet stages (SubsamplePadSpec).
+  ModelBuilder& SubsamplePad(const std::string& name, int stride, int64_t pad_channels);
 
   absl::StatusOr<std::unique_ptr<Model>> Build();
 
  private:
-  ModelBuilder& Add(std::unique_ptr<Layer> layer);
+  ModelBuilder& Append(const std::string& name, std::unique_ptr<Op> op,
+                       std::vector<Parameter> params, std::vector<int> inputs);
   Parameter MakeParameter(const std::string& name, Shape shape, Parameter::Init init,
                           int64_t fan_in) const;
+  // The batch-of-one output shape of a layer (or of the model input).
+  const Shape& ShapeOf(int layer) const;
 
   Backend* backend_;
   std::string name_;
   Shape input_shape_;
-  Shape current_;  // a batch-of-one shape (1, ...) flowing through the layers added so far
+  Shape input_batch_shape_;  // (1, C, H, W)
+  int current_ = Layer::kModelInput;
   absl::Status status_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> shapes_;  // batch-of-one output shape of each layer
 };
 
 }  // namespace cohort

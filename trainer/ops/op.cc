@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort {
@@ -55,8 +56,12 @@ absl::Status ExpectInputCount(absl::string_view op, absl::Span<const Shape> in, 
   return absl::OkStatus();
 }
 
-absl::StatusOr<Shape> Conv2dOutputShape(const Conv2dSpec& spec, const Shape& x, const Shape& w,
-                                        const Shape& b) {
+absl::StatusOr<Shape> Conv2dOutputShape(const Conv2dSpec& spec, absl::Span<const Shape> in) {
+  RETURN_IF_ERROR(ExpectInputCount("conv2d", in, spec.bias ? 3 : 2));
+  const Shape& x = in[0];
+  const Shape& w = in[1];
+  const Shape no_bias{w.rank() > 0 ? w[0] : 0};
+  const Shape& b = spec.bias ? in[2] : no_bias;
   if (x.rank() != 4 || w.rank() != 4 || b.rank() != 1) {
     return ShapeError("conv2d", "want x (N,C,H,W), w (O,C,KH,KW), b (O)", {&x, &w, &b});
   }
@@ -103,6 +108,48 @@ absl::StatusOr<Shape> SoftmaxCrossEntropyOutputShape(const Shape& logits, const 
     return ShapeError("softmax_cross_entropy", "want logits (N,K), labels (N)", {&logits, &labels});
   }
   return Shape{};
+}
+
+absl::StatusOr<Shape> GlobalAvgPoolOutputShape(const Shape& x) {
+  if (x.rank() != 4 || x[2] < 1 || x[3] < 1) {
+    return ShapeError("global_avg_pool", "want x (N,C,H,W) with H, W >= 1", {&x});
+  }
+  return Shape{x[0], x[1]};
+}
+
+absl::StatusOr<Shape> BatchNormOutputShape(const BatchNormSpec& spec, absl::Span<const Shape> in) {
+  RETURN_IF_ERROR(ExpectInputCount("batch_norm", in, 3));
+  const Shape& x = in[0];
+  if (x.rank() != 4 || x[1] != spec.channels || in[1] != Shape{spec.channels} ||
+      in[2] != Shape{spec.channels}) {
+    return ShapeError("batch_norm",
+                      absl::StrCat("want x (N,", spec.channels, ",H,W), gamma and beta (",
+                                   spec.channels, ")"),
+                      {&in[0], &in[1], &in[2]});
+  }
+  return x;
+}
+
+absl::StatusOr<Shape> AddOutputShape(absl::Span<const Shape> in) {
+  RETURN_IF_ERROR(ExpectInputCount("add", in, 2));
+  if (in[0] != in[1]) return ShapeError("add", "shapes differ", {&in[0], &in[1]});
+  return in[0];
+}
+
+absl::StatusOr<Shape> SubsamplePadOutputShape(const SubsamplePadSpec& spec, const Shape& x) {
+  if (x.rank() != 4 || spec.stride < 1 || spec.pad_channels < 0) {
+    return ShapeError("subsample_pad",
+                      absl::StrCat("want x (N,C,H,W), stride >= 1 (", spec.stride,
+                                   "), pad_channels >= 0 (", spec.pad_channels, ")"),
+                      {&x});
+  }
+  return Shape{x[0], x[1] + 2 * spec.pad_channels, (x[2] + spec.stride - 1) / spec.stride,
+               (x[3] + spec.stride - 1) / spec.stride};
+}
+
+void DropoutMask(const DropoutSpec& spec, uint64_t call, absl::Span<uint8_t> mask) {
+  Rng rng(MixKeys({spec.seed, call}));
+  for (uint8_t& m : mask) m = rng.Uniform() >= spec.p ? 1 : 0;
 }
 
 }  // namespace cohort

@@ -2,8 +2,10 @@
 #define COHORT_TRAINER_OPS_OP_H_
 
 #include <memory>
-#include "absl/strings/string_view.h"
+#include <string>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -12,6 +14,14 @@
 namespace cohort {
 
 enum class Mode { kTrain, kEval };
+
+// State an op keeps that is not a parameter (batch norm's running statistics): a name suffix
+// and the tensor, plain row-major on the backend's device. The model exports it and the
+// kvstore averages it across workers; writing into it changes what the op computes.
+struct OpState {
+  std::string name;  // "running_mean"
+  Tensor* value;
+};
 
 // One differentiable operation. Inputs and outputs come in the op's documented order; the
 // caller allocates outputs with OutputShapes() and keeps them between Forward and Backward.
@@ -34,11 +44,35 @@ class Op {
   virtual void Backward(absl::Span<const Tensor* const> in, absl::Span<const Tensor* const> out,
                         absl::Span<const Tensor* const> grad_out,
                         absl::Span<Tensor* const> grad_in) = 0;
+
+  // The op's state, in a fixed order; empty for most ops.
+  virtual std::vector<OpState> State() { return {}; }
 };
 
 struct Conv2dSpec {
   int stride = 1;
-  int padding = 0;  // zero padding on every side
+  int padding = 0;    // zero padding on every side
+  bool bias = true;   // false: inputs {x, w}, as the convolutions before a batch norm
+};
+
+struct BatchNormSpec {
+  int64_t channels = 0;
+  float eps = 1e-5f;
+  float momentum = 0.1f;  // running = (1 − momentum)·running + momentum·batch statistic
+};
+
+// Keeps each element with probability 1 − p and scales kept ones by 1/(1 − p) in kTrain; the
+// identity in kEval. The mask of the k-th kTrain Forward is a function of (seed, k).
+struct DropoutSpec {
+  float p = 0.5f;
+  uint64_t seed = 0;
+};
+
+// The parameter-free ResNet shortcut ("option A", He et al. 2016) between stages of
+// different widths: y[:, c + pad_channels] = x[:, c, ::stride, ::stride], zeros elsewhere.
+struct SubsamplePadSpec {
+  int stride = 2;
+  int64_t pad_channels = 0;  // zero channels added before and after
 };
 
 struct Pool2dSpec {
@@ -52,8 +86,17 @@ struct Pool2dSpec {
 // reference backend, which the tests hold the others to.
 //
 // Op signatures (shapes):
-//   Conv2d:     in {x (N,C,H,W), w (O,C,KH,KW), b (O)}   out {y (N,O,OH,OW)}
+//   Conv2d:     in {x (N,C,H,W), w (O,C,KH,KW), b (O)}   out {y (N,O,OH,OW)}   (no b: bias off)
 //   MaxPool2d:  in {x (N,C,H,W)}                         out {y (N,C,OH,OW)}
+//   AvgPool2d:  in {x (N,C,H,W)}                         out {y (N,C,OH,OW)}   padding counts
+//   GlobalAvgPool: in {x (N,C,H,W)}                      out {y (N,C)}
+//   BatchNorm:  in {x (N,C,H,W), gamma (C), beta (C)}    out {y (N,C,H,W)}
+//               state {running_mean (C), running_var (C)}: kTrain normalises with the batch's
+//               mean and biased variance and folds them (variance unbiased) into the running
+//               ones; kEval normalises with the running ones.
+//   Add:        in {a (any), b (same)}                   out {y = a + b}
+//   Dropout:    in {x (any)}                             out {y (same)}
+//   SubsamplePad: in {x (N,C,H,W)}                       out {y (N,C+2p,ceil(H/s),ceil(W/s))}
 //   Relu:       in {x (any)}                             out {y (same)}
 //   Linear:     in {x (N,I), w (O,I), b (O)}             out {y (N,O)}
 //   Flatten:    in {x (N,...)}                           out {y (N, prod(...))}
@@ -67,6 +110,12 @@ class Backend {
 
   virtual std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) = 0;
   virtual std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) = 0;
+  virtual std::unique_ptr<Op> AvgPool2d(const Pool2dSpec& spec) = 0;
+  virtual std::unique_ptr<Op> GlobalAvgPool() = 0;
+  virtual std::unique_ptr<Op> BatchNorm(const BatchNormSpec& spec) = 0;
+  virtual std::unique_ptr<Op> Add() = 0;
+  virtual std::unique_ptr<Op> Dropout(const DropoutSpec& spec) = 0;
+  virtual std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& spec) = 0;
   virtual std::unique_ptr<Op> Relu() = 0;
   virtual std::unique_ptr<Op> Linear() = 0;
   virtual std::unique_ptr<Op> Flatten();
@@ -74,12 +123,20 @@ class Backend {
 };
 
 // Shape rules shared by every backend (the errors name the op and the shapes).
-absl::StatusOr<Shape> Conv2dOutputShape(const Conv2dSpec& spec, const Shape& x, const Shape& w,
-                                        const Shape& b);
+// in: {x, w} or {x, w, b} as spec.bias says.
+absl::StatusOr<Shape> Conv2dOutputShape(const Conv2dSpec& spec, absl::Span<const Shape> in);
 absl::StatusOr<Shape> Pool2dOutputShape(absl::string_view op, const Pool2dSpec& spec,
                                         const Shape& x);
 absl::StatusOr<Shape> LinearOutputShape(const Shape& x, const Shape& w, const Shape& b);
 absl::StatusOr<Shape> SoftmaxCrossEntropyOutputShape(const Shape& logits, const Shape& labels);
+absl::StatusOr<Shape> GlobalAvgPoolOutputShape(const Shape& x);
+absl::StatusOr<Shape> BatchNormOutputShape(const BatchNormSpec& spec, absl::Span<const Shape> in);
+absl::StatusOr<Shape> AddOutputShape(absl::Span<const Shape> in);
+absl::StatusOr<Shape> SubsamplePadOutputShape(const SubsamplePadSpec& spec, const Shape& x);
+
+// The dropout keep-mask of one kTrain call: mask[i] = 1 with probability 1 − p. Shared by every
+// backend so they drop the same elements.
+void DropoutMask(const DropoutSpec& spec, uint64_t call, absl::Span<uint8_t> mask);
 // Checks that a shape list has the expected length before an op indexes into it.
 absl::Status ExpectInputCount(absl::string_view op, absl::Span<const Shape> in, size_t count);
 

@@ -51,6 +51,16 @@ std::vector<OpCase> StandardOpCases() {
       {"flatten", [](Backend& b) { return b.Flatten(); }, {{2, 3, 4, 4}}},
       {"softmax_cross_entropy", [](Backend& b) { return b.SoftmaxCrossEntropy(); },
        {{6, 10}, {6}}, 10},
+      {"conv_3x3_stride2_no_bias", [](Backend& b) { return b.Conv2d({2, 1, false}); },
+       {{2, 3, 8, 7}, {4, 3, 3, 3}}},
+      {"avgpool_2x2", [](Backend& b) { return b.AvgPool2d({2, 2, 0}); }, {{2, 3, 8, 8}}},
+      {"avgpool_3x3_stride2_pad1", [](Backend& b) { return b.AvgPool2d({3, 2, 1}); },
+       {{2, 2, 7, 7}}},
+      {"global_avg_pool", [](Backend& b) { return b.GlobalAvgPool(); }, {{3, 4, 5, 6}}},
+      {"batch_norm", [](Backend& b) { return b.BatchNorm({3}); }, {{4, 3, 5, 5}, {3}, {3}}},
+      {"add", [](Backend& b) { return b.Add(); }, {{2, 3, 4, 5}, {2, 3, 4, 5}}},
+      {"dropout", [](Backend& b) { return b.Dropout({0.3f, 7}); }, {{3, 4, 5, 5}}},
+      {"subsample_pad", [](Backend& b) { return b.SubsamplePad({2, 2}); }, {{2, 4, 7, 6}}},
   };
 }
 

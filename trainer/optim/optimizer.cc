@@ -1,8 +1,26 @@
 #include "trainer/optim/optimizer.h"
 
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
 #include "trainer/base/check.h"
+#include "trainer/base/status_macros.h"
 
 namespace cohort {
+namespace {
+
+// NaN fails every check.
+absl::Status InUnitInterval(absl::string_view what, double value) {
+  if (value >= 0 && value < 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, "=", value, ": must be in [0, 1)"));
+}
+
+absl::Status CheckWeightDecay(double wd) {
+  if (wd >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--wd=", wd, ": must be >= 0"));
+}
+
+}  // namespace
 
 void Sgd::Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad, float lr) {
   COHORT_CHECK(weight.size() == grad.size(), "key %ld: %zu weights, %zu gradients", key,
@@ -21,6 +39,55 @@ void Sgd::Update(int64_t key, absl::Span<float> weight, absl::Span<const float> 
     v[i] = mu * v[i] + grad[i] + wd * weight[i];
     weight[i] -= lr * v[i];
   }
+}
+
+void Adam::Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad, float lr) {
+  COHORT_CHECK(weight.size() == grad.size(), "key %ld: %zu weights, %zu gradients", key,
+               weight.size(), grad.size());
+  State& s = state_[key];
+  if (s.t == 0) {
+    s.m.assign(weight.size(), 0.0f);
+    s.v.assign(weight.size(), 0.0f);
+  }
+  COHORT_CHECK(s.m.size() == weight.size(), "key %ld changed size from %zu to %zu", key,
+               s.m.size(), weight.size());
+  ++s.t;
+  // PyTorch's arrangement of the formula, so results agree to float rounding.
+  const float step_size = static_cast<float>(lr / (1 - std::pow(options_.beta1, s.t)));
+  const float bias2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(options_.beta2, s.t)));
+  const float b1 = static_cast<float>(options_.beta1), b2 = static_cast<float>(options_.beta2);
+  const float one_minus_b1 = static_cast<float>(1 - options_.beta1);
+  const float one_minus_b2 = static_cast<float>(1 - options_.beta2);
+  const float eps = static_cast<float>(options_.eps);
+  const float wd = static_cast<float>(options_.weight_decay);
+  for (size_t i = 0; i < weight.size(); ++i) {
+    const float g = grad[i] + wd * weight[i];
+    s.m[i] = b1 * s.m[i] + one_minus_b1 * g;
+    s.v[i] = b2 * s.v[i] + one_minus_b2 * g * g;
+    weight[i] -= step_size * (s.m[i] / (std::sqrt(s.v[i]) / bias2_sqrt + eps));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(absl::string_view name,
+                                                         const OptimizerOptions& options) {
+  if (name == "sgd") {
+    RETURN_IF_ERROR(InUnitInterval("--momentum", options.momentum));
+    RETURN_IF_ERROR(CheckWeightDecay(options.weight_decay));
+    return std::make_unique<Sgd>(SgdOptions{static_cast<float>(options.momentum),
+                                            static_cast<float>(options.weight_decay)});
+  }
+  if (name == "adam") {
+    RETURN_IF_ERROR(CheckWeightDecay(options.weight_decay));
+    RETURN_IF_ERROR(InUnitInterval("adam beta1", options.beta1));
+    RETURN_IF_ERROR(InUnitInterval("adam beta2", options.beta2));
+    if (!(options.eps > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("adam eps=", options.eps, ": must be > 0"));
+    }
+    return std::make_unique<Adam>(
+        AdamOptions{options.beta1, options.beta2, options.eps, options.weight_decay});
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--optimizer=", name, ": expected sgd or adam"));
 }
 
 }  // namespace cohort

@@ -2,9 +2,12 @@
 #define COHORT_TRAINER_OPTIM_OPTIMIZER_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace cohort {
@@ -37,6 +40,47 @@ class Sgd final : public Optimizer {
   SgdOptions options_;
   absl::flat_hash_map<int64_t, std::vector<float>> velocity_;
 };
+
+// Doubles because the bias corrections 1 - β^t lose precision when β is rounded to float.
+struct AdamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+// Adam with L2 weight decay, as PyTorch's torch.optim.Adam (amsgrad off). Per key, with t the
+// number of updates of that key so far (1 on its first update):
+//   g = grad + wd·w;  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
+//   w -= lr · (m / (1-β1^t)) / (sqrt(v / (1-β2^t)) + eps)
+class Adam final : public Optimizer {
+ public:
+  explicit Adam(AdamOptions options) : options_(options) {}
+  void Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad,
+              float lr) override;
+
+ private:
+  struct State {
+    int64_t t = 0;
+    std::vector<float> m, v;
+  };
+  AdamOptions options_;
+  absl::flat_hash_map<int64_t, State> state_;
+};
+
+// Everything MakeOptimizer needs, whichever optimizer it builds.
+struct OptimizerOptions {
+  double momentum = 0.0;      // --momentum; sgd only (adam ignores it)
+  double weight_decay = 0.0;  // --wd
+  double beta1 = 0.9;         // adam only
+  double beta2 = 0.999;       // adam only
+  double eps = 1e-8;          // adam only
+};
+
+// The optimizer a --optimizer value names: "sgd" or "adam". InvalidArgument for another name or
+// for an option out of range (momentum, betas in [0, 1); weight decay >= 0; eps > 0).
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(absl::string_view name,
+                                                         const OptimizerOptions& options);
 
 }  // namespace cohort
 

@@ -1,5 +1,9 @@
 #include "trainer/optim/optimizer.h"
 
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -52,6 +56,117 @@ TEST(SgdTest, MinimisesAQuadratic) {
     sgd.Update(0, absl::MakeSpan(w), g, 0.05f);
   }
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(w[i], t[i], 1e-4);
+}
+
+TEST(AdamTest, ThreeStepsHandComputed) {
+  // lr 0.1, β1 0.9, β2 0.999, eps 1e-8. Gradients of constant magnitude keep v̂ = g², so only m̂
+  // varies. Weight 0 sees +0.5, -0.5, +0.5:
+  //   t=1: m = 0.05,    v = 0.00025,      m̂ = 0.5,                   v̂ = 0.25, w = 1 - 0.1 = 0.9
+  //   t=2: m = -0.005,  v = 0.00049975,   m̂ = -0.005/0.19 = -1/38,   v̂ = 0.25,
+  //        w = 0.9 + 0.1·(1/38)/0.5 = 0.9052632
+  //   t=3: m = 0.0455,  v = 0.00074925025, m̂ = 0.0455/0.271 = 0.1678967, v̂ = 0.25,
+  //        w = 0.9052632 - 0.1·0.1678967/0.5 = 0.8716838
+  // Weight 1 sees -1 every step: m̂ = -1, v̂ = 1, so each step moves it by lr: -2 → -1.7.
+  Adam adam({});
+  std::vector<float> w{1.0f, -2.0f};
+  adam.Update(0, absl::MakeSpan(w), std::vector<float>{0.5f, -1.0f}, 0.1f);
+  EXPECT_NEAR(w[0], 0.9f, 1e-6);
+  EXPECT_NEAR(w[1], -1.9f, 1e-6);
+  adam.Update(0, absl::MakeSpan(w), std::vector<float>{-0.5f, -1.0f}, 0.1f);
+  EXPECT_NEAR(w[0], 0.9052632f, 1e-6);
+  EXPECT_NEAR(w[1], -1.8f, 1e-6);
+  adam.Update(0, absl::MakeSpan(w), std::vector<float>{0.5f, -1.0f}, 0.1f);
+  EXPECT_NEAR(w[0], 0.8716838f, 1e-6);
+  EXPECT_NEAR(w[1], -1.7f, 1e-6);
+}
+
+TEST(AdamTest, WeightDecayAndEpsHandComputed) {
+  // wd 0.25, eps 0.5, lr 0.2, w0 = 2; the gradients make g = grad + 0.25·w = ±0.5.
+  //   t=1: grad 0:      g = 0.5,  m̂ = 0.5,   v̂ = 0.25, w = 2 - 0.2·0.5/(0.5 + 0.5) = 1.9
+  //   t=2: grad -0.975: g = -0.5, m̂ = -1/38, v̂ = 0.25, w = 1.9 + 0.2·(1/38)/1 = 1.9052632
+  // eps joins the bias-corrected sqrt(v̂) = 0.5; joining the uncorrected sqrt(v) = 0.0158 (the
+  // Adam paper's efficient form) would give 1.9939 at t=1.
+  Adam adam({0.9, 0.999, 0.5, 0.25});
+  std::vector<float> w{2.0f};
+  adam.Update(3, absl::MakeSpan(w), std::vector<float>{0.0f}, 0.2f);
+  EXPECT_NEAR(w[0], 1.9f, 1e-6);
+  adam.Update(3, absl::MakeSpan(w), std::vector<float>{-0.975f}, 0.2f);
+  EXPECT_NEAR(w[0], 1.9052632f, 1e-6);
+}
+
+TEST(AdamTest, StateIsPerKey) {
+  // Key 1's first update is a first step (t = 1, fresh m and v) however often key 0 moved:
+  // with a constant gradient of magnitude 1 every step moves a weight by exactly lr.
+  Adam adam({});
+  std::vector<float> a{0.0f}, b{0.0f};
+  adam.Update(0, absl::MakeSpan(a), std::vector<float>{1.0f}, 0.1f);
+  adam.Update(0, absl::MakeSpan(a), std::vector<float>{1.0f}, 0.1f);
+  adam.Update(1, absl::MakeSpan(b), std::vector<float>{-1.0f}, 0.1f);
+  adam.Update(0, absl::MakeSpan(a), std::vector<float>{1.0f}, 0.1f);
+  EXPECT_NEAR(a[0], -0.3f, 1e-6);
+  EXPECT_NEAR(b[0], 0.1f, 1e-6);
+}
+
+TEST(AdamTest, TwoHalvesUnderTwoKeysEqualTheWholeTensor) {
+  // A shard holds parts of a tensor under their own keys; the result must be bit-identical.
+  const int n = 10;
+  std::vector<float> whole(n), grad(n);
+  for (int i = 0; i < n; ++i) whole[i] = 0.3f * i - 1.0f;
+  std::vector<float> parts = whole;
+  Adam one({0.9, 0.999, 1e-8, 0.01}), split({0.9, 0.999, 1e-8, 0.01});
+  for (int step = 0; step < 3; ++step) {
+    for (int i = 0; i < n; ++i) grad[i] = 0.1f * (i - 4) * (step + 1) + 0.05f * step;
+    one.Update(7, absl::MakeSpan(whole), grad, 0.01f);
+    split.Update(70, absl::MakeSpan(parts).subspan(0, n / 2),
+                 absl::MakeConstSpan(grad).subspan(0, n / 2), 0.01f);
+    split.Update(71, absl::MakeSpan(parts).subspan(n / 2),
+                 absl::MakeConstSpan(grad).subspan(n / 2), 0.01f);
+  }
+  EXPECT_EQ(parts, whole);
+}
+
+TEST(MakeOptimizerTest, BuildsSgd) {
+  // As SgdTest.MomentumAndWeightDecayOverThreeSteps, step 1.
+  OptimizerOptions options;
+  options.momentum = 0.9;
+  options.weight_decay = 0.1;
+  auto sgd = MakeOptimizer("sgd", options);
+  ASSERT_TRUE(sgd.ok()) << sgd.status();
+  std::vector<float> w{2.0f};
+  (*sgd)->Update(0, absl::MakeSpan(w), std::vector<float>{1.0f}, 0.5f);
+  EXPECT_NEAR(w[0], 1.4f, 1e-6);
+}
+
+TEST(MakeOptimizerTest, BuildsAdamIgnoringMomentum) {
+  // As AdamTest.WeightDecayAndEpsHandComputed, step 1.
+  OptimizerOptions options;
+  options.momentum = 0.9;
+  options.weight_decay = 0.25;
+  options.eps = 0.5;
+  auto adam = MakeOptimizer("adam", options);
+  ASSERT_TRUE(adam.ok()) << adam.status();
+  std::vector<float> w{2.0f};
+  (*adam)->Update(0, absl::MakeSpan(w), std::vector<float>{0.0f}, 0.2f);
+  EXPECT_NEAR(w[0], 1.9f, 1e-6);
+}
+
+TEST(MakeOptimizerTest, RejectsUnknownNamesAndBadValues) {
+  // Sets one field of the defaults, then expects the error message.
+  auto expect_error = [](absl::string_view name, double OptimizerOptions::*field, double value,
+                         absl::string_view message) {
+    OptimizerOptions options;
+    options.*field = value;
+    auto optimizer = MakeOptimizer(name, options);
+    EXPECT_EQ(optimizer.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_EQ(optimizer.status().message(), message);
+  };
+  expect_error("foo", &OptimizerOptions::momentum, 0, "--optimizer=foo: expected sgd or adam");
+  expect_error("sgd", &OptimizerOptions::momentum, 1, "--momentum=1: must be in [0, 1)");
+  expect_error("sgd", &OptimizerOptions::weight_decay, -0.5, "--wd=-0.5: must be >= 0");
+  expect_error("adam", &OptimizerOptions::weight_decay, -0.5, "--wd=-0.5: must be >= 0");
+  expect_error("adam", &OptimizerOptions::beta1, -0.1, "adam beta1=-0.1: must be in [0, 1)");
+  expect_error("adam", &OptimizerOptions::beta2, 1, "adam beta2=1: must be in [0, 1)");
+  expect_error("adam", &OptimizerOptions::eps, 0, "adam eps=0: must be > 0");
 }
 
 }  // namespace

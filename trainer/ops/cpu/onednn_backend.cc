@@ -1,6 +1,8 @@
 #include "trainer/ops/cpu/onednn_backend.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <unordered_map>
 
@@ -12,6 +14,16 @@ namespace cohort {
 struct OnednnBackend::Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  double primitive_seconds = 0;
+
+  // Runs a primitive to completion, adding its time to primitive_seconds.
+  void Run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
+    const auto start = std::chrono::steady_clock::now();
+    p.execute(stream, args);
+    stream.wait();
+    primitive_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 };
 
 namespace {
@@ -55,66 +67,118 @@ dnnl::prop_kind Prop(Mode mode) {
                               : dnnl::prop_kind::forward_inference;
 }
 
+// A tensor argument of a primitive that picked its own layout (format_tag::any): the plain
+// tensor itself when the layouts agree, else a buffer in the primitive's layout and a reorder
+// between the two, so ops still take and give plain tensors.
+class StagedArg {
+ public:
+  void Build(const Ctx& ctx, const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen,
+             bool is_input) {
+    plain_ = plain;
+    staged_ = plain != chosen;
+    if (!staged_) return;
+    buffer_ = dnnl::memory(chosen, ctx.engine);
+    reorder_ = is_input ? dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, plain, ctx.engine, chosen))
+                        : dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, chosen, ctx.engine, plain));
+  }
+  // An input: the memory to pass, with t's values in the primitive's layout.
+  dnnl::memory In(Ctx& ctx, const Tensor* t) {
+    dnnl::memory m = Mem(ctx, plain_, t);
+    if (!staged_) return m;
+    ctx.Run(reorder_, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, buffer_}});
+    return buffer_;
+  }
+  // An output: the memory the primitive writes; Finish brings it into t.
+  dnnl::memory Out(const Ctx& ctx, Tensor* t) const { return staged_ ? buffer_ : Mem(ctx, plain_, t); }
+  void Finish(Ctx& ctx, Tensor* t) {
+    if (staged_) ctx.Run(reorder_, {{DNNL_ARG_FROM, buffer_}, {DNNL_ARG_TO, Mem(ctx, plain_, t)}});
+  }
+
+ private:
+  dnnl::memory::desc plain_;
+  bool staged_ = false;
+  dnnl::memory buffer_;
+  dnnl::primitive reorder_;
+};
+
+// Convolutions run in the blocked layouts oneDNN picks (several times faster than plain NCHW
+// here, reorders included); inputs and outputs stay plain.
 class Conv2dOnednn final : public Op {
  public:
   Conv2dOnednn(std::shared_ptr<Ctx> ctx, Conv2dSpec spec) : ctx_(std::move(ctx)), s_(spec) {}
   absl::string_view name() const override { return "conv2d"; }
 
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 3));
-    ASSIGN_OR_RETURN(Shape y, Conv2dOutputShape(s_, in[0], in[1], in[2]));
+    ASSIGN_OR_RETURN(Shape y, Conv2dOutputShape(s_, in));
     return std::vector<Shape>{y};
   }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape(), in[1]->shape(), out[0]->shape());
-    fwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
-                                {DNNL_ARG_WEIGHTS, Mem(*ctx_, w_md_, in[1])},
-                                {DNNL_ARG_BIAS, Mem(*ctx_, b_md_, in[2])},
-                                {DNNL_ARG_DST, Mem(*ctx_, y_md_, out[0])}});
-    ctx_->stream.wait();
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, fwd_x_.In(*ctx_, in[0])},
+                                               {DNNL_ARG_WEIGHTS, fwd_w_.In(*ctx_, in[1])},
+                                               {DNNL_ARG_DST, fwd_y_.Out(*ctx_, out[0])}};
+    if (s_.bias) args.emplace(DNNL_ARG_BIAS, Mem(*ctx_, b_md_, in[2]));
+    ctx_->Run(fwd_, args);
+    fwd_y_.Finish(*ctx_, out[0]);
   }
 
   void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] != nullptr) {
-      bwd_data_.execute(ctx_->stream, {{DNNL_ARG_DIFF_DST, Mem(*ctx_, y_md_, grad_out[0])},
-                                       {DNNL_ARG_WEIGHTS, Mem(*ctx_, w_md_, in[1])},
-                                       {DNNL_ARG_DIFF_SRC, Mem(*ctx_, x_md_, grad_in[0])}});
+      ctx_->Run(bwd_data_, {{DNNL_ARG_DIFF_DST, data_dy_.In(*ctx_, grad_out[0])},
+                            {DNNL_ARG_WEIGHTS, data_w_.In(*ctx_, in[1])},
+                            {DNNL_ARG_DIFF_SRC, data_dx_.Out(*ctx_, grad_in[0])}});
+      data_dx_.Finish(*ctx_, grad_in[0]);
     }
     if (grad_in[1] != nullptr) {
-      COHORT_CHECK(grad_in[2] != nullptr, "conv2d computes weight and bias gradients together");
-      bwd_weights_.execute(ctx_->stream,
-                           {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
-                            {DNNL_ARG_DIFF_DST, Mem(*ctx_, y_md_, grad_out[0])},
-                            {DNNL_ARG_DIFF_WEIGHTS, Mem(*ctx_, w_md_, grad_in[1])},
-                            {DNNL_ARG_DIFF_BIAS, Mem(*ctx_, b_md_, grad_in[2])}});
+      std::unordered_map<int, dnnl::memory> args{
+          {DNNL_ARG_SRC, weights_x_.In(*ctx_, in[0])},
+          {DNNL_ARG_DIFF_DST, weights_dy_.In(*ctx_, grad_out[0])},
+          {DNNL_ARG_DIFF_WEIGHTS, weights_dw_.Out(*ctx_, grad_in[1])}};
+      if (s_.bias) {
+        COHORT_CHECK(grad_in[2] != nullptr, "conv2d computes weight and bias gradients together");
+        args.emplace(DNNL_ARG_DIFF_BIAS, Mem(*ctx_, b_md_, grad_in[2]));
+      }
+      ctx_->Run(bwd_weights_, args);
+      weights_dw_.Finish(*ctx_, grad_in[1]);
     }
-    ctx_->stream.wait();
   }
 
  private:
   void Build(Mode mode, const Shape& x, const Shape& w, const Shape& y) {
     if (cache_.Matches(x, mode)) return;
-    x_md_ = Md(x, tag::nchw);
-    w_md_ = Md(w, tag::oihw);
-    b_md_ = Md(Shape{w[0]}, tag::x);
-    y_md_ = Md(y, tag::nchw);
+    const dnnl::memory::desc x_md = Md(x, tag::nchw), w_md = Md(w, tag::oihw),
+                             y_md = Md(y, tag::nchw);
+    const dnnl::memory::desc x_any(Dims(x), dt::f32, tag::any), w_any(Dims(w), dt::f32, tag::any),
+        y_any(Dims(y), dt::f32, tag::any);
+    // A zero descriptor turns the bias off.
+    b_md_ = s_.bias ? Md(Shape{w[0]}, tag::x) : dnnl::memory::desc();
     const dnnl::memory::dims strides{s_.stride, s_.stride}, pad{s_.padding, s_.padding};
     const auto algo = dnnl::algorithm::convolution_direct;
     dnnl::convolution_forward::primitive_desc fwd_pd(
-        dnnl::convolution_forward::desc(Prop(mode), algo, x_md_, w_md_, b_md_, y_md_, strides,
+        dnnl::convolution_forward::desc(Prop(mode), algo, x_any, w_any, b_md_, y_any, strides,
                                         pad, pad),
         ctx_->engine);
     fwd_ = dnnl::convolution_forward(fwd_pd);
+    fwd_x_.Build(*ctx_, x_md, fwd_pd.src_desc(), true);
+    fwd_w_.Build(*ctx_, w_md, fwd_pd.weights_desc(), true);
+    fwd_y_.Build(*ctx_, y_md, fwd_pd.dst_desc(), false);
     if (mode == Mode::kTrain) {
-      bwd_data_ = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(
-          dnnl::convolution_backward_data::desc(algo, x_md_, w_md_, y_md_, strides, pad, pad),
-          ctx_->engine, fwd_pd));
-      bwd_weights_ = dnnl::convolution_backward_weights(
-          dnnl::convolution_backward_weights::primitive_desc(
-              dnnl::convolution_backward_weights::desc(algo, x_md_, w_md_, b_md_, y_md_, strides,
-                                                       pad, pad),
-              ctx_->engine, fwd_pd));
+      dnnl::convolution_backward_data::primitive_desc data_pd(
+          dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, pad, pad),
+          ctx_->engine, fwd_pd);
+      bwd_data_ = dnnl::convolution_backward_data(data_pd);
+      data_dy_.Build(*ctx_, y_md, data_pd.diff_dst_desc(), true);
+      data_w_.Build(*ctx_, w_md, data_pd.weights_desc(), true);
+      data_dx_.Build(*ctx_, x_md, data_pd.diff_src_desc(), false);
+      dnnl::convolution_backward_weights::primitive_desc weights_pd(
+          dnnl::convolution_backward_weights::desc(algo, x_any, w_any, b_md_, y_any, strides,
+                                                   pad, pad),
+          ctx_->engine, fwd_pd);
+      bwd_weights_ = dnnl::convolution_backward_weights(weights_pd);
+      weights_x_.Build(*ctx_, x_md, weights_pd.src_desc(), true);
+      weights_dy_.Build(*ctx_, y_md, weights_pd.diff_dst_desc(), true);
+      weights_dw_.Build(*ctx_, w_md, weights_pd.diff_weights_desc(), false);
     }
     cache_.Set(x, mode);
   }
@@ -122,67 +186,291 @@ class Conv2dOnednn final : public Op {
   std::shared_ptr<Ctx> ctx_;
   Conv2dSpec s_;
   ShapeCache cache_;
-  dnnl::memory::desc x_md_, w_md_, b_md_, y_md_;
+  dnnl::memory::desc b_md_;
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
+  StagedArg fwd_x_, fwd_w_, fwd_y_;
+  StagedArg data_dy_, data_w_, data_dx_;
+  StagedArg weights_x_, weights_dy_, weights_dw_;
 };
 
-class MaxPool2dOnednn final : public Op {
+// Max, average (padding counted) and global average pooling. Global pooling is average
+// pooling with the whole image as the window; its (N, C, 1, 1) output is the (N, C) tensor.
+class Pool2dOnednn final : public Op {
  public:
-  MaxPool2dOnednn(std::shared_ptr<Ctx> ctx, Pool2dSpec spec) : ctx_(std::move(ctx)), s_(spec) {}
-  absl::string_view name() const override { return "max_pool2d"; }
+  enum class Kind { kMax, kAvg, kGlobalAvg };
+  Pool2dOnednn(std::shared_ptr<Ctx> ctx, Kind kind, Pool2dSpec spec)
+      : ctx_(std::move(ctx)), kind_(kind), s_(spec) {}
+  absl::string_view name() const override {
+    return kind_ == Kind::kMax ? "max_pool2d" : kind_ == Kind::kAvg ? "avg_pool2d" : "global_avg_pool";
+  }
 
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
     RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    ASSIGN_OR_RETURN(Shape y, Pool2dOutputShape(name(), s_, in[0]));
+    ASSIGN_OR_RETURN(Shape y, kind_ == Kind::kGlobalAvg ? GlobalAvgPoolOutputShape(in[0])
+                                                        : Pool2dOutputShape(name(), s_, in[0]));
     return std::vector<Shape>{y};
   }
 
   void Forward(Mode mode, Ins in, Outs out) override {
-    Build(mode, in[0]->shape(), out[0]->shape());
+    Build(mode, in[0]->shape());
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
                                                {DNNL_ARG_DST, Mem(*ctx_, y_md_, out[0])}};
-    if (mode == Mode::kTrain) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
-    fwd_.execute(ctx_->stream, args);
-    ctx_->stream.wait();
+    if (mode == Mode::kTrain && kind_ == Kind::kMax) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
+    ctx_->Run(fwd_, args);
   }
 
   void Backward(Ins, Ins, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] == nullptr) return;
-    bwd_.execute(ctx_->stream, {{DNNL_ARG_DIFF_DST, Mem(*ctx_, y_md_, grad_out[0])},
-                                {DNNL_ARG_DIFF_SRC, Mem(*ctx_, x_md_, grad_in[0])},
-                                {DNNL_ARG_WORKSPACE, workspace_}});
-    ctx_->stream.wait();
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, Mem(*ctx_, y_md_, grad_out[0])},
+                                               {DNNL_ARG_DIFF_SRC, Mem(*ctx_, x_md_, grad_in[0])}};
+    if (kind_ == Kind::kMax) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
+    ctx_->Run(bwd_, args);
   }
 
  private:
-  void Build(Mode mode, const Shape& x, const Shape& y) {
+  void Build(Mode mode, const Shape& x) {
     if (cache_.Matches(x, mode)) return;
+    Pool2dSpec s = s_;
+    dnnl::memory::dims kernel{s.kernel, s.kernel};
+    if (kind_ == Kind::kGlobalAvg) {
+      s = {1, 1, 0};
+      kernel = {x[2], x[3]};
+    }
+    const dnnl::memory::dims strides{s.stride, s.stride}, pad{s.padding, s.padding};
     x_md_ = Md(x, tag::nchw);
-    y_md_ = Md(y, tag::nchw);
-    const dnnl::memory::dims strides{s_.stride, s_.stride}, kernel{s_.kernel, s_.kernel},
-        pad{s_.padding, s_.padding};
+    y_md_ = Md(Shape{x[0], x[1], (x[2] + 2 * s.padding - kernel[0]) / s.stride + 1,
+                     (x[3] + 2 * s.padding - kernel[1]) / s.stride + 1},
+               tag::nchw);
+    const auto algo = kind_ == Kind::kMax ? dnnl::algorithm::pooling_max
+                                          : dnnl::algorithm::pooling_avg_include_padding;
     dnnl::pooling_forward::primitive_desc fwd_pd(
-        dnnl::pooling_forward::desc(Prop(mode), dnnl::algorithm::pooling_max, x_md_, y_md_,
-                                    strides, kernel, pad, pad),
+        dnnl::pooling_forward::desc(Prop(mode), algo, x_md_, y_md_, strides, kernel, pad, pad),
         ctx_->engine);
     fwd_ = dnnl::pooling_forward(fwd_pd);
     if (mode == Mode::kTrain) {
-      // Backward needs the forward's argmax record (the workspace).
-      workspace_ = dnnl::memory(fwd_pd.workspace_desc(), ctx_->engine);
+      // Max-pool backward needs the forward's argmax record (the workspace).
+      if (kind_ == Kind::kMax) workspace_ = dnnl::memory(fwd_pd.workspace_desc(), ctx_->engine);
       bwd_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(
-          dnnl::pooling_backward::desc(dnnl::algorithm::pooling_max, x_md_, y_md_, strides,
-                                       kernel, pad, pad),
+          dnnl::pooling_backward::desc(algo, x_md_, y_md_, strides, kernel, pad, pad),
           ctx_->engine, fwd_pd));
     }
     cache_.Set(x, mode);
   }
 
   std::shared_ptr<Ctx> ctx_;
+  Kind kind_;
   Pool2dSpec s_;
   ShapeCache cache_;
   dnnl::memory::desc x_md_, y_md_;
   dnnl::memory workspace_;
   dnnl::primitive fwd_, bwd_;
+};
+
+// Batch norm with scale (γ) and shift (β). oneDNN computes the batch statistics in kTrain
+// and reads the running ones in kEval (use_global_stats); it does not keep running
+// statistics, so the op folds each batch's into them.
+class BatchNormOnednn final : public Op {
+ public:
+  BatchNormOnednn(std::shared_ptr<Ctx> ctx, BatchNormSpec spec)
+      : ctx_(std::move(ctx)),
+        s_(spec),
+        running_mean_(Shape{spec.channels}),
+        running_var_(Shape{spec.channels}),
+        mean_(Shape{spec.channels}),
+        var_(Shape{spec.channels}) {
+    running_mean_.SetZero();
+    for (float& v : running_var_.span<float>()) v = 1.0f;
+  }
+  absl::string_view name() const override { return "batch_norm"; }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, BatchNormOutputShape(s_, in));
+    return std::vector<Shape>{y};
+  }
+  std::vector<OpState> State() override {
+    return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
+  }
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    const Shape& x = in[0]->shape();
+    Build(mode, x);
+    const bool train = mode == Mode::kTrain;
+    ctx_->Run(fwd_, {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
+                     {DNNL_ARG_SCALE, Mem(*ctx_, c_md_, in[1])},
+                     {DNNL_ARG_SHIFT, Mem(*ctx_, c_md_, in[2])},
+                     {DNNL_ARG_MEAN, Mem(*ctx_, c_md_, train ? &mean_ : &running_mean_)},
+                     {DNNL_ARG_VARIANCE, Mem(*ctx_, c_md_, train ? &var_ : &running_var_)},
+                     {DNNL_ARG_DST, Mem(*ctx_, x_md_, out[0])}});
+    if (!train) return;
+    const float m = s_.momentum;
+    const double count = static_cast<double>(x[0] * x[2] * x[3]);
+    const float unbias = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
+    float* rm = running_mean_.data<float>();
+    float* rv = running_var_.data<float>();
+    for (int64_t c = 0; c < s_.channels; ++c) {
+      rm[c] = (1 - m) * rm[c] + m * mean_.data<float>()[c];
+      rv[c] = (1 - m) * rv[c] + m * var_.data<float>()[c] * unbias;
+    }
+  }
+
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    COHORT_CHECK(grad_in[0] != nullptr && grad_in[1] != nullptr && grad_in[2] != nullptr,
+                 "batch_norm computes the gradients of x, gamma and beta together");
+    ctx_->Run(bwd_, {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
+                     {DNNL_ARG_MEAN, Mem(*ctx_, c_md_, &mean_)},
+                     {DNNL_ARG_VARIANCE, Mem(*ctx_, c_md_, &var_)},
+                     {DNNL_ARG_DIFF_DST, Mem(*ctx_, x_md_, grad_out[0])},
+                     {DNNL_ARG_SCALE, Mem(*ctx_, c_md_, in[1])},
+                     // oneDNN 2.6 asks for the shift in backward too when use_shift is set.
+                     {DNNL_ARG_SHIFT, Mem(*ctx_, c_md_, in[2])},
+                     {DNNL_ARG_DIFF_SRC, Mem(*ctx_, x_md_, grad_in[0])},
+                     {DNNL_ARG_DIFF_SCALE, Mem(*ctx_, c_md_, grad_in[1])},
+                     {DNNL_ARG_DIFF_SHIFT, Mem(*ctx_, c_md_, grad_in[2])}});
+  }
+
+ private:
+  void Build(Mode mode, const Shape& x) {
+    if (cache_.Matches(x, mode)) return;
+    x_md_ = Md(x, tag::nchw);
+    c_md_ = Md(Shape{s_.channels}, tag::x);
+    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    if (mode == Mode::kEval) flags = flags | dnnl::normalization_flags::use_global_stats;
+    dnnl::batch_normalization_forward::primitive_desc fwd_pd(
+        dnnl::batch_normalization_forward::desc(Prop(mode), x_md_, s_.eps, flags), ctx_->engine);
+    fwd_ = dnnl::batch_normalization_forward(fwd_pd);
+    if (mode == Mode::kTrain) {
+      bwd_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
+          dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md_, x_md_,
+                                                   s_.eps, flags),
+          ctx_->engine, fwd_pd));
+    }
+    cache_.Set(x, mode);
+  }
+
+  std::shared_ptr<Ctx> ctx_;
+  BatchNormSpec s_;
+  ShapeCache cache_;
+  Tensor running_mean_, running_var_;
+  Tensor mean_, var_;  // (C) batch statistics of the last kTrain Forward (variance biased)
+  dnnl::memory::desc x_md_, c_md_;
+  dnnl::primitive fwd_, bwd_;
+};
+
+// y = a + b as a binary primitive. The gradient reaches both inputs unchanged (copies).
+class AddOnednn final : public Op {
+ public:
+  explicit AddOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
+  absl::string_view name() const override { return "add"; }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
+    return std::vector<Shape>{y};
+  }
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    const Shape& x = in[0]->shape();
+    if (!cache_.Matches(x, Mode::kEval)) {
+      md_ = Md(x, ActivationTag(x.rank()));
+      fwd_ = dnnl::binary(dnnl::binary::primitive_desc(
+          dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), ctx_->engine));
+      cache_.Set(x, Mode::kEval);
+    }
+    ctx_->Run(fwd_, {{DNNL_ARG_SRC_0, Mem(*ctx_, md_, in[0])},
+                     {DNNL_ARG_SRC_1, Mem(*ctx_, md_, in[1])},
+                     {DNNL_ARG_DST, Mem(*ctx_, md_, out[0])}});
+  }
+
+  void Backward(Ins, Ins, Ins grad_out, Outs grad_in) override {
+    for (Tensor* g : grad_in)
+      if (g != nullptr) std::memcpy(g->raw(), grad_out[0]->raw(), grad_out[0]->nbytes());
+  }
+
+ private:
+  std::shared_ptr<Ctx> ctx_;
+  ShapeCache cache_;  // one primitive serves both modes
+  dnnl::memory::desc md_;
+  dnnl::primitive fwd_;
+};
+
+// oneDNN has no dropout primitive: a masked scale over the elements.
+class DropoutOnednn final : public Op {
+ public:
+  explicit DropoutOnednn(DropoutSpec spec) : s_(spec) {}
+  absl::string_view name() const override { return "dropout"; }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    return std::vector<Shape>{in[0]};
+  }
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    if (mode == Mode::kEval) {
+      std::memcpy(out[0]->raw(), in[0]->raw(), in[0]->nbytes());
+      return;
+    }
+    mask_.resize(static_cast<size_t>(in[0]->numel()));
+    DropoutMask(s_, calls_++, absl::MakeSpan(mask_));
+    Scale(in[0]->data<float>(), out[0]->data<float>());
+  }
+
+  void Backward(Ins, Ins, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] != nullptr) Scale(grad_out[0]->data<float>(), grad_in[0]->data<float>());
+  }
+
+ private:
+  void Scale(const float* x, float* y) const {
+    const float keep_scale = 1.0f / (1.0f - s_.p);
+    for (size_t i = 0; i < mask_.size(); ++i) y[i] = mask_[i] ? x[i] * keep_scale : 0.0f;
+  }
+
+  DropoutSpec s_;
+  uint64_t calls_ = 0;
+  std::vector<uint8_t> mask_;  // of the last kTrain Forward
+};
+
+// The option-A ResNet shortcut is a strided copy into the middle channels: a plain loop.
+class SubsamplePadOnednn final : public Op {
+ public:
+  explicit SubsamplePadOnednn(SubsamplePadSpec spec) : s_(spec) {}
+  absl::string_view name() const override { return "subsample_pad"; }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    ASSIGN_OR_RETURN(Shape y, SubsamplePadOutputShape(s_, in[0]));
+    return std::vector<Shape>{y};
+  }
+
+  void Forward(Mode, Ins in, Outs out) override {
+    out[0]->SetZero();
+    const Shape &x = in[0]->shape(), &y = out[0]->shape();
+    const float* src = in[0]->data<float>();
+    float* dst = out[0]->data<float>();
+    for (int64_t n = 0; n < x[0]; ++n)
+      for (int64_t c = 0; c < x[1]; ++c) {
+        const float* xp = src + (n * x[1] + c) * x[2] * x[3];
+        float* yp = dst + (n * y[1] + c + s_.pad_channels) * y[2] * y[3];
+        for (int64_t h = 0; h < y[2]; ++h)
+          for (int64_t w = 0; w < y[3]; ++w) yp[h * y[3] + w] = xp[(h * x[3] + w) * s_.stride];
+      }
+  }
+
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    grad_in[0]->SetZero();
+    const Shape &x = in[0]->shape(), &y = out[0]->shape();
+    const float* dy = grad_out[0]->data<float>();
+    float* dx = grad_in[0]->data<float>();
+    for (int64_t n = 0; n < x[0]; ++n)
+      for (int64_t c = 0; c < x[1]; ++c) {
+        float* xp = dx + (n * x[1] + c) * x[2] * x[3];
+        const float* yp = dy + (n * y[1] + c + s_.pad_channels) * y[2] * y[3];
+        for (int64_t h = 0; h < y[2]; ++h)
+          for (int64_t w = 0; w < y[3]; ++w) xp[(h * x[3] + w) * s_.stride] = yp[h * y[3] + w];
+      }
+  }
+
+ private:
+  SubsamplePadSpec s_;
 };
 
 class ReluOnednn final : public Op {
@@ -197,17 +485,14 @@ class ReluOnednn final : public Op {
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape());
-    fwd_.execute(ctx_->stream,
-                 {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])}, {DNNL_ARG_DST, Mem(*ctx_, md_, out[0])}});
-    ctx_->stream.wait();
+    ctx_->Run(fwd_, {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])}, {DNNL_ARG_DST, Mem(*ctx_, md_, out[0])}});
   }
 
   void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] == nullptr) return;
-    bwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])},
+    ctx_->Run(bwd_, {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])},
                                 {DNNL_ARG_DIFF_DST, Mem(*ctx_, md_, grad_out[0])},
                                 {DNNL_ARG_DIFF_SRC, Mem(*ctx_, md_, grad_in[0])}});
-    ctx_->stream.wait();
   }
 
  private:
@@ -245,28 +530,25 @@ class LinearOnednn final : public Op {
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape(), in[1]->shape());
-    fwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
+    ctx_->Run(fwd_, {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
                                 {DNNL_ARG_WEIGHTS, Mem(*ctx_, w_md_, in[1])},
                                 {DNNL_ARG_BIAS, Mem(*ctx_, b_md_, in[2])},
                                 {DNNL_ARG_DST, Mem(*ctx_, y_md_, out[0])}});
-    ctx_->stream.wait();
   }
 
   void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] != nullptr) {
-      bwd_data_.execute(ctx_->stream, {{DNNL_ARG_DIFF_DST, Mem(*ctx_, y_md_, grad_out[0])},
+      ctx_->Run(bwd_data_, {{DNNL_ARG_DIFF_DST, Mem(*ctx_, y_md_, grad_out[0])},
                                        {DNNL_ARG_WEIGHTS, Mem(*ctx_, w_md_, in[1])},
                                        {DNNL_ARG_DIFF_SRC, Mem(*ctx_, x_md_, grad_in[0])}});
     }
     if (grad_in[1] != nullptr) {
       COHORT_CHECK(grad_in[2] != nullptr, "linear computes weight and bias gradients together");
-      bwd_weights_.execute(ctx_->stream,
-                           {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
+      ctx_->Run(bwd_weights_, {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
                             {DNNL_ARG_DIFF_DST, Mem(*ctx_, y_md_, grad_out[0])},
                             {DNNL_ARG_DIFF_WEIGHTS, Mem(*ctx_, w_md_, grad_in[1])},
                             {DNNL_ARG_DIFF_BIAS, Mem(*ctx_, b_md_, grad_in[2])}});
     }
-    ctx_->stream.wait();
   }
 
  private:
@@ -319,9 +601,7 @@ class SoftmaxCrossEntropyOnednn final : public Op {
       log_p_.Resize(z);
       cache_.Set(z, mode);
     }
-    fwd_.execute(ctx_->stream,
-                 {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])}, {DNNL_ARG_DST, Mem(*ctx_, md_, &log_p_)}});
-    ctx_->stream.wait();
+    ctx_->Run(fwd_, {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])}, {DNNL_ARG_DST, Mem(*ctx_, md_, &log_p_)}});
     const int64_t n = z[0], k = z[1];
     const int32_t* labels = in[1]->data<int32_t>();
     const float* lp = log_p_.data<float>();
@@ -362,8 +642,25 @@ std::unique_ptr<Op> OnednnBackend::Conv2d(const Conv2dSpec& spec) {
   return std::make_unique<Conv2dOnednn>(ctx_, spec);
 }
 std::unique_ptr<Op> OnednnBackend::MaxPool2d(const Pool2dSpec& spec) {
-  return std::make_unique<MaxPool2dOnednn>(ctx_, spec);
+  return std::make_unique<Pool2dOnednn>(ctx_, Pool2dOnednn::Kind::kMax, spec);
 }
+std::unique_ptr<Op> OnednnBackend::AvgPool2d(const Pool2dSpec& spec) {
+  return std::make_unique<Pool2dOnednn>(ctx_, Pool2dOnednn::Kind::kAvg, spec);
+}
+std::unique_ptr<Op> OnednnBackend::GlobalAvgPool() {
+  return std::make_unique<Pool2dOnednn>(ctx_, Pool2dOnednn::Kind::kGlobalAvg, Pool2dSpec{});
+}
+std::unique_ptr<Op> OnednnBackend::BatchNorm(const BatchNormSpec& spec) {
+  return std::make_unique<BatchNormOnednn>(ctx_, spec);
+}
+std::unique_ptr<Op> OnednnBackend::Add() { return std::make_unique<AddOnednn>(ctx_); }
+std::unique_ptr<Op> OnednnBackend::Dropout(const DropoutSpec& spec) {
+  return std::make_unique<DropoutOnednn>(spec);
+}
+std::unique_ptr<Op> OnednnBackend::SubsamplePad(const SubsamplePadSpec& spec) {
+  return std::make_unique<SubsamplePadOnednn>(spec);
+}
+double OnednnBackend::primitive_seconds() const { return ctx_->primitive_seconds; }
 std::unique_ptr<Op> OnednnBackend::Relu() { return std::make_unique<ReluOnednn>(ctx_); }
 std::unique_ptr<Op> OnednnBackend::Linear() { return std::make_unique<LinearOnednn>(ctx_); }
 std::unique_ptr<Op> OnednnBackend::SoftmaxCrossEntropy() {

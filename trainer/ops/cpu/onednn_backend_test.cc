@@ -73,5 +73,48 @@ TEST(OnednnOpTest, ReusesBuffersAcrossSteps) {
   EXPECT_EQ(testing::NormalizedMaxError(first[0], second[0]), 0.0);
 }
 
+// Running statistics follow two training batches the same way on both backends, and
+// evaluation then normalises with them.
+TEST(OnednnOpTest, BatchNormRunningStatisticsMatchReference) {
+  OnednnBackend dnn;
+  ReferenceBackend ref;
+  const OpCase c{"bn", [](Backend& b) { return b.BatchNorm({3, 1e-5f, 0.25f}); },
+                 {{4, 3, 5, 5}, {3}, {3}}};
+  auto op = c.make(dnn);
+  auto op_ref = c.make(ref);
+  for (uint64_t seed : {5, 6}) {
+    auto in = testing::RandomInputs(c, DType::kF32, seed);
+    std::vector<Tensor> in_ref;
+    for (const Tensor& t : in) in_ref.push_back(ConvertTo(t, DType::kF64));
+    testing::RunForward(*op, in, Mode::kTrain, DType::kF32);
+    testing::RunForward(*op_ref, in_ref, Mode::kTrain, DType::kF64);
+  }
+  auto state = op->State();
+  auto state_ref = op_ref->State();
+  ASSERT_EQ(state.size(), 2u);
+  for (size_t k = 0; k < state.size(); ++k) {
+    EXPECT_EQ(state[k].name, state_ref[k].name);
+    EXPECT_LT(testing::NormalizedMaxError(*state[k].value, *state_ref[k].value), 1e-6)
+        << state[k].name;
+  }
+  // Two updates with momentum 0.25 from (0, 1) have moved the running variance off 1.
+  EXPECT_GT(std::abs(state_ref[1].value->data<double>()[0] - 1.0), 1e-3);
+  auto in = testing::RandomInputs(c, DType::kF32, 7);
+  std::vector<Tensor> in_ref;
+  for (const Tensor& t : in) in_ref.push_back(ConvertTo(t, DType::kF64));
+  auto out = testing::RunForward(*op, in, Mode::kEval, DType::kF32);
+  auto out_ref = testing::RunForward(*op_ref, in_ref, Mode::kEval, DType::kF64);
+  EXPECT_LT(testing::NormalizedMaxError(out[0], out_ref[0]), 1e-5);
+}
+
+TEST(OnednnOpTest, PrimitiveTimeIsCounted) {
+  OnednnBackend dnn;
+  const OpCase c = testing::StandardOpCases()[0];
+  auto op = c.make(dnn);
+  const double before = dnn.primitive_seconds();
+  testing::RunForward(*op, testing::RandomInputs(c, DType::kF32, 3), Mode::kTrain, DType::kF32);
+  EXPECT_GT(dnn.primitive_seconds(), before);
+}
+
 }  // namespace
 }  // namespace cohort

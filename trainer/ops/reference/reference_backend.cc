@@ -20,8 +20,7 @@ class Conv2dRef final : public Op {
   absl::string_view name() const override { return "conv2d"; }
 
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 3));
-    ASSIGN_OR_RETURN(Shape y, Conv2dOutputShape(s_, in[0], in[1], in[2]));
+    ASSIGN_OR_RETURN(Shape y, Conv2dOutputShape(s_, in));
     return std::vector<Shape>{y};
   }
 
@@ -48,9 +47,10 @@ class Conv2dRef final : public Op {
     const Shape& y = out[0]->shape();
     const double* x = D(in[0]);
     const double* w = D(in[1]);
-    const double* b = D(in[2]);
     double* yd = D(out[0]);
-    for (int64_t i = 0; i < out[0]->numel(); ++i) yd[i] = b[(i / (y[2] * y[3])) % y[1]];
+    for (int64_t i = 0; i < out[0]->numel(); ++i) {
+      yd[i] = s_.bias ? D(in[2])[(i / (y[2] * y[3])) % y[1]] : 0.0;
+    }
     ForEachTap(in[0]->shape(), in[1]->shape(), y,
                [&](int64_t xi, int64_t wi, int64_t yi) { yd[yi] += x[xi] * w[wi]; });
   }
@@ -64,7 +64,7 @@ class Conv2dRef final : public Op {
       if (g != nullptr) g->SetZero();
     double* dx = grad_in[0] ? D(grad_in[0]) : nullptr;
     double* dw = grad_in[1] ? D(grad_in[1]) : nullptr;
-    double* db = grad_in[2] ? D(grad_in[2]) : nullptr;
+    double* db = s_.bias && grad_in[2] ? D(grad_in[2]) : nullptr;
     ForEachTap(in[0]->shape(), in[1]->shape(), y, [&](int64_t xi, int64_t wi, int64_t yi) {
       if (dx) dx[xi] += dy[yi] * w[wi];
       if (dw) dw[wi] += dy[yi] * x[xi];
@@ -120,6 +120,237 @@ class MaxPool2dRef final : public Op {
 
  private:
   Pool2dSpec s_;
+};
+
+// Averages over kernel×kernel windows; padded positions count as zeros (PyTorch's
+// count_include_pad=True).
+class AvgPool2dRef final : public Op {
+ public:
+  explicit AvgPool2dRef(Pool2dSpec spec) : s_(spec) {}
+  absl::string_view name() const override { return "avg_pool2d"; }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    ASSIGN_OR_RETURN(Shape y, Pool2dOutputShape(name(), s_, in[0]));
+    return std::vector<Shape>{y};
+  }
+
+  // Calls f(x index, y index) for every in-image tap of every window.
+  template <typename F>
+  void ForEachTap(const Shape& x, const Shape& y, F f) const {
+    for (int64_t nc = 0; nc < x[0] * x[1]; ++nc)
+      for (int64_t oh = 0; oh < y[2]; ++oh)
+        for (int64_t ow = 0; ow < y[3]; ++ow)
+          for (int64_t kh = 0; kh < s_.kernel; ++kh)
+            for (int64_t kw = 0; kw < s_.kernel; ++kw) {
+              const int64_t ih = oh * s_.stride - s_.padding + kh;
+              const int64_t iw = ow * s_.stride - s_.padding + kw;
+              if (ih < 0 || ih >= x[2] || iw < 0 || iw >= x[3]) continue;
+              f((nc * x[2] + ih) * x[3] + iw, (nc * y[2] + oh) * y[3] + ow);
+            }
+  }
+
+  void Forward(Mode, Ins in, Outs out) override {
+    out[0]->SetZero();
+    const double area = s_.kernel * s_.kernel;
+    ForEachTap(in[0]->shape(), out[0]->shape(),
+               [&](int64_t xi, int64_t yi) { D(out[0])[yi] += D(in[0])[xi] / area; });
+  }
+
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    grad_in[0]->SetZero();
+    const double area = s_.kernel * s_.kernel;
+    ForEachTap(in[0]->shape(), out[0]->shape(),
+               [&](int64_t xi, int64_t yi) { D(grad_in[0])[xi] += D(grad_out[0])[yi] / area; });
+  }
+
+ private:
+  Pool2dSpec s_;
+};
+
+class GlobalAvgPoolRef final : public Op {
+ public:
+  absl::string_view name() const override { return "global_avg_pool"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    ASSIGN_OR_RETURN(Shape y, GlobalAvgPoolOutputShape(in[0]));
+    return std::vector<Shape>{y};
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    const int64_t area = in[0]->shape()[2] * in[0]->shape()[3];
+    for (int64_t nc = 0; nc < out[0]->numel(); ++nc) {
+      double sum = 0;
+      for (int64_t j = 0; j < area; ++j) sum += D(in[0])[nc * area + j];
+      D(out[0])[nc] = sum / area;
+    }
+  }
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    const int64_t area = in[0]->shape()[2] * in[0]->shape()[3];
+    for (int64_t nc = 0; nc < out[0]->numel(); ++nc)
+      for (int64_t j = 0; j < area; ++j) D(grad_in[0])[nc * area + j] = D(grad_out[0])[nc] / area;
+  }
+};
+
+class BatchNormRef final : public Op {
+ public:
+  explicit BatchNormRef(BatchNormSpec spec)
+      : s_(spec),
+        running_mean_(Shape{spec.channels}, DType::kF64),
+        running_var_(Shape{spec.channels}, DType::kF64),
+        mean_(Shape{spec.channels}, DType::kF64),
+        inv_std_(Shape{spec.channels}, DType::kF64) {
+    running_mean_.SetZero();
+    for (double& v : running_var_.span<double>()) v = 1.0;
+  }
+  absl::string_view name() const override { return "batch_norm"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, BatchNormOutputShape(s_, in));
+    return std::vector<Shape>{y};
+  }
+  std::vector<OpState> State() override {
+    return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
+  }
+
+  // Calls f(element index) for every element of channel c.
+  template <typename F>
+  static void ForChannel(const Shape& x, int64_t c, F f) {
+    const int64_t area = x[2] * x[3];
+    for (int64_t n = 0; n < x[0]; ++n)
+      for (int64_t j = 0; j < area; ++j) f((n * x[1] + c) * area + j);
+  }
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    const Shape& x = in[0]->shape();
+    const double count = static_cast<double>(x[0] * x[2] * x[3]);
+    for (int64_t c = 0; c < x[1]; ++c) {
+      double mean = D(&running_mean_)[c], var = D(&running_var_)[c];
+      if (mode == Mode::kTrain) {
+        double sum = 0, sq = 0;
+        ForChannel(x, c, [&](int64_t i) { sum += D(in[0])[i]; });
+        mean = sum / count;
+        ForChannel(x, c, [&](int64_t i) { sq += (D(in[0])[i] - mean) * (D(in[0])[i] - mean); });
+        var = sq / count;
+        const double unbiased = count > 1 ? var * count / (count - 1) : var;
+        D(&running_mean_)[c] = (1 - s_.momentum) * D(&running_mean_)[c] + s_.momentum * mean;
+        D(&running_var_)[c] = (1 - s_.momentum) * D(&running_var_)[c] + s_.momentum * unbiased;
+      }
+      D(&mean_)[c] = mean;
+      D(&inv_std_)[c] = 1.0 / std::sqrt(var + s_.eps);
+      const double scale = D(in[1])[c] * D(&inv_std_)[c];
+      ForChannel(x, c, [&](int64_t i) { D(out[0])[i] = (D(in[0])[i] - mean) * scale + D(in[2])[c]; });
+    }
+  }
+
+  // dx = γ/σ · (dy − mean(dy) − x̂ · mean(dy · x̂)),  dγ = Σ dy · x̂,  dβ = Σ dy.
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    const Shape& x = in[0]->shape();
+    const double count = static_cast<double>(x[0] * x[2] * x[3]);
+    const double* dy = D(grad_out[0]);
+    for (int64_t c = 0; c < x[1]; ++c) {
+      const double mean = D(&mean_)[c], inv_std = D(&inv_std_)[c];
+      double sum_dy = 0, sum_dy_xhat = 0;
+      ForChannel(x, c, [&](int64_t i) {
+        sum_dy += dy[i];
+        sum_dy_xhat += dy[i] * (D(in[0])[i] - mean) * inv_std;
+      });
+      if (grad_in[1] != nullptr) D(grad_in[1])[c] = sum_dy_xhat;
+      if (grad_in[2] != nullptr) D(grad_in[2])[c] = sum_dy;
+      if (grad_in[0] == nullptr) continue;
+      const double scale = D(in[1])[c] * inv_std;
+      ForChannel(x, c, [&](int64_t i) {
+        const double xhat = (D(in[0])[i] - mean) * inv_std;
+        D(grad_in[0])[i] = scale * (dy[i] - sum_dy / count - xhat * sum_dy_xhat / count);
+      });
+    }
+  }
+
+ private:
+  BatchNormSpec s_;
+  Tensor running_mean_, running_var_;
+  Tensor mean_, inv_std_;  // (C) of the last Forward, for Backward
+};
+
+class AddRef final : public Op {
+ public:
+  absl::string_view name() const override { return "add"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
+    return std::vector<Shape>{y};
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    for (int64_t i = 0; i < out[0]->numel(); ++i) D(out[0])[i] = D(in[0])[i] + D(in[1])[i];
+  }
+  void Backward(Ins, Ins, Ins grad_out, Outs grad_in) override {
+    for (Tensor* g : grad_in)
+      if (g != nullptr) g->CopyFrom(*grad_out[0]);
+  }
+};
+
+class DropoutRef final : public Op {
+ public:
+  explicit DropoutRef(DropoutSpec spec) : s_(spec) {}
+  absl::string_view name() const override { return "dropout"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    return std::vector<Shape>{in[0]};
+  }
+  void Forward(Mode mode, Ins in, Outs out) override {
+    const int64_t n = in[0]->numel();
+    if (mode == Mode::kEval) {
+      for (int64_t i = 0; i < n; ++i) D(out[0])[i] = D(in[0])[i];
+      return;
+    }
+    mask_.resize(n);
+    DropoutMask(s_, calls_++, absl::MakeSpan(mask_));
+    for (int64_t i = 0; i < n; ++i) D(out[0])[i] = mask_[i] ? D(in[0])[i] / (1.0 - s_.p) : 0.0;
+  }
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    for (int64_t i = 0; i < in[0]->numel(); ++i)
+      D(grad_in[0])[i] = mask_[i] ? D(grad_out[0])[i] / (1.0 - s_.p) : 0.0;
+  }
+
+ private:
+  DropoutSpec s_;
+  uint64_t calls_ = 0;
+  std::vector<uint8_t> mask_;
+};
+
+class SubsamplePadRef final : public Op {
+ public:
+  explicit SubsamplePadRef(SubsamplePadSpec spec) : s_(spec) {}
+  absl::string_view name() const override { return "subsample_pad"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    ASSIGN_OR_RETURN(Shape y, SubsamplePadOutputShape(s_, in[0]));
+    return std::vector<Shape>{y};
+  }
+  // Calls f(x index, y index) for every x element that reaches y.
+  template <typename F>
+  void ForEachPair(const Shape& x, const Shape& y, F f) const {
+    for (int64_t n = 0; n < x[0]; ++n)
+      for (int64_t c = 0; c < x[1]; ++c)
+        for (int64_t h = 0; h < y[2]; ++h)
+          for (int64_t w = 0; w < y[3]; ++w)
+            f(((n * x[1] + c) * x[2] + h * s_.stride) * x[3] + w * s_.stride,
+              ((n * y[1] + c + s_.pad_channels) * y[2] + h) * y[3] + w);
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    out[0]->SetZero();
+    ForEachPair(in[0]->shape(), out[0]->shape(),
+                [&](int64_t xi, int64_t yi) { D(out[0])[yi] = D(in[0])[xi]; });
+  }
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    grad_in[0]->SetZero();
+    ForEachPair(in[0]->shape(), out[0]->shape(),
+                [&](int64_t xi, int64_t yi) { D(grad_in[0])[xi] = D(grad_out[0])[yi]; });
+  }
+
+ private:
+  SubsamplePadSpec s_;
 };
 
 class ReluRef final : public Op {
@@ -224,6 +455,20 @@ std::unique_ptr<Op> ReferenceBackend::Conv2d(const Conv2dSpec& spec) {
 }
 std::unique_ptr<Op> ReferenceBackend::MaxPool2d(const Pool2dSpec& spec) {
   return std::make_unique<MaxPool2dRef>(spec);
+}
+std::unique_ptr<Op> ReferenceBackend::AvgPool2d(const Pool2dSpec& spec) {
+  return std::make_unique<AvgPool2dRef>(spec);
+}
+std::unique_ptr<Op> ReferenceBackend::GlobalAvgPool() { return std::make_unique<GlobalAvgPoolRef>(); }
+std::unique_ptr<Op> ReferenceBackend::BatchNorm(const BatchNormSpec& spec) {
+  return std::make_unique<BatchNormRef>(spec);
+}
+std::unique_ptr<Op> ReferenceBackend::Add() { return std::make_unique<AddRef>(); }
+std::unique_ptr<Op> ReferenceBackend::Dropout(const DropoutSpec& spec) {
+  return std::make_unique<DropoutRef>(spec);
+}
+std::unique_ptr<Op> ReferenceBackend::SubsamplePad(const SubsamplePadSpec& spec) {
+  return std::make_unique<SubsamplePadRef>(spec);
 }
 std::unique_ptr<Op> ReferenceBackend::Relu() { return std::make_unique<ReluRef>(); }
 std::unique_ptr<Op> ReferenceBackend::Linear() { return std::make_unique<LinearRef>(); }

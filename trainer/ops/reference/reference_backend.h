@@ -14,6 +14,12 @@ class ReferenceBackend final : public Backend {
 
   std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) override;
   std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) override;
+  std::unique_ptr<Op> AvgPool2d(const Pool2dSpec& spec) override;
+  std::unique_ptr<Op> GlobalAvgPool() override;
+  std::unique_ptr<Op> BatchNorm(const BatchNormSpec& spec) override;
+  std::unique_ptr<Op> Add() override;
+  std::unique_ptr<Op> Dropout(const DropoutSpec& spec) override;
+  std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& spec) override;
   std::unique_ptr<Op> Relu() override;
   std::unique_ptr<Op> Linear() override;
   std::unique_ptr<Op> SoftmaxCrossEntropy() override;

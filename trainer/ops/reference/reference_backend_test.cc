@@ -52,6 +52,66 @@ TEST(ReferenceOpValues, SoftmaxCrossEntropyOfUniformLogitsIsLogK) {
   EXPECT_NEAR(out[0].data<double>()[0], std::log(10.0), 1e-12);
 }
 
+TEST(ReferenceOpValues, BatchNormNormalisesEachChannel) {
+  // Channel 0 holds 1, 3 (mean 2, biased variance 1); channel 1 holds 10, 10.
+  ReferenceBackend ref;
+  auto op = ref.BatchNorm({2, 0.0f, 0.5f});
+  std::vector<Tensor> in;
+  in.emplace_back(Shape{2, 2, 1, 1}, DType::kF64);
+  in.emplace_back(Shape{2}, DType::kF64);
+  in.emplace_back(Shape{2}, DType::kF64);
+  const double x[] = {1, 10, 3, 10};  // (n, c) order
+  for (int i = 0; i < 4; ++i) in[0].data<double>()[i] = x[i];
+  in[1].data<double>()[0] = 2;  // gamma
+  in[1].data<double>()[1] = 1;
+  in[2].data<double>()[0] = 0.5;  // beta
+  in[2].data<double>()[1] = -1;
+  auto out = testing::RunForward(*op, in, Mode::kTrain, DType::kF64);
+  const double* y = out[0].data<double>();
+  EXPECT_DOUBLE_EQ(y[0], 2 * -1 + 0.5);
+  EXPECT_DOUBLE_EQ(y[2], 2 * 1 + 0.5);
+  // Channel 1 has zero variance and eps 0: only check the running statistics there.
+  auto state = op->State();
+  EXPECT_DOUBLE_EQ(state[0].value->data<double>()[0], 0.5 * 0 + 0.5 * 2);
+  // Unbiased variance of {1, 3} is 2: 0.5 · 1 + 0.5 · 2.
+  EXPECT_DOUBLE_EQ(state[1].value->data<double>()[0], 1.5);
+  EXPECT_DOUBLE_EQ(state[0].value->data<double>()[1], 5);
+}
+
+TEST(ReferenceOpValues, SubsamplePadPlacesChannelsInTheMiddle) {
+  ReferenceBackend ref;
+  auto op = ref.SubsamplePad({2, 1});
+  std::vector<Tensor> in;
+  in.emplace_back(Shape{1, 1, 3, 3}, DType::kF64);
+  for (int i = 0; i < 9; ++i) in[0].data<double>()[i] = i + 1;
+  auto out = testing::RunForward(*op, in, Mode::kTrain, DType::kF64);
+  ASSERT_EQ(out[0].shape(), (Shape{1, 3, 2, 2}));
+  const std::vector<double> want{0, 0, 0, 0, 1, 3, 7, 9, 0, 0, 0, 0};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(out[0].data<double>()[i], want[i]) << i;
+}
+
+TEST(ReferenceOpValues, DropoutKeepsAboutOneMinusPAndScales) {
+  ReferenceBackend ref;
+  auto op = ref.Dropout({0.25f, 3});
+  std::vector<Tensor> in;
+  in.emplace_back(Shape{100, 100}, DType::kF64);
+  for (double& v : in[0].span<double>()) v = 1.0;
+  auto out = testing::RunForward(*op, in, Mode::kTrain, DType::kF64);
+  int kept = 0;
+  for (double v : out[0].span<double>()) {
+    if (v != 0) {
+      EXPECT_DOUBLE_EQ(v, 1 / 0.75);
+      ++kept;
+    }
+  }
+  EXPECT_NEAR(kept / 10000.0, 0.75, 0.02);
+  // The next call draws a different mask; evaluation is the identity.
+  auto again = testing::RunForward(*op, in, Mode::kTrain, DType::kF64);
+  EXPECT_GT(testing::NormalizedMaxError(again[0], out[0]), 0.5);
+  auto eval = testing::RunForward(*op, in, Mode::kEval, DType::kF64);
+  EXPECT_EQ(testing::NormalizedMaxError(eval[0], in[0]), 0.0);
+}
+
 TEST(ReferenceOpShapes, MismatchesAreNamed) {
   ReferenceBackend ref;
   auto conv = ref.Conv2d({1, 0});

@@ -1,0 +1,51 @@
+#include "trainer/benchmark.h"
+
+#include <chrono>
+
+#include "trainer/base/random.h"
+#include "trainer/base/status_macros.h"
+#include "trainer/models/models.h"
+#include "trainer/nn/loss.h"
+#include "trainer/ops/cpu/onednn_backend.h"
+#include "trainer/optim/optimizer.h"
+
+namespace cohort {
+
+absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c) {
+  OnednnBackend backend;
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                   BuildModel(c.model, &backend, c.sample_shape, c.num_classes));
+  model->InitParameters(1);
+  std::vector<int64_t> dims{c.batch};
+  dims.insert(dims.end(), c.sample_shape.dims().begin(), c.sample_shape.dims().end());
+  Tensor images{Shape(dims)};
+  Tensor labels(Shape{c.batch}, DType::kI32);
+  Rng rng(7);
+  for (float& v : images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
+  for (int32_t& l : labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(c.num_classes));
+  SoftmaxCrossEntropyLoss loss(&backend);
+  Sgd sgd({0.9f, 1e-4f});
+  auto step = [&] {
+    loss.Forward(model->Forward(Mode::kTrain, images), labels);
+    model->Backward(loss.Backward());
+    const auto& params = model->parameters();
+    for (size_t k = 0; k < params.size(); ++k) {
+      sgd.Update(static_cast<int64_t>(k), params[k]->value.span<float>(),
+                 params[k]->grad.span<float>(), 0.01f);
+    }
+  };
+  for (int i = 0; i < c.warmup_steps; ++i) step();
+  const double primitive_before = backend.primitive_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < c.steps; ++i) step();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double primitive = backend.primitive_seconds() - primitive_before;
+  BenchmarkResult r;
+  r.images_per_second = static_cast<double>(c.batch) * c.steps / seconds;
+  r.step_ms = 1000.0 * seconds / c.steps;
+  r.framework_overhead = 1.0 - primitive / seconds;
+  return r;
+}
+
+}  // namespace cohort

@@ -1,0 +1,121 @@
+#include "trainer/data/prefetch.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "trainer/data/sampler.h"
+#include "trainer/data/synthetic.h"
+
+namespace cohort {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+PrefetchOptions Options(int depth) {
+  PrefetchOptions o;
+  o.seed = 11;
+  o.rank = 1;
+  o.num_workers = 2;
+  o.batch_size = 8;
+  o.augmentation = Augmentation{2, true};
+  o.depth = depth;
+  return o;
+}
+
+// Checks the prefetcher's batches against GatherBatch on the Sampler's indices, one by one,
+// from (o.first_epoch, o.first_step) to the end of o.end_epoch − 1.
+void ExpectSynchronousSequence(const ImageDataset& d, const Normalization& norm,
+                               const PrefetchOptions& o) {
+  BatchPrefetcher prefetcher(d, norm, o);
+  Sampler sampler(d.size(), o.seed, o.rank, o.num_workers, o.batch_size);
+  ASSERT_EQ(prefetcher.steps_per_epoch(), sampler.steps_per_epoch());
+  Tensor images, labels(Shape{0}, DType::kI32);
+  std::set<const void*> buffers;
+  int64_t count = 0;
+  for (int64_t epoch = o.first_epoch; epoch < o.end_epoch; ++epoch) {
+    sampler.SetEpoch(epoch);
+    for (int64_t s = epoch == o.first_epoch ? o.first_step : 0; s < sampler.steps_per_epoch();
+         ++s, ++count) {
+      const Batch& b = prefetcher.Next();
+      // Give the producer time to run ahead: it must not touch the batch the consumer holds.
+      if (s % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      GatherBatch(d, sampler.Batch(s), norm, EpochAugmentation{o.augmentation, o.seed, epoch},
+                  &images, &labels);
+      ASSERT_EQ(b.epoch, epoch);
+      ASSERT_EQ(b.step, s);
+      ASSERT_TRUE(SameBits(b.images, images)) << "epoch " << epoch << " step " << s;
+      ASSERT_TRUE(SameBits(b.labels, labels)) << "epoch " << epoch << " step " << s;
+      buffers.insert(b.images.raw());
+    }
+  }
+  EXPECT_GT(count, 0);
+  EXPECT_EQ(prefetcher.remaining(), 0);
+  // The ring's buffers, allocated once and reused.
+  EXPECT_EQ(buffers.size(), static_cast<size_t>(std::min<int64_t>(o.depth, count)));
+}
+
+TEST(PrefetchTest, EqualsSynchronousGatheringOverTwoEpochs) {
+  const ImageDataset d = MakeSyntheticDataset(Shape{3, 8, 8}, 10, 203, 5, "d");
+  const Normalization norm = ComputeNormalization(d);
+  for (int depth : {1, 2, 3}) {
+    SCOPED_TRACE(depth);
+    PrefetchOptions o = Options(depth);
+    o.end_epoch = 2;
+    ExpectSynchronousSequence(d, norm, o);
+  }
+}
+
+TEST(PrefetchTest, StartsAtAnyEpochAndStep) {
+  const ImageDataset d = MakeSyntheticDataset(Shape{1, 6, 6}, 4, 100, 6, "d");
+  const Normalization norm = ComputeNormalization(d);
+  PrefetchOptions o = Options(2);
+  o.first_epoch = 3;
+  o.end_epoch = 5;
+  ExpectSynchronousSequence(d, norm, o);
+  o.first_step = 4;
+  ExpectSynchronousSequence(d, norm, o);
+
+  BatchPrefetcher prefetcher(d, norm, o);
+  EXPECT_EQ(prefetcher.remaining(), 2 * prefetcher.steps_per_epoch() - 4);
+  const Batch& first = prefetcher.Next();
+  EXPECT_EQ(first.epoch, 3);
+  EXPECT_EQ(first.step, 4);
+}
+
+TEST(PrefetchTest, EmptyRangeProducesNothing) {
+  const ImageDataset d = MakeSyntheticDataset(Shape{1, 2, 2}, 2, 10, 1, "d");
+  PrefetchOptions o = Options(2);
+  o.first_epoch = 2;
+  o.end_epoch = 2;
+  BatchPrefetcher prefetcher(d, Normalization{}, o);
+  EXPECT_EQ(prefetcher.remaining(), 0);
+}
+
+TEST(PrefetchTest, DestructionMidEpochIsPrompt) {
+  // Batches of 64 × 3×64×64: the producer fills the ring and blocks on it.
+  const ImageDataset d = MakeSyntheticDataset(Shape{3, 64, 64}, 10, 2048, 7, "d");
+  const Normalization norm = ComputeNormalization(d);
+  for (int taken : {0, 1, 5}) {
+    PrefetchOptions o = Options(2);
+    o.batch_size = 64;
+    o.end_epoch = 1000;
+    auto prefetcher = std::make_unique<BatchPrefetcher>(d, norm, o);
+    for (int i = 0; i < taken; ++i) prefetcher->Next();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto start = Clock::now();
+    prefetcher.reset();
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 0.5) << taken;
+  }
+}
+
+}  // namespace
+}  // namespace cohort
