@@ -6,8 +6,11 @@ Usage:
 
 The model file is parsed strictly (any deviation from the layout our trainer
 writes is an error), the forward pass is rebuilt in numpy from the stored
-weights, and the model is evaluated on the IDX test set in DIR. The last line
-on stdout is
+weights, and the model is evaluated on the test set in DIR: the CIFAR-10
+binary test batch if DIR holds test_batch.bin, else the IDX test set. Images
+smaller than the model's input are zero-padded equally on every side, as the
+trainer does. Supported models: lenet, mlp and the CIFAR ResNets resnet20,
+resnet32, resnet44, resnet56 and resnet110. The last line on stdout is
 
   top1=<percent> top5=<percent> n=<count>
 
@@ -16,6 +19,8 @@ the exit code is 2.
 """
 
 import argparse
+import concurrent.futures
+import functools
 import gzip
 import json
 import math
@@ -32,6 +37,12 @@ TEST_LABELS = "t10k-labels-idx1-ubyte"
 IDX_IMAGES_MAGIC = 0x00000803
 IDX_LABELS_MAGIC = 0x00000801
 
+# CIFAR-10 binary batch: records of 1 label byte and 3x32x32 pixel bytes (CHW).
+CIFAR10_TEST_BATCH = "test_batch.bin"
+CIFAR10_IMAGE_SHAPE = (3, 32, 32)
+CIFAR10_RECORD_SIZE = 1 + math.prod(CIFAR10_IMAGE_SHAPE)
+CIFAR10_CLASSES = 10
+
 # Item size in bytes of every dtype accepted in the model file.
 DTYPE_SIZES = {"F32": 4, "F16": 2, "BF16": 2}
 
@@ -47,6 +58,20 @@ MLP_TENSORS = (
 LENET_CONV1_PADDING = 2
 LENET_CONV2_PADDING = 0
 
+# CIFAR ResNets (He et al. 2016): depth 6n + 2, n BasicBlocks in each stage.
+RESNET_BLOCKS = {"resnet20": 3, "resnet32": 5, "resnet44": 7, "resnet56": 9,
+                 "resnet110": 18}
+# Channels of the stem and of each stage; stages after the first open with a
+# stride-2 block.
+RESNET_CHANNELS = (16, 32, 64)
+BN_SUFFIXES = ("weight", "bias", "running_mean", "running_var")
+BN_EPS = 1e-5  # PyTorch's default, which the trainer uses.
+# Images per ResNet forward chunk: keeps the first stage's im2col buffer near
+# 60 MB (100 x 32 x 32 x 144 float32) and gives each core a share of a batch.
+RESNET_CHUNK = 100
+
+MODELS = ("lenet", "mlp") + tuple(RESNET_BLOCKS)
+
 
 class CheckError(ValueError):
     """Base class of every error that makes the checker exit with code 2."""
@@ -57,7 +82,7 @@ class ModelFileError(CheckError):
 
 
 class DataFileError(CheckError):
-    """An IDX data file is missing or malformed."""
+    """A test data file is missing or malformed."""
 
 
 # ---------------------------------------------------------------------------
@@ -261,9 +286,10 @@ def _parse_float(metadata, key, default):
 def parse_metadata(metadata):
     """Returns (model, input_shape tuple, mean, std) from the metadata."""
     model = metadata["model"]
-    if model not in ("lenet", "mlp"):
+    if model not in MODELS:
         raise ModelFileError(
-            f"__metadata__['model'] = {model!r}, expected 'lenet' or 'mlp'")
+            f"__metadata__['model'] = {model!r}, expected one of "
+            f"{list(MODELS)}")
     try:
         input_shape = json.loads(metadata["input_shape"])
     except ValueError:
@@ -313,15 +339,79 @@ def _check_conv(tensors, layer, in_channels):
     return w.shape
 
 
-def check_model(tensors, model, input_shape):
-    """Checks tensor names and shapes; returns the number of output classes."""
-    expected = LENET_TENSORS if model == "lenet" else MLP_TENSORS
+def resnet_blocks(model):
+    """Yields (prefix, in_channels, out_channels, stride) per BasicBlock."""
+    in_channels = RESNET_CHANNELS[0]
+    for stage, channels in enumerate(RESNET_CHANNELS, start=1):
+        for i in range(RESNET_BLOCKS[model]):
+            stride = 2 if stage > 1 and i == 0 else 1
+            yield f"layer{stage}.{i}", in_channels, channels, stride
+            in_channels = channels
+
+
+def resnet_tensor_shapes(model, in_channels, classes):
+    """Returns [(name, shape)] of a CIFAR ResNet in the trainer's order."""
+    def conv_bn(conv, bn, out_channels, conv_in_channels):
+        return [(f"{conv}.weight", (out_channels, conv_in_channels, 3, 3))] + [
+            (f"{bn}.{suffix}", (out_channels,)) for suffix in BN_SUFFIXES]
+
+    shapes = conv_bn("conv1", "bn1", RESNET_CHANNELS[0], in_channels)
+    for prefix, block_in, block_out, _ in resnet_blocks(model):
+        shapes += conv_bn(f"{prefix}.conv1", f"{prefix}.bn1", block_out,
+                          block_in)
+        shapes += conv_bn(f"{prefix}.conv2", f"{prefix}.bn2", block_out,
+                          block_out)
+    shapes += [("fc.weight", (classes, RESNET_CHANNELS[-1])),
+               ("fc.bias", (classes,))]
+    return shapes
+
+
+def _check_names(tensors, model, expected):
     missing = [n for n in expected if n not in tensors]
     unexpected = [n for n in tensors if n not in expected]
     if missing or unexpected:
         raise ModelFileError(
             f"{model} model tensors do not match: missing {missing}, "
             f"unexpected {unexpected}")
+
+
+def _check_resnet(tensors, model, input_shape):
+    if len(input_shape) != 3:
+        raise ModelFileError(
+            f"{model} needs a [C, H, W] input_shape, got {list(input_shape)}")
+    names = [n for n, _ in resnet_tensor_shapes(model, input_shape[0], 0)]
+    _check_names(tensors, model, names)
+    # The names match; the trainer also writes them in model order.
+    for i, (found, wanted) in enumerate(zip(tensors, names)):
+        if found != wanted:
+            raise ModelFileError(
+                f"{model} model tensors are out of order: position {i} holds "
+                f"{found}, expected {wanted}")
+
+    fc = tensors["fc.weight"]
+    width = RESNET_CHANNELS[-1]
+    if fc.ndim != 2 or fc.shape[0] == 0 or fc.shape[1] != width:
+        raise _shape_error("fc.weight", fc.shape, f"[classes>0, {width}]")
+    classes = fc.shape[0]
+    for name, shape in resnet_tensor_shapes(model, input_shape[0], classes):
+        if tensors[name].shape != shape:
+            raise _shape_error(name, tensors[name].shape, list(shape))
+        if name.endswith(".running_var"):
+            # Written as "not >= 0" so that NaN is rejected too.
+            bad = np.flatnonzero(~(tensors[name] >= 0))
+            if bad.size:
+                raise ModelFileError(
+                    f"tensor {name} holds {tensors[name][bad[0]]} at index "
+                    f"{bad[0]}, but a running variance must be >= 0")
+    return classes
+
+
+def check_model(tensors, model, input_shape):
+    """Checks tensor names and shapes; returns the number of output classes."""
+    if model in RESNET_BLOCKS:
+        return _check_resnet(tensors, model, input_shape)
+    expected = LENET_TENSORS if model == "lenet" else MLP_TENSORS
+    _check_names(tensors, model, expected)
 
     if model == "mlp":
         return _check_linear_chain(tensors, ("fc1", "fc2", "fc3"),
@@ -401,6 +491,97 @@ def forward_mlp(tensors, x):
     return linear(x, tensors, "fc3")
 
 
+def conv3x3(x, weight, stride):
+    """3x3 convolution with padding 1 and no bias, channels last.
+
+    x [N, H, W, C], weight [O, C, 3, 3] (OIHW) -> [N, H', W', O] with
+    H' = (H - 1) // stride + 1, which is PyTorch's (H + 2 - 3) // stride + 1.
+    """
+    n, h, w, c = x.shape
+    out_h, out_w = (h - 1) // stride + 1, (w - 1) // stride + 1
+    x = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    # With channels last, the three horizontal taps of a pixel are 3*C
+    # consecutive values: a view [N, H+2, W', 3, C], so im2col copies whole
+    # runs of 3*C values instead of single pixels' C.
+    rows = sliding_window_view(x, 3, axis=2)[:, :, ::stride].swapaxes(3, 4)
+    cols = np.empty((n, out_h, out_w, 3, 3, c), x.dtype)
+    for i in range(3):
+        cols[:, :, :, i] = rows[:, i:i + stride * (out_h - 1) + 1:stride]
+    # Columns are ordered (kh, kw, C); weight rows must match.
+    matrix = weight.transpose(0, 2, 3, 1).reshape(weight.shape[0], -1)
+    # einsum's own SIMD loops rather than BLAS: with the reference BLAS that
+    # Debian's numpy uses by default they are several times faster here.
+    out = np.einsum("pk,ok->po", cols.reshape(-1, 9 * c), matrix)
+    return out.reshape(n, out_h, out_w, -1)
+
+
+def batch_norm(x, tensors, name):
+    """Evaluation-mode batch norm over the last (channel) axis."""
+    gamma, beta, mean, var = (tensors[f"{name}.{suffix}"].astype(np.float64)
+                              for suffix in BN_SUFFIXES)
+    # (x - mean) / sqrt(var + eps) * gamma + beta as one multiply-add.
+    scale = gamma / np.sqrt(var + BN_EPS)
+    shift = beta - mean * scale
+    return x * scale.astype(x.dtype) + shift.astype(x.dtype)
+
+
+def option_a_shortcut(x, out_channels):
+    """The parameter-free shortcut of a block that halves H and W.
+
+    x [N, H, W, C] (channels last) -> x[:, ::2, ::2] with out_channels // 4
+    zero channels before and the rest after, as "option A" of He et al.
+    """
+    n, h, w, c = x.shape
+    y = np.zeros((n, (h + 1) // 2, (w + 1) // 2, out_channels), x.dtype)
+    before = out_channels // 4
+    y[..., before:before + c] = x[:, ::2, ::2]
+    return y
+
+
+def _forward_resnet_chunk(tensors, model, x):
+    """x [N, H, W, C] float32 -> pooled features [N, 64] float64."""
+    def conv_bn(x, conv, bn, stride):
+        return batch_norm(conv3x3(x, tensors[f"{conv}.weight"], stride),
+                          tensors, bn)
+
+    x = relu(conv_bn(x, "conv1", "bn1", 1))
+    for prefix, in_channels, out_channels, stride in resnet_blocks(model):
+        out = relu(conv_bn(x, f"{prefix}.conv1", f"{prefix}.bn1", stride))
+        out = conv_bn(out, f"{prefix}.conv2", f"{prefix}.bn2", 1)
+        if stride == 1 and in_channels == out_channels:
+            out += x
+        else:
+            out += option_a_shortcut(x, out_channels)
+        x = relu(out)
+    return x.mean(axis=(1, 2), dtype=np.float64)
+
+
+def _cpu_count():
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def forward_resnet(tensors, x, model):
+    """x [N, C, H, W] -> logits [N, classes] (float64).
+
+    Convolutions run in float32, the trainer's precision, channels last.
+    Chunks of RESNET_CHUNK images run on all cores in threads: numpy
+    releases the GIL in einsum and in array copies.
+    """
+    tensors = {name: np.asarray(a, np.float32) for name, a in tensors.items()}
+    x = np.ascontiguousarray(x.transpose(0, 2, 3, 1), dtype=np.float32)
+    chunks = [x[i:i + RESNET_CHUNK] for i in range(0, len(x), RESNET_CHUNK)]
+    run = functools.partial(_forward_resnet_chunk, tensors, model)
+    workers = min(len(chunks), _cpu_count())
+    if workers <= 1:
+        features = [run(chunk) for chunk in chunks]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            features = list(pool.map(run, chunks))
+    return linear(np.concatenate(features), tensors, "fc")
+
+
 def accuracy(logits, labels, k=5):
     """Returns (top1 correct count, top-k correct count).
 
@@ -478,7 +659,7 @@ def find_data_file(data_dir, name):
 
 
 def load_test_set(data_dir):
-    """Returns (images uint8 [N, rows, cols], labels uint8 [N])."""
+    """Reads the IDX test set: (images uint8 [N, rows, cols], labels [N])."""
     images_path = find_data_file(data_dir, TEST_IMAGES)
     labels_path = find_data_file(data_dir, TEST_LABELS)
     images = read_idx_images(images_path)
@@ -488,6 +669,72 @@ def load_test_set(data_dir):
             f"{images_path} has {len(images)} images but {labels_path} has "
             f"{len(labels)} labels")
     return images, labels
+
+
+# ---------------------------------------------------------------------------
+# CIFAR-10 data
+# ---------------------------------------------------------------------------
+
+def read_cifar10_batch(path):
+    """Reads a CIFAR-10 binary batch.
+
+    Returns (images uint8 [N, 3, 32, 32], labels uint8 [N]).
+    """
+    content = _read_maybe_gzip(path)
+    if len(content) % CIFAR10_RECORD_SIZE:
+        raise DataFileError(
+            f"{path}: file is {len(content)} bytes, not a whole number of "
+            f"{CIFAR10_RECORD_SIZE}-byte records")
+    records = np.frombuffer(content, dtype=np.uint8).reshape(
+        -1, CIFAR10_RECORD_SIZE)
+    labels = records[:, 0]
+    bad = np.flatnonzero(labels >= CIFAR10_CLASSES)
+    if bad.size:
+        raise DataFileError(
+            f"{path}: record {bad[0]} has label {labels[bad[0]]}, expected "
+            f"0 to {CIFAR10_CLASSES - 1}")
+    return records[:, 1:].reshape((-1,) + CIFAR10_IMAGE_SHAPE), labels
+
+
+def load_images(data_dir):
+    """Returns (images uint8 [N, C, H, W], labels uint8 [N]) from data_dir.
+
+    The CIFAR-10 test batch is used when data_dir holds one, else the IDX
+    test set (one channel).
+    """
+    cifar_path = os.path.join(data_dir, CIFAR10_TEST_BATCH)
+    if os.path.exists(cifar_path):
+        return read_cifar10_batch(cifar_path)
+    images, labels = load_test_set(data_dir)
+    return images[:, None], labels
+
+
+def pad_images(images, input_shape):
+    """Fits uint8 images [N, C, H, W] to a [C, H, W] input_shape.
+
+    Smaller images get pixels of value 0 added equally on every side, as the
+    trainer does; this comes before normalisation, so the padding
+    normalises to (0 - mean) / std like a black pixel. Raises CheckError if
+    the channels differ, an image is larger, or a difference is odd.
+    """
+    channels, height, width = input_shape
+    _, c, h, w = images.shape
+    if c != channels:
+        raise CheckError(
+            f"input_shape {list(input_shape)} has {channels} channels but "
+            f"the test images have {c}")
+    if h > height or w > width:
+        raise CheckError(
+            f"input_shape {list(input_shape)} is smaller than the {h}x{w} "
+            f"test images")
+    if (height - h) % 2 or (width - w) % 2:
+        raise CheckError(
+            f"the {h}x{w} test images cannot be padded equally on every side "
+            f"to input_shape {list(input_shape)}")
+    pad_h, pad_w = (height - h) // 2, (width - w) // 2
+    if not pad_h and not pad_w:
+        return images
+    return np.pad(images, ((0, 0), (0, 0), (pad_h, pad_h), (pad_w, pad_w)))
 
 
 # ---------------------------------------------------------------------------
@@ -503,25 +750,35 @@ def evaluate(model_path, data_dir, limit=None, batch=1000):
     except ModelFileError as e:
         raise ModelFileError(f"{model_path}: {e}") from None
 
-    images, labels = load_test_set(data_dir)
+    images, labels = load_images(data_dir)
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
     n = len(labels)
     if n == 0:
         raise DataFileError(f"{data_dir}: no test images to evaluate")
 
-    rows, cols = images.shape[1:]
-    if (math.prod(input_shape) != rows * cols
-            or (len(input_shape) >= 2 and input_shape[-2:] != (rows, cols))):
-        raise CheckError(
-            f"{model_path}: input_shape {list(input_shape)} does not match "
-            f"the {rows}x{cols} test images")
+    if len(input_shape) == 3:
+        try:
+            images = pad_images(images, input_shape)
+        except CheckError as e:
+            raise CheckError(f"{model_path}: {e}") from None
+    else:
+        channels, rows, cols = images.shape[1:]
+        if (math.prod(input_shape) != channels * rows * cols
+                or (len(input_shape) >= 2
+                    and input_shape[-2:] != (rows, cols))):
+            raise CheckError(
+                f"{model_path}: input_shape {list(input_shape)} does not "
+                f"match the {channels}x{rows}x{cols} test images")
     if int(labels.max()) >= classes:
         raise CheckError(
             f"test label {int(labels.max())} is out of range for the "
             f"{classes} outputs of {model_path}")
 
-    forward = forward_lenet if model == "lenet" else forward_mlp
+    if model in RESNET_BLOCKS:
+        forward = functools.partial(forward_resnet, model=model)
+    else:
+        forward = forward_lenet if model == "lenet" else forward_mlp
     top1 = top5 = 0
     for start in range(0, n, batch):
         pixels = images[start:start + batch]
@@ -546,7 +803,8 @@ def main(argv=None):
         description="Checks the test-set accuracy of an exported model.")
     parser.add_argument("model", help="path to MODEL.safetensors")
     parser.add_argument("--data_dir", default=DEFAULT_DATA_DIR,
-                        help="directory holding t10k-*-ubyte[.gz] "
+                        help="directory holding the CIFAR-10 "
+                             "test_batch.bin or else t10k-*-ubyte[.gz] "
                              "(default: %(default)s)")
     parser.add_argument("--limit", type=_positive_int, default=None,
                         help="use only the first N test images")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -94,6 +95,63 @@ def mlp_tensors(rng, hidden=(32, 16)):
             for name, shape in shapes]
 
 
+# Depth of each CIFAR ResNet and its trainable parameter count (conv and fc
+# weights, batch-norm gamma and beta) for 3 input channels and 10 classes.
+RESNET_DEPTHS = {"resnet20": 20, "resnet32": 32, "resnet44": 44,
+                 "resnet56": 56, "resnet110": 110}
+RESNET_PARAMETERS = {"resnet20": 269722, "resnet32": 464154,
+                     "resnet44": 658586, "resnet56": 853018,
+                     "resnet110": 1727962}
+RUNNING_STATS = (".running_mean", ".running_var")
+
+
+def resnet_tensors(rng, model, in_channels=3, classes=10):
+    """A random CIFAR ResNet in file order, its layout spelled out here
+    rather than taken from check_model. Batch-norm statistics are kept near
+    those of a trained net so activations stay of order one."""
+    blocks = (RESNET_DEPTHS[model] - 2) // 6
+    tensors = []
+
+    def conv_bn(prefix, conv, bn, out_channels, conv_in_channels):
+        fan_in = 9 * conv_in_channels
+        tensors.append((f"{prefix}{conv}.weight", rng.standard_normal(
+            (out_channels, conv_in_channels, 3, 3)) * np.sqrt(2 / fan_in)))
+        tensors.append((f"{prefix}{bn}.weight",
+                        rng.uniform(0.5, 1.5, out_channels)))
+        tensors.append((f"{prefix}{bn}.bias",
+                        rng.uniform(-0.2, 0.2, out_channels)))
+        tensors.append((f"{prefix}{bn}.running_mean",
+                        rng.uniform(-0.2, 0.2, out_channels)))
+        tensors.append((f"{prefix}{bn}.running_var",
+                        rng.uniform(0.5, 2.0, out_channels)))
+
+    conv_bn("", "conv1", "bn1", 16, in_channels)
+    planes_in = 16
+    for stage, planes in ((1, 16), (2, 32), (3, 64)):
+        for i in range(blocks):
+            prefix = f"layer{stage}.{i}."
+            conv_bn(prefix, "conv1", "bn1", planes, planes_in)
+            conv_bn(prefix, "conv2", "bn2", planes, planes)
+            planes_in = planes
+    tensors.append(("fc.weight", rng.standard_normal((classes, 64)) * 0.1))
+    tensors.append(("fc.bias", rng.standard_normal(classes) * 0.1))
+    return [(name, a.astype(np.float32)) for name, a in tensors]
+
+
+def resnet_metadata(model="resnet20", input_shape="[1,32,32]"):
+    return {"model": model, "input_shape": input_shape,
+            "input_mean": "0.2860", "input_std": "0.3530",
+            "dataset": "fashion-mnist", "format": "pt"}
+
+
+def write_cifar10(path, images, labels):
+    records = np.concatenate(
+        [np.asarray(labels, np.uint8)[:, None],
+         np.asarray(images, np.uint8).reshape(len(labels), -1)], axis=1)
+    with open(path, "wb") as f:
+        f.write(records.tobytes())
+
+
 LENET_METADATA = {"model": "lenet", "input_shape": "[1,28,28]",
                   "input_mean": "0.2860", "input_std": "0.3530"}
 MLP_METADATA = {"model": "mlp", "input_shape": "[1,28,28]",
@@ -136,6 +194,59 @@ def naive_maxpool2x2(x):
                                            for di in range(2)
                                            for dj in range(2))
     return out
+
+
+def reference_conv3x3(x, weight, stride):
+    """NCHW, padding 1: a sum over the nine taps at stride 1, then every
+    stride-th output (what a strided convolution computes)."""
+    n, c, h, w = x.shape
+    xp = np.zeros((n, c, h + 2, w + 2))
+    xp[:, :, 1:h + 1, 1:w + 1] = x
+    out = np.zeros((n, weight.shape[0], h, w))
+    for di in range(3):
+        for dj in range(3):
+            out += np.einsum("nchw,oc->nohw", xp[:, :, di:di + h, dj:dj + w],
+                             weight[:, :, di, dj])
+    return out[:, :, ::stride, ::stride]
+
+
+def reference_batch_norm(x, t, name):
+    def channel(suffix):
+        return t[f"{name}.{suffix}"][None, :, None, None]
+    return ((x - channel("running_mean"))
+            / np.sqrt(channel("running_var") + 1e-5)
+            * channel("weight") + channel("bias"))
+
+
+def reference_shortcut(x, planes):
+    n, c, h, w = x.shape
+    y = np.zeros((n, planes, (h + 1) // 2, (w + 1) // 2))
+    for ch in range(c):
+        y[:, ch + planes // 4] = x[:, ch, ::2, ::2]
+    return y
+
+
+def reference_resnet(tensors, x, model):
+    """Float64 NCHW forward pass of a CIFAR ResNet."""
+    t = {n: a.astype(np.float64) for n, a in tensors.items()}
+    blocks = (RESNET_DEPTHS[model] - 2) // 6
+
+    def conv_bn(h, conv, bn, stride):
+        return reference_batch_norm(
+            reference_conv3x3(h, t[conv + ".weight"], stride), t, bn)
+
+    h = np.maximum(conv_bn(x, "conv1", "bn1", 1), 0)
+    for stage in (1, 2, 3):
+        for i in range(blocks):
+            p = f"layer{stage}.{i}"
+            stride = 2 if stage > 1 and i == 0 else 1
+            out = np.maximum(conv_bn(h, p + ".conv1", p + ".bn1", stride), 0)
+            out = conv_bn(out, p + ".conv2", p + ".bn2", 1)
+            planes = out.shape[1]
+            shortcut = h if stride == 1 else reference_shortcut(h, planes)
+            h = np.maximum(out + shortcut, 0)
+    pooled = h.sum(axis=(2, 3)) / (h.shape[2] * h.shape[3])
+    return pooled @ t["fc.weight"].T + t["fc.bias"]
 
 
 class TempDirTestCase(unittest.TestCase):
@@ -425,6 +536,240 @@ class ConvPoolTest(unittest.TestCase):
                                    rtol=0, atol=1e-10)
 
 
+class ResnetLayersTest(unittest.TestCase):
+    def test_conv3x3_matches_naive(self):
+        rng = np.random.default_rng(10)
+        for (n, c, h, w, o, stride) in [(2, 3, 6, 5, 4, 1),
+                                        (1, 2, 7, 7, 3, 2),
+                                        (2, 4, 8, 6, 5, 2),
+                                        (1, 1, 1, 2, 2, 2)]:
+            with self.subTest(shape=(n, c, h, w), out=o, stride=stride):
+                x = rng.standard_normal((n, c, h, w))
+                weight = rng.standard_normal((o, c, 3, 3))
+                want = naive_conv2d(x, weight, np.zeros(o), 1)
+                want = want[:, :, ::stride, ::stride]
+                # PyTorch's output size: (H + 2 * 1 - 3) // stride + 1.
+                self.assertEqual(want.shape[2:], ((h - 1) // stride + 1,
+                                                  (w - 1) // stride + 1))
+                got = cm.conv3x3(x.transpose(0, 2, 3, 1), weight, stride)
+                self.assertEqual(got.shape, (n,) + want.shape[2:] + (o,))
+                np.testing.assert_allclose(got.transpose(0, 3, 1, 2), want,
+                                           rtol=0, atol=1e-10)
+
+    def test_batch_norm_by_hand(self):
+        eps = 1e-5
+        t = {"bn.weight": np.array([2.0, 1.0, 3.0]),
+             "bn.bias": np.array([0.5, -1.0, 0.0]),
+             "bn.running_mean": np.array([1.0, 4.0, 0.0]),
+             # sqrt(var + eps) is 2, 0.5 and sqrt(eps).
+             "bn.running_var": np.array([4.0 - eps, 0.25 - eps, 0.0])}
+        x = np.array([[[[1.0, 2.0, 1e-3], [3.0, 4.0, -1e-3]]]])  # [1,1,2,3]
+        want = np.array([[[[0.5, -5.0, 3e-3 / np.sqrt(eps)],
+                           [2.5, -1.0, -3e-3 / np.sqrt(eps)]]]])
+        np.testing.assert_allclose(cm.batch_norm(x, t, "bn"), want,
+                                   rtol=1e-12)
+
+    def test_option_a_shortcut_by_hand(self):
+        # Channels last: x[0, i, j] = [10 * i + j, -(10 * i + j)], 3x3.
+        x = np.array([[[[10 * i + j, -(10 * i + j)] for j in range(3)]
+                       for i in range(3)]], dtype=np.float64)
+        y = cm.option_a_shortcut(x, 4)
+        # Rows and columns 0 and 2 are kept; one zero channel each side.
+        want = np.array([[[[0, 0, 0, 0], [0, 2, -2, 0]],
+                          [[0, 20, -20, 0], [0, 22, -22, 0]]]])
+        self.assertEqual(y.shape, (1, 2, 2, 4))
+        np.testing.assert_array_equal(y, want)
+
+    def test_option_a_shortcut_stage_sizes(self):
+        rng = np.random.default_rng(11)
+        for c, h in ((16, 32), (32, 16)):
+            with self.subTest(channels=c):
+                x = rng.standard_normal((2, h, h, c))
+                y = cm.option_a_shortcut(x, 2 * c)
+                self.assertEqual(y.shape, (2, h // 2, h // 2, 2 * c))
+                np.testing.assert_array_equal(y[..., :c // 2], 0)
+                np.testing.assert_array_equal(y[..., c // 2:c // 2 + c],
+                                              x[:, ::2, ::2])
+                np.testing.assert_array_equal(y[..., c // 2 + c:], 0)
+
+    def test_forward_resnet20_matches_reference(self):
+        rng = np.random.default_rng(12)
+        for channels, size in ((3, 32), (1, 20)):
+            with self.subTest(channels=channels, size=size):
+                tensors = dict(resnet_tensors(rng, "resnet20", channels))
+                x = rng.standard_normal((2, channels, size, size))
+                want = reference_resnet(tensors, x, "resnet20")
+                got = cm.forward_resnet(tensors, x, "resnet20")
+                self.assertEqual(got.shape, (2, 10))
+                np.testing.assert_allclose(
+                    got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+    def test_forward_resnet_chunks_agree(self):
+        rng = np.random.default_rng(13)
+        tensors = dict(resnet_tensors(rng, "resnet20", 1))
+        x = rng.standard_normal((3, 1, 8, 8))
+        whole = cm.forward_resnet(tensors, x, "resnet20")
+        with mock.patch.object(cm, "RESNET_CHUNK", 1), \
+                mock.patch.object(cm, "_cpu_count", lambda: 2):
+            chunked = cm.forward_resnet(tensors, x, "resnet20")
+        np.testing.assert_allclose(chunked, whole, rtol=1e-6, atol=1e-6)
+
+
+class CheckResnetTest(unittest.TestCase):
+    def setUp(self):
+        self.rng = np.random.default_rng(14)
+        self.tensors = dict(resnet_tensors(self.rng, "resnet20"))
+
+    def check(self, tensors, model="resnet20", input_shape=(3, 32, 32)):
+        return cm.check_model(tensors, model, input_shape)
+
+    def test_parameter_counts(self):
+        for model, expected in RESNET_PARAMETERS.items():
+            with self.subTest(model=model):
+                tensors = resnet_tensors(self.rng, model)
+                trainable = sum(a.size for n, a in tensors
+                                if not n.endswith(RUNNING_STATS))
+                self.assertEqual(trainable, expected)
+                self.assertEqual(self.check(dict(tensors), model), 10)
+                shapes = cm.resnet_tensor_shapes(model, 3, 10)
+                self.assertEqual([n for n, _ in shapes],
+                                 [n for n, _ in tensors])
+                self.assertEqual(sum(int(np.prod(s)) for n, s in shapes
+                                     if not n.endswith(RUNNING_STATS)),
+                                 expected)
+
+    def test_file_order(self):
+        names = list(self.tensors)
+        self.assertEqual(names[:6], ["conv1.weight", "bn1.weight", "bn1.bias",
+                                     "bn1.running_mean", "bn1.running_var",
+                                     "layer1.0.conv1.weight"])
+        self.assertEqual(names[6:16], [
+            "layer1.0.bn1.weight", "layer1.0.bn1.bias",
+            "layer1.0.bn1.running_mean", "layer1.0.bn1.running_var",
+            "layer1.0.conv2.weight", "layer1.0.bn2.weight",
+            "layer1.0.bn2.bias", "layer1.0.bn2.running_mean",
+            "layer1.0.bn2.running_var", "layer1.1.conv1.weight"])
+        self.assertEqual(names[-2:], ["fc.weight", "fc.bias"])
+
+    def test_classes_and_input_channels(self):
+        tensors = dict(resnet_tensors(self.rng, "resnet32", 1, classes=7))
+        self.assertEqual(self.check(tensors, "resnet32", (1, 32, 32)), 7)
+        with self.assertRaisesRegex(cm.ModelFileError,
+                                    r"conv1.weight .*\[16, 3, 3, 3\]"):
+            self.check(tensors, "resnet32", (3, 32, 32))
+
+    def test_missing_and_unexpected(self):
+        del self.tensors["layer2.1.bn2.running_var"]
+        self.tensors["layer2.0.shortcut.weight"] = np.zeros(1, np.float32)
+        with self.assertRaisesRegex(
+                cm.ModelFileError,
+                r"missing \['layer2.1.bn2.running_var'\], "
+                r"unexpected \['layer2.0.shortcut.weight'\]"):
+            self.check(self.tensors)
+
+    def test_depth_must_match(self):
+        tensors = dict(resnet_tensors(self.rng, "resnet32"))
+        with self.assertRaisesRegex(cm.ModelFileError,
+                                    r"unexpected \['layer1.3.conv1.weight'"):
+            self.check(tensors, "resnet20")
+        with self.assertRaisesRegex(cm.ModelFileError,
+                                    r"missing \['layer1.3.conv1.weight'"):
+            self.check(self.tensors, "resnet32")
+
+    def test_out_of_order(self):
+        items = list(self.tensors.items())
+        items[1], items[2] = items[2], items[1]
+        with self.assertRaisesRegex(cm.ModelFileError,
+                                    "out of order: position 1 holds bn1.bias, "
+                                    "expected bn1.weight"):
+            self.check(dict(items))
+
+    def test_wrong_shapes(self):
+        cases = [
+            ("conv1.weight", (16, 3, 5, 5), r"\[16, 3, 3, 3\]"),
+            ("bn1.running_mean", (15,), r"\[16\]"),
+            ("layer1.2.conv2.weight", (16, 16, 3), r"\[16, 16, 3, 3\]"),
+            ("layer2.0.conv1.weight", (32, 32, 3, 3), r"\[32, 16, 3, 3\]"),
+            ("layer3.0.bn1.bias", (32,), r"\[64\]"),
+            ("layer3.2.conv2.weight", (64, 32, 3, 3), r"\[64, 64, 3, 3\]"),
+            ("fc.weight", (10, 32), r"\[classes>0, 64\]"),
+            ("fc.weight", (0, 64), r"\[classes>0, 64\]"),
+            ("fc.bias", (9,), r"\[10\]"),
+        ]
+        for name, shape, expected in cases:
+            with self.subTest(name=name, shape=shape):
+                tensors = dict(self.tensors)
+                tensors[name] = np.zeros(shape, np.float32)
+                with self.assertRaisesRegex(
+                        cm.ModelFileError,
+                        f"tensor {re.escape(name)} has shape "
+                        f"{re.escape(str(list(shape)))}, expected {expected}"):
+                    self.check(tensors)
+
+    def test_bad_running_var(self):
+        for value in (-0.5, np.nan):
+            with self.subTest(value=value):
+                tensors = dict(self.tensors)
+                var = tensors["layer1.2.bn1.running_var"].copy()
+                var[5] = value
+                tensors["layer1.2.bn1.running_var"] = var
+                with self.assertRaisesRegex(
+                        cm.ModelFileError,
+                        r"tensor layer1.2.bn1.running_var holds .* at index "
+                        r"5, but a running variance must be >= 0"):
+                    self.check(tensors)
+        # Zero is a valid variance: eps keeps the division finite.
+        self.tensors["bn1.running_var"] = np.zeros(16, np.float32)
+        self.assertEqual(self.check(self.tensors), 10)
+
+    def test_input_shape_must_be_chw(self):
+        with self.assertRaisesRegex(cm.ModelFileError,
+                                    r"resnet20 needs a \[C, H, W\]"):
+            self.check(self.tensors, input_shape=(3072,))
+
+    def test_metadata_models(self):
+        for model in RESNET_DEPTHS:
+            with self.subTest(model=model):
+                parsed = cm.parse_metadata(resnet_metadata(model, "[3,32,32]"))
+                self.assertEqual(parsed[:2], (model, (3, 32, 32)))
+        with self.assertRaisesRegex(cm.ModelFileError,
+                                    "'model'.*'resnet18'.*'resnet110'"):
+            cm.parse_metadata(resnet_metadata("resnet18"))
+
+
+class PadImagesTest(unittest.TestCase):
+    def test_pads_equally_with_zero_pixels(self):
+        images = np.arange(1, 13, dtype=np.uint8).reshape(2, 1, 2, 3)
+        padded = cm.pad_images(images, (1, 4, 5))
+        self.assertEqual(padded.dtype, np.uint8)
+        want = np.zeros((2, 1, 4, 5), np.uint8)
+        want[:, :, 1:3, 1:4] = images
+        np.testing.assert_array_equal(padded, want)
+
+    def test_fashion_mnist_to_32(self):
+        images = np.full((3, 1, 28, 28), 200, np.uint8)
+        padded = cm.pad_images(images, (1, 32, 32))
+        self.assertEqual(padded.shape, (3, 1, 32, 32))
+        self.assertEqual(int(padded[:, :, 2:30, 2:30].min()), 200)
+        self.assertEqual(int(padded.sum()), 200 * 3 * 28 * 28)
+
+    def test_same_size_unchanged(self):
+        images = np.ones((2, 3, 32, 32), np.uint8)
+        self.assertIs(cm.pad_images(images, (3, 32, 32)), images)
+
+    def test_rejected(self):
+        images = np.zeros((2, 1, 28, 28), np.uint8)
+        cases = [((3, 32, 32), "has 3 channels but the test images have 1"),
+                 ((1, 27, 32), "smaller than the 28x28"),
+                 ((1, 32, 26), "smaller than the 28x28"),
+                 ((1, 31, 32), "cannot be padded equally"),
+                 ((1, 32, 29), "cannot be padded equally")]
+        for input_shape, pattern in cases:
+            with self.subTest(input_shape=input_shape):
+                with self.assertRaisesRegex(cm.CheckError, pattern):
+                    cm.pad_images(images, input_shape)
+
+
 class CheckModelTest(unittest.TestCase):
     def setUp(self):
         rng = np.random.default_rng(5)
@@ -620,6 +965,68 @@ class IdxTest(TempDirTestCase):
         with self.assertRaisesRegex(cm.DataFileError, "not found"):
             cm.load_test_set(self.dir)
 
+    def test_load_images_adds_channel_axis(self):
+        write_idx(self.path(cm.TEST_IMAGES + ".gz"), cm.IDX_IMAGES_MAGIC,
+                  self.images)
+        write_idx(self.path(cm.TEST_LABELS + ".gz"), cm.IDX_LABELS_MAGIC,
+                  self.labels)
+        images, labels = cm.load_images(self.dir)
+        np.testing.assert_array_equal(images, self.images[:, None])
+        np.testing.assert_array_equal(labels, self.labels)
+
+
+class Cifar10Test(TempDirTestCase):
+    def setUp(self):
+        super().setUp()
+        rng = np.random.default_rng(15)
+        self.images = rng.integers(0, 256, (5, 3, 32, 32), dtype=np.uint8)
+        self.labels = np.array([3, 0, 9, 1, 3], np.uint8)
+        self.batch = self.path(cm.CIFAR10_TEST_BATCH)
+
+    def test_round_trip(self):
+        write_cifar10(self.batch, self.images, self.labels)
+        images, labels = cm.read_cifar10_batch(self.batch)
+        np.testing.assert_array_equal(images, self.images)
+        np.testing.assert_array_equal(labels, self.labels)
+
+    def test_record_layout(self):
+        # Label byte, then the red, green and blue planes, each row by row.
+        record = bytes([7]) + bytes(range(256)) * 12
+        with open(self.batch, "wb") as f:
+            f.write(record)
+        images, labels = cm.read_cifar10_batch(self.batch)
+        self.assertEqual(labels.tolist(), [7])
+        self.assertEqual(images.shape, (1, 3, 32, 32))
+        self.assertEqual(images[0, 0, 0, 5], 5)
+        self.assertEqual(images[0, 0, 1, 0], 32)
+        self.assertEqual(images[0, 1, 0, 0], (32 * 32) % 256)
+
+    def test_partial_record(self):
+        write_cifar10(self.batch, self.images, self.labels)
+        with open(self.batch, "ab") as f:
+            f.write(b"\0" * 100)
+        with self.assertRaisesRegex(cm.DataFileError,
+                                    re.escape(self.batch) +
+                                    ".*not a whole number of 3073-byte"):
+            cm.read_cifar10_batch(self.batch)
+
+    def test_bad_label(self):
+        self.labels[2] = 10
+        write_cifar10(self.batch, self.images, self.labels)
+        with self.assertRaisesRegex(cm.DataFileError,
+                                    "record 2 has label 10, expected 0 to 9"):
+            cm.read_cifar10_batch(self.batch)
+
+    def test_preferred_over_idx(self):
+        write_idx(self.path(cm.TEST_IMAGES), cm.IDX_IMAGES_MAGIC,
+                  np.zeros((2, 28, 28)))
+        write_idx(self.path(cm.TEST_LABELS), cm.IDX_LABELS_MAGIC,
+                  np.zeros(2))
+        write_cifar10(self.batch, self.images, self.labels)
+        images, labels = cm.load_images(self.dir)
+        self.assertEqual(images.shape, (5, 3, 32, 32))
+        np.testing.assert_array_equal(labels, self.labels)
+
 
 # ---------------------------------------------------------------------------
 # End to end
@@ -783,6 +1190,125 @@ class MainTest(TempDirTestCase):
         self.assertEqual(code, 2)
         self.assertEqual(stdout, "")
         self.assertIn(cm.TEST_LABELS, stderr)
+
+    def direct_result(self, tensors, model, images, mean=0.2860, std=0.3530):
+        """The result line from cm.forward_resnet on already padded images."""
+        x = (images / 255.0 - mean) / std
+        logits = cm.forward_resnet(dict(tensors), x, model)
+        top1, top5 = cm.accuracy(logits, self.labels.astype(np.int64))
+        return (f"top1={100 * top1 / self.N:.2f} "
+                f"top5={100 * top5 / self.N:.2f} n={self.N}")
+
+    def test_resnet20_pads_fashion_mnist(self):
+        tensors = resnet_tensors(self.rng, "resnet20", 1)
+        write_safetensors(self.model_path, tensors, resnet_metadata())
+        # 28x28 -> 32x32 with two zero pixels on every side.
+        padded = np.pad(self.images[:, None], ((0, 0), (0, 0), (2, 2), (2, 2)))
+        want = self.direct_result(tensors, "resnet20", padded)
+        top1, top5, n = cm.evaluate(self.model_path, self.dir, batch=7)
+        self.assertEqual(f"top1={top1:.2f} top5={top5:.2f} n={n}", want)
+        code, stdout, stderr = self.run_main("--batch", "7")
+        self.assertEqual(code, 0, stderr)
+        self.assertEqual(stdout.strip(), want)
+
+    def test_resnet_bf16_file(self):
+        tensors = resnet_tensors(self.rng, "resnet20", 1)
+        # Values that bfloat16 holds exactly, so both paths see the same.
+        tensors = [(n, cm.decode_tensor(encode_tensor(a, "BF16"), "BF16",
+                                        a.shape)) for n, a in tensors]
+        write_safetensors(self.model_path, tensors, resnet_metadata(),
+                          dtype="BF16")
+        padded = np.pad(self.images[:, None], ((0, 0), (0, 0), (2, 2), (2, 2)))
+        want = self.direct_result(tensors, "resnet20", padded)
+        code, stdout, stderr = self.run_main()
+        self.assertEqual(code, 0, stderr)
+        self.assertEqual(stdout.strip(), want)
+
+    def test_padding_is_a_black_pixel(self):
+        # An mlp on 32x32 input whose class 1 logit is relu(-x) of the
+        # top-left input pixel, which is padding, and class 2 logit is
+        # 0.1. With mean 0.25 and std 0.5 a black pixel normalises to -0.5,
+        # so class 1 wins only if padding comes before normalisation.
+        fc1_w = np.zeros((1, 32 * 32), np.float32)
+        fc1_w[0, 0] = -1.0
+        fc3_w = np.zeros((10, 1), np.float32)
+        fc3_w[1, 0] = 1.0
+        fc3_b = np.zeros(10, np.float32)
+        fc3_b[2] = 0.1
+        tensors = [("fc1.weight", fc1_w), ("fc1.bias", np.zeros(1)),
+                   ("fc2.weight", np.eye(1)), ("fc2.bias", np.zeros(1)),
+                   ("fc3.weight", fc3_w), ("fc3.bias", fc3_b)]
+        metadata = {**MLP_METADATA, "input_shape": "[1,32,32]",
+                    "input_mean": "0.25", "input_std": "0.5"}
+        write_safetensors(self.model_path, tensors, metadata)
+        write_idx(self.path(cm.TEST_LABELS + ".gz"), cm.IDX_LABELS_MAGIC,
+                  np.ones(self.N))
+        code, stdout, stderr = self.run_main()
+        self.assertEqual(code, 0, stderr)
+        self.assertEqual(stdout.strip(), f"top1=100.00 top5=100.00 n={self.N}")
+
+    def test_resnet_on_cifar10(self):
+        images = self.rng.integers(0, 256, (self.N, 3, 32, 32),
+                                   dtype=np.uint8)
+        write_cifar10(self.path(cm.CIFAR10_TEST_BATCH), images, self.labels)
+        tensors = resnet_tensors(self.rng, "resnet20", 3)
+        metadata = {**resnet_metadata(input_shape="[3,32,32]"),
+                    "input_mean": "0.4734", "input_std": "0.2516"}
+        write_safetensors(self.model_path, tensors, metadata)
+        want = self.direct_result(tensors, "resnet20", images, 0.4734, 0.2516)
+        code, stdout, stderr = self.run_main()
+        self.assertEqual(code, 0, stderr)
+        self.assertEqual(stdout.strip(), want)
+
+    def assert_resnet_rejected(self, tensors, metadata, *expected):
+        write_safetensors(self.model_path, tensors, metadata)
+        code, stdout, stderr = self.run_main()
+        self.assertEqual(code, 2)
+        self.assertEqual(stdout, "")
+        self.assertIn(self.model_path, stderr)
+        for text in expected:
+            self.assertIn(text, stderr)
+
+    def test_resnet_missing_running_var_exits_2(self):
+        tensors = [(n, a) for n, a in resnet_tensors(self.rng, "resnet20", 1)
+                   if n != "layer2.1.bn2.running_var"]
+        self.assert_resnet_rejected(tensors, resnet_metadata(),
+                                    "missing ['layer2.1.bn2.running_var']")
+
+    def test_resnet_wrong_shape_exits_2(self):
+        tensors = [(n, np.zeros((64, 64, 3, 3), np.float32)
+                    if n == "layer3.0.conv1.weight" else a)
+                   for n, a in resnet_tensors(self.rng, "resnet20", 1)]
+        self.assert_resnet_rejected(
+            tensors, resnet_metadata(), "layer3.0.conv1.weight",
+            "[64, 64, 3, 3], expected [64, 32, 3, 3]")
+
+    def test_resnet_negative_running_var_exits_2(self):
+        tensors = resnet_tensors(self.rng, "resnet20", 1)
+        # In place, so the list of tensors written below holds it.
+        dict(tensors)["layer1.1.bn2.running_var"][3] = -0.25
+        self.assert_resnet_rejected(tensors, resnet_metadata(),
+                                    "layer1.1.bn2.running_var", "-0.25",
+                                    "must be >= 0")
+
+    def test_unknown_model_exits_2(self):
+        self.assert_resnet_rejected(resnet_tensors(self.rng, "resnet20", 1),
+                                    resnet_metadata("resnet18"),
+                                    "__metadata__['model']", "'resnet18'")
+
+    def test_resnet_input_mismatch_exits_2(self):
+        tensors = resnet_tensors(self.rng, "resnet20", 3)
+        self.assert_resnet_rejected(
+            tensors, resnet_metadata(input_shape="[3,32,32]"),
+            "input_shape [3, 32, 32] has 3 channels but the test images "
+            "have 1")
+        tensors = resnet_tensors(self.rng, "resnet20", 1)
+        self.assert_resnet_rejected(
+            tensors, resnet_metadata(input_shape="[1,31,31]"),
+            "cannot be padded equally")
+        self.assert_resnet_rejected(
+            tensors, resnet_metadata(input_shape="[1,24,24]"),
+            "smaller than the 28x28 test images")
 
     def test_script_runs_as_program(self):
         write_safetensors(self.model_path, self.constant_lenet(),
