@@ -37,7 +37,7 @@ class BadInput(unittest.TestCase):
 
     def test_unknown_model(self):
         self.assert_fails(["--model=resnet9000", "--epochs=1"],
-                          "unknown model 'resnet9000'; known models: lenet, mlp")
+                          "unknown model 'resnet9000'; known models: lenet, mlp, resnet20")
 
     def test_unknown_dataset(self):
         self.assert_fails(["--dataset=cifar-100"], "unknown dataset 'cifar-100'")
@@ -46,6 +46,11 @@ class BadInput(unittest.TestCase):
         self.assert_fails(["--batch_size=0"], "--batch_size=0: must be > 0")
         self.assert_fails(["--momentum=1.5"], "--momentum=1.5: must be in [0, 1)")
         self.assert_fails(["--devices=tpu"], "--devices=tpu")
+        self.assert_fails(["--optimizer=lamb"], "--optimizer=lamb: expected sgd or adam")
+        self.assert_fails(["--lr_schedule=linear"], "--lr_schedule=linear: expected constant")
+        self.assert_fails(["--warmup_epochs=3", "--epochs=2"], "--warmup_epochs=3")
+        self.assert_fails(["--augment=mixup"], "--augment=mixup: expected none, flip or crop_flip")
+        self.assert_fails(["--dataset=synthetic:3x0x4:10"], "--dataset=synthetic:3x0x4:10")
 
     def test_missing_data_dir(self):
         self.assert_fails(["--data_dir=/nonexistent/fm"], "/nonexistent/fm does not exist")

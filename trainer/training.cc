@@ -40,6 +40,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("--warmup_epochs=", o.warmup_epochs,
                                                    ": must be in [0, --epochs=", o.epochs, ")"));
   }
+  RETURN_IF_ERROR(MakeOptimizer(o.optimizer, {o.momentum, o.wd}).status());
   RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
   RETURN_IF_ERROR(ParseAugment(o.augment, 32).status());
   if (o.momentum < 0 || o.momentum >= 1) {
@@ -134,8 +135,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
     auto interval_start = epoch_start;
     double interval_loss = 0;
     int64_t interval_steps = 0;
+    double data_wait_seconds = 0;  // steps that found their batch not yet assembled
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      const auto wait_start = Clock::now();
       const Batch& batch = batches.Next();
+      data_wait_seconds += Seconds(Clock::now() - wait_start);
       const float lr = static_cast<float>(schedule.At(step));
       interval_loss += loss.Forward(model->Forward(Mode::kTrain, batch.images), batch.labels);
       model->Backward(loss.Backward());
@@ -164,9 +168,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
     result.test_top1 = acc.top1_percent();
     result.test_top5 = acc.top5_percent();
     out << absl::StrFormat(
-        "Epoch %d: %.1f s, %.1f img/s, test top-1 %.2f%% top-5 %.2f%%\n", epoch, epoch_seconds,
-        steps_per_epoch * options.batch_size / epoch_seconds, result.test_top1,
-        result.test_top5);
+        "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
+        "%.2f%%\n",
+        epoch, epoch_seconds, data_wait_seconds, steps_per_epoch * options.batch_size / epoch_seconds,
+        result.test_top1, result.test_top5);
   }
   result.seconds_per_epoch = train_seconds / options.epochs;
   result.images_per_second = images_seen / train_seconds;

@@ -76,6 +76,30 @@ TEST(SafetensorsTest, ModelRoundTripInModelOrder) {
   EXPECT_EQ(wrong.message(), path + " holds a lenet model, not mlp");
 }
 
+// Batch-norm running statistics travel with the parameters, after each layer's weight and bias.
+TEST(SafetensorsTest, ResnetRoundTripKeepsRunningStatistics) {
+  OnednnBackend dnn;
+  auto a = *BuildModel("resnet20", &dnn, Shape{1, 32, 32}, 10);
+  auto b = *BuildModel("resnet20", &dnn, Shape{1, 32, 32}, 10);
+  a->InitParameters(1);
+  float v = 0.5f;
+  for (const StateTensor& s : a->state())
+    for (float& x : s.value->span<float>()) x = (v += 0.25f);
+  const std::string path = TempPath("resnet20.safetensors");
+  ASSERT_TRUE(SaveModel(*a, {}, path).ok());
+  auto file = ReadSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->names[3], "bn1.running_mean");
+  EXPECT_EQ(file->names[4], "bn1.running_var");
+  ASSERT_TRUE(LoadModel(path, b.get()).ok());
+  const auto want = a->ExportedTensors(), got = b->ExportedTensors();
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(std::memcmp(want[i].value->raw(), got[i].value->raw(), want[i].value->nbytes()), 0)
+        << want[i].name;
+  }
+}
+
 void ExpectRejected(const std::string& name, const std::string& bytes, const std::string& fragment) {
   const std::string path = TempPath(name);
   WriteAll(path, bytes);
