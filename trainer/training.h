@@ -20,8 +20,8 @@ struct TrainOptions {
   int64_t batch_size = 64;
   int64_t epochs = 10;
   std::string optimizer = "sgd";         // sgd | adam
-  double lr = 0.01;
-  std::string lr_schedule = "constant";  // constant | step | cosine | poly
+  double lr = 0.02;
+  std::string lr_schedule = "cosine";  // constant | step | cosine | poly
   double warmup_epochs = 0;              // linear warm-up before the schedule
   bool scale_lr = false;  // linear scaling rule: lr × global batch / 256
   double momentum = 0.9;
