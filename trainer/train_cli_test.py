@@ -49,6 +49,8 @@ class BadInput(unittest.TestCase):
         self.assert_fails(["--optimizer=lamb"], "--optimizer=lamb: expected sgd or adam")
         self.assert_fails(["--lr_schedule=linear"], "--lr_schedule=linear: expected constant")
         self.assert_fails(["--warmup_epochs=3", "--epochs=2"], "--warmup_epochs=3")
+        self.assert_fails(["--kv_store=dist"], "--kv_store=dist: expected local, dist_sync")
+        self.assert_fails(["--kv-store=dist_sync"], "--kv_store=dist_sync: the distributed")
         self.assert_fails(["--augment=mixup"], "--augment=mixup: expected none, flip or crop_flip")
         self.assert_fails(["--dataset=synthetic:3x0x4:10"], "--dataset=synthetic:3x0x4:10")
 

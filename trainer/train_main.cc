@@ -39,6 +39,8 @@ ABSL_FLAG(std::string, augment, kDefaults.augment,
           "crop with side/8 zero padding, then flip)");
 ABSL_FLAG(double, momentum, kDefaults.momentum, "SGD momentum (sgd only)");
 ABSL_FLAG(double, wd, kDefaults.wd, "weight decay (L2)");
+ABSL_FLAG(std::string, kv_store, kDefaults.kv_store,
+          "parameter store: local (dist_sync and dist_async run in workers the launcher starts)");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "seed of initialisation and data order");
 ABSL_FLAG(int64_t, log_interval, kDefaults.log_interval, "steps between progress rows");
 ABSL_FLAG(std::string, output, kDefaults.output,
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
   o.augment = absl::GetFlag(FLAGS_augment);
   o.momentum = absl::GetFlag(FLAGS_momentum);
   o.wd = absl::GetFlag(FLAGS_wd);
+  o.kv_store = absl::GetFlag(FLAGS_kv_store);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.log_interval = absl::GetFlag(FLAGS_log_interval);
   o.output = cohort::ResolveUserPath(absl::GetFlag(FLAGS_output), user_dir);

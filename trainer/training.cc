@@ -13,6 +13,7 @@
 #include "trainer/models/models.h"
 #include "trainer/nn/loss.h"
 #include "trainer/ops/cpu/onednn_backend.h"
+#include "trainer/kvstore/kvstore.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
 
@@ -41,6 +42,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                                    ": must be in [0, --epochs=", o.epochs, ")"));
   }
   RETURN_IF_ERROR(MakeOptimizer(o.optimizer, {o.momentum, o.wd}).status());
+  if (o.kv_store != "local") {
+    RETURN_IF_ERROR(CreateKVStore(o.kv_store, {}).status());
+  }
   RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
   RETURN_IF_ERROR(ParseAugment(o.augment, 32).status());
   if (o.momentum < 0 || o.momentum >= 1) {
@@ -100,8 +104,6 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
                                                    " is larger than the training set (",
                                                    data.train.size(), " samples)"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   MakeOptimizer(options.optimizer, {options.momentum, options.wd}));
   LrScheduleOptions lr_options;
   ASSIGN_OR_RETURN(lr_options.kind, ParseLrScheduleKind(options.lr_schedule));
   lr_options.base_lr =
@@ -109,7 +111,17 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
   lr_options.epochs = options.epochs;
   lr_options.steps_per_epoch = steps_per_epoch;
   lr_options.warmup_epochs = options.warmup_epochs;
+  // The progress table shows the rate the kvstore applies (the same schedule).
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr_options));
+  KVStoreOptions kv_options;
+  kv_options.optimizer = options.optimizer;
+  kv_options.optimizer_options = {options.momentum, options.wd};
+  kv_options.lr_schedule = lr_options;
+  ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, CreateKVStore(options.kv_store, kv_options));
+  const auto& params = model->parameters();
+  for (size_t k = 0; k < params.size(); ++k) {
+    RETURN_IF_ERROR(kvstore->Init(static_cast<int64_t>(k), params[k]->value));
+  }
   PrefetchOptions prefetch;
   prefetch.seed = options.seed;
   prefetch.batch_size = options.batch_size;
@@ -143,10 +155,9 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
       const float lr = static_cast<float>(schedule.At(step));
       interval_loss += loss.Forward(model->Forward(Mode::kTrain, batch.images), batch.labels);
       model->Backward(loss.Backward());
-      const auto& params = model->parameters();
       for (size_t k = 0; k < params.size(); ++k) {
-        optimizer->Update(static_cast<int64_t>(k), params[k]->value.span<float>(),
-                          params[k]->grad.span<float>(), lr);
+        RETURN_IF_ERROR(
+            kvstore->PushPull(static_cast<int64_t>(k), params[k]->grad, &params[k]->value));
       }
       ++step;
       ++interval_steps;

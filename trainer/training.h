@@ -26,6 +26,7 @@ struct TrainOptions {
   bool scale_lr = false;  // linear scaling rule: lr × global batch / 256
   double momentum = 0.9;
   double wd = 1e-4;
+  std::string kv_store = "local";  // where parameters are updated: local (this process)
   std::string augment = "none";  // none | flip | crop_flip (crop padding = image side / 8)
   uint64_t seed = 42;
   int64_t log_interval = 100;  // steps between progress rows

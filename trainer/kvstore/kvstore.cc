@@ -1,0 +1,100 @@
+#include "trainer/kvstore/kvstore.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "trainer/base/status_macros.h"
+
+namespace cohort {
+namespace {
+
+class LocalKVStore final : public KVStore {
+ public:
+  LocalKVStore(std::unique_ptr<Optimizer> optimizer, LrSchedule schedule)
+      : optimizer_(std::move(optimizer)), schedule_(std::move(schedule)) {}
+
+  absl::string_view type() const override { return "local"; }
+  int rank() const override { return 0; }
+  int num_workers() const override { return 1; }
+
+  absl::Status Init(int64_t key, const Tensor& value) override {
+    if (value.dtype() != DType::kF32) {
+      return absl::InvalidArgumentError(absl::StrCat("kvstore init of key ", key, ": ",
+                                                     DTypeName(value.dtype()), ", not F32"));
+    }
+    Entry& e = entries_[key];
+    e.value.assign(value.data<float>(), value.data<float>() + value.numel());
+    e.shape = value.shape();
+    e.steps = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status Push(int64_t key, const Tensor& grad) override {
+    ASSIGN_OR_RETURN(Entry * e, Find(key, grad, "push"));
+    optimizer_->Update(key, absl::MakeSpan(e->value), grad.span<float>(),
+                       static_cast<float>(schedule_.At(e->steps)));
+    ++e->steps;
+    return absl::OkStatus();
+  }
+
+  absl::Status Pull(int64_t key, Tensor* out) override {
+    ASSIGN_OR_RETURN(Entry * e, Find(key, *out, "pull"));
+    std::memcpy(out->raw(), e->value.data(), e->value.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status Barrier() override { return absl::OkStatus(); }
+
+ private:
+  struct Entry {
+    Shape shape;
+    std::vector<float> value;
+    int64_t steps = 0;  // pushes applied
+  };
+
+  absl::StatusOr<Entry*> Find(int64_t key, const Tensor& t, absl::string_view what) {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kvstore ", what, " of key ", key, " before its init"));
+    }
+    if (t.shape() != it->second.shape || t.dtype() != DType::kF32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kvstore ", what, " of key ", key, ": ", DTypeName(t.dtype()), " ", t.shape().ToString(),
+          ", the key holds F32 ", it->second.shape.ToString()));
+    }
+    return &it->second;
+  }
+
+  std::unique_ptr<Optimizer> optimizer_;
+  LrSchedule schedule_;
+  absl::flat_hash_map<int64_t, Entry> entries_;
+};
+
+}  // namespace
+
+absl::Status KVStore::PushPull(int64_t key, const Tensor& grad, Tensor* out) {
+  RETURN_IF_ERROR(Push(key, grad));
+  return Pull(key, out);
+}
+
+absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type,
+                                                       const KVStoreOptions& options) {
+  if (type == "dist_sync" || type == "dist_async") {
+    return absl::UnimplementedError(absl::StrCat(
+        "--kv_store=", type, ": the distributed kvstore runs in a worker started by the "
+        "launcher; this process supports --kv_store=local"));
+  }
+  if (type != "local") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_store=", type, ": expected local, dist_sync or dist_async"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
+                   MakeOptimizer(options.optimizer, options.optimizer_options));
+  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.lr_schedule));
+  return std::unique_ptr<KVStore>(new LocalKVStore(std::move(optimizer), std::move(schedule)));
+}
+
+}  // namespace cohort

@@ -1,0 +1,55 @@
+#ifndef COHORT_TRAINER_KVSTORE_KVSTORE_H_
+#define COHORT_TRAINER_KVSTORE_KVSTORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/tensor/tensor.h"
+
+namespace cohort {
+
+// What a kvstore needs to update parameters where they are held: the optimizer (name and
+// options) and the learning-rate schedule, run on the holder's side.
+struct KVStoreOptions {
+  std::string optimizer = "sgd";
+  OptimizerOptions optimizer_options;
+  LrScheduleOptions lr_schedule;
+};
+
+// The parameter store a training loop talks to, as MXNet's kvstore: every parameter has a key
+// (its index in model order); a worker pushes the gradient of its mean loss for a step and
+// pulls the updated weights. Values are F32 tensors of a fixed shape per key. The k-th push of
+// a key is applied with the schedule's learning rate at step k. Not thread-safe.
+class KVStore {
+ public:
+  virtual ~KVStore() = default;
+
+  virtual absl::string_view type() const = 0;
+  virtual int rank() const = 0;
+  virtual int num_workers() const = 0;
+
+  // Registers a key with its initial value (the same shape for every later call).
+  virtual absl::Status Init(int64_t key, const Tensor& value) = 0;
+  // grad: the key's shape. Applied as the key's next step.
+  virtual absl::Status Push(int64_t key, const Tensor& grad) = 0;
+  // Writes the key's current value into out (the key's shape).
+  virtual absl::Status Pull(int64_t key, Tensor* out) = 0;
+  // Push, then Pull of the value the push produced.
+  virtual absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out);
+  // Returns when every worker has reached it.
+  virtual absl::Status Barrier() = 0;
+};
+
+// "local": one process holds the parameters and applies each push at once. The distributed
+// types (dist_sync, dist_async) come from the worker's runtime; here they are Unimplemented.
+absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type,
+                                                       const KVStoreOptions& options);
+
+}  // namespace cohort
+
+#endif  // COHORT_TRAINER_KVSTORE_KVSTORE_H_
