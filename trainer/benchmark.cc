@@ -5,9 +5,8 @@
 #include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/models/models.h"
-#include "trainer/nn/loss.h"
 #include "trainer/ops/cpu/onednn_backend.h"
-#include "trainer/optim/optimizer.h"
+#include "trainer/step.h"
 
 namespace cohort {
 
@@ -24,20 +23,19 @@ absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c) {
   for (float& v : images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
   for (int32_t& l : labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(c.num_classes));
   SoftmaxCrossEntropyLoss loss(&backend);
-  Sgd sgd({0.9f, 1e-4f});
-  auto step = [&] {
-    loss.Forward(model->Forward(Mode::kTrain, images), labels);
-    model->Backward(loss.Backward());
-    const auto& params = model->parameters();
-    for (size_t k = 0; k < params.size(); ++k) {
-      sgd.Update(static_cast<int64_t>(k), params[k]->value.span<float>(),
-                 params[k]->grad.span<float>(), 0.01f);
-    }
-  };
-  for (int i = 0; i < c.warmup_steps; ++i) step();
+  KVStoreOptions kv_options;  // SGD with momentum and weight decay at a constant rate
+  kv_options.optimizer_options = {0.9, 1e-4};
+  kv_options.lr_schedule.base_lr = 0.01;
+  ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, CreateKVStore("local", kv_options));
+  RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
+  for (int i = 0; i < c.warmup_steps; ++i) {
+    RETURN_IF_ERROR(TrainStep(model.get(), &loss, kvstore.get(), images, labels).status());
+  }
   const double primitive_before = backend.primitive_seconds();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < c.steps; ++i) step();
+  for (int i = 0; i < c.steps; ++i) {
+    RETURN_IF_ERROR(TrainStep(model.get(), &loss, kvstore.get(), images, labels).status());
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double primitive = backend.primitive_seconds() - primitive_before;

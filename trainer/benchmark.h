@@ -21,13 +21,14 @@ struct BenchmarkCase {
 struct BenchmarkResult {
   double images_per_second = 0;
   double step_ms = 0;
-  // Share of the step spent outside oneDNN primitives: loss, optimizer, the backend's own
-  // loops, the model's bookkeeping.
+  // Share of the step spent outside oneDNN primitives: loss, optimizer and kvstore copies, the
+  // backend's own loops, the model's bookkeeping.
   double framework_overhead = 0;
 };
 
-// Times full CPU training steps (forward, loss, backward, SGD with momentum) of a model on
-// synthetic random data already in memory, so the figure is compute alone.
+// Times full CPU training steps (TrainStep: forward, loss, backward, push and pull through the
+// local kvstore running SGD with momentum) of a model on synthetic random data already in
+// memory, so the figure leaves out data loading.
 absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c);
 
 }  // namespace cohort

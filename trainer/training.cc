@@ -16,6 +16,7 @@
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
+#include "trainer/step.h"
 
 namespace cohort {
 namespace {
@@ -42,9 +43,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                                    ": must be in [0, --epochs=", o.epochs, ")"));
   }
   RETURN_IF_ERROR(MakeOptimizer(o.optimizer, {o.momentum, o.wd}).status());
-  if (o.kv_store != "local") {
-    RETURN_IF_ERROR(CreateKVStore(o.kv_store, {}).status());
-  }
+  RETURN_IF_ERROR(CreateKVStore(o.kv_store, {}).status());
   RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
   RETURN_IF_ERROR(ParseAugment(o.augment, 32).status());
   if (o.momentum < 0 || o.momentum >= 1) {
@@ -118,10 +117,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
   kv_options.optimizer_options = {options.momentum, options.wd};
   kv_options.lr_schedule = lr_options;
   ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, CreateKVStore(options.kv_store, kv_options));
-  const auto& params = model->parameters();
-  for (size_t k = 0; k < params.size(); ++k) {
-    RETURN_IF_ERROR(kvstore->Init(static_cast<int64_t>(k), params[k]->value));
-  }
+  RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
   PrefetchOptions prefetch;
   prefetch.seed = options.seed;
   prefetch.batch_size = options.batch_size;
@@ -153,12 +149,9 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
       const Batch& batch = batches.Next();
       data_wait_seconds += Seconds(Clock::now() - wait_start);
       const float lr = static_cast<float>(schedule.At(step));
-      interval_loss += loss.Forward(model->Forward(Mode::kTrain, batch.images), batch.labels);
-      model->Backward(loss.Backward());
-      for (size_t k = 0; k < params.size(); ++k) {
-        RETURN_IF_ERROR(
-            kvstore->PushPull(static_cast<int64_t>(k), params[k]->grad, &params[k]->value));
-      }
+      ASSIGN_OR_RETURN(const double batch_loss,
+                       TrainStep(model.get(), &loss, kvstore.get(), batch.images, batch.labels));
+      interval_loss += batch_loss;
       ++step;
       ++interval_steps;
       if (step % options.log_interval == 0) {

@@ -6,6 +6,7 @@
 #include "trainer/base/random.h"
 #include "trainer/nn/loss.h"
 #include "trainer/ops/cpu/onednn_backend.h"
+#include "trainer/ops/op_testing.h"
 #include "trainer/ops/reference/reference_backend.h"
 
 namespace cohort {
@@ -91,21 +92,14 @@ void ExpectStepMatchesReference(const std::string& name, const Shape& sample, in
   EXPECT_NEAR(l, l_ref, 1e-5 * std::abs(l_ref)) << name;
   m->Backward(loss.Backward());
   r->Backward(loss_ref.Backward());
-  auto max_rel_error = [](const Tensor& got, const Tensor& want) {
-    double diff = 0, scale = 0;
-    for (int64_t j = 0; j < got.numel(); ++j) {
-      diff = std::max(diff, std::abs(got.data<float>()[j] - want.data<double>()[j]));
-      scale = std::max(scale, std::abs(want.data<double>()[j]));
-    }
-    return scale > 0 ? diff / scale : diff;
-  };
   for (size_t i = 0; i < m->parameters().size(); ++i) {
-    EXPECT_LT(max_rel_error(m->parameters()[i]->grad, r->parameters()[i]->grad), 1e-4)
+    EXPECT_LT(
+        testing::NormalizedMaxError(m->parameters()[i]->grad, r->parameters()[i]->grad), 1e-4)
         << name << " " << m->parameters()[i]->name;
   }
   ASSERT_EQ(m->state().size(), r->state().size());
   for (size_t i = 0; i < m->state().size(); ++i) {
-    EXPECT_LT(max_rel_error(*m->state()[i].value, *r->state()[i].value), 1e-5)
+    EXPECT_LT(testing::NormalizedMaxError(*m->state()[i].value, *r->state()[i].value), 1e-5)
         << name << " " << m->state()[i].name;
   }
 }

@@ -81,6 +81,14 @@ std::vector<Tensor> RandomInputs(const OpCase& c, DType dtype, uint64_t seed) {
   return in;
 }
 
+std::vector<Tensor> ToReferenceInputs(const std::vector<Tensor>& in) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in) {
+    out.push_back(ConvertTo(t, t.dtype() == DType::kI32 ? DType::kI32 : DType::kF64));
+  }
+  return out;
+}
+
 std::vector<Tensor> RunForward(Op& op, const std::vector<Tensor>& in, Mode mode, DType dtype) {
   std::vector<Shape> shapes;
   for (const Tensor& t : in) shapes.push_back(t.shape());

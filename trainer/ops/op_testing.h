@@ -28,6 +28,9 @@ std::vector<OpCase> StandardOpCases();
 // Uniform [-1, 1) values (labels for a labels input), from the seed, in the given dtype.
 std::vector<Tensor> RandomInputs(const OpCase& c, DType dtype, uint64_t seed);
 
+// The same inputs for the reference backend: F64, labels left I32.
+std::vector<Tensor> ToReferenceInputs(const std::vector<Tensor>& in);
+
 std::vector<Tensor> RunForward(Op& op, const std::vector<Tensor>& in, Mode mode, DType dtype);
 
 // Gradients of every non-label input given grad_out (empty tensor for a labels input).

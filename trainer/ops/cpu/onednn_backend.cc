@@ -88,6 +88,11 @@ class StagedArg {
     ctx.Run(reorder_, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, buffer_}});
     return buffer_;
   }
+  // An input already brought into the primitive's layout by In (with the same layout) since t
+  // last changed: the memory to pass, without reordering again.
+  dnnl::memory Staged(const Ctx& ctx, const Tensor* t) const {
+    return staged_ ? buffer_ : Mem(ctx, plain_, t);
+  }
   // An output: the memory the primitive writes; Finish brings it into t.
   dnnl::memory Out(const Ctx& ctx, Tensor* t) const { return staged_ ? buffer_ : Mem(ctx, plain_, t); }
   void Finish(Ctx& ctx, Tensor* t) {
@@ -131,9 +136,14 @@ class Conv2dOnednn final : public Op {
       data_dx_.Finish(*ctx_, grad_in[0]);
     }
     if (grad_in[1] != nullptr) {
+      // x was reordered by Forward and dy by the data gradient just now: where the weight
+      // gradient wants the same layouts, their buffers serve again.
       std::unordered_map<int, dnnl::memory> args{
-          {DNNL_ARG_SRC, weights_x_.In(*ctx_, in[0])},
-          {DNNL_ARG_DIFF_DST, weights_dy_.In(*ctx_, grad_out[0])},
+          {DNNL_ARG_SRC, weights_x_same_as_fwd_ ? fwd_x_.Staged(*ctx_, in[0])
+                                                : weights_x_.In(*ctx_, in[0])},
+          {DNNL_ARG_DIFF_DST, weights_dy_same_as_data_ && grad_in[0] != nullptr
+                                  ? data_dy_.Staged(*ctx_, grad_out[0])
+                                  : weights_dy_.In(*ctx_, grad_out[0])},
           {DNNL_ARG_DIFF_WEIGHTS, weights_dw_.Out(*ctx_, grad_in[1])}};
       if (s_.bias) {
         COHORT_CHECK(grad_in[2] != nullptr, "conv2d computes weight and bias gradients together");
@@ -176,6 +186,8 @@ class Conv2dOnednn final : public Op {
                                                    pad, pad),
           ctx_->engine, fwd_pd);
       bwd_weights_ = dnnl::convolution_backward_weights(weights_pd);
+      weights_x_same_as_fwd_ = weights_pd.src_desc() == fwd_pd.src_desc();
+      weights_dy_same_as_data_ = weights_pd.diff_dst_desc() == data_pd.diff_dst_desc();
       weights_x_.Build(*ctx_, x_md, weights_pd.src_desc(), true);
       weights_dy_.Build(*ctx_, y_md, weights_pd.diff_dst_desc(), true);
       weights_dw_.Build(*ctx_, w_md, weights_pd.diff_weights_desc(), false);
@@ -191,6 +203,8 @@ class Conv2dOnednn final : public Op {
   StagedArg fwd_x_, fwd_w_, fwd_y_;
   StagedArg data_dy_, data_w_, data_dx_;
   StagedArg weights_x_, weights_dy_, weights_dw_;
+  bool weights_x_same_as_fwd_ = false;
+  bool weights_dy_same_as_data_ = false;
 };
 
 // Max, average (padding counted) and global average pooling. Global pooling is average

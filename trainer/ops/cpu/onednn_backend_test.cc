@@ -19,10 +19,7 @@ TEST_P(OnednnOpTest, MatchesReference) {
   for (uint64_t seed : {11, 12, 13}) {
     for (Mode mode : {Mode::kEval, Mode::kTrain}) {
       std::vector<Tensor> in = testing::RandomInputs(c, DType::kF32, seed);
-      std::vector<Tensor> in_ref;
-      for (const Tensor& t : in) {
-        in_ref.push_back(t.dtype() == DType::kI32 ? ConvertTo(t, DType::kI32) : ConvertTo(t, DType::kF64));
-      }
+      std::vector<Tensor> in_ref = testing::ToReferenceInputs(in);
       auto op = c.make(dnn);
       auto op_ref = c.make(ref);
       auto out = testing::RunForward(*op, in, mode, DType::kF32);
@@ -84,8 +81,7 @@ TEST(OnednnOpTest, BatchNormRunningStatisticsMatchReference) {
   auto op_ref = c.make(ref);
   for (uint64_t seed : {5, 6}) {
     auto in = testing::RandomInputs(c, DType::kF32, seed);
-    std::vector<Tensor> in_ref;
-    for (const Tensor& t : in) in_ref.push_back(ConvertTo(t, DType::kF64));
+    const std::vector<Tensor> in_ref = testing::ToReferenceInputs(in);
     testing::RunForward(*op, in, Mode::kTrain, DType::kF32);
     testing::RunForward(*op_ref, in_ref, Mode::kTrain, DType::kF64);
   }
@@ -100,8 +96,7 @@ TEST(OnednnOpTest, BatchNormRunningStatisticsMatchReference) {
   // Two updates with momentum 0.25 from (0, 1) have moved the running variance off 1.
   EXPECT_GT(std::abs(state_ref[1].value->data<double>()[0] - 1.0), 1e-3);
   auto in = testing::RandomInputs(c, DType::kF32, 7);
-  std::vector<Tensor> in_ref;
-  for (const Tensor& t : in) in_ref.push_back(ConvertTo(t, DType::kF64));
+  const std::vector<Tensor> in_ref = testing::ToReferenceInputs(in);
   auto out = testing::RunForward(*op, in, Mode::kEval, DType::kF32);
   auto out_ref = testing::RunForward(*op_ref, in_ref, Mode::kEval, DType::kF64);
   EXPECT_LT(testing::NormalizedMaxError(out[0], out_ref[0]), 1e-5);
