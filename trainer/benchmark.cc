@@ -23,10 +23,11 @@ absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c) {
   for (float& v : images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
   for (int32_t& l : labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(c.num_classes));
   SoftmaxCrossEntropyLoss loss(&backend);
-  KVStoreOptions kv_options;  // SGD with momentum and weight decay at a constant rate
-  kv_options.optimizer_options = {0.9, 1e-4};
-  kv_options.lr_schedule.base_lr = 0.01;
-  ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, CreateKVStore("local", kv_options));
+  OptimizerSpec optimizer;  // SGD with momentum and weight decay at a constant rate
+  optimizer.optimizer_options = {0.9, 1e-4};
+  optimizer.lr_schedule.base_lr = 0.01;
+  ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, CreateKVStore("local"));
+  RETURN_IF_ERROR(kvstore->SetOptimizer(optimizer));
   RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
   for (int i = 0; i < c.warmup_steps; ++i) {
     RETURN_IF_ERROR(TrainStep(model.get(), &loss, kvstore.get(), images, labels).status());

@@ -9,14 +9,21 @@
 namespace cohort {
 
 // Registers every parameter with the kvstore under its key (its index in model order), with
-// its current value.
+// its current value, then pulls every key back, so all ranks of a distributed job start from
+// the same (rank 0's) weights.
 absl::Status InitKVStore(const Model& model, KVStore* kvstore);
 
-// One training step, the same for the trainer, the benchmark and (later) the worker: forward,
-// loss, backward, then each parameter's gradient pushed and its updated value pulled back
-// into the model. images: (N, C, H, W); labels: (N) I32. Returns the batch's mean loss.
-absl::StatusOr<double> TrainStep(Model* model, SoftmaxCrossEntropyLoss* loss, KVStore* kvstore,
-                                 const Tensor& images, const Tensor& labels);
+struct StepResult {
+  double loss = 0;          // the batch's mean loss
+  double comm_seconds = 0;  // time spent in kvstore pushes and pulls
+};
+
+// One training step, the same for the trainer, the benchmark and the worker: forward, loss,
+// backward, then every gradient pushed (last layer first), then every updated value pulled
+// back into the model (first layer first). images: (N, C, H, W); labels: (N) I32.
+absl::StatusOr<StepResult> TrainStep(Model* model, SoftmaxCrossEntropyLoss* loss,
+                                     KVStore* kvstore, const Tensor& images,
+                                     const Tensor& labels);
 
 }  // namespace cohort
 

@@ -43,7 +43,10 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                                    ": must be in [0, --epochs=", o.epochs, ")"));
   }
   RETURN_IF_ERROR(MakeOptimizer(o.optimizer, {o.momentum, o.wd}).status());
-  RETURN_IF_ERROR(CreateKVStore(o.kv_store, {}).status());
+  if (o.kv_store != "local" && o.kv_store != "dist_sync" && o.kv_store != "dist_async") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_store=", o.kv_store, ": expected local, dist_sync or dist_async"));
+  }
   RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
   RETURN_IF_ERROR(ParseAugment(o.augment, 32).status());
   if (o.momentum < 0 || o.momentum >= 1) {
@@ -79,15 +82,21 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& devices)
       absl::StrCat("--devices=", devices, ": expected cpu, cpu:N or gpu:I[,J...]"));
 }
 
-absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out) {
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
+                                  std::ostream& out) {
   RETURN_IF_ERROR(ValidateTrainOptions(options));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.devices));
+  ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, make_kvstore(options.kv_store));
+  const int rank = kvstore->rank();
+  const int num_workers = kvstore->num_workers();
+  // Rank 0 speaks for the job: the table, evaluation and the model file.
+  const bool lead = rank == 0;
   ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
   // Statistics of the images as published, before any padding.
   const Normalization norm = ComputeNormalization(data.train);
   if (const int64_t side = ModelImageSize(options.model);
       side > data.train.sample_shape[1] || side > data.train.sample_shape[2]) {
-    out << absl::StrFormat("train: zero-padding %s images to %dx%d for %s\n",
+    if (lead) out << absl::StrFormat("train: zero-padding %s images to %dx%d for %s\n",
                            data.train.sample_shape.ToString(), side, side, options.model);
     ASSIGN_OR_RETURN(data.train, PadImages(data.train, side, side));
     ASSIGN_OR_RETURN(data.test, PadImages(data.test, side, side));
@@ -97,43 +106,51 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
                    BuildModel(options.model, backend.get(), sample, data.train.num_classes));
   model->InitParameters(options.seed);
 
-  const int64_t steps_per_epoch = data.train.size() / options.batch_size;
+  // Every rank runs the same steps over the global batch (Contracts, "Sampler").
+  const int64_t global_batch = options.batch_size * num_workers;
+  const int64_t steps_per_epoch = data.train.size() / global_batch;
   if (steps_per_epoch == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--batch_size=", options.batch_size,
-                                                   " is larger than the training set (",
-                                                   data.train.size(), " samples)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch_size=", options.batch_size, " × ", num_workers,
+        " workers is larger than the training set (", data.train.size(), " samples)"));
   }
   LrScheduleOptions lr_options;
   ASSIGN_OR_RETURN(lr_options.kind, ParseLrScheduleKind(options.lr_schedule));
   lr_options.base_lr =
-      options.scale_lr ? LinearScaledLr(options.lr, options.batch_size) : options.lr;
+      options.scale_lr ? LinearScaledLr(options.lr, global_batch) : options.lr;
   lr_options.epochs = options.epochs;
   lr_options.steps_per_epoch = steps_per_epoch;
   lr_options.warmup_epochs = options.warmup_epochs;
   // The progress table shows the rate the kvstore applies (the same schedule).
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr_options));
-  KVStoreOptions kv_options;
-  kv_options.optimizer = options.optimizer;
-  kv_options.optimizer_options = {options.momentum, options.wd};
-  kv_options.lr_schedule = lr_options;
-  ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, CreateKVStore(options.kv_store, kv_options));
+  OptimizerSpec optimizer;
+  optimizer.optimizer = options.optimizer;
+  optimizer.optimizer_options = {options.momentum, options.wd};
+  optimizer.lr_schedule = lr_options;
+  RETURN_IF_ERROR(kvstore->SetOptimizer(optimizer));
   RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
   PrefetchOptions prefetch;
   prefetch.seed = options.seed;
+  prefetch.rank = rank;
+  prefetch.num_workers = num_workers;
   prefetch.batch_size = options.batch_size;
   ASSIGN_OR_RETURN(prefetch.augmentation, ParseAugment(options.augment, sample[1]));
   prefetch.end_epoch = options.epochs;
   BatchPrefetcher batches(data.train, norm, prefetch);
   SoftmaxCrossEntropyLoss loss(backend.get());
 
-  out << absl::StrFormat(
-      "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d, %d epochs, "
-      "%s, lr %g %s (warm-up %g epochs), augment %s, backend %s, %d hardware threads\n",
-      options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
-      model->num_parameter_elements(), options.batch_size, options.epochs, options.optimizer,
-      lr_options.base_lr, options.lr_schedule, options.warmup_epochs, options.augment,
-      backend->name(), std::thread::hardware_concurrency());
-  out << absl::StrFormat("%8s %6s %13s %9s %9s\n", "Step", "Epoch", "Speed(img/s)", "Loss", "LR");
+  if (lead) {
+    out << absl::StrFormat(
+        "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d x %d "
+        "worker(s), %d epochs, %s, lr %g %s (warm-up %g epochs), augment %s, kvstore %s, "
+        "backend %s, %d hardware threads\n",
+        options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
+        model->num_parameter_elements(), options.batch_size, num_workers, options.epochs,
+        options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
+        options.augment, kvstore->type(), backend->name(), std::thread::hardware_concurrency());
+    out << absl::StrFormat("%8s %6s %13s %9s %9s %6s\n", "Step", "Epoch", "Speed(img/s)", "Loss",
+                           "LR", "Comm%");
+  }
 
   TrainResult result;
   double train_seconds = 0;
@@ -141,7 +158,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
   for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
     auto interval_start = epoch_start;
-    double interval_loss = 0;
+    double interval_loss = 0, interval_comm = 0;
     int64_t interval_steps = 0;
     double data_wait_seconds = 0;  // steps that found their batch not yet assembled
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
@@ -149,36 +166,47 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out
       const Batch& batch = batches.Next();
       data_wait_seconds += Seconds(Clock::now() - wait_start);
       const float lr = static_cast<float>(schedule.At(step));
-      ASSIGN_OR_RETURN(const double batch_loss,
+      ASSIGN_OR_RETURN(const StepResult r,
                        TrainStep(model.get(), &loss, kvstore.get(), batch.images, batch.labels));
-      interval_loss += batch_loss;
+      interval_loss += r.loss;
+      interval_comm += r.comm_seconds;
       ++step;
       ++interval_steps;
       if (step % options.log_interval == 0) {
         const auto now = Clock::now();
-        out << absl::StrFormat("%8d %6d %13.1f %9.4f %9.5f\n", step, epoch,
-                               interval_steps * options.batch_size / Seconds(now - interval_start),
-                               interval_loss / interval_steps, lr);
-        out.flush();
+        const double seconds = Seconds(now - interval_start);
+        // Speed counts the whole job: every rank ran these steps on its own batch.
+        if (lead) {
+          out << absl::StrFormat("%8d %6d %13.1f %9.4f %9.5f %6.1f\n", step, epoch,
+                                 interval_steps * global_batch / seconds,
+                                 interval_loss / interval_steps, lr, 100 * interval_comm / seconds);
+          out.flush();
+        }
         interval_start = now;
-        interval_loss = 0;
+        interval_loss = interval_comm = 0;
         interval_steps = 0;
       }
     }
     const double epoch_seconds = Seconds(Clock::now() - epoch_start);
     train_seconds += epoch_seconds;
-    images_seen += steps_per_epoch * options.batch_size;
+    images_seen += steps_per_epoch * global_batch;
+    if (!lead) continue;
     const Accuracy acc = Evaluate(model.get(), data.test, norm, kEvalBatch);
     result.test_top1 = acc.top1_percent();
     result.test_top5 = acc.top5_percent();
     out << absl::StrFormat(
         "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
         "%.2f%%\n",
-        epoch, epoch_seconds, data_wait_seconds, steps_per_epoch * options.batch_size / epoch_seconds,
+        epoch, epoch_seconds, data_wait_seconds, steps_per_epoch * global_batch / epoch_seconds,
         result.test_top1, result.test_top5);
   }
   result.seconds_per_epoch = train_seconds / options.epochs;
   result.images_per_second = images_seen / train_seconds;
+  if (!lead) {
+    out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", rank, num_workers,
+                           result.seconds_per_epoch);
+    return result;
+  }
   out << absl::StrFormat("Test top-1 %.2f%% top-5 %.2f%% (%d images); %.1f s/epoch, %.1f img/s\n",
                          result.test_top1, result.test_top5, data.test.size(),
                          result.seconds_per_epoch, result.images_per_second);

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "trainer/data/augment.h"
+#include "trainer/kvstore/kvstore.h"
 #include "trainer/ops/op.h"
 
 namespace cohort {
@@ -26,7 +27,7 @@ struct TrainOptions {
   bool scale_lr = false;  // linear scaling rule: lr × global batch / 256
   double momentum = 0.9;
   double wd = 1e-4;
-  std::string kv_store = "local";  // where parameters are updated: local (this process)
+  std::string kv_store = "local";  // local (this process) | dist_sync | dist_async
   std::string augment = "none";  // none | flip | crop_flip (crop padding = image side / 8)
   uint64_t seed = 42;
   int64_t log_interval = 100;  // steps between progress rows
@@ -41,7 +42,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& options);
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& devices);
 
 struct TrainResult {
-  double test_top1 = 0;  // percent
+  double test_top1 = 0;  // percent; rank 0 only
   double test_top5 = 0;
   double seconds_per_epoch = 0;  // training steps only, evaluation excluded
   double images_per_second = 0;
@@ -50,12 +51,15 @@ struct TrainResult {
 // The augmentation an --augment value names for images of the given side.
 absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t image_side);
 
-// Trains a model on a dataset in one process: images smaller than the model's designed size
-// are zero-padded up to it; batches are assembled (and augmented) on a background thread;
-// the progress table
-// `Step Epoch Speed(img/s) Loss LR` every log_interval steps, test top-1/top-5 after each epoch,
-// then the model written to options.output. Everything goes to out.
-absl::StatusOr<TrainResult> Train(const TrainOptions& options, std::ostream& out);
+// The training loop of the single-process trainer and of every worker of a job. It trains on
+// this rank's share of the data (Contracts, "Sampler") through the kvstore make_kvstore builds
+// for options.kv_store: images smaller than the model's designed size are zero-padded up to
+// it; batches are assembled (and augmented) on a background thread. Rank 0 prints the progress
+// table `Step Epoch Speed(img/s) Loss LR Comm%` every log_interval steps (speed of the whole
+// job; Comm% = share of the time spent in kvstore pushes and pulls), test top-1/top-5 after
+// each epoch, then writes the model to options.output. Everything goes to out.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
+                                  std::ostream& out);
 
 }  // namespace cohort
 

@@ -1,6 +1,7 @@
 #include "trainer/kvstore/kvstore.h"
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -12,12 +13,17 @@ namespace {
 
 class LocalKVStore final : public KVStore {
  public:
-  LocalKVStore(std::unique_ptr<Optimizer> optimizer, LrSchedule schedule)
-      : optimizer_(std::move(optimizer)), schedule_(std::move(schedule)) {}
 
   absl::string_view type() const override { return "local"; }
   int rank() const override { return 0; }
   int num_workers() const override { return 1; }
+
+  absl::Status SetOptimizer(const OptimizerSpec& spec) override {
+    ASSIGN_OR_RETURN(optimizer_, MakeOptimizer(spec.optimizer, spec.optimizer_options));
+    ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(spec.lr_schedule));
+    schedule_ = std::move(schedule);
+    return absl::OkStatus();
+  }
 
   absl::Status Init(int64_t key, const Tensor& value) override {
     if (value.dtype() != DType::kF32) {
@@ -33,8 +39,12 @@ class LocalKVStore final : public KVStore {
 
   absl::Status Push(int64_t key, const Tensor& grad) override {
     ASSIGN_OR_RETURN(Entry * e, Find(key, grad, "push"));
+    if (optimizer_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kvstore push of key ", key, " before SetOptimizer"));
+    }
     optimizer_->Update(key, absl::MakeSpan(e->value), grad.span<float>(),
-                       static_cast<float>(schedule_.At(e->steps)));
+                       static_cast<float>(schedule_->At(e->steps)));
     ++e->steps;
     return absl::OkStatus();
   }
@@ -68,8 +78,8 @@ class LocalKVStore final : public KVStore {
     return &it->second;
   }
 
-  std::unique_ptr<Optimizer> optimizer_;
-  LrSchedule schedule_;
+  std::unique_ptr<Optimizer> optimizer_;  // null until SetOptimizer
+  std::optional<LrSchedule> schedule_;
   absl::flat_hash_map<int64_t, Entry> entries_;
 };
 
@@ -80,21 +90,17 @@ absl::Status KVStore::PushPull(int64_t key, const Tensor& grad, Tensor* out) {
   return Pull(key, out);
 }
 
-absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type,
-                                                       const KVStoreOptions& options) {
+absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type) {
   if (type == "dist_sync" || type == "dist_async") {
     return absl::UnimplementedError(absl::StrCat(
-        "--kv_store=", type, ": the distributed kvstore runs in a worker started by the "
-        "launcher; this process supports --kv_store=local"));
+        "--kv_store=", type, ": the distributed kvstores run in workers (bazel run "
+        "//services:worker, or //tools:launch); this process supports --kv_store=local"));
   }
   if (type != "local") {
     return absl::InvalidArgumentError(
         absl::StrCat("--kv_store=", type, ": expected local, dist_sync or dist_async"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   MakeOptimizer(options.optimizer, options.optimizer_options));
-  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.lr_schedule));
-  return std::unique_ptr<KVStore>(new LocalKVStore(std::move(optimizer), std::move(schedule)));
+  return std::unique_ptr<KVStore>(new LocalKVStore());
 }
 
 }  // namespace cohort

@@ -2,6 +2,7 @@
 #define COHORT_TRAINER_KVSTORE_KVSTORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -14,8 +15,9 @@
 namespace cohort {
 
 // What a kvstore needs to update parameters where they are held: the optimizer (name and
-// options) and the learning-rate schedule, run on the holder's side.
-struct KVStoreOptions {
+// options) and the learning-rate schedule, run on the holder's side (a shard, for the
+// distributed types).
+struct OptimizerSpec {
   std::string optimizer = "sgd";
   OptimizerOptions optimizer_options;
   LrScheduleOptions lr_schedule;
@@ -24,7 +26,8 @@ struct KVStoreOptions {
 // The parameter store a training loop talks to, as MXNet's kvstore: every parameter has a key
 // (its index in model order); a worker pushes the gradient of its mean loss for a step and
 // pulls the updated weights. Values are F32 tensors of a fixed shape per key. The k-th push of
-// a key is applied with the schedule's learning rate at step k. Not thread-safe.
+// a key is applied with the schedule's learning rate at step k. Call SetOptimizer, then Init
+// every key, then push and pull. Not thread-safe.
 class KVStore {
  public:
   virtual ~KVStore() = default;
@@ -33,7 +36,11 @@ class KVStore {
   virtual int rank() const = 0;
   virtual int num_workers() const = 0;
 
-  // Registers a key with its initial value (the same shape for every later call).
+  // The update rule, as MXNet's set_optimizer. Distributed stores send rank 0's spec to the
+  // shards; every rank must call it with the same spec.
+  virtual absl::Status SetOptimizer(const OptimizerSpec& spec) = 0;
+  // Registers a key with its initial value (the same shape for every later call). Distributed
+  // stores keep rank 0's value; every rank pulls it before training.
   virtual absl::Status Init(int64_t key, const Tensor& value) = 0;
   // grad: the key's shape. Applied as the key's next step.
   virtual absl::Status Push(int64_t key, const Tensor& grad) = 0;
@@ -45,10 +52,14 @@ class KVStore {
   virtual absl::Status Barrier() = 0;
 };
 
+// Makes the kvstore a --kv_store value names.
+using KVStoreFactory =
+    std::function<absl::StatusOr<std::unique_ptr<KVStore>>(absl::string_view type)>;
+
 // "local": one process holds the parameters and applies each push at once. The distributed
-// types (dist_sync, dist_async) come from the worker's runtime; here they are Unimplemented.
-absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type,
-                                                       const KVStoreOptions& options);
+// types (dist_sync, dist_async) come from the worker's runtime (services/worker/dist_kvstore.h);
+// here they are Unimplemented.
+absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type);
 
 }  // namespace cohort
 

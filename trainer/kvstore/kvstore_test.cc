@@ -5,8 +5,8 @@
 namespace cohort {
 namespace {
 
-KVStoreOptions Options() {
-  KVStoreOptions o;
+OptimizerSpec Options() {
+  OptimizerSpec o;
   o.optimizer = "sgd";
   o.optimizer_options.momentum = 0.9;
   o.optimizer_options.weight_decay = 0.01;
@@ -26,8 +26,9 @@ Tensor Filled(const Shape& shape, float start) {
 // Pushing gradients and pulling weights equals running the optimizer with the schedule's
 // learning rate of each key's step, as the single-process loop would.
 TEST(LocalKVStoreTest, PushPullEqualsOptimizerWithSchedule) {
-  auto kv = CreateKVStore("local", Options());
+  auto kv = CreateKVStore("local");
   ASSERT_TRUE(kv.ok()) << kv.status();
+  ASSERT_TRUE((*kv)->SetOptimizer(Options()).ok());
   EXPECT_EQ((*kv)->type(), "local");
   EXPECT_EQ((*kv)->rank(), 0);
   EXPECT_EQ((*kv)->num_workers(), 1);
@@ -54,23 +55,24 @@ TEST(LocalKVStoreTest, PushPullEqualsOptimizerWithSchedule) {
 }
 
 TEST(LocalKVStoreTest, ErrorsNameTheKey) {
-  auto kv = *CreateKVStore("local", Options());
+  auto kv = *CreateKVStore("local");
   Tensor t(Shape{3});
   EXPECT_EQ(kv->Pull(7, &t).message(), "kvstore pull of key 7 before its init");
   ASSERT_TRUE(kv->Init(7, Filled(Shape{3}, 0)).ok());
   Tensor wrong(Shape{4});
   EXPECT_EQ(kv->Push(7, wrong).message(), "kvstore push of key 7: F32 (4), the key holds F32 (3)");
+  EXPECT_EQ(kv->Push(7, Filled(Shape{3}, 0)).message(),
+            "kvstore push of key 7 before SetOptimizer");
   EXPECT_FALSE(kv->Init(8, Tensor(Shape{2}, DType::kF64)).ok());
 }
 
 TEST(CreateKVStoreTest, TypesAndOptionsAreChecked) {
-  EXPECT_EQ(CreateKVStore("dist", Options()).status().message(),
+  EXPECT_EQ(CreateKVStore("dist").status().message(),
             "--kv_store=dist: expected local, dist_sync or dist_async");
-  EXPECT_EQ(CreateKVStore("dist_sync", Options()).status().code(),
-            absl::StatusCode::kUnimplemented);
-  KVStoreOptions bad = Options();
+  EXPECT_EQ(CreateKVStore("dist_sync").status().code(), absl::StatusCode::kUnimplemented);
+  OptimizerSpec bad = Options();
   bad.optimizer = "lamb";
-  EXPECT_FALSE(CreateKVStore("local", bad).ok());
+  EXPECT_FALSE((*CreateKVStore("local"))->SetOptimizer(bad).ok());
 }
 
 }  // namespace

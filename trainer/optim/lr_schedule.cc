@@ -28,6 +28,20 @@ absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name) {
       absl::StrCat("--lr_schedule=", name, ": expected constant, step, cosine or poly"));
 }
 
+absl::string_view LrScheduleKindName(LrScheduleKind kind) {
+  switch (kind) {
+    case LrScheduleKind::kConstant:
+      return "constant";
+    case LrScheduleKind::kStep:
+      return "step";
+    case LrScheduleKind::kCosine:
+      return "cosine";
+    case LrScheduleKind::kPoly:
+      return "poly";
+  }
+  return "?";
+}
+
 absl::StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& o) {
   // Comparisons are written so that NaN fails them.
   if (!(o.base_lr > 0)) {

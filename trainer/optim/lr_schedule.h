@@ -13,6 +13,8 @@ enum class LrScheduleKind { kConstant, kStep, kCosine, kPoly };
 
 // The kind a --lr_schedule value names: "constant", "step", "cosine" or "poly".
 absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name);
+// The --lr_schedule spelling of a kind (ParseLrScheduleKind's inverse).
+absl::string_view LrScheduleKindName(LrScheduleKind kind);
 
 struct LrScheduleOptions {
   LrScheduleKind kind = LrScheduleKind::kConstant;

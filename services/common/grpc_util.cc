@@ -1,0 +1,84 @@
+#include "services/common/grpc_util.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+absl::StatusOr<RunningServer> StartServer(const std::string& bind_host, int port,
+                                          const std::vector<grpc::Service*>& services) {
+  const std::string address = absl::StrCat(bind_host, ":", port);
+  RunningServer running;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &running.port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // gRPC sets SO_REUSEPORT by default: a second server would share a taken port silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  running.server = builder.BuildAndStart();
+  if (running.server == nullptr || running.port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address, ": the address is in use or not on this host; pick "
+        "another --port (0 lets the system choose) or --bind"));
+  }
+  return running;
+}
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << port << "\n";
+    if (!f) return absl::InternalError(absl::StrCat("cannot write the port file ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+std::string PeerHost(const std::string& peer) {
+  std::string rest;
+  if (absl::StartsWith(peer, "ipv4:")) {
+    rest = peer.substr(5);
+  } else if (absl::StartsWith(peer, "ipv6:")) {
+    rest = peer.substr(5);
+  } else {
+    return "";
+  }
+  const size_t colon = rest.rfind(':');
+  return colon == std::string::npos ? rest : rest.substr(0, colon);
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
+  return name;
+}
+
+}  // namespace cohort

@@ -1,0 +1,286 @@
+#include "services/scheduler/scheduler_core.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace cohort {
+
+const char* RoleName(MemberRole role) { return role == MemberRole::kShard ? "shard" : "worker"; }
+
+const char* JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kForming:
+      return "FORMING";
+    case JobState::kRunning:
+      return "RUNNING";
+    case JobState::kDone:
+      return "DONE";
+    case JobState::kFailed:
+      return "FAILED";
+  }
+  return "?";
+}
+
+SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock)
+    : spec_(std::move(spec)), clock_(clock), started_(clock->Now()) {
+  shards_.resize(spec_.num_shards);
+  workers_.resize(spec_.num_workers);
+}
+
+std::vector<SchedulerCore::Member>& SchedulerCore::Members(MemberRole role) {
+  return role == MemberRole::kShard ? shards_ : workers_;
+}
+
+SchedulerCore::Member* SchedulerCore::Find(MemberRole role, int rank) {
+  std::vector<Member>& members = Members(role);
+  if (rank < 0 || rank >= static_cast<int>(members.size()) || !members[rank].registered) {
+    return nullptr;
+  }
+  return &members[rank];
+}
+
+std::string SchedulerCore::Describe(MemberRole role, int rank) const {
+  const Member& m = (role == MemberRole::kShard ? shards_ : workers_)[rank];
+  return absl::StrFormat("%s %d (host %s, pid %d)", RoleName(role), rank, m.host, m.pid);
+}
+
+void SchedulerCore::Fail(const std::string& reason) {
+  if (Ended()) return;
+  state_ = JobState::kFailed;
+  reason_ = reason;
+}
+
+absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
+  absl::MutexLock lock(&mu_);
+  const char* role = RoleName(r.role);
+  if (state_ != JobState::kForming) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", spec_.job_id, " is ", JobStateName(state_), "; a ", role,
+        " can only join while it forms (start a new job)"));
+  }
+  std::vector<Member>& members = Members(r.role);
+  int rank = r.requested_rank;
+  if (rank < 0) {
+    for (rank = 0; rank < static_cast<int>(members.size()) && members[rank].registered; ++rank) {
+    }
+    if (rank == static_cast<int>(members.size())) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "job ", spec_.job_id, " already has all its ", members.size(), " ", role,
+          "s; check -n/-s (--num_workers/--num_shards) on the scheduler"));
+    }
+  } else if (rank >= static_cast<int>(members.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(role, " rank ", rank, " requested, but job ",
+                                                   spec_.job_id, " has ", members.size(), " ",
+                                                   role, "s (ranks 0..", members.size() - 1, ")"));
+  } else if (members[rank].registered) {
+    return absl::AlreadyExistsError(absl::StrCat(role, " rank ", rank, " is already taken by ",
+                                                 Describe(r.role, rank)));
+  }
+  Member& m = members[rank];
+  m.registered = true;
+  m.host = r.host;
+  m.pid = r.pid;
+  m.address = r.address;
+  m.last_heartbeat = clock_->Now();
+  auto all = [](const std::vector<Member>& ms) {
+    for (const Member& x : ms) {
+      if (!x.registered) return false;
+    }
+    return true;
+  };
+  if (all(shards_) && all(workers_)) state_ = JobState::kRunning;
+  return rank;
+}
+
+absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](JobState* s) { return *s != JobState::kForming; }, &state_));
+  if (state_ == JobState::kFailed) return absl::AbortedError(reason_);
+  ClusterView view;
+  for (const Member& s : shards_) view.shard_addresses.push_back(s.address);
+  return view;
+}
+
+JobState SchedulerCore::Heartbeat(MemberRole role, int rank) {
+  absl::MutexLock lock(&mu_);
+  if (Member* m = Find(role, rank)) {
+    m->last_heartbeat = clock_->Now();
+    m->stream_open = true;
+  }
+  return state_;
+}
+
+void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::string& detail) {
+  absl::MutexLock lock(&mu_);
+  if (Member* m = Find(role, rank)) {
+    m->stream_open = false;
+    m->stream_end = detail;
+  }
+}
+
+absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& name,
+                                                uint64_t fingerprint) {
+  absl::MutexLock lock(&mu_);
+  if (Find(MemberRole::kWorker, rank) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("barrier '", name, "' from worker ", rank, ", which has not registered"));
+  }
+  if (Ended()) return absl::AbortedError(reason_);
+  if (barrier_arrived_ == 0) {
+    barrier_name_ = name;
+  } else if (name != barrier_name_) {
+    Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " reached barrier '", name,
+                      "' while the others wait at '", barrier_name_,
+                      "': the workers run different programs"));
+    return absl::AbortedError(reason_);
+  }
+  if (fingerprint != 0) {
+    if (fingerprint_rank_ < 0) {
+      fingerprint_ = fingerprint;
+      fingerprint_rank_ = rank;
+    } else if (fingerprint != fingerprint_) {
+      Fail(absl::StrFormat(
+          "%s computed partition map %016x, but worker %d computed %016x: the workers build "
+          "different models or pass different --part_bytes",
+          Describe(MemberRole::kWorker, rank), fingerprint, fingerprint_rank_, fingerprint_));
+      return absl::AbortedError(reason_);
+    }
+  }
+  const int64_t generation = barrier_generation_;
+  if (++barrier_arrived_ == spec_.num_workers) {
+    barrier_arrived_ = 0;
+    ++barrier_generation_;
+  } else {
+    struct Args {
+      SchedulerCore* self;
+      int64_t generation;
+    } args{this, generation};
+    mu_.Await(absl::Condition(
+        +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return a->self->barrier_generation_ != a->generation || a->self->Ended();
+        },
+        &args));
+    if (barrier_generation_ == generation) return absl::AbortedError(reason_);
+  }
+  return fingerprint_;
+}
+
+void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& error) {
+  absl::MutexLock lock(&mu_);
+  Member* m = Find(role, rank);
+  if (m == nullptr) return;
+  m->stopped = true;
+  if (!error.empty()) {
+    m->last_error = error;
+    Fail(absl::StrCat(Describe(role, rank), " failed: ", error));
+    return;
+  }
+  if (role != MemberRole::kWorker || Ended()) return;
+  for (const Member& w : workers_) {
+    if (!w.stopped) return;
+  }
+  state_ = JobState::kDone;
+  reason_ = absl::StrCat("all ", workers_.size(), " workers finished");
+}
+
+void SchedulerCore::CheckLiveness() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  if (state_ == JobState::kForming) {
+    if (now - started_ < spec_.form_timeout) return;
+    std::vector<std::string> missing;
+    for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
+      const std::vector<Member>& ms = Members(role);
+      for (size_t r = 0; r < ms.size(); ++r) {
+        if (!ms[r].registered) missing.push_back(absl::StrCat(RoleName(role), " ", r));
+      }
+    }
+    Fail(absl::StrCat("job ", spec_.job_id, " did not form within ",
+                      absl::FormatDuration(spec_.form_timeout), ": missing ",
+                      absl::StrJoin(missing, ", "),
+                      "; start them with --scheduler=<this scheduler's address>"));
+    return;
+  }
+  if (state_ != JobState::kRunning) return;
+  for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
+    const std::vector<Member>& ms = Members(role);
+    for (size_t r = 0; r < ms.size(); ++r) {
+      const Member& m = ms[r];
+      const absl::Duration silent = now - m.last_heartbeat;
+      if (m.stopped || silent < spec_.heartbeat_timeout) continue;
+      Fail(absl::StrFormat(
+          "%s is dead: no heartbeat for %s (limit %s)%s; last error: %s",
+          Describe(role, static_cast<int>(r)), absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
+          absl::FormatDuration(spec_.heartbeat_timeout),
+          m.stream_end.empty() ? "" : absl::StrCat("; its control stream ended: ", m.stream_end),
+          m.last_error.empty() ? "none reported" : m.last_error));
+      return;
+    }
+  }
+}
+
+JobState SchedulerCore::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+std::string SchedulerCore::reason() const {
+  absl::MutexLock lock(&mu_);
+  return reason_;
+}
+
+bool SchedulerCore::WaitUntilEnded(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(
+      absl::Condition(+[](JobState* s) { return *s == JobState::kDone || *s == JobState::kFailed; },
+                      &state_),
+      timeout);
+}
+
+bool SchedulerCore::WaitForMembersToLeave(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](SchedulerCore* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                    for (const auto* ms : {&self->shards_, &self->workers_}) {
+                                      for (const Member& m : *ms) {
+                                        if (m.stream_open) return false;
+                                      }
+                                    }
+                                    return true;
+                                  },
+                                  this),
+                              timeout);
+}
+
+std::string SchedulerCore::StatusJson() const {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  nlohmann::json members = nlohmann::json::array();
+  for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
+    const std::vector<Member>& ms = role == MemberRole::kShard ? shards_ : workers_;
+    for (size_t r = 0; r < ms.size(); ++r) {
+      const Member& m = ms[r];
+      members.push_back({{"role", RoleName(role)},
+                         {"rank", r},
+                         {"registered", m.registered},
+                         {"host", m.host},
+                         {"pid", m.pid},
+                         {"address", m.address},
+                         {"stopped", m.stopped},
+                         {"seconds_since_heartbeat",
+                          m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1.0},
+                         {"last_error", m.last_error}});
+    }
+  }
+  nlohmann::json j = {{"job_id", spec_.job_id},     {"state", JobStateName(state_)},
+                      {"reason", reason_},          {"mode", spec_.mode},
+                      {"num_workers", spec_.num_workers}, {"num_shards", spec_.num_shards},
+                      {"members", members}};
+  return j.dump();
+}
+
+}  // namespace cohort

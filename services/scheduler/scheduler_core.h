@@ -1,0 +1,125 @@
+#ifndef COHORT_SERVICES_SCHEDULER_SCHEDULER_CORE_H_
+#define COHORT_SERVICES_SCHEDULER_SCHEDULER_CORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "services/common/clock.h"
+
+namespace cohort {
+
+enum class MemberRole { kShard, kWorker };
+enum class JobState { kForming, kRunning, kDone, kFailed };
+
+const char* RoleName(MemberRole role);
+const char* JobStateName(JobState state);
+
+// What the job is; fixed when the scheduler starts.
+struct JobSpec {
+  std::string job_id;
+  int num_workers = 1;
+  int num_shards = 1;
+  std::string mode = "dist_sync";
+  // A member that has not sent a heartbeat for this long is dead and the job fails (fail-fast).
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // The job fails if it has not formed (every member registered) within this.
+  absl::Duration form_timeout = absl::Seconds(60);
+};
+
+struct MemberRegistration {
+  MemberRole role = MemberRole::kWorker;
+  int requested_rank = -1;  // -1: the lowest free rank
+  std::string host;         // for messages
+  int64_t pid = 0;
+  std::string address;  // shards: host:port workers dial
+};
+
+struct ClusterView {
+  std::vector<std::string> shard_addresses;  // by shard rank
+};
+
+// The scheduler's state machine, without gRPC: membership and ranks, the cluster spec,
+// liveness, barriers, and the job's end (FORMING → RUNNING → DONE or FAILED). Every method is
+// thread-safe; the blocking ones (WaitForCluster, Barrier) return early when the job ends.
+// Liveness is judged on the injected clock; CheckLiveness must be called periodically.
+class SchedulerCore {
+ public:
+  SchedulerCore(JobSpec spec, Clock* clock);
+
+  const JobSpec& spec() const { return spec_; }
+
+  // Gives the member its rank. The job becomes RUNNING when every member has registered.
+  absl::StatusOr<int> Register(const MemberRegistration& member);
+  // Waits until the job is RUNNING (or returns the reason it never will be).
+  absl::StatusOr<ClusterView> WaitForCluster();
+  // A heartbeat from a registered member; returns the job state to tell it.
+  JobState Heartbeat(MemberRole role, int rank);
+  // The member's control stream ended (detail: why, for the failure message).
+  void ControlStreamEnded(MemberRole role, int rank, const std::string& detail);
+  // Blocks until every worker has called Barrier with this name. A non-zero fingerprint must
+  // match every other worker's (they all compute the partition map); a mismatch fails the job.
+  // Returns the agreed fingerprint.
+  absl::StatusOr<uint64_t> Barrier(int rank, const std::string& name, uint64_t fingerprint);
+  // The member leaves: finished (error empty) or failed (the job fails with its error). The job
+  // is DONE when every worker has finished.
+  void MemberStopped(MemberRole role, int rank, const std::string& error);
+  // Fails the job if a member is silent past the heartbeat timeout or the job has not formed in
+  // time.
+  void CheckLiveness();
+
+  JobState state() const;
+  // Why the job ended: for FAILED, one message naming the member, its host and its last error.
+  std::string reason() const;
+  // Blocks until the job has ended or timeout passed; true if it ended.
+  bool WaitUntilEnded(absl::Duration timeout);
+  // Blocks until no member's control stream is open (they saw the end and left) or timeout.
+  bool WaitForMembersToLeave(absl::Duration timeout);
+  // The job as JSON: id, state, reason, members with their liveness.
+  std::string StatusJson() const;
+
+ private:
+  struct Member {
+    bool registered = false;
+    std::string host;
+    int64_t pid = 0;
+    std::string address;
+    absl::Time last_heartbeat;
+    bool stream_open = false;
+    bool stopped = false;
+    std::string stream_end;  // why its control stream ended, if it did
+    std::string last_error;
+  };
+
+  std::vector<Member>& Members(MemberRole role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Member* Find(MemberRole role, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string Describe(MemberRole role, int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state_ == JobState::kDone || state_ == JobState::kFailed;
+  }
+
+  const JobSpec spec_;
+  Clock* const clock_;
+  const absl::Time started_;
+
+  mutable absl::Mutex mu_;
+  JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
+  std::string reason_ ABSL_GUARDED_BY(mu_);
+  std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
+  std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);
+  // The barrier in progress: its name, arrivals, and a generation that moves when it releases.
+  std::string barrier_name_ ABSL_GUARDED_BY(mu_);
+  int barrier_arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t barrier_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
+  int fingerprint_rank_ ABSL_GUARDED_BY(mu_) = -1;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_SCHEDULER_SCHEDULER_CORE_H_

@@ -1,0 +1,202 @@
+#include "services/scheduler/scheduler_core.h"
+
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+class FakeClock final : public Clock {
+ public:
+  absl::Time Now() override {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ = absl::UnixEpoch() + absl::Hours(1000);
+};
+
+JobSpec Spec(int workers, int shards) {
+  JobSpec s;
+  s.job_id = "job-test";
+  s.num_workers = workers;
+  s.num_shards = shards;
+  return s;
+}
+
+MemberRegistration Member(MemberRole role, int rank, const std::string& address = "") {
+  MemberRegistration r;
+  r.role = role;
+  r.requested_rank = rank;
+  r.host = "host-" + std::to_string(rank);
+  r.pid = 1000 + rank;
+  r.address = address;
+  return r;
+}
+
+// Registers S shards and W workers with their own ranks.
+void Form(SchedulerCore* core) {
+  for (int s = 0; s < core->spec().num_shards; ++s) {
+    ASSERT_TRUE(core->Register(Member(MemberRole::kShard, s, "10.0.0." + std::to_string(s) + ":7")).ok());
+  }
+  for (int w = 0; w < core->spec().num_workers; ++w) {
+    ASSERT_TRUE(core->Register(Member(MemberRole::kWorker, w)).ok());
+  }
+}
+
+TEST(SchedulerCoreTest, RanksAreAssignedAndTheJobRunsOnceEveryoneRegistered) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 2), &clock);
+  EXPECT_EQ(*core.Register(Member(MemberRole::kWorker, 1)), 1);
+  EXPECT_EQ(*core.Register(Member(MemberRole::kWorker, -1)), 0);  // lowest free
+  EXPECT_EQ(core.Register(Member(MemberRole::kWorker, -1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(core.Register(Member(MemberRole::kShard, 5)).status().message(),
+            "shard rank 5 requested, but job job-test has 2 shards (ranks 0..1)");
+  ASSERT_TRUE(core.Register(Member(MemberRole::kShard, 1, "b:2")).ok());
+  EXPECT_EQ(core.Register(Member(MemberRole::kShard, 1, "c:3")).status().message(),
+            "shard rank 1 is already taken by shard 1 (host host-1, pid 1001)");
+  EXPECT_EQ(core.state(), JobState::kForming);
+  ASSERT_TRUE(core.Register(Member(MemberRole::kShard, 0, "a:1")).ok());
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  auto view = core.WaitForCluster();
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->shard_addresses, (std::vector<std::string>{"a:1", "b:2"}));
+  EXPECT_FALSE(core.Register(Member(MemberRole::kWorker, -1)).ok());  // formed: no more joins
+}
+
+TEST(SchedulerCoreTest, WaitForClusterBlocksUntilTheJobForms) {
+  FakeClock clock;
+  SchedulerCore core(Spec(1, 1), &clock);
+  absl::StatusOr<ClusterView> view;
+  std::thread waiter([&] { view = core.WaitForCluster(); });
+  ASSERT_TRUE(core.Register(Member(MemberRole::kWorker, 0)).ok());
+  ASSERT_TRUE(core.Register(Member(MemberRole::kShard, 0, "s:1")).ok());
+  waiter.join();
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->shard_addresses.size(), 1u);
+}
+
+TEST(SchedulerCoreTest, SilentMemberFailsTheJobNamingItsHostAndLastError) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  Form(&core);
+  clock.Advance(absl::Seconds(2));
+  core.Heartbeat(MemberRole::kShard, 0);
+  core.Heartbeat(MemberRole::kWorker, 0);
+  core.CheckLiveness();
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  core.ControlStreamEnded(MemberRole::kWorker, 1, "connection lost");
+  clock.Advance(absl::Seconds(1.5));  // worker 1: 3.5 s silent; the others 1.5 s
+  core.CheckLiveness();
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_EQ(core.reason(),
+            "worker 1 (host host-1, pid 1001) is dead: no heartbeat for 3.5s (limit 3s); its "
+            "control stream ended: connection lost; last error: none reported");
+  EXPECT_EQ(core.Heartbeat(MemberRole::kWorker, 0), JobState::kFailed);
+}
+
+TEST(SchedulerCoreTest, JobThatDoesNotFormInTimeFailsNamingWhoIsMissing) {
+  FakeClock clock;
+  JobSpec spec = Spec(2, 1);
+  spec.form_timeout = absl::Seconds(10);
+  SchedulerCore core(spec, &clock);
+  ASSERT_TRUE(core.Register(Member(MemberRole::kWorker, 0)).ok());
+  absl::StatusOr<ClusterView> view;
+  std::thread waiter([&] { view = core.WaitForCluster(); });
+  clock.Advance(absl::Seconds(11));
+  core.CheckLiveness();
+  waiter.join();
+  EXPECT_EQ(view.status().code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "did not form within 10s: missing shard 0, worker 1"))
+      << core.reason();
+}
+
+TEST(SchedulerCoreTest, MemberErrorFailsTheJobAndFinishedWorkersEndIt) {
+  FakeClock clock;
+  SchedulerCore failing(Spec(2, 1), &clock);
+  Form(&failing);
+  failing.MemberStopped(MemberRole::kWorker, 1, "the stream to shard 0 ended");
+  EXPECT_EQ(failing.state(), JobState::kFailed);
+  EXPECT_EQ(failing.reason(),
+            "worker 1 (host host-1, pid 1001) failed: the stream to shard 0 ended");
+
+  SchedulerCore done(Spec(2, 1), &clock);
+  Form(&done);
+  done.MemberStopped(MemberRole::kWorker, 0, "");
+  clock.Advance(absl::Seconds(10));  // a finished worker is not expected to beat
+  done.Heartbeat(MemberRole::kWorker, 1);
+  done.Heartbeat(MemberRole::kShard, 0);
+  done.CheckLiveness();
+  EXPECT_EQ(done.state(), JobState::kRunning);
+  done.MemberStopped(MemberRole::kWorker, 1, "");
+  EXPECT_EQ(done.state(), JobState::kDone);
+  EXPECT_TRUE(done.WaitUntilEnded(absl::ZeroDuration()));
+}
+
+TEST(SchedulerCoreTest, BarrierReleasesEveryWorkerWithTheAgreedFingerprint) {
+  FakeClock clock;
+  SchedulerCore core(Spec(3, 1), &clock);
+  Form(&core);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<absl::StatusOr<uint64_t>> got(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] { got[r] = core.Barrier(r, "init", 0xabc); });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(got[r].ok()) << got[r].status();
+      EXPECT_EQ(*got[r], 0xabcu);
+    }
+  }
+}
+
+TEST(SchedulerCoreTest, DifferentPartitionMapsFailTheJobAndReleaseTheWaiters) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  Form(&core);
+  absl::StatusOr<uint64_t> first;
+  std::thread waiter([&] { first = core.Barrier(0, "init", 0x1); });
+  absl::SleepFor(absl::Milliseconds(20));
+  auto second = core.Barrier(1, "init", 0x2);
+  waiter.join();
+  EXPECT_FALSE(second.ok());
+  EXPECT_FALSE(first.ok());
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "different models or pass different --part_bytes"))
+      << core.reason();
+}
+
+TEST(SchedulerCoreTest, FailureReleasesABarrierWaiter) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  Form(&core);
+  absl::StatusOr<uint64_t> got;
+  std::thread waiter([&] { got = core.Barrier(0, "step", 0); });
+  absl::SleepFor(absl::Milliseconds(20));
+  core.MemberStopped(MemberRole::kShard, 0, "out of memory");
+  waiter.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(absl::StrContains(got.status().message(), "shard 0 (host host-0, pid 1000) failed"));
+}
+
+TEST(SchedulerCoreTest, StatusJsonListsTheMembers) {
+  FakeClock clock;
+  SchedulerCore core(Spec(1, 1), &clock);
+  Form(&core);
+  const std::string json = core.StatusJson();
+  EXPECT_TRUE(absl::StrContains(json, "\"state\":\"RUNNING\"")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"address\":\"10.0.0.0:7\"")) << json;
+}
+
+}  // namespace
+}  // namespace cohort

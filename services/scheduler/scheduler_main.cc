@@ -1,0 +1,114 @@
+// scheduler: one per job. Assigns ranks, publishes the cluster spec, runs barriers, watches
+// heartbeats and ends the job (DONE when every worker finished; FAILED, fast, when a member
+// dies or reports an error). `bazel run //services:scheduler -- --help` lists the flags.
+
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "services/common/clock.h"
+#include "services/common/grpc_util.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_service.h"
+#include "trainer/cli/args.h"
+
+ABSL_FLAG(std::string, bind, "0.0.0.0", "address to listen on");
+ABSL_FLAG(int, port, 0, "port to listen on (0: the system picks one; it is printed)");
+ABSL_FLAG(std::string, port_file, "", "also write the port to this file once listening");
+ABSL_FLAG(int, num_workers, 1, "workers in the job (alias -n for the launcher)");
+ABSL_FLAG(int, num_shards, 1, "parameter shards in the job");
+ABSL_FLAG(std::string, mode, "dist_sync", "kvstore mode of the job: dist_sync or dist_async");
+ABSL_FLAG(std::string, job_id, "", "the job's id (default: generated)");
+ABSL_FLAG(double, heartbeat_timeout, 3.0,
+          "seconds without a heartbeat after which a member is dead and the job fails");
+ABSL_FLAG(double, form_timeout, 120.0,
+          "seconds to wait for every member to register before the job fails");
+ABSL_FLAG(double, linger, 0.0,
+          "seconds to keep serving after the job ended, so dashboards see how it ended");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs a job's scheduler; shards and workers join it with --scheduler=HOST:PORT.\n"
+      "  bazel run //services:scheduler -- --num_workers=2 --num_shards=2 --port=9000");
+  std::vector<std::string> args = cohort::CanonicalFlagArgs(argc, argv, {});
+  std::vector<char*> canonical;
+  for (std::string& a : args) canonical.push_back(a.data());
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(canonical.size()), canonical.data());
+  if (positional.size() > 1) {
+    std::cerr << "scheduler: error: unexpected argument '" << positional[1] << "'\n";
+    return 2;
+  }
+  cohort::JobSpec spec;
+  spec.job_id = absl::GetFlag(FLAGS_job_id);
+  if (spec.job_id.empty()) {
+    spec.job_id = absl::StrFormat("job-%d-%08x", getpid(), std::random_device()());
+  }
+  spec.num_workers = absl::GetFlag(FLAGS_num_workers);
+  spec.num_shards = absl::GetFlag(FLAGS_num_shards);
+  spec.mode = absl::GetFlag(FLAGS_mode);
+  spec.heartbeat_timeout = absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
+  spec.form_timeout = absl::Seconds(absl::GetFlag(FLAGS_form_timeout));
+  const absl::Duration linger = absl::Seconds(absl::GetFlag(FLAGS_linger));
+  if (spec.num_workers < 1 || spec.num_shards < 1) {
+    std::cerr << "scheduler: error: --num_workers and --num_shards must be >= 1\n";
+    return 2;
+  }
+  if (spec.mode != "dist_sync" && spec.mode != "dist_async") {
+    std::cerr << "scheduler: error: --mode=" << spec.mode << ": expected dist_sync or dist_async\n";
+    return 2;
+  }
+
+  cohort::RealClock clock;
+  cohort::SchedulerCore core(spec, &clock);
+  cohort::SchedulerService service(&core);
+  auto server =
+      cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service});
+  if (!server.ok()) {
+    std::cerr << "scheduler: error: " << server.status().message() << "\n";
+    return 1;
+  }
+  std::cout << absl::StrFormat(
+                   "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d\n",
+                   spec.job_id, spec.num_workers, spec.num_shards, spec.mode,
+                   absl::GetFlag(FLAGS_bind), server->port)
+            << std::flush;
+  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    if (absl::Status s = cohort::WritePortFile(path, server->port); !s.ok()) {
+      std::cerr << "scheduler: error: " << s.message() << "\n";
+      return 1;
+    }
+  }
+
+  std::atomic<bool> ended{false};
+  std::thread monitor([&] {
+    while (!ended.load()) {
+      core.CheckLiveness();
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  if (core.WaitUntilEnded(absl::InfiniteDuration())) ended = true;
+  monitor.join();
+  const bool done = core.state() == cohort::JobState::kDone;
+  std::cout << "scheduler: job " << (done ? "DONE: " : "FAILED: ") << core.reason() << "\n"
+            << std::flush;
+  // Members learn the end from their next heartbeat's answer and close their streams.
+  core.WaitForMembersToLeave(spec.heartbeat_timeout);
+  if (linger > absl::ZeroDuration()) {
+    std::cout << "scheduler: lingering " << absl::FormatDuration(linger) << " (--linger)\n"
+              << std::flush;
+    absl::SleepFor(linger);
+  }
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  return done ? 0 : 1;
+}

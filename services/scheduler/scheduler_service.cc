@@ -1,0 +1,120 @@
+#include "services/scheduler/scheduler_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "services/common/grpc_util.h"
+
+namespace cohort {
+namespace {
+
+absl::StatusOr<MemberRole> RoleFromProto(v1::Role role) {
+  if (role == v1::SHARD) return MemberRole::kShard;
+  if (role == v1::WORKER) return MemberRole::kWorker;
+  return absl::InvalidArgumentError("a member must say whether it is a shard or a worker");
+}
+
+v1::JobState ToProto(JobState state) {
+  switch (state) {
+    case JobState::kForming:
+      return v1::FORMING;
+    case JobState::kRunning:
+      return v1::RUNNING;
+    case JobState::kDone:
+      return v1::DONE;
+    case JobState::kFailed:
+      return v1::FAILED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+}  // namespace
+
+grpc::Status SchedulerService::Register(grpc::ServerContext* context,
+                                        const v1::RegisterRequest* request,
+                                        v1::RegisterReply* reply) {
+  absl::StatusOr<MemberRole> role = RoleFromProto(request->role());
+  if (!role.ok()) return ToGrpcStatus(role.status());
+  MemberRegistration r;
+  r.role = *role;
+  r.requested_rank = request->requested_rank();
+  r.host = request->host();
+  r.pid = request->pid();
+  if (r.role == MemberRole::kShard) {
+    // Workers dial the shard where the scheduler saw it come from, unless it says otherwise.
+    const std::string host = request->advertise_host().empty() ? PeerHost(context->peer())
+                                                               : request->advertise_host();
+    if (host.empty() || request->port() <= 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("shard registration without a reachable address (peer ",
+                                       context->peer(), ", port ", request->port(),
+                                       "); pass --advertise_host"));
+    }
+    r.address = absl::StrCat(host, ":", request->port());
+  }
+  absl::StatusOr<int> rank = core_->Register(r);
+  if (!rank.ok()) return ToGrpcStatus(rank.status());
+  const JobSpec& spec = core_->spec();
+  reply->set_job_id(spec.job_id);
+  reply->set_rank(*rank);
+  reply->set_num_workers(spec.num_workers);
+  reply->set_num_shards(spec.num_shards);
+  reply->set_mode(spec.mode);
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*, const v1::ClusterSpecRequest*,
+                                              v1::ClusterSpec* spec) {
+  absl::StatusOr<ClusterView> view = core_->WaitForCluster();
+  if (!view.ok()) return ToGrpcStatus(view.status());
+  const JobSpec& job = core_->spec();
+  spec->set_job_id(job.job_id);
+  spec->set_num_workers(job.num_workers);
+  spec->set_num_shards(job.num_shards);
+  spec->set_mode(job.mode);
+  for (const std::string& a : view->shard_addresses) spec->add_shard_addresses(a);
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Control(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::ControlMessage, v1::Heartbeat>* stream) {
+  v1::Heartbeat heartbeat;
+  v1::ControlMessage answer;
+  bool known = false;
+  MemberRole role = MemberRole::kWorker;
+  int rank = -1;
+  while (stream->Read(&heartbeat)) {
+    absl::StatusOr<MemberRole> r = RoleFromProto(heartbeat.role());
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    role = *r;
+    rank = heartbeat.rank();
+    known = true;
+    const JobState state = core_->Heartbeat(role, rank);
+    answer.set_state(ToProto(state));
+    if (state == JobState::kDone || state == JobState::kFailed) answer.set_reason(core_->reason());
+    if (!stream->Write(answer)) break;
+  }
+  if (known) {
+    core_->ControlStreamEnded(role, rank,
+                              context->IsCancelled() ? "connection lost" : "closed by the member");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Barrier(grpc::ServerContext*, const v1::BarrierRequest* request,
+                                       v1::BarrierReply* reply) {
+  absl::StatusOr<uint64_t> fingerprint =
+      core_->Barrier(request->rank(), request->name(), request->partition_fingerprint());
+  if (!fingerprint.ok()) return ToGrpcStatus(fingerprint.status());
+  reply->set_partition_fingerprint(*fingerprint);
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Stop(grpc::ServerContext*, const v1::StopRequest* request,
+                                    v1::StopReply*) {
+  absl::StatusOr<MemberRole> role = RoleFromProto(request->role());
+  if (!role.ok()) return ToGrpcStatus(role.status());
+  core_->MemberStopped(*role, request->rank(), request->error());
+  return grpc::Status::OK;
+}
+
+}  // namespace cohort

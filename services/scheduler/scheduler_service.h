@@ -1,0 +1,31 @@
+#ifndef COHORT_SERVICES_SCHEDULER_SCHEDULER_SERVICE_H_
+#define COHORT_SERVICES_SCHEDULER_SCHEDULER_SERVICE_H_
+
+#include "proto/scheduler.grpc.pb.h"
+#include "services/scheduler/scheduler_core.h"
+
+namespace cohort {
+
+// The Scheduler gRPC service over a SchedulerCore. The core must outlive the service.
+class SchedulerService final : public v1::Scheduler::Service {
+ public:
+  explicit SchedulerService(SchedulerCore* core) : core_(core) {}
+
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                        v1::RegisterReply* reply) override;
+  grpc::Status GetClusterSpec(grpc::ServerContext* context, const v1::ClusterSpecRequest* request,
+                              v1::ClusterSpec* spec) override;
+  grpc::Status Control(grpc::ServerContext* context,
+                       grpc::ServerReaderWriter<v1::ControlMessage, v1::Heartbeat>* stream) override;
+  grpc::Status Barrier(grpc::ServerContext* context, const v1::BarrierRequest* request,
+                       v1::BarrierReply* reply) override;
+  grpc::Status Stop(grpc::ServerContext* context, const v1::StopRequest* request,
+                    v1::StopReply* reply) override;
+
+ private:
+  SchedulerCore* const core_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_SCHEDULER_SCHEDULER_SERVICE_H_

@@ -1,0 +1,159 @@
+#include "services/shard/shard_core.h"
+
+#include "absl/strings/str_cat.h"
+#include "trainer/base/status_macros.h"
+
+namespace cohort {
+
+absl::Status ShardCore::Configure(const ShardConfig& config, int num_parts) {
+  absl::MutexLock lock(&mu_);
+  if (configured_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", shard_rank_.load(), " was initialised twice; only rank 0 initialises"));
+  }
+  if (config.num_workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard_rank_.load(), ": ", config.num_workers, " workers"));
+  }
+  if (config.mode != "dist_sync" && config.mode != "dist_async") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", shard_rank_.load(), ": mode '", config.mode, "', expected dist_sync or dist_async"));
+  }
+  RETURN_IF_ERROR(
+      MakeOptimizer(config.optimizer.optimizer, config.optimizer.optimizer_options).status());
+  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config.optimizer.lr_schedule));
+  schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
+  config_ = config;
+  expected_parts_ = num_parts;
+  configured_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
+  absl::MutexLock lock(&mu_);
+  if (!configured_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", shard_rank_.load(), ": part before the init config"));
+  }
+  if (parts_.contains(id)) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(), ": key ", id.key,
+                                                   " part ", id.part, " initialised twice"));
+  }
+  auto p = std::make_unique<PartState>();
+  {
+    absl::MutexLock part_lock(&p->mu);
+    p->value.assign(value.begin(), value.end());
+    p->optimizer =
+        *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
+    if (config_.mode == "dist_sync") {
+      p->slots.assign(config_.num_workers, std::vector<float>(value.size()));
+      p->pushed.assign(config_.num_workers, 0);
+      p->waiting.assign(config_.num_workers, nullptr);
+    }
+    p->sum.resize(value.size());
+  }
+  parts_.emplace(id, std::move(p));
+  return absl::OkStatus();
+}
+
+bool ShardCore::ready() const {
+  absl::MutexLock lock(&mu_);
+  return configured_ && static_cast<int>(parts_.size()) == expected_parts_;
+}
+
+absl::StatusOr<ShardCore::PartState*> ShardCore::FindPart(PartId id, absl::string_view what) const {
+  absl::MutexLock lock(&mu_);
+  if (!configured_ || static_cast<int>(parts_.size()) != expected_parts_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", shard_rank_.load(), ": ", what, " of key ", id.key, " part ", id.part,
+                     " before rank 0 finished initialising the shard"));
+  }
+  auto it = parts_.find(id);
+  if (it == parts_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "shard ", shard_rank_.load(), " does not hold key ", id.key, " part ", id.part,
+        ": the worker's partition map differs from the one the shard was initialised with"));
+  }
+  return it->second.get();
+}
+
+absl::Status ShardCore::Push(int rank, PartId id, int64_t version, absl::Span<const float> grad,
+                             PartSink* reply_to) {
+  ASSIGN_OR_RETURN(PartState * p, FindPart(id, "push"));
+  const int num_workers = config_.num_workers;
+  if (rank < 0 || rank >= num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(), ": push from rank ",
+                                                   rank, " in a job of ", num_workers,
+                                                   " workers"));
+  }
+  absl::MutexLock lock(&p->mu);
+  const auto where = [&] {
+    return absl::StrCat("shard ", shard_rank_.load(), ": worker ", rank, "'s push of key ", id.key,
+                        " part ", id.part);
+  };
+  if (grad.size() != p->value.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where(), " has ", grad.size(),
+                                                   " elements; the part has ", p->value.size()));
+  }
+  const float scale = 1.0f / static_cast<float>(num_workers);
+  const float lr = static_cast<float>(schedule_->At(p->version));
+  if (config_.mode == "dist_async") {
+    for (size_t i = 0; i < grad.size(); ++i) p->sum[i] = grad[i] * scale;
+    p->optimizer->Update(0, absl::MakeSpan(p->value), p->sum, lr);
+    ++p->version;
+    reply_to->Send(id, p->version, p->value);
+    return absl::OkStatus();
+  }
+  if (version != p->version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where(), " was computed on version ", version, " but the part is at version ",
+        p->version, ": every worker must push every key once per step"));
+  }
+  if (p->pushed[rank]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where(), " came twice for version ", version));
+  }
+  std::copy(grad.begin(), grad.end(), p->slots[rank].begin());
+  p->pushed[rank] = 1;
+  p->waiting[rank] = reply_to;
+  if (++p->arrived < num_workers) return absl::OkStatus();
+  // Rank order, whatever order the pushes arrived in: the result does not depend on timing.
+  std::copy(p->slots[0].begin(), p->slots[0].end(), p->sum.begin());
+  for (int r = 1; r < num_workers; ++r) {
+    const std::vector<float>& g = p->slots[r];
+    for (size_t i = 0; i < g.size(); ++i) p->sum[i] += g[i];
+  }
+  for (float& s : p->sum) s *= scale;
+  p->optimizer->Update(0, absl::MakeSpan(p->value), p->sum, lr);
+  ++p->version;
+  p->arrived = 0;
+  for (int r = 0; r < num_workers; ++r) {
+    if (p->waiting[r] != nullptr) p->waiting[r]->Send(id, p->version, p->value);
+    p->waiting[r] = nullptr;
+    p->pushed[r] = 0;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ShardCore::Read(PartId id, std::vector<float>* out) {
+  ASSIGN_OR_RETURN(PartState * p, FindPart(id, "pull"));
+  absl::MutexLock lock(&p->mu);
+  out->assign(p->value.begin(), p->value.end());
+  return p->version;
+}
+
+void ShardCore::Detach(PartSink* sink) {
+  std::vector<PartState*> parts;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, p] : parts_) parts.push_back(p.get());
+  }
+  for (PartState* p : parts) {
+    absl::MutexLock lock(&p->mu);
+    for (PartSink*& w : p->waiting) {
+      if (w == sink) w = nullptr;
+    }
+  }
+}
+
+}  // namespace cohort

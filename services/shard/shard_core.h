@@ -1,0 +1,93 @@
+#ifndef COHORT_SERVICES_SHARD_SHARD_CORE_H_
+#define COHORT_SERVICES_SHARD_SHARD_CORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "services/common/part_id.h"
+#include "trainer/kvstore/kvstore.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/optimizer.h"
+
+namespace cohort {
+
+// Where a shard sends a part's new value: one per worker stream. Send may block (flow
+// control); it must not call back into the ShardCore.
+class PartSink {
+ public:
+  virtual ~PartSink() = default;
+  // value: the part's elements at `version` (the number of updates applied so far).
+  virtual void Send(PartId id, int64_t version, absl::Span<const float> value) = 0;
+};
+
+struct ShardConfig {
+  int num_workers = 1;
+  std::string mode = "dist_sync";  // dist_sync | dist_async
+  uint64_t partition_fingerprint = 0;
+  OptimizerSpec optimizer;
+};
+
+// A parameter shard without gRPC: the parts it holds, their optimizer state and the update
+// rule (Contracts, "Gradient arithmetic"). dist_sync: a part's version-v update waits for one
+// push per worker, sums them in rank order 0…W−1, scales by 1/W, runs the optimizer once with
+// the schedule's rate at step v, and sends version v+1 to every worker that pushed.
+// dist_async: each push is scaled by 1/W and applied at once; the new value goes back to the
+// pusher. Thread-safe: pushes of different parts run in parallel (one lock per part).
+class ShardCore {
+ public:
+  explicit ShardCore(int shard_rank = 0) : shard_rank_(shard_rank) {}
+  // The rank messages name, once the scheduler has assigned it (before any request).
+  void set_rank(int shard_rank) { shard_rank_ = shard_rank; }
+
+  // Once, before any push: the update rule and the number of parts that will be added.
+  absl::Status Configure(const ShardConfig& config, int num_parts);
+  // A part's initial value (part ids unique).
+  absl::Status AddPart(PartId id, absl::Span<const float> value);
+  // True once every announced part has been added.
+  bool ready() const;
+
+  // grad: the part's length, computed on `version`. reply_to receives the new value (it must
+  // stay valid until the update it waits for has been sent, or the core is destroyed).
+  absl::Status Push(int rank, PartId id, int64_t version, absl::Span<const float> grad,
+                    PartSink* reply_to);
+  // Copies the part's current value into out (resized) and returns its version.
+  absl::StatusOr<int64_t> Read(PartId id, std::vector<float>* out);
+  // Forgets every waiting reply to sink (its stream ended).
+  void Detach(PartSink* sink);
+
+ private:
+  struct PartState {
+    absl::Mutex mu;
+    std::vector<float> value ABSL_GUARDED_BY(mu);
+    int64_t version ABSL_GUARDED_BY(mu) = 0;
+    std::unique_ptr<Optimizer> optimizer ABSL_GUARDED_BY(mu);
+    // dist_sync: one gradient slot per rank for the current version, and who waits for it.
+    std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
+    std::vector<char> pushed ABSL_GUARDED_BY(mu);        // by rank, for the current version
+    std::vector<PartSink*> waiting ABSL_GUARDED_BY(mu);  // by rank; null: nobody to answer
+    int arrived ABSL_GUARDED_BY(mu) = 0;
+    std::vector<float> sum ABSL_GUARDED_BY(mu);
+  };
+
+  absl::StatusOr<PartState*> FindPart(PartId id, absl::string_view what) const;
+
+  std::atomic<int> shard_rank_;
+  mutable absl::Mutex mu_;  // the part table; parts are never removed
+  bool configured_ ABSL_GUARDED_BY(mu_) = false;
+  int expected_parts_ ABSL_GUARDED_BY(mu_) = 0;
+  ShardConfig config_;  // written once by Configure, before any push
+  std::unique_ptr<LrSchedule> schedule_;
+  absl::flat_hash_map<PartId, std::unique_ptr<PartState>> parts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_SHARD_SHARD_CORE_H_

@@ -1,0 +1,166 @@
+#include "services/shard/shard_core.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+// Records what a worker's stream would receive.
+class RecordingSink final : public PartSink {
+ public:
+  void Send(PartId id, int64_t version, absl::Span<const float> value) override {
+    absl::MutexLock lock(&mu_);
+    ids.push_back(id);
+    versions.push_back(version);
+    values.emplace_back(value.begin(), value.end());
+  }
+  absl::Mutex mu_;
+  std::vector<PartId> ids;
+  std::vector<int64_t> versions;
+  std::vector<std::vector<float>> values;
+};
+
+ShardConfig Config(int workers, const std::string& mode) {
+  ShardConfig c;
+  c.num_workers = workers;
+  c.mode = mode;
+  c.optimizer.optimizer = "sgd";
+  c.optimizer.optimizer_options.momentum = 0.9;
+  c.optimizer.optimizer_options.weight_decay = 0.01;
+  c.optimizer.lr_schedule.kind = LrScheduleKind::kCosine;
+  c.optimizer.lr_schedule.base_lr = 0.5;
+  c.optimizer.lr_schedule.steps_per_epoch = 4;
+  return c;
+}
+
+std::vector<float> Gradient(int rank, int step, size_t n) {
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) g[i] = 0.1f * rank - 0.37f * step + 0.013f * i + 1.0f / (3 + rank);
+  return g;
+}
+
+// dist_sync: the update equals one optimizer step on (Σ_rank g) / W summed in rank order, at
+// the schedule's rate for the version, whatever order the pushes arrive in; every pusher gets
+// the new value with the next version.
+TEST(ShardCoreTest, SyncUpdateIsTheRankOrderMeanWhateverTheArrivalOrder) {
+  const int workers = 3;
+  const size_t n = 5;
+  ShardCore core(1);
+  ASSERT_TRUE(core.Configure(Config(workers, "dist_sync"), 1).ok());
+  std::vector<float> weights = {1, -2, 3, -4, 5};
+  ASSERT_TRUE(core.AddPart({7, 2}, weights).ok());
+  ASSERT_TRUE(core.ready());
+  auto sgd = *MakeOptimizer("sgd", {0.9, 0.01});
+  auto schedule = *LrSchedule::Create(Config(1, "").optimizer.lr_schedule);
+  std::vector<RecordingSink> sinks(workers);
+  const std::vector<std::vector<int>> orders = {{2, 0, 1}, {1, 2, 0}, {0, 1, 2}, {2, 1, 0}};
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> sum = Gradient(0, step, n);
+    for (int r = 1; r < workers; ++r) {
+      const std::vector<float> g = Gradient(r, step, n);
+      for (size_t i = 0; i < n; ++i) sum[i] += g[i];
+    }
+    for (float& s : sum) s *= 1.0f / workers;
+    sgd->Update(0, absl::MakeSpan(weights), sum, static_cast<float>(schedule.At(step)));
+    for (int r : orders[step]) {
+      ASSERT_TRUE(core.Push(r, {7, 2}, step, Gradient(r, step, n), &sinks[r]).ok());
+      if (r != orders[step].back()) {
+        EXPECT_EQ(sinks[r].values.size(), static_cast<size_t>(step));  // waits for the rest
+      }
+    }
+    for (int r = 0; r < workers; ++r) {
+      ASSERT_EQ(sinks[r].values.size(), static_cast<size_t>(step + 1));
+      EXPECT_EQ(sinks[r].versions.back(), step + 1);
+      EXPECT_EQ(sinks[r].ids.back(), (PartId{7, 2}));
+      EXPECT_EQ(sinks[r].values.back(), weights) << "rank " << r << " step " << step;
+    }
+  }
+  std::vector<float> read;
+  EXPECT_EQ(*core.Read({7, 2}, &read), 4);
+  EXPECT_EQ(read, weights);
+}
+
+TEST(ShardCoreTest, ConcurrentPushesOfManyPartsAllComplete) {
+  const int workers = 4, parts = 16;
+  ShardCore core(0);
+  ASSERT_TRUE(core.Configure(Config(workers, "dist_sync"), parts).ok());
+  for (int p = 0; p < parts; ++p) ASSERT_TRUE(core.AddPart({p, 0}, std::vector<float>(100, 1)).ok());
+  std::vector<RecordingSink> sinks(workers);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < workers; ++r) {
+    threads.emplace_back([&, r] {
+      for (int step = 0; step < 3; ++step) {
+        for (int p = 0; p < parts; ++p) {
+          // Wait for this part's previous answer before pushing the next version.
+          while (true) {
+            absl::MutexLock lock(&sinks[r].mu_);
+            if (std::count(sinks[r].ids.begin(), sinks[r].ids.end(), PartId{p, 0}) == step) break;
+            sinks[r].mu_.Unlock();
+            std::this_thread::yield();
+            sinks[r].mu_.Lock();
+          }
+          ASSERT_TRUE(core.Push(r, {p, 0}, step, std::vector<float>(100, 0.5f), &sinks[r]).ok());
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < workers; ++r) EXPECT_EQ(sinks[r].values.size(), 3u * parts);
+}
+
+TEST(ShardCoreTest, BadPushesAreRejectedSayingWhy) {
+  ShardCore core(2);
+  RecordingSink sink;
+  EXPECT_EQ(core.Push(0, {1, 0}, 0, std::vector<float>(3), &sink).message(),
+            "shard 2: push of key 1 part 0 before rank 0 finished initialising the shard");
+  ASSERT_TRUE(core.Configure(Config(2, "dist_sync"), 1).ok());
+  EXPECT_FALSE(core.Configure(Config(2, "dist_sync"), 1).ok());
+  ASSERT_TRUE(core.AddPart({1, 0}, std::vector<float>(3)).ok());
+  EXPECT_EQ(core.Push(0, {9, 0}, 0, std::vector<float>(3), &sink).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(core.Push(0, {1, 0}, 0, std::vector<float>(4), &sink).message(),
+            "shard 2: worker 0's push of key 1 part 0 has 4 elements; the part has 3");
+  EXPECT_EQ(core.Push(0, {1, 0}, 5, std::vector<float>(3), &sink).message(),
+            "shard 2: worker 0's push of key 1 part 0 was computed on version 5 but the part is "
+            "at version 0: every worker must push every key once per step");
+  ASSERT_TRUE(core.Push(0, {1, 0}, 0, std::vector<float>(3), &sink).ok());
+  EXPECT_EQ(core.Push(0, {1, 0}, 0, std::vector<float>(3), &sink).message(),
+            "shard 2: worker 0's push of key 1 part 0 came twice for version 0");
+  EXPECT_EQ(core.Push(2, {1, 0}, 0, std::vector<float>(3), &sink).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ShardCoreTest, AsyncAppliesEachPushAtOnceScaledByOneOverW) {
+  ShardCore core(0);
+  ShardConfig config = Config(2, "dist_async");
+  config.optimizer.optimizer_options = {};
+  config.optimizer.lr_schedule.kind = LrScheduleKind::kConstant;
+  ASSERT_TRUE(core.Configure(config, 1).ok());
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{1, 1}).ok());
+  RecordingSink a, b;
+  ASSERT_TRUE(core.Push(1, {0, 0}, 0, std::vector<float>{2, 4}, &a).ok());
+  ASSERT_EQ(a.values.size(), 1u);
+  EXPECT_EQ(a.values[0], (std::vector<float>{0.5f, 0.0f}));  // 1 - 0.5 × g/2
+  EXPECT_TRUE(b.values.empty());
+  ASSERT_TRUE(core.Push(0, {0, 0}, 0, std::vector<float>{2, 4}, &b).ok());
+  EXPECT_EQ(b.values[0], (std::vector<float>{0.0f, -1.0f}));
+  EXPECT_EQ(b.versions[0], 2);
+}
+
+TEST(ShardCoreTest, DetachedSinkGetsNoAnswer) {
+  ShardCore core(0);
+  ASSERT_TRUE(core.Configure(Config(2, "dist_sync"), 1).ok());
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{1}).ok());
+  RecordingSink gone, stays;
+  ASSERT_TRUE(core.Push(0, {0, 0}, 0, std::vector<float>{1}, &gone).ok());
+  core.Detach(&gone);
+  ASSERT_TRUE(core.Push(1, {0, 0}, 0, std::vector<float>{1}, &stays).ok());
+  EXPECT_TRUE(gone.values.empty());
+  EXPECT_EQ(stays.values.size(), 1u);
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,80 @@
+// shard: holds a share of the parameters of a job, with their optimizer state, and updates them
+// from the workers' pushes. `bazel run //services:shard -- --help` lists the flags.
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "services/common/grpc_util.h"
+#include "services/common/member_session.h"
+#include "services/shard/shard_core.h"
+#include "services/shard/shard_service.h"
+#include "trainer/cli/args.h"
+
+ABSL_FLAG(std::string, scheduler, "", "the job's scheduler, HOST:PORT (required)");
+ABSL_FLAG(std::string, bind, "0.0.0.0", "address to listen on");
+ABSL_FLAG(int, port, 0, "port to listen on (0: the system picks one; it is printed)");
+ABSL_FLAG(std::string, advertise_host, "",
+          "host workers dial to reach this shard (default: the address the scheduler sees)");
+ABSL_FLAG(int, rank, -1, "shard rank to ask for (-1: the scheduler assigns one)");
+ABSL_FLAG(double, scheduler_grace, 3.0,
+          "seconds to wait for a lost scheduler to answer again before exiting");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs a parameter shard of a job.\n"
+      "  bazel run //services:shard -- --scheduler=HOST:PORT");
+  std::vector<std::string> args = cohort::CanonicalFlagArgs(argc, argv, {});
+  std::vector<char*> canonical;
+  for (std::string& a : args) canonical.push_back(a.data());
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(canonical.size()), canonical.data());
+  if (positional.size() > 1) {
+    std::cerr << "shard: error: unexpected argument '" << positional[1] << "'\n";
+    return 2;
+  }
+  cohort::MemberSessionOptions session_options;
+  session_options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  if (session_options.scheduler_address.empty()) {
+    std::cerr << "shard: error: --scheduler=HOST:PORT is required\n";
+    return 2;
+  }
+  session_options.role = cohort::v1::SHARD;
+  session_options.requested_rank = absl::GetFlag(FLAGS_rank);
+  session_options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
+  session_options.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
+
+  // The rank is known only after registering, which needs the port: the core learns it late.
+  cohort::ShardCore core;
+  cohort::ShardService service(&core);
+  auto server =
+      cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service});
+  if (!server.ok()) {
+    std::cerr << "shard: error: " << server.status().message() << "\n";
+    return 1;
+  }
+  session_options.port = server->port;
+  auto session = cohort::MemberSession::Join(session_options);
+  if (!session.ok()) {
+    std::cerr << "shard: error: " << session.status().message() << "\n";
+    return 1;
+  }
+  core.set_rank((*session)->rank());
+  std::cout << absl::StrFormat("shard %d of job %s listening on %s:%d\n", (*session)->rank(),
+                               (*session)->job_id(), absl::GetFlag(FLAGS_bind), server->port)
+            << std::flush;
+  (*session)->WaitUntilEnded(absl::InfiniteDuration());
+  const absl::Status end = (*session)->end_status();
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  (*session)->Leave(absl::OkStatus());
+  if (!end.ok()) {
+    std::cerr << "shard " << (*session)->rank() << ": stopping: " << end.message() << "\n";
+    return 1;
+  }
+  std::cout << "shard " << (*session)->rank() << ": job done\n";
+  return 0;
+}

@@ -1,0 +1,28 @@
+#ifndef COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
+#define COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
+
+#include "proto/shard.grpc.pb.h"
+#include "services/shard/shard_core.h"
+
+namespace cohort {
+
+// The Shard gRPC service over a ShardCore: unpacks parts, checks their headers, and answers on
+// the pushing worker's own stream. The core must outlive the service.
+class ShardService final : public v1::Shard::Service {
+ public:
+  explicit ShardService(ShardCore* core) : core_(core) {}
+
+  grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitMessage>* reader,
+                    v1::InitReply* reply) override;
+  grpc::Status PushPull(grpc::ServerContext* context,
+                        grpc::ServerReaderWriter<v1::Part, v1::Part>* stream) override;
+  grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request,
+                    grpc::ServerWriter<v1::Part>* writer) override;
+
+ private:
+  ShardCore* const core_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_SHARD_SHARD_SERVICE_H_

@@ -1,0 +1,56 @@
+#ifndef COHORT_SERVICES_WORKER_DIST_KVSTORE_H_
+#define COHORT_SERVICES_WORKER_DIST_KVSTORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "services/common/member_session.h"
+#include "trainer/kvstore/kvstore.h"
+
+namespace cohort {
+
+// How a worker finds and joins its job.
+struct JobOptions {
+  // The session options of a worker with these settings.
+  MemberSessionOptions SessionOptions() const;
+
+  std::string scheduler_address;  // host:port
+  int requested_rank = -1;        // -1: the scheduler assigns one
+  int64_t part_bytes = 1 << 20;   // parameters are split into parts of at most this
+  absl::Duration connect_timeout = absl::Seconds(60);
+  absl::Duration scheduler_grace = absl::Seconds(3);
+};
+
+// The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
+// training program"): COHORT_SCHEDULER (required), COHORT_RANK, COHORT_PART_BYTES. The one
+// place that reads the environment; InvalidArgument naming the variable when it is missing or
+// malformed.
+absl::StatusOr<JobOptions> JobOptionsFromEnvironment();
+
+namespace kvstore {
+
+// The kvstore a training program uses: "local" (this process), or "dist_sync"/"dist_async",
+// which join the job at options.scheduler_address as a worker. Holds the job membership (and
+// its heartbeat) for its lifetime and tells the scheduler this worker finished when destroyed
+// (a program that fails should exit non-zero: the launcher then fails the job). The job's
+// mode (the scheduler's --mode) must equal type.
+//   auto options = JobOptionsFromEnvironment();
+//   auto kv = kvstore::Create("dist_sync", *options);
+absl::StatusOr<std::unique_ptr<KVStore>> Create(absl::string_view type, const JobOptions& options);
+
+}  // namespace kvstore
+
+// A distributed kvstore ("dist_sync" or "dist_async") on a membership the caller holds (and
+// ends with MemberSession::Leave, reporting how the program went). The session must outlive
+// the store. The job's mode must equal type.
+absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(absl::string_view type,
+                                                           MemberSession* session,
+                                                           int64_t part_bytes);
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_WORKER_DIST_KVSTORE_H_

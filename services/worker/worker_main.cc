@@ -1,0 +1,69 @@
+// worker: trains a share of a job's data and pushes gradients to the parameter shards. It runs
+// the trainer's loop with a distributed kvstore. `bazel run //services:worker -- --help` lists
+// the flags; the launcher (//tools:launch) starts workers with the job in COHORT_* variables.
+
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "services/common/member_session.h"
+#include "services/worker/dist_kvstore.h"
+#include "trainer/cli/train_flags.h"
+#include "trainer/training.h"
+
+COHORT_DEFINE_TRAIN_FLAGS();
+ABSL_FLAG(std::string, scheduler, "",
+          "the job's scheduler, HOST:PORT (default: COHORT_SCHEDULER, set by the launcher)");
+ABSL_FLAG(int, rank, -1, "worker rank to ask for (-1: COHORT_RANK, else the scheduler assigns)");
+ABSL_FLAG(int64_t, part_bytes, 0,
+          "largest parameter part on the wire, in bytes (0: COHORT_PART_BYTES, else 1 MiB)");
+ABSL_FLAG(double, scheduler_grace, 3.0,
+          "seconds to wait for a lost scheduler to answer again before exiting");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs a worker of a job: the training loop over a distributed kvstore.\n"
+      "  bazel run //services:worker -- --scheduler=HOST:PORT --model=lenet");
+  absl::SetFlag(&FLAGS_kv_store, "dist_sync");
+  if (!cohort::ParseTrainCommandLine("worker", argc, argv)) return 2;
+
+  cohort::JobOptions job;
+  if (absl::GetFlag(FLAGS_scheduler).empty()) {
+    auto from_env = cohort::JobOptionsFromEnvironment();
+    if (!from_env.ok()) {
+      std::cerr << "worker: error: no --scheduler, and " << from_env.status().message() << "\n";
+      return 2;
+    }
+    job = *from_env;
+  } else {
+    job.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  }
+  if (absl::GetFlag(FLAGS_rank) >= 0) job.requested_rank = absl::GetFlag(FLAGS_rank);
+  if (absl::GetFlag(FLAGS_part_bytes) > 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
+  job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
+
+  const cohort::TrainOptions options = cohort::TrainOptionsFromFlags();
+  if (absl::Status s = cohort::ValidateTrainOptions(options); !s.ok()) {
+    std::cerr << "worker: error: " << s.message() << "\n";
+    return 2;
+  }
+  auto session = cohort::MemberSession::Join(job.SessionOptions());
+  if (!session.ok()) {
+    std::cerr << "worker: error: " << session.status().message() << "\n";
+    return 1;
+  }
+  cohort::MemberSession* member = session->get();
+  auto result = cohort::Train(
+      options,
+      [&](absl::string_view type) {
+        return cohort::CreateDistKVStore(type, member, job.part_bytes);
+      },
+      std::cout);
+  member->Leave(result.status());
+  if (!result.ok()) {
+    std::cerr << "worker " << member->rank() << ": error: " << result.status().message() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,83 @@
+#ifndef COHORT_TRAINER_CLI_TRAIN_FLAGS_H_
+#define COHORT_TRAINER_CLI_TRAIN_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "trainer/training.h"
+
+// The training flags (Contracts, "Flags") shared by //trainer:train and //services:worker.
+// Each binary's <binary>_main.cc expands COHORT_DEFINE_TRAIN_FLAGS() at file scope: the flags
+// are then defined in that file, so its --help lists them; TrainOptionsFromFlags reads them.
+#define COHORT_DEFINE_TRAIN_FLAGS()                                                              \
+  ABSL_FLAG(std::string, model, cohort::TrainOptions().model,                                    \
+            "model: lenet, mlp, resnet20, resnet32, resnet44, resnet56, resnet110 or resnet50 "  \
+            "(alias --network)");                                                                \
+  ABSL_FLAG(std::string, dataset, cohort::TrainOptions().dataset,                                \
+            "dataset: fashion-mnist, mnist, cifar10, synthetic-cifar10, synthetic-imagenet or "  \
+            "synthetic:CxHxW:K");                                                                \
+  ABSL_FLAG(std::string, data_dir, "",                                                           \
+            "directory of the dataset's files (default /usr/share/datasets/<dataset>)");         \
+  ABSL_FLAG(int64_t, batch_size, cohort::TrainOptions().batch_size,                              \
+            "images per step (per worker)");                                                     \
+  ABSL_FLAG(int64_t, epochs, cohort::TrainOptions().epochs, "passes over the training set");    \
+  ABSL_FLAG(std::string, optimizer, cohort::TrainOptions().optimizer, "optimizer: sgd or adam"); \
+  ABSL_FLAG(double, lr, cohort::TrainOptions().lr, "base learning rate");                        \
+  ABSL_FLAG(std::string, lr_schedule, cohort::TrainOptions().lr_schedule,                        \
+            "learning-rate schedule: constant, step (x0.1 at 50% and 75% of the epochs), "       \
+            "cosine or poly (power 2)");                                                         \
+  ABSL_FLAG(double, warmup_epochs, cohort::TrainOptions().warmup_epochs,                         \
+            "epochs of linear learning-rate warm-up before the schedule (may be fractional)");   \
+  ABSL_FLAG(bool, scale_lr, cohort::TrainOptions().scale_lr,                                     \
+            "linear scaling rule: use lr x global batch / 256 as the base learning rate");       \
+  ABSL_FLAG(std::string, augment, cohort::TrainOptions().augment,                                \
+            "training augmentation: none, flip (random horizontal flip) or crop_flip (random "   \
+            "crop with side/8 zero padding, then flip)");                                        \
+  ABSL_FLAG(double, momentum, cohort::TrainOptions().momentum, "SGD momentum (sgd only)");       \
+  ABSL_FLAG(double, wd, cohort::TrainOptions().wd, "weight decay (L2)");                         \
+  ABSL_FLAG(std::string, kv_store, cohort::TrainOptions().kv_store,                              \
+            "parameter store: local (this process), dist_sync or dist_async (in a job's "        \
+            "workers: //services:worker, //tools:launch)");                                      \
+  ABSL_FLAG(uint64_t, seed, cohort::TrainOptions().seed,                                         \
+            "seed of initialisation, data order and augmentation");                              \
+  ABSL_FLAG(int64_t, log_interval, cohort::TrainOptions().log_interval,                          \
+            "steps between progress rows");                                                      \
+  ABSL_FLAG(std::string, output, cohort::TrainOptions().output,                                  \
+            "where to write the trained model (safetensors); empty: don't");                     \
+  ABSL_FLAG(std::string, devices, cohort::TrainOptions().devices,                                \
+            "compute devices: cpu (alias --gpus)")
+
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(std::string, dataset);
+ABSL_DECLARE_FLAG(std::string, data_dir);
+ABSL_DECLARE_FLAG(int64_t, batch_size);
+ABSL_DECLARE_FLAG(int64_t, epochs);
+ABSL_DECLARE_FLAG(std::string, optimizer);
+ABSL_DECLARE_FLAG(double, lr);
+ABSL_DECLARE_FLAG(std::string, lr_schedule);
+ABSL_DECLARE_FLAG(double, warmup_epochs);
+ABSL_DECLARE_FLAG(bool, scale_lr);
+ABSL_DECLARE_FLAG(std::string, augment);
+ABSL_DECLARE_FLAG(double, momentum);
+ABSL_DECLARE_FLAG(double, wd);
+ABSL_DECLARE_FLAG(std::string, kv_store);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(int64_t, log_interval);
+ABSL_DECLARE_FLAG(std::string, output);
+ABSL_DECLARE_FLAG(std::string, devices);
+
+namespace cohort {
+
+// Parses argv after making flag names canonical (hyphens, aliases). Prints an error naming the
+// program and returns false when there are positional arguments.
+bool ParseTrainCommandLine(const char* program, int argc, char** argv);
+
+// The training flags' values; relative paths resolve against BUILD_WORKING_DIRECTORY (the
+// user's directory under `bazel run`) when it is set.
+TrainOptions TrainOptionsFromFlags();
+
+}  // namespace cohort
+
+#endif  // COHORT_TRAINER_CLI_TRAIN_FLAGS_H_
