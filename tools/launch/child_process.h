@@ -1,0 +1,76 @@
+#ifndef COHORT_TOOLS_LAUNCH_CHILD_PROCESS_H_
+#define COHORT_TOOLS_LAUNCH_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cohort::launch {
+
+struct SpawnOptions {
+  std::string path;               // the program; run as given (no PATH search)
+  std::vector<std::string> argv;  // argv[0] first
+  std::vector<std::string> env;   // the child's whole environment, "NAME=value"
+  std::string working_dir;        // empty: the launcher's own
+};
+
+// One process the launcher started, set up so that it can never outlive the launcher and can be
+// stopped with everything it started in turn:
+//  - it leads its own process group (a terminal's Ctrl-C reaches only the launcher, which stops
+//    the job in order; signals to the group reach the child's own children too);
+//  - it gets SIGKILL when the thread that spawned it ends (PR_SET_PDEATHSIG), so spawn only from
+//    a thread that lives as long as the launcher (its main thread);
+//  - stdin is /dev/null; stdout and stderr are separate non-blocking pipes the launcher reads;
+//  - it starts with no blocked and no ignored signals, whatever the launcher's were.
+// Not thread-safe: the spawning thread owns it. Destroying a ChildProcess that was not reaped
+// kills its process group with SIGKILL and waits for it, so no error path leaves a child behind.
+class ChildProcess {
+ public:
+  enum class Stream { kStdout = 0, kStderr = 1 };
+
+  // Starts the program and returns once it runs (execve succeeded), or the reason it could not
+  // start (no such file, not executable, bad working directory) naming the program.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const SpawnOptions& options);
+
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }  // also its process group id
+
+  // The read end of a stream's pipe, or -1 once closed.
+  int fd(Stream s) const { return fds_[static_cast<int>(s)]; }
+  void Close(Stream s);
+
+  // Collects the exit status if the child has ended (waitpid WNOHANG); returns whether it has.
+  bool TryReap();
+  bool reaped() const { return wait_status_.has_value(); }
+  // The waitpid status; only once reaped().
+  int wait_status() const { return *wait_status_; }
+
+  // Sends `sig` to the child's process group, reaching whatever it started and left in its group
+  // even after the child itself has ended. A group that is already empty is not an error.
+  void SignalGroup(int sig) const;
+
+ private:
+  explicit ChildProcess(pid_t pid, int stdout_fd, int stderr_fd);
+
+  const pid_t pid_;
+  int fds_[2];
+  std::optional<int> wait_status_;
+};
+
+// "exited with status 3" or "was killed by signal 9 (Killed)", for a waitpid status.
+std::string DescribeWaitStatus(int wait_status);
+
+// The status a shell would report for a waitpid status: the exit code, or 128 + the signal.
+int ExitCodeOf(int wait_status);
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_TOOLS_LAUNCH_CHILD_PROCESS_H_

@@ -1,0 +1,40 @@
+#ifndef COHORT_TOOLS_LAUNCH_JOB_ENV_H_
+#define COHORT_TOOLS_LAUNCH_JOB_ENV_H_
+
+#include <string>
+#include <vector>
+
+namespace cohort::launch {
+
+enum class Role { kScheduler, kShard, kWorker };
+
+// "scheduler", "shard", "worker": COHORT_ROLE's values.
+const char* RoleName(Role role);
+
+// What one process of a job learns from its environment.
+struct JobEnvSpec {
+  std::string job_id;
+  Role role = Role::kWorker;
+  int rank = 0;  // shards and workers
+  int num_workers = 1;
+  int num_shards = 1;
+  std::string mode;
+  std::string scheduler_address;  // host:port; shards and workers (empty: not set)
+  int cores = 1;                  // CPUs the launcher may use (sched_getaffinity)
+};
+
+// The environment of one child: the launcher's own (`base`, "NAME=value" entries) with the job's
+// COHORT_* variables set (replacing any inherited ones), which is how workers and the user's own
+// training program learn the job:
+//   COHORT_JOB_ID, COHORT_ROLE, COHORT_RANK (shards, workers), COHORT_NUM_WORKERS,
+//   COHORT_NUM_SHARDS, COHORT_SCHEDULER (shards, workers), COHORT_MODE.
+// COHORT_JOB_ID is also the marker by which tests find a job's processes in /proc.
+// Processes on one machine must not each start a thread per core: unless `base` sets them,
+// OMP_WAIT_POLICY=passive and OMP_NUM_THREADS = max(1, cores / num_workers) for workers and 1
+// for the scheduler and shards (they do little compute).
+std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
+                                        const JobEnvSpec& spec);
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_TOOLS_LAUNCH_JOB_ENV_H_

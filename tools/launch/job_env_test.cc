@@ -1,0 +1,80 @@
+#include "tools/launch/job_env.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::launch {
+namespace {
+
+using ::testing::Contains;
+using ::testing::IsSupersetOf;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+JobEnvSpec Spec(Role role, int rank) {
+  JobEnvSpec s;
+  s.job_id = "job-1";
+  s.role = role;
+  s.rank = rank;
+  s.num_workers = 3;
+  s.num_shards = 2;
+  s.mode = "dist_sync";
+  s.scheduler_address = "127.0.0.1:4242";
+  s.cores = 8;
+  return s;
+}
+
+TEST(JobEnvironmentTest, WorkerLearnsTheJob) {
+  const std::vector<std::string> env =
+      JobEnvironment({"PATH=/bin", "HOME=/root"}, Spec(Role::kWorker, 2));
+  EXPECT_THAT(
+      env, IsSupersetOf({"PATH=/bin", "HOME=/root", "COHORT_JOB_ID=job-1", "COHORT_ROLE=worker",
+                         "COHORT_RANK=2", "COHORT_NUM_WORKERS=3", "COHORT_NUM_SHARDS=2",
+                         "COHORT_SCHEDULER=127.0.0.1:4242", "COHORT_MODE=dist_sync",
+                         "OMP_WAIT_POLICY=passive", "OMP_NUM_THREADS=2"}));  // 8 cores / 3 workers
+}
+
+TEST(JobEnvironmentTest, SchedulerHasNoRankOrSchedulerAddressAndOneThread) {
+  const std::vector<std::string> env = JobEnvironment({}, Spec(Role::kScheduler, 0));
+  EXPECT_THAT(env, IsSupersetOf({"COHORT_ROLE=scheduler", "OMP_NUM_THREADS=1"}));
+  EXPECT_THAT(env, Not(Contains(StartsWith("COHORT_RANK="))));
+  EXPECT_THAT(env, Not(Contains(StartsWith("COHORT_SCHEDULER="))));
+}
+
+TEST(JobEnvironmentTest, ShardsGetOneThread) {
+  EXPECT_THAT(JobEnvironment({}, Spec(Role::kShard, 1)),
+              IsSupersetOf({"COHORT_ROLE=shard", "COHORT_RANK=1", "OMP_NUM_THREADS=1"}));
+}
+
+TEST(JobEnvironmentTest, WorkersGetAtLeastOneThread) {
+  JobEnvSpec s = Spec(Role::kWorker, 0);
+  s.cores = 2;
+  s.num_workers = 4;
+  EXPECT_THAT(JobEnvironment({}, s), Contains("OMP_NUM_THREADS=1"));
+}
+
+TEST(JobEnvironmentTest, KeepsTheUsersOpenMpSettings) {
+  const std::vector<std::string> env =
+      JobEnvironment({"OMP_NUM_THREADS=7", "OMP_WAIT_POLICY=active"}, Spec(Role::kWorker, 0));
+  EXPECT_THAT(env, Contains("OMP_NUM_THREADS=7"));
+  EXPECT_THAT(env, Contains("OMP_WAIT_POLICY=active"));
+  EXPECT_THAT(env, Not(Contains("OMP_NUM_THREADS=2")));
+  EXPECT_THAT(env, Not(Contains("OMP_WAIT_POLICY=passive")));
+}
+
+TEST(JobEnvironmentTest, ReplacesInheritedJobVariables) {
+  // A launcher started from inside another job must not hand that job's identity down.
+  const std::vector<std::string> env = JobEnvironment(
+      {"COHORT_JOB_ID=outer", "COHORT_RANK=9", "COHORT_OTHER=kept"}, Spec(Role::kWorker, 1));
+  EXPECT_THAT(env, Contains("COHORT_JOB_ID=job-1"));
+  EXPECT_THAT(env, Contains("COHORT_RANK=1"));
+  EXPECT_THAT(env, Contains("COHORT_OTHER=kept"));
+  EXPECT_THAT(env, Not(Contains("COHORT_JOB_ID=outer")));
+  EXPECT_THAT(env, Not(Contains("COHORT_RANK=9")));
+}
+
+}  // namespace
+}  // namespace cohort::launch

@@ -1,0 +1,65 @@
+#ifndef COHORT_TOOLS_LAUNCH_LAUNCHER_H_
+#define COHORT_TOOLS_LAUNCH_LAUNCHER_H_
+
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace cohort::launch {
+
+// One job on this machine, as `launch -n W -s S` starts it. Every path is resolved already
+// (programs.h); launch_main.cc turns the flags into this.
+struct LaunchOptions {
+  int num_workers = 1;  // W >= 1
+  int num_shards = 1;   // S >= 1
+  std::string mode = "dist_sync";
+  int linger_s = 0;    // the scheduler keeps serving its status this long after the job ends
+  std::string job_id;  // non-empty; see NewJobId
+
+  std::string scheduler_binary;
+  std::string shard_binary;
+  // What every worker runs: the worker binary with the user's flags, or the user's own program.
+  std::string worker_program;
+  std::vector<std::string> worker_argv;  // argv[0] first
+
+  std::string working_dir;               // the children's; empty: the launcher's
+  std::vector<std::string> environment;  // the launcher's, "NAME=value"; children inherit it
+  int cores = 1;                         // CPUs to share among the children (OpenMP threads)
+  std::string temp_root = "/tmp";        // where the job's scratch folder goes
+  absl::Duration start_timeout = absl::Seconds(30);  // for the scheduler's port file
+  int output_fd = STDOUT_FILENO;  // children's prefixed lines and the launcher's own messages
+};
+
+// Runs one job to its end and returns the launcher's exit status: 0 when every process exited 0;
+// the exit code of the first process that failed (128 + signal when it was killed); 1 when the
+// job could not start or its processes had to be stopped after the workers finished; 130 / 143
+// after SIGINT / SIGTERM.
+//
+// Order: the scheduler (bound to port 0 on 127.0.0.1; it writes the port it got to a file in a
+// scratch folder), then S shards, then W workers, each with the job in its environment
+// (job_env.h), its own process group and SIGKILL on the launcher's death (child_process.h).
+// Every line a child writes to stdout or stderr is copied to output_fd as `[worker 1] line`; the
+// launcher's own lines start with `launch: `.
+// Ending: when a process fails, the others get linger + 3 s to end on their own (the scheduler
+// tells them to stop); when every worker has exited 0, the scheduler and shards get linger + 10
+// s. Then SIGTERM goes to each remaining process group and, 2 s later, SIGKILL. SIGINT or SIGTERM
+// to the launcher sends SIGTERM at once and SIGKILL 5 s later (a second one: at once). No child,
+// nor anything left in a child's process group, outlives the call; the scratch folder is removed.
+//
+// Must be called from the program's main thread while it is its only thread: it blocks SIGINT,
+// SIGTERM and SIGCHLD to read them through a signalfd, and the children die when the thread that
+// forked them ends.
+int RunJob(const LaunchOptions& options);
+
+// A job id unlikely to collide with any other on the machine: job-<pid>-<random hex>.
+std::string NewJobId();
+
+// The CPUs this process may run on (sched_getaffinity), at least 1.
+int AvailableCores();
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_TOOLS_LAUNCH_LAUNCHER_H_
