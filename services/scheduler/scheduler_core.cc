@@ -116,9 +116,17 @@ JobState SchedulerCore::Heartbeat(MemberRole role, int rank) {
 
 void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::string& detail) {
   absl::MutexLock lock(&mu_);
-  if (Member* m = Find(role, rank)) {
-    m->stream_open = false;
-    m->stream_end = detail;
+  Member* m = Find(role, rank);
+  if (m == nullptr) return;
+  m->stream_open = false;
+  m->stream_end = detail;
+  // A member closes its stream only after saying it stops: anything else is a death, and the
+  // job fails at once rather than after the heartbeat timeout.
+  if (!m->stopped) {
+    Fail(absl::StrFormat("%s is dead: its control stream ended (%s) without a stop; last "
+                         "error: %s",
+                         Describe(role, rank), detail,
+                         m->last_error.empty() ? "none reported" : m->last_error));
   }
 }
 
@@ -212,12 +220,11 @@ void SchedulerCore::CheckLiveness() {
       const Member& m = ms[r];
       const absl::Duration silent = now - m.last_heartbeat;
       if (m.stopped || silent < spec_.heartbeat_timeout) continue;
-      Fail(absl::StrFormat(
-          "%s is dead: no heartbeat for %s (limit %s)%s; last error: %s",
-          Describe(role, static_cast<int>(r)), absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
-          absl::FormatDuration(spec_.heartbeat_timeout),
-          m.stream_end.empty() ? "" : absl::StrCat("; its control stream ended: ", m.stream_end),
-          m.last_error.empty() ? "none reported" : m.last_error));
+      Fail(absl::StrFormat("%s is dead: no heartbeat for %s (limit %s); last error: %s",
+                           Describe(role, static_cast<int>(r)),
+                           absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
+                           absl::FormatDuration(spec_.heartbeat_timeout),
+                           m.last_error.empty() ? "none reported" : m.last_error));
       return;
     }
   }

@@ -59,7 +59,8 @@ class SchedulerCore {
   absl::StatusOr<ClusterView> WaitForCluster();
   // A heartbeat from a registered member; returns the job state to tell it.
   JobState Heartbeat(MemberRole role, int rank);
-  // The member's control stream ended (detail: why, for the failure message).
+  // The member's control stream ended (detail: why, for the failure message). Before the
+  // member said it stops, that is its death: the job fails at once.
   void ControlStreamEnded(MemberRole role, int rank, const std::string& detail);
   // Blocks until every worker has called Barrier with this name. A non-zero fingerprint must
   // match every other worker's (they all compute the partition map); a mismatch fails the job.

@@ -94,14 +94,31 @@ TEST(SchedulerCoreTest, SilentMemberFailsTheJobNamingItsHostAndLastError) {
   core.Heartbeat(MemberRole::kWorker, 0);
   core.CheckLiveness();
   EXPECT_EQ(core.state(), JobState::kRunning);
-  core.ControlStreamEnded(MemberRole::kWorker, 1, "connection lost");
   clock.Advance(absl::Seconds(1.5));  // worker 1: 3.5 s silent; the others 1.5 s
   core.CheckLiveness();
   EXPECT_EQ(core.state(), JobState::kFailed);
   EXPECT_EQ(core.reason(),
-            "worker 1 (host host-1, pid 1001) is dead: no heartbeat for 3.5s (limit 3s); its "
-            "control stream ended: connection lost; last error: none reported");
+            "worker 1 (host host-1, pid 1001) is dead: no heartbeat for 3.5s (limit 3s); last "
+            "error: none reported");
   EXPECT_EQ(core.Heartbeat(MemberRole::kWorker, 0), JobState::kFailed);
+}
+
+TEST(SchedulerCoreTest, ControlStreamEndingWithoutAStopFailsTheJobAtOnce) {
+  FakeClock clock;
+  SchedulerCore core(Spec(1, 2), &clock);
+  Form(&core);
+  core.Heartbeat(MemberRole::kShard, 1);
+  core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost");
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_EQ(core.reason(),
+            "shard 1 (host host-1, pid 1001) is dead: its control stream ended (connection "
+            "lost) without a stop; last error: none reported");
+  // After a stop, the stream's end is the member leaving.
+  SchedulerCore done(Spec(1, 1), &clock);
+  Form(&done);
+  done.MemberStopped(MemberRole::kWorker, 0, "");
+  done.ControlStreamEnded(MemberRole::kWorker, 0, "closed by the member");
+  EXPECT_EQ(done.state(), JobState::kDone);
 }
 
 TEST(SchedulerCoreTest, JobThatDoesNotFormInTimeFailsNamingWhoIsMissing) {

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""Whole jobs on this machine: the launcher's LeNet job learns and the numpy checker agrees;
+SIGKILL of a worker, a shard or the scheduler ends the job within 10 s with a message naming
+the member and leaves no process behind; the three roles started by hand train; a user's own
+program runs under the launcher.
+
+Usage: job_test.py LAUNCH SCHEDULER SHARD WORKER LINEAR_REGRESSION CHECK_MODEL JOB_PROCESSES_PY
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES = (
+    os.path.abspath(p) for p in sys.argv[1:8])
+sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
+from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def environ_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return {}
+    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+
+
+class JobTestCase(unittest.TestCase):
+    """A fresh folder and job id per test; cleanup kills whatever carries the job's marker."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.job_id = f"jobtest-{os.getpid()}-{self.id().rsplit('.', 1)[-1]}"
+        self.log_path = os.path.join(self.dir, "output.txt")
+        self.procs = []
+        self.addCleanup(self._cleanup)
+
+    def _cleanup(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        kill_job(self.job_id)
+
+    def env(self, **extra):
+        env = dict(os.environ, TMPDIR=self.dir, COHORT_JOB_ID=self.job_id)
+        env.pop("OMP_NUM_THREADS", None)
+        env.update(extra)
+        return env
+
+    def launch(self, *args, worker=()):
+        out = open(self.log_path, "wb")
+        p = subprocess.Popen([LAUNCH, f"--job_id={self.job_id}", *args, "--", *worker],
+                             stdout=out, stderr=subprocess.STDOUT, env=self.env(), cwd=self.dir)
+        self.procs.append(p)
+        return p
+
+    def output(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def wait_for_output(self, pattern, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.output(), re.M):
+                return
+            if all(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.1)
+        self.fail(f"no line matching {pattern!r} within {timeout} s:\n{self.output()}")
+
+    def member_pid(self, role, rank=None):
+        for pid in job_pids(self.job_id):
+            env = environ_of(pid)
+            if env.get("COHORT_ROLE") == role and (rank is None or env.get("COHORT_RANK") == str(rank)):
+                return pid
+        self.fail(f"no {role} {rank} among the job's processes {job_pids(self.job_id)}")
+
+
+class LauncherJobTest(JobTestCase):
+    def test_lenet_job_learns_and_the_checker_agrees(self):
+        model = os.path.join(self.dir, "model.safetensors")
+        p = self.launch("-n", "2", "-s", "2",
+                        worker=["--model=lenet", "--dataset=fashion-mnist", "--epochs=1",
+                                f"--output={model}"])
+        self.assertEqual(p.wait(timeout=300), 0, self.output())
+        out = self.output()
+        # Rank 0 prints the table with the communication column; every line has its prefix.
+        self.assertRegex(out, r"\[worker 0\]\s+Step\s+Epoch\s+Speed\(img/s\)\s+Loss\s+LR\s+Comm%")
+        self.assertRegex(out, r"\[worker 0\] train: lenet .*batch 64 x 2 worker\(s\).*kvstore dist_sync")
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))
+        self.assertGreaterEqual(top1, 80.0, out)  # one epoch; ten reach >= 90 (benchmarks.md)
+        checked = subprocess.run(["/usr/bin/python3", CHECK_MODEL, model, "--data_dir", FASHION],
+                                 capture_output=True, text=True, timeout=600)
+        self.assertEqual(checked.returncode, 0, checked.stderr)
+        checker_top1 = float(re.search(r"top1=([\d.]+)", checked.stdout).group(1))
+        self.assertAlmostEqual(checker_top1, top1, delta=0.1)
+        self.assertEqual(wait_job_gone(self.job_id, 5), [])
+
+    def test_users_own_program_runs_as_the_workers(self):
+        p = self.launch("-n", "2", "-s", "2", worker=[LINEAR_REGRESSION])
+        self.assertEqual(p.wait(timeout=120), 0, self.output())
+        out = self.output()
+        finals = {}
+        for rank in (0, 1):
+            m = re.search(rf"\[worker {rank}\] rank {rank} of 2: last batch loss ([\d.]+), "
+                          rf"\|\(w, b\) - truth\| ([\d.]+), w\[1\] (\S+)", out)
+            self.assertIsNotNone(m, out)
+            self.assertLess(float(m.group(2)), 1e-3)  # found the weights the data came from
+            finals[rank] = m.group(3)
+        self.assertEqual(finals[0], finals[1])  # both ranks hold the same parameters
+
+
+class FailFastTest(JobTestCase):
+    """SIGKILL one member mid-training: the job ends within 10 s, naming it, leaving nothing."""
+
+    def kill_member_and_check(self, role, rank, name):
+        p = self.launch("-n", "2", "-s", "2",
+                        worker=["--epochs=5", "--log_interval=20", "--output="])
+        self.wait_for_output(r"^\[worker 0\]\s+40\s+0\s", timeout=120)  # training is under way
+        victim = self.member_pid(role, rank)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        rc = p.wait(timeout=30)
+        took = time.monotonic() - killed_at
+        out = self.output()
+        print(f"{name} killed: the job ended {took:.1f} s later (exit status {rc})")
+        self.assertNotEqual(rc, 0, out)
+        self.assertLessEqual(took, 10.0, out)
+        self.assertIn(f"launch: {name} (pid {victim}) was killed by signal 9", out)
+        self.assertEqual(wait_job_gone(self.job_id, 2), [], out)
+        return out
+
+    def test_worker_killed(self):
+        out = self.kill_member_and_check("worker", 1, "worker 1")
+        self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: worker 1 \(host .*, pid \d+\) is dead")
+
+    def test_shard_killed(self):
+        out = self.kill_member_and_check("shard", 0, "shard 0")
+        self.assertRegex(out, r"job FAILED: (shard 0 \(host .*\) is dead|worker \d .* shard 0 at)")
+
+    def test_scheduler_killed(self):
+        out = self.kill_member_and_check("scheduler", None, "scheduler")
+        self.assertRegex(out, r"lost the scheduler at 127\.0\.0\.1:\d+")
+
+
+class ManualStartTest(JobTestCase):
+    def start(self, name, command):
+        log = open(os.path.join(self.dir, f"{name}.log"), "wb")
+        p = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+                             cwd=self.dir)
+        self.procs.append(p)
+        return p
+
+    def log(self, name):
+        with open(os.path.join(self.dir, f"{name}.log"), errors="replace") as f:
+            return f.read()
+
+    def test_roles_started_by_hand_train(self):
+        port_file = os.path.join(self.dir, "scheduler.port")
+        scheduler = self.start("scheduler", [SCHEDULER, "--bind=127.0.0.1", "--port=0",
+                                             f"--port_file={port_file}", "--num_workers=2",
+                                             "--num_shards=2"])
+        deadline = time.monotonic() + 30
+        while not os.path.exists(port_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with open(port_file) as f:
+            address = f"127.0.0.1:{int(f.read())}"
+        shards = [self.start(f"shard{i}", [SHARD, f"--scheduler={address}", "--bind=127.0.0.1"])
+                  for i in range(2)]
+        model = os.path.join(self.dir, "model.safetensors")
+        workers = [self.start(f"worker{r}", [WORKER, f"--scheduler={address}", f"--rank={r}",
+                                             "--epochs=1", "--batch_size=256", "--log_interval=40",
+                                             "--part_bytes=65536", f"--output={model}"],)
+                   for r in range(2)]
+        for name, p in [("worker0", workers[0]), ("worker1", workers[1]), ("scheduler", scheduler),
+                        ("shard0", shards[0]), ("shard1", shards[1])]:
+            self.assertEqual(p.wait(timeout=300), 0, f"{name}:\n{self.log(name)}")
+        self.assertRegex(self.log("worker0"), r"(?m)^\s+40\s+0\s+[\d.]+\s+[\d.]+")
+        self.assertRegex(self.log("worker0"), r"Test top-1 [\d.]+%")
+        self.assertIn("job DONE: all 2 workers finished", self.log("scheduler"))
+        self.assertTrue(os.path.getsize(model) > 0)
+        self.assertEqual(wait_job_gone(self.job_id, 5), [])
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])
