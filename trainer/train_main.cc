@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/flags/usage.h"
+#include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
 #include "trainer/training.h"
 
@@ -12,7 +13,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Trains a model on one machine and writes it as safetensors.\n"
       "  bazel run //trainer:train -- --model lenet --dataset fashion-mnist --epochs 10");
-  if (!cohort::ParseTrainCommandLine("train", argc, argv)) return 2;
+  if (!cohort::ParseCanonicalCommandLine("train", argc, argv, cohort::StandardFlagAliases())) return 2;
   auto result = cohort::Train(cohort::TrainOptionsFromFlags(), cohort::CreateKVStore, std::cout);
   if (!result.ok()) {
     std::cerr << "train: error: " << result.status().message() << "\n";

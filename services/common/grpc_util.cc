@@ -63,14 +63,8 @@ absl::Status WritePortFile(const std::string& path, int port) {
 }
 
 std::string PeerHost(const std::string& peer) {
-  std::string rest;
-  if (absl::StartsWith(peer, "ipv4:")) {
-    rest = peer.substr(5);
-  } else if (absl::StartsWith(peer, "ipv6:")) {
-    rest = peer.substr(5);
-  } else {
-    return "";
-  }
+  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return "";
+  const std::string rest = peer.substr(5);
   const size_t colon = rest.rfind(':');
   return colon == std::string::npos ? rest : rest.substr(0, colon);
 }

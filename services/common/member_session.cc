@@ -15,8 +15,7 @@ const char* RoleWord(v1::Role role) { return role == v1::SHARD ? "shard" : "work
 
 absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
     const MemberSessionOptions& options) {
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(options.scheduler_address);
-  auto stub = v1::Scheduler::NewStub(channel);
+  auto stub = v1::Scheduler::NewStub(MakeChannel(options.scheduler_address));
   v1::RegisterRequest request;
   request.set_role(options.role);
   request.set_requested_rank(options.requested_rank);
@@ -38,14 +37,13 @@ absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
                          ? " (is the scheduler running there? check --scheduler)"
                          : ""));
   }
-  return std::unique_ptr<MemberSession>(new MemberSession(options, channel, reply));
+  return std::unique_ptr<MemberSession>(new MemberSession(options, std::move(stub), reply));
 }
 
-MemberSession::MemberSession(MemberSessionOptions options, std::shared_ptr<grpc::Channel> channel,
-                             v1::RegisterReply reply)
+MemberSession::MemberSession(MemberSessionOptions options,
+                             std::unique_ptr<v1::Scheduler::Stub> stub, v1::RegisterReply reply)
     : options_(std::move(options)),
-      channel_(std::move(channel)),
-      stub_(v1::Scheduler::NewStub(channel_)),
+      stub_(std::move(stub)),
       reply_(std::move(reply)),
       rank_(reply_.rank()) {
   {

@@ -69,7 +69,7 @@ class MemberSession {
   bool WaitUntilEnded(absl::Duration timeout);
 
  private:
-  MemberSession(MemberSessionOptions options, std::shared_ptr<grpc::Channel> channel,
+  MemberSession(MemberSessionOptions options, std::unique_ptr<v1::Scheduler::Stub> stub,
                 v1::RegisterReply reply);
   void HeartbeatLoop();
   // One control stream's life: heartbeats until it breaks, the job ends or we leave. Returns
@@ -78,7 +78,6 @@ class MemberSession {
   void End(v1::JobState state, const std::string& reason);
 
   const MemberSessionOptions options_;
-  const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Scheduler::Stub> stub_;
   const v1::RegisterReply reply_;
   const int rank_;

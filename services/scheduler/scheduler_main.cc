@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -40,15 +39,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a job's scheduler; shards and workers join it with --scheduler=HOST:PORT.\n"
       "  bazel run //services:scheduler -- --num_workers=2 --num_shards=2 --port=9000");
-  std::vector<std::string> args = cohort::CanonicalFlagArgs(argc, argv, {});
-  std::vector<char*> canonical;
-  for (std::string& a : args) canonical.push_back(a.data());
-  const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(canonical.size()), canonical.data());
-  if (positional.size() > 1) {
-    std::cerr << "scheduler: error: unexpected argument '" << positional[1] << "'\n";
-    return 2;
-  }
+  if (!cohort::ParseCanonicalCommandLine("scheduler", argc, argv, {})) return 2;
   cohort::JobSpec spec;
   spec.job_id = absl::GetFlag(FLAGS_job_id);
   if (spec.job_id.empty()) {

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "services/common/grpc_util.h"
@@ -28,15 +27,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a parameter shard of a job.\n"
       "  bazel run //services:shard -- --scheduler=HOST:PORT");
-  std::vector<std::string> args = cohort::CanonicalFlagArgs(argc, argv, {});
-  std::vector<char*> canonical;
-  for (std::string& a : args) canonical.push_back(a.data());
-  const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(canonical.size()), canonical.data());
-  if (positional.size() > 1) {
-    std::cerr << "shard: error: unexpected argument '" << positional[1] << "'\n";
-    return 2;
-  }
+  if (!cohort::ParseCanonicalCommandLine("shard", argc, argv, {})) return 2;
   cohort::MemberSessionOptions session_options;
   session_options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   if (session_options.scheduler_address.empty()) {

@@ -191,12 +191,13 @@ class DistKVStoreImpl final : public KVStore {
     for (const Key& k : keys_) sizes.push_back({k.shape.numel(), 4});
     ASSIGN_OR_RETURN(map_, PartitionParameters(sizes, static_cast<int>(shard_stubs_.size()),
                                                part_bytes_));
+    fingerprint_ = map_.Fingerprint();
     if (rank() == 0) RETURN_IF_ERROR(InitShards());
     for (Key& k : keys_) {
       k.received.resize(k.initial.size());
       std::vector<float>().swap(k.initial);
     }
-    RETURN_IF_ERROR(session_->Barrier("kvstore init", map_.Fingerprint()).status());
+    RETURN_IF_ERROR(session_->Barrier("kvstore init", fingerprint_).status());
     for (size_t s = 0; s < shard_stubs_.size(); ++s) {
       Stream stream;
       stream.context = std::make_unique<grpc::ClientContext>();
@@ -221,7 +222,7 @@ class DistKVStoreImpl final : public KVStore {
       v1::InitMessage::Config* c = message.mutable_config();
       c->set_num_workers(num_workers());
       c->set_mode(type_);
-      c->set_partition_fingerprint(map_.Fingerprint());
+      c->set_partition_fingerprint(fingerprint_);
       int parts = 0;
       for (const Part& p : map_.parts) parts += p.shard == static_cast<int>(s);
       c->set_num_parts(parts);
@@ -324,6 +325,7 @@ class DistKVStoreImpl final : public KVStore {
   bool has_optimizer_ = false;
   bool committed_ = false;
   PartitionMap map_;  // fixed once committed
+  uint64_t fingerprint_ = 0;
   std::vector<Key> keys_;
   std::vector<Stream> streams_;
   v1::Part message_;  // reused for every push

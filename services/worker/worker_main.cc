@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "services/common/member_session.h"
 #include "services/worker/dist_kvstore.h"
+#include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
 #include "trainer/training.h"
 
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
       "Runs a worker of a job: the training loop over a distributed kvstore.\n"
       "  bazel run //services:worker -- --scheduler=HOST:PORT --model=lenet");
   absl::SetFlag(&FLAGS_kv_store, "dist_sync");
-  if (!cohort::ParseTrainCommandLine("worker", argc, argv)) return 2;
+  if (!cohort::ParseCanonicalCommandLine("worker", argc, argv, cohort::StandardFlagAliases())) return 2;
 
   cohort::JobOptions job;
   if (absl::GetFlag(FLAGS_scheduler).empty()) {

@@ -1,6 +1,9 @@
 #include "trainer/cli/args.h"
 
 #include <algorithm>
+#include <iostream>
+
+#include "absl/flags/parse.h"
 
 namespace cohort {
 
@@ -24,6 +27,21 @@ std::vector<std::string> CanonicalFlagArgs(int argc, char** argv,
     out.push_back(arg.substr(0, dashes) + name + (eq == std::string::npos ? "" : arg.substr(eq)));
   }
   return out;
+}
+
+bool ParseCanonicalCommandLine(const char* program, int argc, char** argv,
+                               const std::map<std::string, std::string>& aliases) {
+  std::vector<std::string> args = CanonicalFlagArgs(argc, argv, aliases);
+  std::vector<char*> canonical;
+  for (std::string& a : args) canonical.push_back(a.data());
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(canonical.size()), canonical.data());
+  if (positional.size() > 1) {
+    std::cerr << program << ": error: unexpected argument '" << positional[1]
+              << "' (flags are --name=value; see --help)\n";
+    return false;
+  }
+  return true;
 }
 
 const std::map<std::string, std::string>& StandardFlagAliases() {

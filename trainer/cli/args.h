@@ -13,6 +13,11 @@ namespace cohort {
 std::vector<std::string> CanonicalFlagArgs(int argc, char** argv,
                                            const std::map<std::string, std::string>& aliases);
 
+// Parses argv with Abseil after CanonicalFlagArgs. Prints an error naming the program and
+// returns false when positional arguments are left.
+bool ParseCanonicalCommandLine(const char* program, int argc, char** argv,
+                               const std::map<std::string, std::string>& aliases);
+
 // The flag aliases of the Contracts (--network, --gpus).
 const std::map<std::string, std::string>& StandardFlagAliases();
 

@@ -1,27 +1,9 @@
 #include "trainer/cli/train_flags.h"
 
 #include <cstdlib>
-#include <iostream>
-#include <vector>
-
-#include "absl/flags/parse.h"
 #include "trainer/cli/args.h"
 
 namespace cohort {
-
-bool ParseTrainCommandLine(const char* program, int argc, char** argv) {
-  std::vector<std::string> args = CanonicalFlagArgs(argc, argv, StandardFlagAliases());
-  std::vector<char*> canonical;
-  for (std::string& a : args) canonical.push_back(a.data());
-  const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(canonical.size()), canonical.data());
-  if (positional.size() > 1) {
-    std::cerr << program << ": error: unexpected argument '" << positional[1]
-              << "' (flags are --name=value; see --help)\n";
-    return false;
-  }
-  return true;
-}
 
 TrainOptions TrainOptionsFromFlags() {
   // Relative paths are relative to where the user ran the command, even under `bazel run`.

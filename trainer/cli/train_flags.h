@@ -70,10 +70,6 @@ ABSL_DECLARE_FLAG(std::string, devices);
 
 namespace cohort {
 
-// Parses argv after making flag names canonical (hyphens, aliases). Prints an error naming the
-// program and returns false when there are positional arguments.
-bool ParseTrainCommandLine(const char* program, int argc, char** argv);
-
 // The training flags' values; relative paths resolve against BUILD_WORKING_DIRECTORY (the
 // user's directory under `bazel run`) when it is set.
 TrainOptions TrainOptionsFromFlags();
