@@ -38,8 +38,10 @@ int main() {
   sgd.lr_schedule.base_lr = 0.1;
   sgd.lr_schedule.steps_per_epoch = kSteps;
   if (absl::Status s = store.SetOptimizer(sgd); !s.ok()) return Fail(s);
-  cohort::Tensor w(cohort::Shape{kFeatures}), b(cohort::Shape{1});  // zeros
+  cohort::Tensor w(cohort::Shape{kFeatures}), b(cohort::Shape{1});
   cohort::Tensor gw(cohort::Shape{kFeatures}), gb(cohort::Shape{1});
+  w.SetZero();  // tensors start uninitialised
+  b.SetZero();
   for (absl::Status s : {store.Init(0, w), store.Init(1, b), store.Pull(0, &w), store.Pull(1, &b)}) {
     if (!s.ok()) return Fail(s);
   }
