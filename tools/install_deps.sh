@@ -10,6 +10,7 @@ packages=(
   libdnnl-dev zlib1g-dev nlohmann-json3-dev prometheus-cpp-dev
   dataset-fashion-mnist                     # the main job's data
   python3 python3-numpy                     # tools/check_model.py
+  iperf3 iproute2                           # benchmarks: TCP baseline, network namespaces
 )
 
 missing=()

@@ -29,14 +29,11 @@ absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c) {
   ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, CreateKVStore("local"));
   RETURN_IF_ERROR(kvstore->SetOptimizer(optimizer));
   RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
-  for (int i = 0; i < c.warmup_steps; ++i) {
-    RETURN_IF_ERROR(TrainStep(model.get(), &loss, kvstore.get(), images, labels).status());
-  }
+  StepRunner runner(model.get(), &loss, kvstore.get(), /*overlap=*/true);
+  for (int i = 0; i < c.warmup_steps; ++i) RETURN_IF_ERROR(runner.Step(images, labels).status());
   const double primitive_before = backend.primitive_seconds();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < c.steps; ++i) {
-    RETURN_IF_ERROR(TrainStep(model.get(), &loss, kvstore.get(), images, labels).status());
-  }
+  for (int i = 0; i < c.steps; ++i) RETURN_IF_ERROR(runner.Step(images, labels).status());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double primitive = backend.primitive_seconds() - primitive_before;

@@ -26,7 +26,7 @@ struct BenchmarkResult {
   double framework_overhead = 0;
 };
 
-// Times full CPU training steps (TrainStep: forward, loss, backward, push and pull through the
+// Times full CPU training steps (StepRunner: forward, loss, backward, push and pull through the
 // local kvstore running SGD with momentum) of a model on synthetic random data already in
 // memory, so the figure leaves out data loading.
 absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c);

@@ -138,6 +138,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   prefetch.end_epoch = options.epochs;
   BatchPrefetcher batches(data.train, norm, prefetch);
   SoftmaxCrossEntropyLoss loss(backend.get());
+  StepRunner runner(model.get(), &loss, kvstore.get(), options.overlap);
 
   if (lead) {
     out << absl::StrFormat(
@@ -166,8 +167,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
       const Batch& batch = batches.Next();
       data_wait_seconds += Seconds(Clock::now() - wait_start);
       const float lr = static_cast<float>(schedule.At(step));
-      ASSIGN_OR_RETURN(const StepResult r,
-                       TrainStep(model.get(), &loss, kvstore.get(), batch.images, batch.labels));
+      ASSIGN_OR_RETURN(const StepResult r, runner.Step(batch.images, batch.labels));
       interval_loss += r.loss;
       interval_comm += r.comm_seconds;
       ++step;
@@ -187,6 +187,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         interval_steps = 0;
       }
     }
+    RETURN_IF_ERROR(runner.WaitForParameters());
     const double epoch_seconds = Seconds(Clock::now() - epoch_start);
     train_seconds += epoch_seconds;
     images_seen += steps_per_epoch * global_batch;

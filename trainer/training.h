@@ -33,6 +33,9 @@ struct TrainOptions {
   int64_t log_interval = 100;  // steps between progress rows
   std::string output = "model.safetensors";  // empty: don't write the model
   std::string devices = "cpu";
+  // Push each gradient as backward produces it and wait for each layer's values only before
+  // its forward (false: push everything after backward, then wait for everything).
+  bool overlap = true;
 };
 
 // Checks option values, naming the flag that is wrong.
@@ -56,7 +59,8 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
 // for options.kv_store: images smaller than the model's designed size are zero-padded up to
 // it; batches are assembled (and augmented) on a background thread. Rank 0 prints the progress
 // table `Step Epoch Speed(img/s) Loss LR Comm%` every log_interval steps (speed of the whole
-// job; Comm% = share of the time spent in kvstore pushes and pulls), test top-1/top-5 after
+// job; Comm% = share of the time spent in kvstore calls, i.e. communication not hidden behind
+// computation), test top-1/top-5 after
 // each epoch, then writes the model to options.output. Everything goes to out.
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
                                   std::ostream& out);

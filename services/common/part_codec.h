@@ -4,10 +4,15 @@
 #include <cstdint>
 #include <vector>
 
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "proto/shard.pb.h"
+#include "services/common/byte_chunks.h"
 #include "services/common/part_id.h"
+#include "services/common/pin_count.h"
 
 namespace cohort {
 
@@ -26,6 +31,39 @@ struct DecodedPart {
 // Checks the header against the data and copies the values into out (resized). Errors name
 // the key and part.
 absl::StatusOr<DecodedPart> DecodePart(const v1::Part& part, std::vector<float>* out);
+
+// The bulk path (the PushPull stream) without copying values: the same v1::Part on the wire,
+// built as a small encoded header followed by a slice aliasing `values`. With pin, values are
+// not copied: pin is held until gRPC has written them, and the caller must not change them
+// before pin->WaitUnpinned(). Without pin, they are copied.
+grpc::ByteBuffer SerializePart(PartId id, int64_t version, int rank,
+                               absl::Span<const float> values, PinCount* pin);
+
+// A part received on the bulk path, its values left in the transport's slices. Reused from
+// message to message (it keeps its buffers).
+class ReceivedPart {
+ public:
+  // Takes the message's slices and checks the header as DecodePart does. A message whose
+  // fields are laid out otherwise (any valid v1::Part) is parsed by protobuf instead.
+  absl::Status Parse(grpc::ByteBuffer* message);
+  const DecodedPart& header() const { return header_; }
+  // The values' bytes, in order.
+  ByteChunks chunks() const { return chunks_; }
+  size_t bytes() const { return bytes_; }
+  // Releases the slices.
+  void Clear();
+
+ private:
+  // The common layout: field 1 (header), then field 2 (data). False if it is not that.
+  bool ParseFast(size_t total);
+
+  DecodedPart header_;
+  size_t bytes_ = 0;
+  std::vector<grpc::Slice> slices_;
+  std::vector<absl::Span<const char>> chunks_;
+  v1::PartHeader wire_header_;
+  v1::Part fallback_;
+};
 
 }  // namespace cohort
 

@@ -77,7 +77,14 @@ absl::StatusOr<ShardCore::PartState*> ShardCore::FindPart(PartId id, absl::strin
   return it->second.get();
 }
 
-absl::Status ShardCore::Push(int rank, PartId id, int64_t version, absl::Span<const float> grad,
+absl::Status ShardCore::Push(int rank, PartId id, int64_t version,
+                             absl::Span<const float> grad, PartSink* reply_to) {
+  const absl::Span<const char> bytes(reinterpret_cast<const char*>(grad.data()),
+                                     grad.size() * sizeof(float));
+  return Push(rank, id, version, ByteChunks(&bytes, 1), reply_to);
+}
+
+absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks grad,
                              PartSink* reply_to) {
   ASSIGN_OR_RETURN(PartState * p, FindPart(id, "push"));
   const int num_workers = config_.num_workers;
@@ -91,17 +98,28 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, absl::Span<co
     return absl::StrCat("shard ", shard_rank_.load(), ": worker ", rank, "'s push of key ", id.key,
                         " part ", id.part);
   };
-  if (grad.size() != p->value.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(where(), " has ", grad.size(),
-                                                   " elements; the part has ", p->value.size()));
+  const size_t bytes = TotalBytes(grad);
+  if (bytes != p->value.size() * sizeof(float)) {
+    return absl::InvalidArgumentError(absl::StrCat(where(), " has ", bytes, " bytes; the part has ",
+                                                   p->value.size(), " F32 elements (",
+                                                   p->value.size() * sizeof(float), " bytes)"));
   }
-  const float scale = 1.0f / static_cast<float>(num_workers);
   const float lr = static_cast<float>(schedule_->At(p->version));
   if (config_.mode == "dist_async") {
-    for (size_t i = 0; i < grad.size(); ++i) p->sum[i] = grad[i] * scale;
+    // Stale pushes are what asynchronous training accepts; a version never produced is a bug.
+    if (version > p->version) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where(), " was computed on version ", version, ", which the part has not reached (",
+          p->version, ")"));
+    }
+    CopyChunks(grad, p->sum.data());
+    if (num_workers > 1) {
+      const float scale = 1.0f / static_cast<float>(num_workers);
+      for (float& g : p->sum) g *= scale;
+    }
     p->optimizer->Update(0, absl::MakeSpan(p->value), p->sum, lr);
     ++p->version;
-    reply_to->Send(id, p->version, p->value);
+    reply_to->Send(id, p->version, p->value, nullptr);
     return absl::OkStatus();
   }
   if (version != p->version) {
@@ -113,26 +131,44 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, absl::Span<co
     return absl::FailedPreconditionError(
         absl::StrCat(where(), " came twice for version ", version));
   }
-  std::copy(grad.begin(), grad.end(), p->slots[rank].begin());
+  CopyChunks(grad, p->slots[rank].data());
   p->pushed[rank] = 1;
   p->waiting[rank] = reply_to;
   if (++p->arrived < num_workers) return absl::OkStatus();
-  // Rank order, whatever order the pushes arrived in: the result does not depend on timing.
-  std::copy(p->slots[0].begin(), p->slots[0].end(), p->sum.begin());
-  for (int r = 1; r < num_workers; ++r) {
-    const std::vector<float>& g = p->slots[r];
-    for (size_t i = 0; i < g.size(); ++i) p->sum[i] += g[i];
-  }
-  for (float& s : p->sum) s *= scale;
-  p->optimizer->Update(0, absl::MakeSpan(p->value), p->sum, lr);
+  const float* mean = SyncMean(p);
+  // Replies of the previous version may still be reading value (they were sent without a
+  // copy); every worker has received them by now, so this wait ends at once in practice.
+  p->readers.WaitUnpinned();
+  p->optimizer->Update(0, absl::MakeSpan(p->value), absl::MakeConstSpan(mean, p->value.size()),
+                       lr);
   ++p->version;
   p->arrived = 0;
   for (int r = 0; r < num_workers; ++r) {
-    if (p->waiting[r] != nullptr) p->waiting[r]->Send(id, p->version, p->value);
+    if (p->waiting[r] != nullptr) p->waiting[r]->Send(id, p->version, p->value, &p->readers);
     p->waiting[r] = nullptr;
     p->pushed[r] = 0;
   }
   return absl::OkStatus();
+}
+
+const float* ShardCore::SyncMean(PartState* p) {
+  const int num_workers = config_.num_workers;
+  if (num_workers == 1) return p->slots[0].data();  // x · 1 == x: no pass needed
+  // Rank order, whatever order the pushes arrived in: the result does not depend on timing.
+  // Per element this is ((g0 + g1) + g2 ...) · (1/W), fused into one pass per rank.
+  const float scale = 1.0f / static_cast<float>(num_workers);
+  const size_t n = p->sum.size();
+  float* sum = p->sum.data();
+  for (int r = 1; r < num_workers; ++r) {
+    const float* a = r == 1 ? p->slots[0].data() : sum;
+    const float* g = p->slots[r].data();
+    if (r + 1 < num_workers) {
+      for (size_t i = 0; i < n; ++i) sum[i] = a[i] + g[i];
+    } else {
+      for (size_t i = 0; i < n; ++i) sum[i] = (a[i] + g[i]) * scale;
+    }
+  }
+  return sum;
 }
 
 absl::StatusOr<int64_t> ShardCore::Read(PartId id, std::vector<float>* out) {

@@ -12,7 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "services/common/byte_chunks.h"
 #include "services/common/part_id.h"
+#include "services/common/pin_count.h"
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
@@ -24,8 +26,10 @@ namespace cohort {
 class PartSink {
  public:
   virtual ~PartSink() = default;
-  // value: the part's elements at `version` (the number of updates applied so far).
-  virtual void Send(PartId id, int64_t version, absl::Span<const float> value) = 0;
+  // value: the part's elements at `version` (the number of updates applied so far). With pin,
+  // the sink may keep reading value after it returns, holding pin (PinCount::Pin) until done:
+  // the core changes value only when every pin is released. Without pin, it must copy value.
+  virtual void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) = 0;
 };
 
 struct ShardConfig {
@@ -40,7 +44,9 @@ struct ShardConfig {
 // push per worker, sums them in rank order 0…W−1, scales by 1/W, runs the optimizer once with
 // the schedule's rate at step v, and sends version v+1 to every worker that pushed.
 // dist_async: each push is scaled by 1/W and applied at once; the new value goes back to the
-// pusher. Thread-safe: pushes of different parts run in parallel (one lock per part).
+// pusher. A refused push (wrong size, unknown part, stale or future version, a second push of
+// a version) leaves the part untouched. Thread-safe: pushes of different parts run in parallel
+// (one lock per part).
 class ShardCore {
  public:
   explicit ShardCore(int shard_rank = 0) : shard_rank_(shard_rank) {}
@@ -54,8 +60,9 @@ class ShardCore {
   // True once every announced part has been added.
   bool ready() const;
 
-  // grad: the part's length, computed on `version`. reply_to receives the new value (it must
-  // stay valid until the update it waits for has been sent, or the core is destroyed).
+  // grad: the part's bytes (F32), computed on `version`. reply_to receives the new value (it
+  // must stay valid until the update it waits for has been sent, or until Detach).
+  absl::Status Push(int rank, PartId id, int64_t version, ByteChunks grad, PartSink* reply_to);
   absl::Status Push(int rank, PartId id, int64_t version, absl::Span<const float> grad,
                     PartSink* reply_to);
   // Copies the part's current value into out (resized) and returns its version.
@@ -67,6 +74,7 @@ class ShardCore {
   struct PartState {
     absl::Mutex mu;
     std::vector<float> value ABSL_GUARDED_BY(mu);
+    PinCount readers;  // replies still reading value (dist_sync sends without copying)
     int64_t version ABSL_GUARDED_BY(mu) = 0;
     std::unique_ptr<Optimizer> optimizer ABSL_GUARDED_BY(mu);
     // dist_sync: one gradient slot per rank for the current version, and who waits for it.
@@ -78,6 +86,8 @@ class ShardCore {
   };
 
   absl::StatusOr<PartState*> FindPart(PartId id, absl::string_view what) const;
+  // The rank-order mean of the pushes in p's slots (a slot itself when W = 1).
+  const float* SyncMean(PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
 
   std::atomic<int> shard_rank_;
   mutable absl::Mutex mu_;  // the part table; parts are never removed

@@ -1,6 +1,9 @@
 #include "services/shard/shard_core.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -11,7 +14,7 @@ namespace {
 // Records what a worker's stream would receive.
 class RecordingSink final : public PartSink {
  public:
-  void Send(PartId id, int64_t version, absl::Span<const float> value) override {
+  void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount*) override {
     absl::MutexLock lock(&mu_);
     ids.push_back(id);
     versions.push_back(version);
@@ -122,7 +125,8 @@ TEST(ShardCoreTest, BadPushesAreRejectedSayingWhy) {
   EXPECT_EQ(core.Push(0, {9, 0}, 0, std::vector<float>(3), &sink).code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(core.Push(0, {1, 0}, 0, std::vector<float>(4), &sink).message(),
-            "shard 2: worker 0's push of key 1 part 0 has 4 elements; the part has 3");
+            "shard 2: worker 0's push of key 1 part 0 has 16 bytes; the part has 3 F32 elements "
+            "(12 bytes)");
   EXPECT_EQ(core.Push(0, {1, 0}, 5, std::vector<float>(3), &sink).message(),
             "shard 2: worker 0's push of key 1 part 0 was computed on version 5 but the part is "
             "at version 0: every worker must push every key once per step");
@@ -131,6 +135,66 @@ TEST(ShardCoreTest, BadPushesAreRejectedSayingWhy) {
             "shard 2: worker 0's push of key 1 part 0 came twice for version 0");
   EXPECT_EQ(core.Push(2, {1, 0}, 0, std::vector<float>(3), &sink).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The same pushes in many arrival orders, each part's in its own shuffle, give bitwise the
+// same parameters: the reduction does not depend on timing.
+TEST(ShardCoreTest, ShuffledArrivalOrdersGiveBitwiseEqualResults) {
+  const int workers = 4, parts = 3, steps = 6;
+  const size_t n = 257;
+  const auto run = [&](uint32_t seed) {
+    ShardCore core(0);
+    EXPECT_TRUE(core.Configure(Config(workers, "dist_sync"), parts).ok());
+    for (int p = 0; p < parts; ++p) {
+      std::vector<float> init(n);
+      for (size_t i = 0; i < n; ++i) init[i] = std::sin(0.1f * i + p);
+      EXPECT_TRUE(core.AddPart({p, 0}, init).ok());
+    }
+    std::mt19937 rng(seed);
+    std::vector<RecordingSink> sinks(workers);
+    for (int step = 0; step < steps; ++step) {
+      std::vector<std::pair<int, int>> pushes;  // (part, rank)
+      for (int p = 0; p < parts; ++p) {
+        for (int r = 0; r < workers; ++r) pushes.push_back({p, r});
+      }
+      std::shuffle(pushes.begin(), pushes.end(), rng);
+      for (auto [p, r] : pushes) {
+        std::vector<float> g = Gradient(r, step, n);
+        for (float& x : g) x *= 1.0f + 0.37f * p;  // values whose float sums depend on order
+        EXPECT_TRUE(core.Push(r, {p, 0}, step, g, &sinks[r]).ok());
+      }
+    }
+    std::vector<float> all;
+    for (int p = 0; p < parts; ++p) {
+      std::vector<float> v;
+      EXPECT_EQ(*core.Read({p, 0}, &v), steps);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  const std::vector<float> first = run(1);
+  for (uint32_t seed = 2; seed <= 20; ++seed) {
+    const std::vector<float> other = run(seed);
+    ASSERT_EQ(other.size(), first.size());
+    EXPECT_EQ(std::memcmp(other.data(), first.data(), first.size() * sizeof(float)), 0)
+        << "arrival order " << seed;
+  }
+}
+
+// A push in pieces cut anywhere (a float across two chunks) is the same push.
+TEST(ShardCoreTest, PushesArriveInByteChunksCutAnywhere) {
+  ShardCore whole(0), chunked(0);
+  for (ShardCore* core : {&whole, &chunked}) {
+    ASSERT_TRUE(core->Configure(Config(1, "dist_sync"), 1).ok());
+    ASSERT_TRUE(core->AddPart({0, 0}, std::vector<float>(5, 1.0f)).ok());
+  }
+  const std::vector<float> g = Gradient(0, 0, 5);
+  const char* b = reinterpret_cast<const char*>(g.data());
+  const std::vector<absl::Span<const char>> chunks = {{b, 3}, {b + 3, 6}, {b + 9, 11}};
+  RecordingSink a, c;
+  ASSERT_TRUE(whole.Push(0, {0, 0}, 0, g, &a).ok());
+  ASSERT_TRUE(chunked.Push(0, {0, 0}, 0, ByteChunks(chunks), &c).ok());
+  EXPECT_EQ(a.values, c.values);
 }
 
 TEST(ShardCoreTest, AsyncAppliesEachPushAtOnceScaledByOneOverW) {
@@ -148,6 +212,14 @@ TEST(ShardCoreTest, AsyncAppliesEachPushAtOnceScaledByOneOverW) {
   ASSERT_TRUE(core.Push(0, {0, 0}, 0, std::vector<float>{2, 4}, &b).ok());
   EXPECT_EQ(b.values[0], (std::vector<float>{0.0f, -1.0f}));
   EXPECT_EQ(b.versions[0], 2);
+  // Stale pushes are accepted; one computed on a version not reached yet is refused.
+  EXPECT_TRUE(core.Push(1, {0, 0}, 1, std::vector<float>{0, 0}, &a).ok());
+  EXPECT_EQ(core.Push(1, {0, 0}, 9, std::vector<float>{2, 4}, &a).message(),
+            "shard 0: worker 1's push of key 0 part 0 was computed on version 9, which the part "
+            "has not reached (3)");
+  std::vector<float> read;
+  EXPECT_EQ(*core.Read({0, 0}, &read), 3);
+  EXPECT_EQ(read, (std::vector<float>{0.0f, -1.0f}));
 }
 
 TEST(ShardCoreTest, DetachedSinkGetsNoAnswer) {

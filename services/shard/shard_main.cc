@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "services/common/grpc_util.h"
+#include "services/common/malloc_tuning.h"
 #include "services/common/member_session.h"
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_service.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a parameter shard of a job.\n"
       "  bazel run //services:shard -- --scheduler=HOST:PORT");
+  cohort::TuneMallocForBulkTransfers();
   if (!cohort::ParseCanonicalCommandLine("shard", argc, argv, {})) return 2;
   cohort::MemberSessionOptions session_options;
   session_options.scheduler_address = absl::GetFlag(FLAGS_scheduler);

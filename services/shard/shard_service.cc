@@ -1,6 +1,9 @@
 #include "services/shard/shard_service.h"
 
 #include <cstring>
+#include <iostream>
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,22 +14,126 @@
 namespace cohort {
 namespace {
 
-// Answers on one worker's PushPull stream. gRPC allows one write at a time per stream, and
-// updates complete on whichever thread brought the last push, so writes are serialised.
-class StreamSink final : public PartSink {
+// One worker's PushPull stream. Reads a part, hands it to the core, reads the next; answers
+// (which the core sends from whichever stream's thread completed an update) queue here and go
+// out one write at a time, lowest key first, so the layers the worker's next forward needs
+// first are answered first. The stream's rank is the first push's; it cannot change.
+class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                              public PartSink {
  public:
-  explicit StreamSink(grpc::ServerReaderWriter<v1::Part, v1::Part>* stream) : stream_(stream) {}
+  PushPullReactor(ShardCore* core, std::string peer) : core_(core), peer_(std::move(peer)) {
+    StartRead(&in_);
+  }
 
-  void Send(PartId id, int64_t version, absl::Span<const float> value) override {
+  void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) override {
+    grpc::ByteBuffer message = SerializePart(id, version, /*rank=*/-1, value, pin);
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_) return;
+      queue_.push_back({Priority(id), std::move(message)});
+      std::push_heap(queue_.begin(), queue_.end());
+      if (writing_) return;
+      writing_ = true;
+      TakeNext();
+    }
+    StartWrite(&current_);
+  }
+
+  void OnReadDone(bool ok) override {
+    absl::Status status = ok ? Handle() : absl::OkStatus();
+    part_.Clear();  // gives the receive buffers back before the next read
+    if (ok && status.ok()) {
+      StartRead(&in_);
+      return;
+    }
+    if (!status.ok()) {
+      std::cerr << status.message() << " (refused; peer " << peer_ << ")\n" << std::flush;
+    }
     absl::MutexLock lock(&mu_);
-    EncodePart(id, version, /*rank=*/-1, value, &message_);
-    stream_->Write(message_);  // a broken stream shows up as the reader's end
+    final_status_ = status;
+    Close();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      current_.Clear();
+      if (!ok) Close();  // the worker is gone
+      if (closing_ || queue_.empty()) {
+        writing_ = false;
+        MaybeFinish();
+        return;
+      }
+      TakeNext();
+    }
+    StartWrite(&current_);
+  }
+
+  void OnDone() override {
+    core_->Detach(this);  // after this, the core sends nothing more here
+    delete this;
   }
 
  private:
-  grpc::ServerReaderWriter<v1::Part, v1::Part>* const stream_;
+  struct Queued {
+    uint64_t priority;
+    grpc::ByteBuffer message;
+    bool operator<(const Queued& o) const { return priority > o.priority; }  // min-heap
+  };
+  static uint64_t Priority(PartId id) {
+    return (static_cast<uint64_t>(id.key) << 32) | static_cast<uint32_t>(id.part);
+  }
+
+  // Moves the most urgent answer into the write slot.
+  void TakeNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::pop_heap(queue_.begin(), queue_.end());
+    current_ = std::move(queue_.back().message);
+    queue_.pop_back();
+  }
+
+  // No more reads or answers; queued answers are dropped (releasing their pins).
+  void Close() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    closing_ = true;
+    queue_.clear();
+    MaybeFinish();
+  }
+
+  absl::Status Handle() {
+    absl::Status parsed = part_.Parse(&in_);
+    if (!parsed.ok()) {
+      return absl::Status(parsed.code(), absl::StrCat("shard: a push from ", peer_, ": ",
+                                                      parsed.message()));
+    }
+    const DecodedPart& h = part_.header();
+    if (rank_ < 0) rank_ = h.rank;
+    if (h.rank != rank_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard: the stream of worker ", rank_, " carried a push claiming rank ", h.rank,
+          " (key ", h.id.key, " part ", h.id.part, "); each worker pushes on its own stream"));
+    }
+    return core_->Push(h.rank, h.id, h.version, part_.chunks(), this);
+  }
+
+  // Finishes once no read will come and no write is in flight.
+  void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!closing_ || writing_ || finished_) return;
+    finished_ = true;
+    Finish(ToGrpcStatus(final_status_));
+  }
+
+  ShardCore* const core_;
+  const std::string peer_;
+  grpc::ByteBuffer in_;
+  ReceivedPart part_;
+  int rank_ = -1;  // the reading side's only
+
   absl::Mutex mu_;
-  v1::Part message_ ABSL_GUARDED_BY(mu_);
+  std::vector<Queued> queue_ ABSL_GUARDED_BY(mu_);  // a heap, most urgent on top
+  grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // no more reads; answer nothing more
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -60,19 +167,9 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
   return grpc::Status::OK;
 }
 
-grpc::Status ShardService::PushPull(grpc::ServerContext*,
-                                    grpc::ServerReaderWriter<v1::Part, v1::Part>* stream) {
-  StreamSink sink(stream);
-  v1::Part message;
-  std::vector<float> grad;
-  absl::Status status;
-  while (status.ok() && stream->Read(&message)) {
-    absl::StatusOr<DecodedPart> part = DecodePart(message, &grad);
-    status = part.status();
-    if (status.ok()) status = core_->Push(part->rank, part->id, part->version, grad, &sink);
-  }
-  core_->Detach(&sink);
-  return ToGrpcStatus(status);
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ShardService::PushPull(
+    grpc::CallbackServerContext* context) {
+  return new PushPullReactor(core_, context->peer());
 }
 
 grpc::Status ShardService::Pull(grpc::ServerContext*, const v1::PullRequest* request,

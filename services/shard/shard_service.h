@@ -7,15 +7,18 @@
 namespace cohort {
 
 // The Shard gRPC service over a ShardCore: unpacks parts, checks their headers, and answers on
-// the pushing worker's own stream. The core must outlive the service.
-class ShardService final : public v1::Shard::Service {
+// the pushing worker's own stream. PushPull is the bulk path: parts are read from the
+// transport's slices and answered without copying (as raw v1::Part bytes, so any protobuf
+// client can speak to it). A refused push ends that worker's stream with the reason, which
+// the shard also logs. The core must outlive the service.
+class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::Shard::Service> {
  public:
   explicit ShardService(ShardCore* core) : core_(core) {}
 
   grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitMessage>* reader,
                     v1::InitReply* reply) override;
-  grpc::Status PushPull(grpc::ServerContext* context,
-                        grpc::ServerReaderWriter<v1::Part, v1::Part>* stream) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PushPull(
+      grpc::CallbackServerContext* context) override;
   grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request,
                     grpc::ServerWriter<v1::Part>* writer) override;
 

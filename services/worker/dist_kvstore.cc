@@ -1,39 +1,147 @@
 #include "services/worker/dist_kvstore.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/client_callback.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "proto/shard.grpc.pb.h"
 #include "services/common/grpc_util.h"
 #include "services/common/optimizer_config.h"
 #include "services/common/part_codec.h"
+#include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/kvstore/partition.h"
 
 namespace cohort {
 namespace {
 
-using PushPullStream = grpc::ClientReaderWriter<v1::Part, v1::Part>;
+constexpr char kPushPullMethod[] = "/cohort.v1.Shard/PushPull";
 
-// Parameters live on the shards as parts (trainer/kvstore/partition.h). A push sends every part
-// of a key on its shard's stream; the shard answers each with the part's new value on the same
-// stream, which a reader thread per stream copies into the key's receive buffer. A pull of a
-// pushed key waits for those answers; a pull of a key not pushed since its last pull asks the
-// shards for the current values. Push and Pull are called from one thread (KVStore's contract).
-class DistKVStoreImpl final : public KVStore {
+// Where a shard stream's answers and end go.
+class AnswerReceiver {
+ public:
+  virtual ~AnswerReceiver() = default;
+  virtual void OnAnswer(int shard, const ReceivedPart& part) = 0;
+  virtual void OnStreamEnd(int shard, const grpc::Status& status) = 0;
+};
+
+// A worker's PushPull stream to one shard (the bulk path). Parts queue here and go out one
+// write at a time, most urgent (lowest priority value) first; answers are parsed in place and
+// handed to the receiver on gRPC's thread.
+class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver)
+      : shard_(shard), receiver_(receiver) {
+    stub->PrepareBidiStreamingCall(&context_, kPushPullMethod, grpc::StubOptions(), this);
+    StartRead(&in_);
+    StartCall();
+  }
+
+  void Send(uint64_t priority, grpc::ByteBuffer message) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (done_) return;  // the stream's end has been reported; the message is dropped
+      queue_.push_back({priority, std::move(message)});
+      std::push_heap(queue_.begin(), queue_.end());
+      if (writing_) return;
+      writing_ = true;
+      TakeNext();
+    }
+    StartWrite(&current_);
+  }
+
+  // Ends the call and waits until gRPC is done with it.
+  void Cancel() {
+    context_.TryCancel();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      current_.Clear();
+      if (!ok) queue_.clear();  // the stream is broken: OnDone reports why
+      if (queue_.empty()) {
+        writing_ = false;
+        return;
+      }
+      TakeNext();
+    }
+    StartWrite(&current_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    const absl::Status parsed = part_.Parse(&in_);
+    if (parsed.ok()) {
+      receiver_->OnAnswer(shard_, part_);
+    } else {
+      failure_ = parsed;
+      context_.TryCancel();
+    }
+    part_.Clear();
+    if (parsed.ok()) StartRead(&in_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    receiver_->OnStreamEnd(shard_, failure_.ok() ? status : ToGrpcStatus(failure_));
+    absl::MutexLock lock(&mu_);
+    queue_.clear();
+    done_ = true;
+  }
+
+ private:
+  struct Queued {
+    uint64_t priority;
+    grpc::ByteBuffer message;
+    bool operator<(const Queued& o) const { return priority > o.priority; }  // min-heap
+  };
+
+  void TakeNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::pop_heap(queue_.begin(), queue_.end());
+    current_ = std::move(queue_.back().message);
+    queue_.pop_back();
+  }
+
+  const int shard_;
+  AnswerReceiver* const receiver_;
+  grpc::ClientContext context_;
+  grpc::ByteBuffer in_;
+  ReceivedPart part_;
+  absl::Status failure_;  // an answer that could not be parsed
+
+  absl::Mutex mu_;
+  std::vector<Queued> queue_ ABSL_GUARDED_BY(mu_);  // a heap, most urgent on top
+  grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);   // the write in flight
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Parameters live on the shards as parts (trainer/kvstore/partition.h). PushPull sends every
+// part of a key on its shard's stream, straight from the gradient's memory; the shard answers
+// each part on the same stream, and its bytes are copied from the transport's buffers straight
+// into the destination tensor. Wait returns once every part is in and gRPC has let go of the
+// gradient. A pull of a key with nothing in flight asks the shards for the current values.
+// Calls come from one thread (KVStore's contract); answers arrive on gRPC's threads.
+class DistKVStoreImpl final : public KVStore, public AnswerReceiver {
  public:
   DistKVStoreImpl(std::string type, std::unique_ptr<MemberSession> owned, MemberSession* session,
-                  int64_t part_bytes)
+                  const JobOptions& options)
       : type_(std::move(type)),
         owned_session_(std::move(owned)),
         session_(session),
-        part_bytes_(part_bytes) {
+        part_bytes_(options.part_bytes),
+        delay_pushes_seed_(options.delay_pushes_seed) {
     session_->OnEnd([this] {
       absl::MutexLock lock(&mu_);
       job_ended_ = true;
@@ -41,17 +149,19 @@ class DistKVStoreImpl final : public KVStore {
   }
 
   ~DistKVStoreImpl() override {
-    for (Stream& s : streams_) s.context->TryCancel();
-    for (Stream& s : streams_) {
-      if (s.reader.joinable()) s.reader.join();
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
     }
+    for (auto& s : streams_) s->Cancel();
     if (owned_session_ != nullptr) owned_session_->Leave(absl::OkStatus());
   }
 
   absl::Status Connect() {
     ASSIGN_OR_RETURN(shard_addresses_, session_->WaitForCluster());
     for (const std::string& address : shard_addresses_) {
-      shard_stubs_.push_back(v1::Shard::NewStub(MakeChannel(address)));
+      channels_.push_back(MakeChannel(address));
+      shard_stubs_.push_back(v1::Shard::NewStub(channels_.back()));
     }
     return absl::OkStatus();
   }
@@ -82,50 +192,64 @@ class DistKVStoreImpl final : public KVStore {
           "kvstore init of key ", key, ": the distributed kvstore takes keys 0, 1, 2... in order "
           "(next expected ", keys_.size(), ")"));
     }
-    Key k;
-    k.shape = value.shape();
-    k.initial.assign(value.data<float>(), value.data<float>() + value.numel());
+    auto k = std::make_unique<Key>();
+    k->shape = value.shape();
+    k->initial.assign(value.data<float>(), value.data<float>() + value.numel());
     keys_.push_back(std::move(k));
+    return absl::OkStatus();
+  }
+
+  absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override {
+    RETURN_IF_ERROR(Commit());
+    ASSIGN_OR_RETURN(Key * k, Find(key, grad, "push"));
+    RETURN_IF_ERROR(Find(key, *out, "pull").status());
+    return Start(key, k, grad, out->data<float>());
+  }
+
+  absl::Status Wait(int64_t key) override {
+    RETURN_IF_ERROR(Commit());
+    if (key < 0 || key >= static_cast<int64_t>(keys_.size())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kvstore wait of key ", key, " before its init"));
+    }
+    Key& k = *keys_[key];
+    if (!k.in_flight) return absl::OkStatus();
+    {
+      absl::MutexLock lock(&mu_);
+      const auto answered = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return k.awaiting == 0 || job_ended_ || !stream_error_.ok();
+      };
+      mu_.Await(absl::Condition(&answered));
+      if (k.awaiting > 0) return Interrupted();
+    }
+    // Every answer is in, so the shard has read the whole push: gRPC lets go of the gradient's
+    // memory at once, if it has not already.
+    k.pins.WaitUnpinned();
+    k.in_flight = false;
     return absl::OkStatus();
   }
 
   absl::Status Push(int64_t key, const Tensor& grad) override {
     RETURN_IF_ERROR(Commit());
     ASSIGN_OR_RETURN(Key * k, Find(key, grad, "push"));
-    {
-      absl::MutexLock lock(&mu_);
-      if (k->awaiting > 0 || k->pushed) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("kvstore push of key ", key, " twice without a pull in between"));
-      }
-      k->awaiting = static_cast<int>(map_.key_parts[key].size());
-      k->pushed = true;
+    if (k->in_flight) return InFlight(key);
+    if (k->pushed_copy.shape() != grad.shape()) {  // allocated once per key
+      k->pushed_copy = Tensor(grad.shape());
+      k->pushed_result.resize(grad.numel());
     }
-    const absl::Span<const float> values = grad.span<float>();
-    for (int index : map_.key_parts[key]) {
-      const Part& p = map_.parts[index];
-      EncodePart({key, p.index}, k->version, rank(), values.subspan(p.offset, p.elements),
-                 &message_);
-      if (!streams_[p.shard].stream->Write(message_)) {
-        return StreamError(p.shard, "could not send a push");
-      }
-    }
+    std::memcpy(k->pushed_copy.raw(), grad.raw(), grad.numel() * sizeof(float));
+    RETURN_IF_ERROR(Start(key, k, k->pushed_copy, k->pushed_result.data()));
+    k->result_unread = true;
     return absl::OkStatus();
   }
 
   absl::Status Pull(int64_t key, Tensor* out) override {
     RETURN_IF_ERROR(Commit());
     ASSIGN_OR_RETURN(Key * k, Find(key, *out, "pull"));
-    if (!k->pushed) return PullCurrent(key, out);
-    absl::MutexLock lock(&mu_);
-    const auto answered = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return k->awaiting == 0 || job_ended_ || !stream_error_.ok();
-    };
-    mu_.Await(absl::Condition(&answered));
-    if (k->awaiting > 0) return Interrupted();
-    std::memcpy(out->raw(), k->received.data(), k->received.size() * sizeof(float));
-    k->pushed = false;
-    ++k->version;
+    RETURN_IF_ERROR(Wait(key));
+    if (!k->result_unread) return PullCurrent(key, out);
+    std::memcpy(out->raw(), k->pushed_result.data(), k->pushed_result.size() * sizeof(float));
+    k->result_unread = false;
     return absl::OkStatus();
   }
 
@@ -134,19 +258,49 @@ class DistKVStoreImpl final : public KVStore {
     return session_->Barrier(absl::StrCat("user barrier ", ++barriers_), 0).status();
   }
 
+  void OnAnswer(int shard, const ReceivedPart& answer) override {
+    const DecodedPart& h = answer.header();
+    float* destination = nullptr;
+    const Part* part = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Status valid = CheckAnswer(shard, answer, &part);
+      if (!valid.ok()) {
+        if (stream_error_.ok()) stream_error_ = valid;
+        return;
+      }
+      destination = keys_[h.id.key]->destination + part->offset;
+    }
+    // Outside the lock: the part's destination is this answer's alone.
+    CopyChunks(answer.chunks(), destination);
+    absl::MutexLock lock(&mu_);
+    Key& k = *keys_[h.id.key];
+    k.versions[h.id.part] = h.version;
+    --k.awaiting;
+  }
+
+  void OnStreamEnd(int shard, const grpc::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    if (closing_ || job_ended_ || !stream_error_.ok()) return;
+    stream_error_ = absl::UnavailableError(absl::StrCat(
+        "worker ", rank(), ": the stream to shard ", shard, " at ", shard_addresses_[shard],
+        " ended: ", status.ok() ? "closed by the shard" : status.error_message(),
+        status.error_code() == grpc::StatusCode::UNAVAILABLE ? " (did the shard die?)" : ""));
+  }
+
  private:
   struct Key {
     Shape shape;
-    std::vector<float> initial;   // until committed
-    std::vector<float> received;  // the pushed step's answers
-    int64_t version = 0;          // updates the shards applied to this key
-    bool pushed = false;          // pushed since the last pull
-    int awaiting = 0;             // parts not answered yet (guarded by mu_)
-  };
-  struct Stream {
-    std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<PushPullStream> stream;
-    std::thread reader;
+    std::vector<float> initial;        // until committed
+    std::vector<int64_t> versions;     // by part index: the version of the value this worker has
+    std::vector<int64_t> sent;         // by part index: the version the pushed gradient was on
+    PinCount pins;                     // gRPC still reading the pushed gradient
+    bool in_flight = false;            // between PushPull and Wait
+    float* destination = nullptr;      // where the answers go (guarded by mu_ while in flight)
+    int awaiting = 0;                  // parts not answered yet (guarded by mu_)
+    Tensor pushed_copy;                // what Push sends (the caller may reuse its gradient)
+    std::vector<float> pushed_result;  // Push's answers, for the next Pull
+    bool result_unread = false;
   };
 
   absl::StatusOr<Key*> Find(int64_t key, const Tensor& t, absl::string_view what) {
@@ -154,13 +308,83 @@ class DistKVStoreImpl final : public KVStore {
       return absl::FailedPreconditionError(
           absl::StrCat("kvstore ", what, " of key ", key, " before its init"));
     }
-    Key& k = keys_[key];
+    Key& k = *keys_[key];
     if (t.shape() != k.shape || t.dtype() != DType::kF32) {
       return absl::InvalidArgumentError(absl::StrCat("kvstore ", what, " of key ", key, ": ",
                                                      DTypeName(t.dtype()), " ", t.shape().ToString(),
                                                      ", the key holds F32 ", k.shape.ToString()));
     }
     return &k;
+  }
+
+  // Sends every part of the key's gradient; their answers will go to destination.
+  absl::Status Start(int64_t key, Key* k, const Tensor& grad, float* destination) {
+    if (k->in_flight) return InFlight(key);
+    const std::vector<int>& parts = map_.key_parts[key];
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stream_error_.ok()) return stream_error_;
+      k->destination = destination;
+      k->awaiting = static_cast<int>(parts.size());
+    }
+    k->in_flight = true;
+    k->result_unread = false;
+    const absl::Span<const float> values = grad.span<float>();
+    for (int index : parts) {
+      const Part& p = map_.parts[index];
+      DelayPushForTests(key, p.index);
+      k->sent[p.index] = k->versions[p.index];
+      streams_[p.shard]->Send(
+          static_cast<uint64_t>(index),  // model order: the first layer's parts first
+          SerializePart({key, p.index}, k->sent[p.index], rank(),
+                        values.subspan(p.offset, p.elements), &k->pins));
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status InFlight(int64_t key) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kvstore push of key ", key, " while its last push is in flight; wait for "
+                     "it (Wait or Pull) first"));
+  }
+
+  // With a seed, each part's push is held back a little on one rank picked at random per
+  // (seed, version, key, part), so arrival orders at the shards differ from run to run.
+  void DelayPushForTests(int64_t key, int part) {
+    if (delay_pushes_seed_ == 0) return;
+    const uint64_t h = MixKeys({delay_pushes_seed_,
+                                static_cast<uint64_t>(keys_[key]->versions[part]),
+                                static_cast<uint64_t>(key), static_cast<uint64_t>(part)});
+    if (static_cast<int>(h % num_workers()) != rank()) return;
+    absl::SleepFor(absl::Microseconds((h >> 16) % 3000));
+  }
+
+  // An answer must be a part of a key in flight, from the shard that holds it, of its size,
+  // one version past the push (dist_sync) or later (dist_async).
+  absl::Status CheckAnswer(int shard, const ReceivedPart& answer, const Part** part)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const DecodedPart& h = answer.header();
+    const auto unexpected = [&](absl::string_view why) {
+      return absl::InternalError(absl::StrCat("worker ", rank(), ": shard ", shard,
+                                              " answered key ", h.id.key, " part ", h.id.part,
+                                              " version ", h.version, ", but ", why));
+    };
+    if (h.id.key < 0 || h.id.key >= static_cast<int64_t>(keys_.size()) || h.id.part < 0 ||
+        h.id.part >= static_cast<int>(map_.key_parts[h.id.key].size())) {
+      return unexpected("this worker has no such part");
+    }
+    *part = &map_.parts[map_.key_parts[h.id.key][h.id.part]];
+    const Key& k = *keys_[h.id.key];
+    if ((*part)->shard != shard) return unexpected("another shard holds it");
+    if (answer.bytes() != static_cast<size_t>((*part)->elements) * sizeof(float)) {
+      return unexpected(absl::StrCat("it has ", (*part)->elements, " elements"));
+    }
+    if (!k.in_flight || k.awaiting == 0) return unexpected("this worker has not pushed it");
+    const int64_t sent = k.sent[h.id.part];
+    if (type_ == "dist_sync" ? h.version != sent + 1 : h.version <= sent) {
+      return unexpected(absl::StrCat("the push was computed on version ", sent));
+    }
+    return absl::OkStatus();
   }
 
   // Why a wait ended early: the job ended or a shard stream broke.
@@ -171,15 +395,6 @@ class DistKVStoreImpl final : public KVStore {
     return absl::AbortedError("the job ended while this worker waited for the shards");
   }
 
-  absl::Status StreamError(int shard, absl::string_view what) {
-    absl::MutexLock lock(&mu_);
-    if (stream_error_.ok()) {
-      stream_error_ = absl::UnavailableError(absl::StrCat(
-          "worker ", rank(), ": ", what, " to shard ", shard, " at ", shard_addresses_[shard]));
-    }
-    return stream_error_;
-  }
-
   // On the first push or pull: every rank computes the partition map; rank 0 sends each shard
   // its parts' initial values and the update rule; a barrier checks that every rank computed
   // the same map and that the shards are ready; then the streams open.
@@ -188,24 +403,24 @@ class DistKVStoreImpl final : public KVStore {
     committed_ = true;
     if (keys_.empty()) return absl::FailedPreconditionError("kvstore used before any init");
     std::vector<TensorSize> sizes;
-    for (const Key& k : keys_) sizes.push_back({k.shape.numel(), 4});
+    for (const auto& k : keys_) sizes.push_back({k->shape.numel(), 4});
     ASSIGN_OR_RETURN(map_, PartitionParameters(sizes, static_cast<int>(shard_stubs_.size()),
                                                part_bytes_));
     fingerprint_ = map_.Fingerprint();
     if (rank() == 0) RETURN_IF_ERROR(InitShards());
-    for (Key& k : keys_) {
-      k.received.resize(k.initial.size());
+    for (size_t key = 0; key < keys_.size(); ++key) {
+      Key& k = *keys_[key];
+      k.versions.assign(map_.key_parts[key].size(), 0);
+      k.sent.assign(map_.key_parts[key].size(), 0);
       std::vector<float>().swap(k.initial);
     }
     RETURN_IF_ERROR(session_->Barrier("kvstore init", fingerprint_).status());
-    for (size_t s = 0; s < shard_stubs_.size(); ++s) {
-      Stream stream;
-      stream.context = std::make_unique<grpc::ClientContext>();
-      stream.stream = shard_stubs_[s]->PushPull(stream.context.get());
-      streams_.push_back(std::move(stream));
+    for (size_t s = 0; s < channels_.size(); ++s) {
+      generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_[s]));
     }
-    for (size_t s = 0; s < streams_.size(); ++s) {
-      streams_[s].reader = std::thread([this, s] { ReadAnswers(static_cast<int>(s)); });
+    for (size_t s = 0; s < channels_.size(); ++s) {
+      streams_.push_back(
+          std::make_unique<ShardStream>(static_cast<int>(s), generic_stubs_[s].get(), this));
     }
     return absl::OkStatus();
   }
@@ -231,7 +446,7 @@ class DistKVStoreImpl final : public KVStore {
       message.clear_config();
       for (const Part& p : map_.parts) {
         if (!ok || p.shard != static_cast<int>(s)) continue;
-        const std::vector<float>& initial = keys_[p.key].initial;
+        const std::vector<float>& initial = keys_[p.key]->initial;
         EncodePart({p.key, p.index}, 0, rank(),
                    absl::MakeConstSpan(initial).subspan(p.offset, p.elements),
                    message.mutable_part());
@@ -250,6 +465,7 @@ class DistKVStoreImpl final : public KVStore {
 
   absl::Status PullCurrent(int64_t key, Tensor* out) {
     float* dst = out->data<float>();
+    Key& k = *keys_[key];
     for (int index : map_.key_parts[key]) {
       const Part& p = map_.parts[index];
       v1::PullRequest request;
@@ -268,6 +484,7 @@ class DistKVStoreImpl final : public KVStore {
                                                   key, " part ", p.index, " with another part"));
         }
         std::memcpy(dst + p.offset, values.data(), values.size() * sizeof(float));
+        k.versions[p.index] = d.version;
         got = true;
       }
       const grpc::Status status = reader->Finish();
@@ -281,64 +498,34 @@ class DistKVStoreImpl final : public KVStore {
     return absl::OkStatus();
   }
 
-  // The reader thread of shard s's stream.
-  void ReadAnswers(int s) {
-    Stream& stream = streams_[s];
-    v1::Part answer;
-    std::vector<float> values;
-    while (stream.stream->Read(&answer)) {
-      absl::StatusOr<DecodedPart> d = DecodePart(answer, &values);
-      absl::MutexLock lock(&mu_);
-      if (!d.ok()) {
-        if (stream_error_.ok()) stream_error_ = d.status();
-        return;
-      }
-      if (d->id.key < 0 || d->id.key >= static_cast<int64_t>(keys_.size()) ||
-          d->id.part >= static_cast<int>(map_.key_parts[d->id.key].size())) {
-        stream_error_ = absl::InternalError(absl::StrCat(
-            "shard ", s, " answered with key ", d->id.key, " part ", d->id.part,
-            ", which this worker does not have"));
-        return;
-      }
-      Key& k = keys_[d->id.key];
-      const Part& p = map_.parts[map_.key_parts[d->id.key][d->id.part]];
-      std::memcpy(k.received.data() + p.offset, values.data(), values.size() * sizeof(float));
-      --k.awaiting;
-    }
-    const grpc::Status status = stream.stream->Finish();
-    absl::MutexLock lock(&mu_);
-    if (stream_error_.ok() && !job_ended_) {
-      stream_error_ = absl::UnavailableError(absl::StrCat(
-          "worker ", rank(), ": the stream to shard ", s, " at ", shard_addresses_[s],
-          " ended: ", status.ok() ? "closed by the shard" : status.error_message(),
-          status.error_code() == grpc::StatusCode::UNAVAILABLE ? " (did the shard die?)" : ""));
-    }
-  }
-
   const std::string type_;
   const std::unique_ptr<MemberSession> owned_session_;
   MemberSession* const session_;
   const int64_t part_bytes_;
+  const uint64_t delay_pushes_seed_;
   std::vector<std::string> shard_addresses_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Shard::Stub>> shard_stubs_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;
   OptimizerSpec optimizer_;
   bool has_optimizer_ = false;
   bool committed_ = false;
   PartitionMap map_;  // fixed once committed
   uint64_t fingerprint_ = 0;
-  std::vector<Key> keys_;
-  std::vector<Stream> streams_;
-  v1::Part message_;  // reused for every push
+  std::vector<std::unique_ptr<Key>> keys_;  // stable addresses: answers and pins refer to them
+  std::vector<std::unique_ptr<ShardStream>> streams_;
   int64_t barriers_ = 0;
 
-  absl::Mutex mu_;  // guards Key::awaiting/received, the job and stream state below
+  absl::Mutex mu_;  // guards the Key fields marked so, and the job and stream state below
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<KVStore>> MakeDist(absl::string_view type,
                                                   std::unique_ptr<MemberSession> owned,
-                                                  MemberSession* session, int64_t part_bytes) {
+                                                  MemberSession* session,
+                                                  const JobOptions& options) {
   if (type != "dist_sync" && type != "dist_async") {
     return absl::InvalidArgumentError(
         absl::StrCat("--kv_store=", type, ": expected local, dist_sync or dist_async"));
@@ -348,12 +535,12 @@ absl::StatusOr<std::unique_ptr<KVStore>> MakeDist(absl::string_view type,
                                                    session->job_id(), " runs ", session->mode(),
                                                    " (the scheduler's --mode)"));
   }
-  if (part_bytes < 4) {
+  if (options.part_bytes < 4) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--part_bytes=", part_bytes, ": must be at least 4 (one float)"));
+        absl::StrCat("--part_bytes=", options.part_bytes, ": must be at least 4 (one float)"));
   }
   auto kv = std::make_unique<DistKVStoreImpl>(std::string(type), std::move(owned), session,
-                                              part_bytes);
+                                              options);
   RETURN_IF_ERROR(kv->Connect());
   return std::unique_ptr<KVStore>(std::move(kv));
 }
@@ -395,8 +582,8 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment() {
 
 absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(absl::string_view type,
                                                            MemberSession* session,
-                                                           int64_t part_bytes) {
-  return MakeDist(type, nullptr, session, part_bytes);
+                                                           const JobOptions& options) {
+  return MakeDist(type, nullptr, session, options);
 }
 
 namespace kvstore {
@@ -406,7 +593,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> Create(absl::string_view type, const Jo
   ASSIGN_OR_RETURN(std::unique_ptr<MemberSession> session,
                    MemberSession::Join(options.SessionOptions()));
   MemberSession* raw = session.get();
-  return MakeDist(type, std::move(session), raw, options.part_bytes);
+  return MakeDist(type, std::move(session), raw, options);
 }
 
 }  // namespace kvstore

@@ -23,6 +23,9 @@ struct JobOptions {
   int64_t part_bytes = 1 << 20;   // parameters are split into parts of at most this
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration scheduler_grace = absl::Seconds(3);
+  // Tests of order independence: nonzero holds each part's push back a little on one rank
+  // picked at random from this seed, so parts reach the shards in shuffled orders.
+  uint64_t delay_pushes_seed = 0;
 };
 
 // The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
@@ -46,10 +49,10 @@ absl::StatusOr<std::unique_ptr<KVStore>> Create(absl::string_view type, const Jo
 
 // A distributed kvstore ("dist_sync" or "dist_async") on a membership the caller holds (and
 // ends with MemberSession::Leave, reporting how the program went). The session must outlive
-// the store. The job's mode must equal type.
+// the store. The job's mode must equal type. Of options, only the data-path settings count.
 absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(absl::string_view type,
                                                            MemberSession* session,
-                                                           int64_t part_bytes);
+                                                           const JobOptions& options);
 
 }  // namespace cohort
 

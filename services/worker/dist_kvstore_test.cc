@@ -214,9 +214,10 @@ TEST(DistKVStoreTest, FailureOfOneWorkerReleasesTheOtherWithItsName) {
   JobOptions job;
   job.scheduler_address = cluster.address();
   job.requested_rank = 1;
+  job.part_bytes = 24;
   auto session = MemberSession::Join(job.SessionOptions());
   ASSERT_TRUE(session.ok());
-  auto kv = CreateDistKVStore("dist_sync", session->get(), 24);
+  auto kv = CreateDistKVStore("dist_sync", session->get(), job);
   ASSERT_TRUE(kv.ok());
   Tensor v = Initial(0, 0);
   ASSERT_TRUE((*kv)->SetOptimizer(Sgd()).ok());

@@ -7,6 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "services/common/malloc_tuning.h"
 #include "services/common/member_session.h"
 #include "services/worker/dist_kvstore.h"
 #include "trainer/cli/args.h"
@@ -19,6 +20,9 @@ ABSL_FLAG(std::string, scheduler, "",
 ABSL_FLAG(int, rank, -1, "worker rank to ask for (-1: COHORT_RANK, else the scheduler assigns)");
 ABSL_FLAG(int64_t, part_bytes, 0,
           "largest parameter part on the wire, in bytes (0: COHORT_PART_BYTES, else 1 MiB)");
+ABSL_FLAG(uint64_t, delay_pushes_seed, 0,
+          "for tests of order independence: hold each part's push back up to 3 ms on one rank "
+          "picked at random from this seed (0: off)");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 
@@ -26,6 +30,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a worker of a job: the training loop over a distributed kvstore.\n"
       "  bazel run //services:worker -- --scheduler=HOST:PORT --model=lenet");
+  cohort::TuneMallocForBulkTransfers();
   absl::SetFlag(&FLAGS_kv_store, "dist_sync");
   if (!cohort::ParseCanonicalCommandLine("worker", argc, argv, cohort::StandardFlagAliases())) return 2;
 
@@ -43,6 +48,7 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_rank) >= 0) job.requested_rank = absl::GetFlag(FLAGS_rank);
   if (absl::GetFlag(FLAGS_part_bytes) > 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
   job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
+  job.delay_pushes_seed = absl::GetFlag(FLAGS_delay_pushes_seed);
 
   const cohort::TrainOptions options = cohort::TrainOptionsFromFlags();
   if (absl::Status s = cohort::ValidateTrainOptions(options); !s.ok()) {
@@ -58,7 +64,7 @@ int main(int argc, char** argv) {
   auto result = cohort::Train(
       options,
       [&](absl::string_view type) {
-        return cohort::CreateDistKVStore(type, member, job.part_bytes);
+        return cohort::CreateDistKVStore(type, member, job);
       },
       std::cout);
   member->Leave(result.status());

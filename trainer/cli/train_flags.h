@@ -47,7 +47,11 @@
   ABSL_FLAG(std::string, output, cohort::TrainOptions().output,                                  \
             "where to write the trained model (safetensors); empty: don't");                     \
   ABSL_FLAG(std::string, devices, cohort::TrainOptions().devices,                                \
-            "compute devices: cpu (alias --gpus)")
+            "compute devices: cpu (alias --gpus)");                                              \
+  ABSL_FLAG(bool, overlap, cohort::TrainOptions().overlap,                                       \
+            "overlap communication with computation: push each gradient as backward produces "   \
+            "it, wait for each layer's values just before its forward (--nooverlap: push all "   \
+            "after backward, then wait for all)")
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, dataset);
@@ -67,6 +71,7 @@ ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(int64_t, log_interval);
 ABSL_DECLARE_FLAG(std::string, output);
 ABSL_DECLARE_FLAG(std::string, devices);
+ABSL_DECLARE_FLAG(bool, overlap);
 
 namespace cohort {
 

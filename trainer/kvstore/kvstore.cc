@@ -55,6 +55,19 @@ class LocalKVStore final : public KVStore {
     return absl::OkStatus();
   }
 
+  absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override {
+    RETURN_IF_ERROR(Push(key, grad));
+    return Pull(key, out);
+  }
+
+  absl::Status Wait(int64_t key) override {
+    if (!entries_.contains(key)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kvstore wait of key ", key, " before its init"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Barrier() override { return absl::OkStatus(); }
 
  private:
@@ -84,11 +97,6 @@ class LocalKVStore final : public KVStore {
 };
 
 }  // namespace
-
-absl::Status KVStore::PushPull(int64_t key, const Tensor& grad, Tensor* out) {
-  RETURN_IF_ERROR(Push(key, grad));
-  return Pull(key, out);
-}
 
 absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type) {
   if (type == "dist_sync" || type == "dist_async") {

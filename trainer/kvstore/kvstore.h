@@ -27,7 +27,7 @@ struct OptimizerSpec {
 // (its index in model order); a worker pushes the gradient of its mean loss for a step and
 // pulls the updated weights. Values are F32 tensors of a fixed shape per key. The k-th push of
 // a key is applied with the schedule's learning rate at step k. Call SetOptimizer, then Init
-// every key, then push and pull. Not thread-safe.
+// every key, then push and pull. Calls come from one thread at a time.
 class KVStore {
  public:
   virtual ~KVStore() = default;
@@ -42,12 +42,18 @@ class KVStore {
   // Registers a key with its initial value (the same shape for every later call). Distributed
   // stores keep rank 0's value; every rank pulls it before training.
   virtual absl::Status Init(int64_t key, const Tensor& value) = 0;
-  // grad: the key's shape. Applied as the key's next step.
+  // Pushes grad (the key's shape) as the key's next step and pulls the value it produces into
+  // out, without waiting: both tensors belong to the kvstore until Wait(key) returns (don't
+  // write grad or read out before). This is how a training step overlaps communication with
+  // computation. The local store finishes at once.
+  virtual absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) = 0;
+  // Returns once key's PushPull has written its out (at once when none is in flight).
+  virtual absl::Status Wait(int64_t key) = 0;
+  // As MXNet's push (grad may be reused on return: the distributed stores copy it).
   virtual absl::Status Push(int64_t key, const Tensor& grad) = 0;
-  // Writes the key's current value into out (the key's shape).
+  // Writes into out (the key's shape) the value the key's last Push produced, waiting for it;
+  // with no Push outstanding, the current value.
   virtual absl::Status Pull(int64_t key, Tensor* out) = 0;
-  // Push, then Pull of the value the push produced.
-  virtual absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out);
   // Returns when every worker has reached it.
   virtual absl::Status Barrier() = 0;
 };

@@ -46,6 +46,7 @@ TEST(LocalKVStoreTest, PushPullEqualsOptimizerWithSchedule) {
                  static_cast<float>(schedule.At(step)));
       got.Resize(want[k].shape());
       ASSERT_TRUE((*kv)->PushPull(k, grad, &got).ok());
+      ASSERT_TRUE((*kv)->Wait(k).ok());
       for (int64_t i = 0; i < got.numel(); ++i) {
         ASSERT_EQ(got.data<float>()[i], want[k].data<float>()[i]) << "key " << k << " step " << step;
       }
@@ -58,6 +59,7 @@ TEST(LocalKVStoreTest, ErrorsNameTheKey) {
   auto kv = *CreateKVStore("local");
   Tensor t(Shape{3});
   EXPECT_EQ(kv->Pull(7, &t).message(), "kvstore pull of key 7 before its init");
+  EXPECT_EQ(kv->Wait(7).message(), "kvstore wait of key 7 before its init");
   ASSERT_TRUE(kv->Init(7, Filled(Shape{3}, 0)).ok());
   Tensor wrong(Shape{4});
   EXPECT_EQ(kv->Push(7, wrong).message(), "kvstore push of key 7: F32 (4), the key holds F32 (3)");

@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""bench_ps: push+pull throughput of Cohort's parameter-server data path.
+
+Starts real jobs through the launcher (a scheduler, S shard processes and W ps_worker
+processes, talking gRPC over TCP on 127.0.0.1). Each worker pushes a model's gradients and
+pulls the updated values through the training kvstore (dist_sync), round after round, and
+checks every pulled value against the expected sum. Beside it, iperf3 measures the same
+machine's single-stream TCP bandwidth in the same run.
+
+  bazel run //tools:bench_ps               # the full matrix
+  bazel run //tools:bench_ps -- --quick    # fewer rounds
+
+GB/s per worker = 2 x model bytes / median round time.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+
+
+def runfiles_root():
+    for candidate in (os.environ.get("RUNFILES_DIR"), sys.argv[0] + ".runfiles"):
+        if candidate and os.path.isdir(os.path.join(candidate, "cohort")):
+            return os.path.join(candidate, "cohort")
+    return os.getcwd()
+
+
+def program(relative):
+    path = os.path.join(runfiles_root(), relative)
+    if not os.access(path, os.X_OK):
+        sys.exit(f"bench_ps: error: {relative} is missing; run through `bazel run //tools:bench_ps`")
+    return os.path.abspath(path)
+
+
+def iperf3_single_stream_gbps(seconds):
+    """One TCP stream over 127.0.0.1 for `seconds`, as iperf3 measures it (receiver side)."""
+    for _ in range(20):
+        port = random.randint(20000, 60000)
+        server = subprocess.Popen(
+            ["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            listening = False
+            for line in server.stdout:
+                if "listening" in line:
+                    listening = True
+                    break
+            if not listening:  # the port was taken: try another one
+                continue
+            client = subprocess.run(
+                ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"],
+                capture_output=True, text=True, timeout=seconds + 60)
+            if client.returncode != 0:
+                sys.exit(f"bench_ps: error: iperf3 client failed: {client.stdout}{client.stderr}")
+            report = json.loads(client.stdout)
+            return report["end"]["sum_received"]["bits_per_second"] / 8e9
+        finally:
+            if server.poll() is None:
+                server.kill()
+            server.wait()
+    sys.exit("bench_ps: error: iperf3 found no free port in 20 tries")
+
+
+RESULT = re.compile(r"ps_worker: rank (\d+) tensors (\d+) bytes (\d+) rounds (\d+) "
+                    r"median_ms ([\d.]+) min_ms ([\d.]+) gbps ([\d.]+) checked (\d+)")
+
+
+def run_job(workers, shards, tensors, tensor_bytes, warmup, rounds):
+    command = [
+        program("tools/launch/launch"), "-n", str(workers), "-s", str(shards),
+        "--scheduler_binary", program("services/scheduler/scheduler"),
+        "--shard_binary", program("services/shard/shard"),
+        "--", program("tools/bench/ps_worker"), f"--tensors={tensors}",
+        f"--tensor_bytes={tensor_bytes}", f"--warmup={warmup}", f"--rounds={rounds}",
+    ]
+    job = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    results = [RESULT.search(line) for line in job.stdout.splitlines()]
+    results = [m for m in results if m]
+    if job.returncode != 0 or len(results) != workers:
+        sys.exit(f"bench_ps: error: the W{workers}S{shards} job failed (exit {job.returncode}):\n"
+                 f"{job.stdout}{job.stderr}")
+    return [{"rank": int(m[1]), "median_ms": float(m[5]), "min_ms": float(m[6]),
+             "gbps": float(m[7]), "checked": int(m[8])} for m in results]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    parser.add_argument("--iperf_seconds", type=int, default=5)
+    args = parser.parse_args()
+    timed = 3 if args.quick else 10
+    cases = [  # (name, tensors, bytes per tensor, warm-up rounds, timed rounds)
+        ("100 MB (25 x 4 MB)", 25, 4_000_000, 2, timed),
+        ("1000 x 4 KB", 1000, 4096, 5, 5 * timed),
+    ]
+    print(f"bench_ps: {os.cpu_count()} CPUs; jobs of 1 scheduler + S shards + W workers on "
+          f"127.0.0.1; dist_sync; 1 MiB parts", flush=True)
+    rows = []
+    for name, tensors, tensor_bytes, warmup, rounds in cases:
+        for workers, shards in ((1, 1), (2, 2)):
+            tcp = iperf3_single_stream_gbps(args.iperf_seconds)
+            results = run_job(workers, shards, tensors, tensor_bytes, warmup, rounds)
+            per_worker = min(r["gbps"] for r in results)
+            median_ms = max(r["median_ms"] for r in results)
+            checked = sum(r["checked"] for r in results)
+            rows.append((name, workers, shards, median_ms, per_worker, tcp, checked))
+            print(f"  {name:<20} W{workers}S{shards}: round {median_ms:8.2f} ms, "
+                  f"{per_worker:6.3f} GB/s per worker, single-stream TCP {tcp:5.2f} GB/s "
+                  f"({100 * per_worker / tcp:5.1f}%), {checked:,} values checked", flush=True)
+    print()
+    print("| model | W | S | round (median) | GB/s per worker | iperf3 single stream | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for name, workers, shards, median_ms, gbps, tcp, _ in rows:
+        print(f"| {name} | {workers} | {shards} | {median_ms:.2f} ms | {gbps:.3f} | "
+              f"{tcp:.2f} GB/s | {100 * gbps / tcp:.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
