@@ -41,7 +41,7 @@ def iperf3_single_stream_gbps(seconds):
     for _ in range(20):
         port = random.randint(20000, 60000)
         server = subprocess.Popen(
-            ["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
+            ["iperf3", "-s", "-1", "--forceflush", "-B", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             listening = False
