@@ -7,6 +7,7 @@ program runs under the launcher.
 Usage: job_test.py LAUNCH SCHEDULER SHARD WORKER LINEAR_REGRESSION CHECK_MODEL JOB_PROCESSES_PY
 """
 
+import hashlib
 import os
 import re
 import signal
@@ -105,6 +106,23 @@ class LauncherJobTest(JobTestCase):
         checker_top1 = float(re.search(r"top1=([\d.]+)", checked.stdout).group(1))
         self.assertAlmostEqual(checker_top1, top1, delta=0.1)
         self.assertEqual(wait_job_gone(self.job_id, 5), [])
+
+    def test_arrival_order_does_not_change_the_model(self):
+        """Two runs of one job whose workers hold pushes back at random (a different pattern each
+        run, parts small enough that every large tensor is split over both shards) write
+        bit-identical models: the shards reduce in rank order whatever order parts arrive in."""
+        digests = []
+        for delay_seed in (1, 2):
+            model = os.path.join(self.dir, f"model-{delay_seed}.safetensors")
+            p = self.launch("-n", "2", "-s", "2",
+                            worker=["--model=lenet", "--dataset=fashion-mnist", "--epochs=1",
+                                    "--batch_size=256", "--part_bytes=16384",
+                                    f"--delay_pushes_seed={delay_seed}", f"--output={model}"])
+            self.assertEqual(p.wait(timeout=300), 0, self.output())
+            with open(model, "rb") as f:
+                digests.append(hashlib.sha256(f.read()).hexdigest())
+            self.procs.clear()
+        self.assertEqual(digests[0], digests[1])
 
     def test_users_own_program_runs_as_the_workers(self):
         p = self.launch("-n", "2", "-s", "2", worker=[LINEAR_REGRESSION])

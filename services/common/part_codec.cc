@@ -19,8 +19,15 @@ void FillHeader(PartId id, int64_t version, int rank, size_t bytes, v1::PartHead
   h->set_rank(rank);
 }
 
-absl::StatusOr<DecodedPart> CheckHeader(const v1::PartHeader& h, size_t data_bytes) {
-  const auto where = [&] { return absl::StrCat("key ", h.key(), " part ", h.part()); };
+DecodedPart HeaderFields(const v1::PartHeader& h) {
+  return DecodedPart{PartId{h.key(), h.part()}, h.version(), h.rank()};
+}
+
+absl::Status CheckHeader(const v1::PartHeader& h, size_t data_bytes) {
+  const auto where = [&] {
+    return absl::StrCat(h.rank() >= 0 ? absl::StrCat("worker ", h.rank(), "'s ") : "", "key ",
+                        h.key(), " part ", h.part());
+  };
   if (h.dtype() != v1::F32) {
     return absl::InvalidArgumentError(
         absl::StrCat(where(), ": dtype ", v1::DType_Name(h.dtype()), "; only F32 is supported"));
@@ -34,7 +41,7 @@ absl::StatusOr<DecodedPart> CheckHeader(const v1::PartHeader& h, size_t data_byt
                                                    " bytes, the message carries ", data_bytes,
                                                    " (or not whole floats)"));
   }
-  return DecodedPart{PartId{h.key(), h.part()}, h.version(), h.rank()};
+  return absl::OkStatus();
 }
 
 // Protobuf wire format: a field's tag byte and base-128 varints.
@@ -73,11 +80,11 @@ void EncodePart(PartId id, int64_t version, int rank, absl::Span<const float> va
 }
 
 absl::StatusOr<DecodedPart> DecodePart(const v1::Part& part, std::vector<float>* out) {
-  absl::StatusOr<DecodedPart> d = CheckHeader(part.header(), part.data().size());
-  if (!d.ok()) return d;
+  const absl::Status valid = CheckHeader(part.header(), part.data().size());
+  if (!valid.ok()) return valid;
   out->resize(part.data().size() / sizeof(float));
   std::memcpy(out->data(), part.data().data(), part.data().size());
-  return d;
+  return HeaderFields(part.header());
 }
 
 grpc::ByteBuffer SerializePart(PartId id, int64_t version, int rank,
@@ -126,17 +133,13 @@ absl::Status ReceivedPart::Parse(grpc::ByteBuffer* message) {
       return absl::InvalidArgumentError(
           absl::StrCat("a message of ", total, " bytes that is not a cohort.v1.Part"));
     }
-    absl::StatusOr<DecodedPart> d = CheckHeader(fallback_.header(), fallback_.data().size());
-    if (!d.ok()) return d.status();
-    header_ = *d;
+    header_ = HeaderFields(fallback_.header());
     bytes_ = fallback_.data().size();
     if (bytes_ > 0) chunks_.push_back(absl::MakeConstSpan(fallback_.data()));
-    return absl::OkStatus();
+    return CheckHeader(fallback_.header(), bytes_);
   }
-  absl::StatusOr<DecodedPart> d = CheckHeader(wire_header_, bytes_);
-  if (!d.ok()) return d.status();
-  header_ = *d;
-  return absl::OkStatus();
+  header_ = HeaderFields(wire_header_);
+  return CheckHeader(wire_header_, bytes_);
 }
 
 bool ReceivedPart::ParseFast(size_t total) {

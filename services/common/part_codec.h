@@ -43,8 +43,9 @@ grpc::ByteBuffer SerializePart(PartId id, int64_t version, int rank,
 // message to message (it keeps its buffers).
 class ReceivedPart {
  public:
-  // Takes the message's slices and checks the header as DecodePart does. A message whose
-  // fields are laid out otherwise (any valid v1::Part) is parsed by protobuf instead.
+  // Takes the message's slices and checks the header as DecodePart does (header() holds what
+  // it said even when the check fails). A message whose fields are laid out otherwise (any
+  // valid v1::Part) is parsed by protobuf instead.
   absl::Status Parse(grpc::ByteBuffer* message);
   const DecodedPart& header() const { return header_; }
   // The values' bytes, in order.

@@ -34,7 +34,7 @@ TEST(PartCodecTest, InconsistentHeadersAreRejectedNamingThePart) {
   std::vector<float> out;
   part.mutable_header()->set_bytes(12);
   EXPECT_EQ(DecodePart(part, &out).status().message(),
-            "key 5 part 2: header says 12 bytes, the message carries 8 (or not whole floats)");
+            "worker 0's key 5 part 2: header says 12 bytes, the message carries 8 (or not whole floats)");
   EncodePart({5, 2}, 0, 0, values, &part);
   part.mutable_header()->set_dtype(v1::DTYPE_UNSPECIFIED);
   EXPECT_FALSE(DecodePart(part, &out).ok());
@@ -135,7 +135,7 @@ TEST(PartCodecTest, BulkHeadersAreCheckedLikeDecodePart) {
   grpc::ByteBuffer b = Sliced(part.SerializeAsString(), {64});
   ReceivedPart r;
   EXPECT_EQ(r.Parse(&b).message(),
-            "key 5 part 2: header says 12 bytes, the message carries 8 (or not whole floats)");
+            "worker 0's key 5 part 2: header says 12 bytes, the message carries 8 (or not whole floats)");
 }
 
 }  // namespace

@@ -7,13 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "services/common/clock.h"
-#include "services/common/grpc_util.h"
 #include "services/common/member_session.h"
-#include "services/scheduler/scheduler_core.h"
-#include "services/scheduler/scheduler_service.h"
-#include "services/shard/shard_core.h"
-#include "services/shard/shard_service.h"
+#include "services/worker/local_cluster.h"
 
 namespace cohort {
 namespace {
@@ -21,59 +16,10 @@ namespace {
 constexpr int kWorkers = 2;
 constexpr int kShards = 2;
 
-// The scheduler and the shards, serving on loopback ports the kernel picks.
-class Cluster {
+// The scheduler and the shards of a kWorkers × kShards job, in this process.
+class Cluster : public LocalCluster {
  public:
-  explicit Cluster(const std::string& mode) : core_(Spec(mode), &clock_), service_(&core_) {
-    scheduler_ = *StartServer("127.0.0.1", 0, {&service_});
-    address_ = absl::StrCat("127.0.0.1:", scheduler_.port);
-    for (int s = 0; s < kShards; ++s) {
-      shards_.push_back(std::make_unique<ShardParts>());
-      ShardParts& p = *shards_.back();
-      p.service = std::make_unique<ShardService>(&p.core);
-      p.server = *StartServer("127.0.0.1", 0, {p.service.get()});
-      MemberSessionOptions o;
-      o.scheduler_address = address_;
-      o.role = v1::SHARD;
-      o.requested_rank = s;
-      o.port = p.server.port;
-      p.session = *MemberSession::Join(o);
-      p.core.set_rank(s);
-    }
-  }
-  ~Cluster() {
-    for (auto& s : shards_) {
-      s->server.server->Shutdown(std::chrono::system_clock::now());
-      s->session->Leave(absl::OkStatus());
-    }
-    scheduler_.server->Shutdown(std::chrono::system_clock::now());
-  }
-
-  const std::string& address() const { return address_; }
-  SchedulerCore& core() { return core_; }
-
- private:
-  struct ShardParts {
-    ShardCore core;
-    std::unique_ptr<ShardService> service;
-    RunningServer server;
-    std::unique_ptr<MemberSession> session;
-  };
-  static JobSpec Spec(const std::string& mode) {
-    JobSpec s;
-    s.job_id = "job-kvstore-test";
-    s.num_workers = kWorkers;
-    s.num_shards = kShards;
-    s.mode = mode;
-    return s;
-  }
-
-  RealClock clock_;
-  SchedulerCore core_;
-  SchedulerService service_;
-  RunningServer scheduler_;
-  std::string address_;
-  std::vector<std::unique_ptr<ShardParts>> shards_;
+  explicit Cluster(const std::string& mode) : LocalCluster(mode, kWorkers, kShards) {}
 };
 
 OptimizerSpec Sgd() {
@@ -187,7 +133,7 @@ TEST(DistKVStoreTest, WorkerWithTheWrongJobModeIsTold) {
   auto kv = kvstore::Create("dist_async", job);
   ASSERT_FALSE(kv.ok());
   EXPECT_TRUE(absl::StrContains(kv.status().message(),
-                                "--kv_store=dist_async, but job job-kvstore-test runs dist_sync"))
+                                "--kv_store=dist_async, but job job-local-cluster runs dist_sync"))
       << kv.status();
 }
 

@@ -1,0 +1,152 @@
+// Hostile pushes over a real PushPull stream (loopback), sent by a plain protobuf client: each
+// is refused with a status naming the worker and what was wrong, the stream ends, and the
+// shard's parameters are untouched.
+
+#include "services/shard/shard_service.h"
+
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "services/common/grpc_util.h"
+#include "services/common/part_codec.h"
+
+namespace cohort {
+namespace {
+
+class ShardServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ShardConfig config;
+    config.num_workers = 2;
+    config.optimizer.lr_schedule.base_lr = 0.5;
+    config.optimizer.lr_schedule.steps_per_epoch = 10;
+    ASSERT_TRUE(core_.Configure(config, 2).ok());
+    ASSERT_TRUE(core_.AddPart({0, 0}, initial_key0_).ok());
+    ASSERT_TRUE(core_.AddPart({1, 0}, initial_key1_).ok());
+    auto server = StartServer("127.0.0.1", 0, {&service_});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    stub_ = v1::Shard::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", server_.port)));
+  }
+  void TearDown() override { server_.server->Shutdown(std::chrono::system_clock::now()); }
+
+  // Sends the messages on one PushPull stream and returns how the shard ended it.
+  grpc::Status PushAll(const std::vector<v1::Part>& messages) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto stream = stub_->PushPull(&context);
+    for (const v1::Part& m : messages) {
+      if (!stream->Write(m)) break;
+    }
+    stream->WritesDone();
+    v1::Part answer;
+    while (stream->Read(&answer)) {
+    }
+    return stream->Finish();
+  }
+
+  static v1::Part Push(int rank, int64_t key, int64_t version, std::vector<float> grad) {
+    v1::Part m;
+    EncodePart({key, 0}, version, rank, grad, &m);
+    return m;
+  }
+
+  void ExpectUntouched() {
+    std::vector<float> value;
+    EXPECT_EQ(*core_.Read({0, 0}, &value), 0);
+    EXPECT_EQ(value, initial_key0_);
+    EXPECT_EQ(*core_.Read({1, 0}, &value), 0);
+    EXPECT_EQ(value, initial_key1_);
+  }
+
+  void ExpectRefused(const std::vector<v1::Part>& messages, absl::string_view says) {
+    const grpc::Status status = PushAll(messages);
+    EXPECT_FALSE(status.ok());
+    EXPECT_TRUE(absl::StrContains(status.error_message(), says))
+        << "status: " << status.error_message() << "\nexpected it to contain: " << says;
+    ExpectUntouched();
+  }
+
+  const std::vector<float> initial_key0_ = {1, 2, 3, 4};
+  const std::vector<float> initial_key1_ = {-1, -2, -3};
+  ShardCore core_{3};
+  ShardService service_{&core_};
+  RunningServer server_;
+  std::unique_ptr<v1::Shard::Stub> stub_;
+};
+
+TEST_F(ShardServiceTest, WrongSizeIsRefused) {
+  ExpectRefused({Push(1, 0, 0, {1, 1, 1})},
+                "shard 3: worker 1's push of key 0 part 0 has 12 bytes; the part has 4 F32 "
+                "elements (16 bytes)");
+}
+
+TEST_F(ShardServiceTest, WrongDtypeIsRefused) {
+  v1::Part m = Push(1, 0, 0, {1, 1, 1, 1});
+  m.mutable_header()->set_dtype(v1::DTYPE_UNSPECIFIED);
+  ExpectRefused({m}, "worker 1's key 0 part 0: dtype DTYPE_UNSPECIFIED; only F32 is supported");
+}
+
+TEST_F(ShardServiceTest, HeaderThatDisagreesWithTheDataIsRefused) {
+  v1::Part m = Push(0, 1, 0, {1, 1, 1});
+  m.mutable_header()->set_bytes(16);
+  ExpectRefused({m}, "worker 0's key 1 part 0: header says 16 bytes, the message carries 12");
+}
+
+TEST_F(ShardServiceTest, UnknownKeyIsRefused) {
+  ExpectRefused({Push(0, 7, 0, {1})},
+                "shard 3 does not hold key 7 part 0: the worker's partition map differs");
+}
+
+TEST_F(ShardServiceTest, FutureVersionIsRefused) {
+  ExpectRefused({Push(1, 0, 3, {1, 1, 1, 1})},
+                "worker 1's push of key 0 part 0 was computed on version 3 but the part is at "
+                "version 0");
+}
+
+TEST_F(ShardServiceTest, StaleVersionIsRefused) {
+  // Both workers complete step 0 of key 1; then worker 0 pushes step 0 again.
+  grpc::ClientContext c0, c1;
+  auto w0 = stub_->PushPull(&c0);
+  auto w1 = stub_->PushPull(&c1);
+  ASSERT_TRUE(w0->Write(Push(0, 1, 0, {1, 1, 1})));
+  ASSERT_TRUE(w1->Write(Push(1, 1, 0, {3, 3, 3})));
+  v1::Part answer;
+  ASSERT_TRUE(w0->Read(&answer));
+  EXPECT_EQ(answer.header().version(), 1);
+  ASSERT_TRUE(w0->Write(Push(0, 1, 0, {1, 1, 1})));
+  w0->WritesDone();
+  while (w0->Read(&answer)) {
+  }
+  const grpc::Status status = w0->Finish();
+  EXPECT_TRUE(absl::StrContains(status.error_message(),
+                                "worker 0's push of key 1 part 0 was computed on version 0 but "
+                                "the part is at version 1"))
+      << status.error_message();
+  std::vector<float> value;
+  EXPECT_EQ(*core_.Read({1, 0}, &value), 1);  // step 0 applied once: -1 - 0.5 × 2, ...
+  EXPECT_EQ(value, (std::vector<float>{-2, -3, -4}));
+  w1->WritesDone();
+  while (w1->Read(&answer)) {
+  }
+  EXPECT_TRUE(w1->Finish().ok());
+}
+
+TEST_F(ShardServiceTest, ASecondPushOfAVersionIsRefused) {
+  ExpectRefused({Push(1, 0, 0, {1, 1, 1, 1}), Push(1, 0, 0, {1, 1, 1, 1})},
+                "worker 1's push of key 0 part 0 came twice for version 0");
+}
+
+TEST_F(ShardServiceTest, AStreamCannotChangeItsRank) {
+  ExpectRefused({Push(0, 0, 0, {1, 1, 1, 1}), Push(1, 1, 0, {1, 1, 1})},
+                "the stream of worker 0 carried a push claiming rank 1");
+}
+
+TEST_F(ShardServiceTest, RankOutsideTheJobIsRefused) {
+  ExpectRefused({Push(5, 0, 0, {1, 1, 1, 1})}, "push from rank 5 in a job of 2 workers");
+}
+
+}  // namespace
+}  // namespace cohort
