@@ -104,8 +104,9 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
                                                    p->value.size(), " F32 elements (",
                                                    p->value.size() * sizeof(float), " bytes)"));
   }
-  const float lr = static_cast<float>(schedule_->At(p->version));
   if (config_.mode == "dist_async") {
+    // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
+    const float lr = static_cast<float>(schedule_->At(p->version / num_workers));
     // Stale pushes are what asynchronous training accepts; a version never produced is a bug.
     if (version > p->version) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -122,6 +123,7 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
     reply_to->Send(id, p->version, p->value, nullptr);
     return absl::OkStatus();
   }
+  const float lr = static_cast<float>(schedule_->At(p->version));
   if (version != p->version) {
     return absl::FailedPreconditionError(absl::StrCat(
         where(), " was computed on version ", version, " but the part is at version ",

@@ -43,8 +43,8 @@ struct ShardConfig {
 // rule (Contracts, "Gradient arithmetic"). dist_sync: a part's version-v update waits for one
 // push per worker, sums them in rank order 0…W−1, scales by 1/W, runs the optimizer once with
 // the schedule's rate at step v, and sends version v+1 to every worker that pushed.
-// dist_async: each push is scaled by 1/W and applied at once; the new value goes back to the
-// pusher. A refused push (wrong size, unknown part, stale or future version, a second push of
+// dist_async: each push is scaled by 1/W and applied at once, with the schedule's rate at step
+// ⌊version / W⌋ (W pushes make a step); the new value goes back to the pusher. A refused push (wrong size, unknown part, stale or future version, a second push of
 // a version) leaves the part untouched. Thread-safe: pushes of different parts run in parallel
 // (one lock per part).
 class ShardCore {

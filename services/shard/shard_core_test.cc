@@ -222,6 +222,29 @@ TEST(ShardCoreTest, AsyncAppliesEachPushAtOnceScaledByOneOverW) {
   EXPECT_EQ(read, (std::vector<float>{0.0f, -1.0f}));
 }
 
+// W pushes make one step of the schedule: a schedule that ends after 2 steps still updates at
+// the 4th push of a 2-worker job, and at the 5th the rate has reached its end (0 for cosine).
+TEST(ShardCoreTest, AsyncScheduleAdvancesOneStepPerWPushes) {
+  ShardCore core(0);
+  ShardConfig config = Config(2, "dist_async");
+  config.optimizer.optimizer_options = {};
+  config.optimizer.lr_schedule.kind = LrScheduleKind::kCosine;
+  config.optimizer.lr_schedule.base_lr = 1;
+  config.optimizer.lr_schedule.epochs = 1;
+  config.optimizer.lr_schedule.steps_per_epoch = 2;
+  ASSERT_TRUE(core.Configure(config, 1).ok());
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{0}).ok());
+  auto schedule = *LrSchedule::Create(config.optimizer.lr_schedule);
+  RecordingSink sink;
+  float expected = 0;
+  for (int push = 0; push < 5; ++push) {
+    ASSERT_TRUE(core.Push(push % 2, {0, 0}, push, std::vector<float>{2}, &sink).ok());
+    expected -= static_cast<float>(schedule.At(push / 2)) * (2.0f / 2);
+    EXPECT_EQ(sink.values.back()[0], expected) << "push " << push;
+  }
+  EXPECT_GT(schedule.At(1), 0.0);
+}
+
 TEST(ShardCoreTest, DetachedSinkGetsNoAnswer) {
   ShardCore core(0);
   ASSERT_TRUE(core.Configure(Config(2, "dist_sync"), 1).ok());
