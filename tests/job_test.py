@@ -5,6 +5,7 @@ the member and leaves no process behind; the three roles started by hand train; 
 program runs under the launcher.
 
 Usage: job_test.py LAUNCH SCHEDULER SHARD WORKER LINEAR_REGRESSION CHECK_MODEL JOB_PROCESSES_PY
+                   PS_WORKER
 """
 
 import hashlib
@@ -17,8 +18,8 @@ import tempfile
 import time
 import unittest
 
-LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES = (
-    os.path.abspath(p) for p in sys.argv[1:8])
+LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES, PS_WORKER = (
+    os.path.abspath(p) for p in sys.argv[1:9])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
 
@@ -106,6 +107,28 @@ class LauncherJobTest(JobTestCase):
         checker_top1 = float(re.search(r"top1=([\d.]+)", checked.stdout).group(1))
         self.assertAlmostEqual(checker_top1, top1, delta=0.1)
         self.assertEqual(wait_job_gone(self.job_id, 5), [])
+
+    def test_dist_async_job_learns(self):
+        p = self.launch("-n", "2", "-s", "2", "--mode", "dist_async",
+                        worker=["--kv_store=dist_async", "--model=lenet",
+                                "--dataset=fashion-mnist", "--epochs=1", "--output="])
+        self.assertEqual(p.wait(timeout=300), 0, self.output())
+        out = self.output()
+        self.assertRegex(out, r"\[worker 0\] train: lenet .*kvstore dist_async")
+        top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))
+        self.assertGreaterEqual(top1, 80.0, out)  # ten epochs reach 90.00% (benchmarks.md)
+
+    def test_bulk_push_pull_values_are_exact_across_processes(self):
+        """The benchmark's worker over real TCP: 4 MB tensors of an odd size (split into 1 MiB
+        parts, the last one short) and small ones, every pulled value checked exactly."""
+        for tensors, size in ((6, 4_000_004), (200, 4096)):
+            p = self.launch("-n", "2", "-s", "2",
+                            worker=[PS_WORKER, f"--tensors={tensors}", f"--tensor_bytes={size}",
+                                    "--warmup=1", "--rounds=3"])
+            self.assertEqual(p.wait(timeout=300), 0, self.output())
+            self.assertEqual(len(re.findall(r"ps_worker: rank \d .* checked \d+", self.output())),
+                             2, self.output())
+            self.procs.clear()
 
     def test_arrival_order_does_not_change_the_model(self):
         """Two runs of one job whose workers hold pushes back at random (a different pattern each

@@ -12,6 +12,7 @@ EPOCHS=${EPOCHS:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 root="${RUNFILES_DIR:-$0.runfiles}/cohort"
 [[ -x $root/tools/launch/launch ]] || root=$here/..
+root=$(cd "$root" && pwd)
 if ((EUID != 0)); then
   echo "bench_overlap: needs root (it creates a network namespace)" >&2
   exit 2
