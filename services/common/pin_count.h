@@ -3,6 +3,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace cohort {
 
@@ -21,6 +22,11 @@ class PinCount {
   void WaitUnpinned() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&Zero, &count_));
+  }
+  // False if pins remain after timeout.
+  bool WaitUnpinnedFor(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&Zero, &count_), timeout);
   }
   int count() const {
     absl::MutexLock lock(&mu_);

@@ -1,5 +1,7 @@
 #include "services/shard/shard_core.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "trainer/base/status_macros.h"
 
@@ -42,7 +44,8 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
   auto p = std::make_unique<PartState>();
   {
     absl::MutexLock part_lock(&p->mu);
-    p->value.assign(value.begin(), value.end());
+    p->value = std::make_unique<PinnedValue>();
+    p->value->data.assign(value.begin(), value.end());
     p->optimizer =
         *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
     if (config_.mode == "dist_sync") {
@@ -99,10 +102,11 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
                         " part ", id.part);
   };
   const size_t bytes = TotalBytes(grad);
-  if (bytes != p->value.size() * sizeof(float)) {
+  const size_t elements = p->value->data.size();
+  if (bytes != elements * sizeof(float)) {
     return absl::InvalidArgumentError(absl::StrCat(where(), " has ", bytes, " bytes; the part has ",
-                                                   p->value.size(), " F32 elements (",
-                                                   p->value.size() * sizeof(float), " bytes)"));
+                                                   elements, " F32 elements (",
+                                                   elements * sizeof(float), " bytes)"));
   }
   if (config_.mode == "dist_async") {
     // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
@@ -118,9 +122,9 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
       const float scale = 1.0f / static_cast<float>(num_workers);
       for (float& g : p->sum) g *= scale;
     }
-    p->optimizer->Update(0, absl::MakeSpan(p->value), p->sum, lr);
+    p->optimizer->Update(0, absl::MakeSpan(p->value->data), p->sum, lr);
     ++p->version;
-    reply_to->Send(id, p->version, p->value, nullptr);
+    reply_to->Send(id, p->version, p->value->data, nullptr);
     return absl::OkStatus();
   }
   const float lr = static_cast<float>(schedule_->At(p->version));
@@ -138,19 +142,31 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
   p->waiting[rank] = reply_to;
   if (++p->arrived < num_workers) return absl::OkStatus();
   const float* mean = SyncMean(p);
-  // Replies of the previous version may still be reading value (they were sent without a
-  // copy); every worker has received them by now, so this wait ends at once in practice.
-  p->readers.WaitUnpinned();
-  p->optimizer->Update(0, absl::MakeSpan(p->value), absl::MakeConstSpan(mean, p->value.size()),
+  p->optimizer->Update(0, absl::MakeSpan(WritableValue(p)), absl::MakeConstSpan(mean, elements),
                        lr);
   ++p->version;
   p->arrived = 0;
   for (int r = 0; r < num_workers; ++r) {
-    if (p->waiting[r] != nullptr) p->waiting[r]->Send(id, p->version, p->value, &p->readers);
+    if (p->waiting[r] != nullptr) {
+      p->waiting[r]->Send(id, p->version, p->value->data, &p->value->readers);
+    }
     p->waiting[r] = nullptr;
     p->pushed[r] = 0;
   }
   return absl::OkStatus();
+}
+
+std::vector<float>& ShardCore::WritableValue(PartState* p) {
+  p->retired.erase(std::remove_if(p->retired.begin(), p->retired.end(),
+                                  [](const auto& v) { return v->readers.count() == 0; }),
+                   p->retired.end());
+  if (p->value->readers.count() > 0) {
+    auto fresh = std::make_unique<PinnedValue>();
+    fresh->data = p->value->data;
+    p->retired.push_back(std::move(p->value));
+    p->value = std::move(fresh);
+  }
+  return p->value->data;
 }
 
 const float* ShardCore::SyncMean(PartState* p) {
@@ -176,7 +192,7 @@ const float* ShardCore::SyncMean(PartState* p) {
 absl::StatusOr<int64_t> ShardCore::Read(PartId id, std::vector<float>* out) {
   ASSIGN_OR_RETURN(PartState * p, FindPart(id, "pull"));
   absl::MutexLock lock(&p->mu);
-  out->assign(p->value.begin(), p->value.end());
+  out->assign(p->value->data.begin(), p->value->data.end());
   return p->version;
 }
 

@@ -71,10 +71,16 @@ class ShardCore {
   void Detach(PartSink* sink);
 
  private:
+  // A part's value and the count of replies still reading it (dist_sync sends without copying).
+  struct PinnedValue {
+    std::vector<float> data;
+    PinCount readers;
+  };
   struct PartState {
     absl::Mutex mu;
-    std::vector<float> value ABSL_GUARDED_BY(mu);
-    PinCount readers;  // replies still reading value (dist_sync sends without copying)
+    std::unique_ptr<PinnedValue> value ABSL_GUARDED_BY(mu);
+    // Earlier values that replies still read; freed once they are done.
+    std::vector<std::unique_ptr<PinnedValue>> retired ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
     std::unique_ptr<Optimizer> optimizer ABSL_GUARDED_BY(mu);
     // dist_sync: one gradient slot per rank for the current version, and who waits for it.
@@ -86,6 +92,10 @@ class ShardCore {
   };
 
   absl::StatusOr<PartState*> FindPart(PartId id, absl::string_view what) const;
+  // p's value, free to change in place. Replies normally let go of a value long before its next
+  // update (every worker has received them); if some still read it, they keep the old buffer and
+  // the part goes on with a copy. Never blocks: updates run on gRPC's threads.
+  std::vector<float>& WritableValue(PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // The rank-order mean of the pushes in p's slots (a slot itself when W = 1).
   const float* SyncMean(PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
 

@@ -245,6 +245,42 @@ TEST(ShardCoreTest, AsyncScheduleAdvancesOneStepPerWPushes) {
   EXPECT_GT(schedule.At(1), 0.0);
 }
 
+// A sink that keeps reading the values it was sent (as a reply still in gRPC's hands does).
+class PinningSink final : public PartSink {
+ public:
+  ~PinningSink() override {
+    for (PinCount* pin : pins) pin->Unpin();
+  }
+  void Send(PartId, int64_t, absl::Span<const float> value, PinCount* pin) override {
+    pin->Pin();
+    pins.push_back(pin);
+    held.push_back(value);
+  }
+  std::vector<PinCount*> pins;
+  std::vector<absl::Span<const float>> held;
+};
+
+// An update never waits for replies that still read the old value: they keep it, unchanged.
+TEST(ShardCoreTest, UpdatesDoNotDisturbValuesRepliesStillRead) {
+  ShardCore core(0);
+  ShardConfig config = Config(1, "dist_sync");
+  config.optimizer.optimizer_options = {};
+  config.optimizer.lr_schedule.kind = LrScheduleKind::kConstant;
+  config.optimizer.lr_schedule.base_lr = 1;
+  ASSERT_TRUE(core.Configure(config, 1).ok());
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{10, 20}).ok());
+  PinningSink sink;
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(core.Push(0, {0, 0}, step, std::vector<float>{1, 2}, &sink).ok());
+  }
+  ASSERT_EQ(sink.held.size(), 3u);
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_EQ(std::vector<float>(sink.held[step].begin(), sink.held[step].end()),
+              (std::vector<float>{9.0f - step, 18.0f - 2 * step}))
+        << "the reply of step " << step;
+  }
+}
+
 TEST(ShardCoreTest, DetachedSinkGetsNoAnswer) {
   ShardCore core(0);
   ASSERT_TRUE(core.Configure(Config(2, "dist_sync"), 1).ok());

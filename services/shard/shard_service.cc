@@ -40,18 +40,22 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   }
 
   void OnReadDone(bool ok) override {
-    absl::Status status = ok ? Handle() : absl::OkStatus();
+    const absl::Status status = ok ? Handle() : absl::OkStatus();
     part_.Clear();  // gives the receive buffers back before the next read
-    if (ok && status.ok()) {
-      StartRead(&in_);
-      return;
-    }
     if (!status.ok()) {
       std::cerr << status.message() << " (refused; peer " << peer_ << ")\n" << std::flush;
     }
-    absl::MutexLock lock(&mu_);
-    final_status_ = status;
-    Close();
+    {
+      absl::MutexLock lock(&mu_);
+      // A failed write may have closed the stream meanwhile: no read after that.
+      reading_ = ok && status.ok() && !closing_;
+      if (!reading_) {
+        if (final_status_.ok()) final_status_ = status;
+        Close();
+        return;
+      }
+    }
+    StartRead(&in_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -114,9 +118,9 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     return core_->Push(h.rank, h.id, h.version, part_.chunks(), this);
   }
 
-  // Finishes once no read will come and no write is in flight.
+  // Finishes once closing, with no read or write in flight.
   void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!closing_ || writing_ || finished_) return;
+    if (!closing_ || reading_ || writing_ || finished_) return;
     finished_ = true;
     Finish(ToGrpcStatus(final_status_));
   }
@@ -130,6 +134,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   absl::Mutex mu_;
   std::vector<Queued> queue_ ABSL_GUARDED_BY(mu_);  // a heap, most urgent on top
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor starts the first read
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // no more reads; answer nothing more
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <vector>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -42,6 +43,7 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver)
       : shard_(shard), receiver_(receiver) {
     stub->PrepareBidiStreamingCall(&context_, kPushPullMethod, grpc::StubOptions(), this);
+    AddHold();  // writes start from the caller's thread: the call stays until Close
     StartRead(&in_);
     StartCall();
   }
@@ -49,7 +51,7 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   void Send(uint64_t priority, grpc::ByteBuffer message) {
     {
       absl::MutexLock lock(&mu_);
-      if (done_) return;  // the stream's end has been reported; the message is dropped
+      if (closing_) return;  // the stream's end is (or will be) reported; the message is dropped
       queue_.push_back({priority, std::move(message)});
       std::push_heap(queue_.begin(), queue_.end());
       if (writing_) return;
@@ -59,38 +61,48 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     StartWrite(&current_);
   }
 
-  // Ends the call and waits until gRPC is done with it.
+  // Ends the call and waits until gRPC is done with it: no answer arrives after this, and
+  // every message sent has been released.
   void Cancel() {
     context_.TryCancel();
+    Close();
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&done_));
   }
 
   void OnWriteDone(bool ok) override {
+    bool release = false, next = false;
     {
       absl::MutexLock lock(&mu_);
       current_.Clear();
       if (!ok) queue_.clear();  // the stream is broken: OnDone reports why
-      if (queue_.empty()) {
+      if (closing_ || queue_.empty()) {
         writing_ = false;
-        return;
+        release = ReleaseHoldIfIdle();
+      } else {
+        TakeNext();
+        next = true;
       }
-      TakeNext();
     }
-    StartWrite(&current_);
+    if (release) RemoveHold();
+    if (next) StartWrite(&current_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows
-    const absl::Status parsed = part_.Parse(&in_);
-    if (parsed.ok()) {
-      receiver_->OnAnswer(shard_, part_);
-    } else {
-      failure_ = parsed;
-      context_.TryCancel();
+    if (!ok) {  // the call is ending: OnDone follows once the hold is gone
+      Close();
+      return;
     }
+    const absl::Status parsed = part_.Parse(&in_);
+    if (parsed.ok()) receiver_->OnAnswer(shard_, part_);
     part_.Clear();
-    if (parsed.ok()) StartRead(&in_);
+    if (parsed.ok()) {
+      StartRead(&in_);
+      return;
+    }
+    failure_ = parsed;
+    context_.TryCancel();
+    Close();
   }
 
   void OnDone(const grpc::Status& status) override {
@@ -113,6 +125,24 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     queue_.pop_back();
   }
 
+  // No more writes; the call may end once none is in flight.
+  void Close() {
+    bool release;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      queue_.clear();
+      release = ReleaseHoldIfIdle();
+    }
+    if (release) RemoveHold();
+  }
+
+  bool ReleaseHoldIfIdle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!closing_ || writing_ || hold_released_) return false;
+    hold_released_ = true;
+    return true;
+  }
+
   const int shard_;
   AnswerReceiver* const receiver_;
   grpc::ClientContext context_;
@@ -124,6 +154,8 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   std::vector<Queued> queue_ ABSL_GUARDED_BY(mu_);  // a heap, most urgent on top
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);   // the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -149,11 +181,7 @@ class DistKVStoreImpl final : public KVStore, public AnswerReceiver {
   }
 
   ~DistKVStoreImpl() override {
-    {
-      absl::MutexLock lock(&mu_);
-      closing_ = true;
-    }
-    for (auto& s : streams_) s->Cancel();
+    StopStreams();
     if (owned_session_ != nullptr) owned_session_->Leave(absl::OkStatus());
   }
 
@@ -220,12 +248,17 @@ class DistKVStoreImpl final : public KVStore, public AnswerReceiver {
         return k.awaiting == 0 || job_ended_ || !stream_error_.ok();
       };
       mu_.Await(absl::Condition(&answered));
-      if (k.awaiting > 0) return Interrupted();
+      if (k.awaiting == 0) k.in_flight = false;
+    }
+    if (k.in_flight) {
+      // The caller may free its tensors once this returns: nothing may touch them any more.
+      StopStreams();
+      absl::MutexLock lock(&mu_);
+      return Interrupted();
     }
     // Every answer is in, so the shard has read the whole push: gRPC lets go of the gradient's
     // memory at once, if it has not already.
     k.pins.WaitUnpinned();
-    k.in_flight = false;
     return absl::OkStatus();
   }
 
@@ -295,7 +328,7 @@ class DistKVStoreImpl final : public KVStore, public AnswerReceiver {
     std::vector<int64_t> versions;     // by part index: the version of the value this worker has
     std::vector<int64_t> sent;         // by part index: the version the pushed gradient was on
     PinCount pins;                     // gRPC still reading the pushed gradient
-    bool in_flight = false;            // between PushPull and Wait
+    bool in_flight = false;            // between PushPull and Wait (written under mu_)
     float* destination = nullptr;      // where the answers go (guarded by mu_ while in flight)
     int awaiting = 0;                  // parts not answered yet (guarded by mu_)
     Tensor pushed_copy;                // what Push sends (the caller may reuse its gradient)
@@ -321,13 +354,21 @@ class DistKVStoreImpl final : public KVStore, public AnswerReceiver {
   absl::Status Start(int64_t key, Key* k, const Tensor& grad, float* destination) {
     if (k->in_flight) return InFlight(key);
     const std::vector<int>& parts = map_.key_parts[key];
+    bool failed;
     {
       absl::MutexLock lock(&mu_);
-      if (!stream_error_.ok()) return stream_error_;
-      k->destination = destination;
-      k->awaiting = static_cast<int>(parts.size());
+      failed = closing_ || !stream_error_.ok() || job_ended_;
+      if (!failed) {
+        k->destination = destination;
+        k->awaiting = static_cast<int>(parts.size());
+        k->in_flight = true;
+      }
     }
-    k->in_flight = true;
+    if (failed) {  // other keys may be in flight: stop them before the caller gives up
+      StopStreams();
+      absl::MutexLock lock(&mu_);
+      return Interrupted();
+    }
     k->result_unread = false;
     const absl::Span<const float> values = grad.span<float>();
     for (int index : parts) {
@@ -340,6 +381,25 @@ class DistKVStoreImpl final : public KVStore, public AnswerReceiver {
                         values.subspan(p.offset, p.elements), &k->pins));
     }
     return absl::OkStatus();
+  }
+
+  // Ends every stream and waits until gRPC has let go of every tensor it was given, so that
+  // after a failed Wait, and before the store goes away, nothing writes into the caller's
+  // tensors or reads them. A transport stuck on a dead link may hold on to sent bytes: after a
+  // bounded wait the store says so and goes on.
+  void StopStreams() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_) return;
+      closing_ = true;
+    }
+    for (auto& stream : streams_) stream->Cancel();
+    for (size_t key = 0; key < keys_.size(); ++key) {
+      if (!keys_[key]->pins.WaitUnpinnedFor(absl::Seconds(10))) {
+        std::cerr << "worker " << rank() << ": gRPC still holds key " << key
+                  << "'s pushed gradient 10 s after its streams ended\n";
+      }
+    }
   }
 
   static absl::Status InFlight(int64_t key) {
