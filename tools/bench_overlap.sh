@@ -6,6 +6,7 @@
 # epoch time and speed, then the ratio. Needs root (network namespaces).
 #   bazel run //tools:bench_overlap                 # RATE=1gbit
 #   RATE=500mbit bazel run //tools:bench_overlap
+#   RATE=none bazel run //tools:bench_overlap     # loopback as it is
 set -euo pipefail
 RATE=${RATE:-1gbit}
 EPOCHS=${EPOCHS:-1}
@@ -21,7 +22,9 @@ ns=cohort-overlap-$$
 /usr/sbin/ip netns add "$ns"
 trap '/usr/sbin/ip netns del "$ns"' EXIT
 /usr/sbin/ip -n "$ns" link set lo up
-/usr/sbin/ip netns exec "$ns" /usr/sbin/tc qdisc add dev lo root tbf rate "$RATE" burst 256kb latency 20ms
+if [[ $RATE != none ]]; then
+  /usr/sbin/ip netns exec "$ns" /usr/sbin/tc qdisc add dev lo root tbf rate "$RATE" burst 256kb latency 20ms
+fi
 data_dir=/usr/share/datasets/fashion-mnist
 echo "bench_overlap: LeNet, Fashion-MNIST, 2 shards + 2 workers, dist_sync, $EPOCHS epoch(s), loopback shaped to $RATE"
 declare -A seconds

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <iostream>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -10,14 +9,14 @@
 #include "services/common/grpc_util.h"
 #include "services/common/optimizer_config.h"
 #include "services/common/part_codec.h"
+#include "services/common/part_write_queue.h"
 
 namespace cohort {
 namespace {
 
 // One worker's PushPull stream. Reads a part, hands it to the core, reads the next; answers
 // (which the core sends from whichever stream's thread completed an update) queue here and go
-// out one write at a time, lowest key first, so the layers the worker's next forward needs
-// first are answered first. The stream's rank is the first push's; it cannot change.
+// out one write at a time, in model order (PartWriteQueue). The stream's rank is the first push's; it cannot change.
 class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                               public PartSink {
  public:
@@ -30,11 +29,10 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;
-      queue_.push_back({Priority(id), std::move(message)});
-      std::push_heap(queue_.begin(), queue_.end());
+      queue_.Push(id, std::move(message));
       if (writing_) return;
       writing_ = true;
-      TakeNext();
+      current_ = queue_.Pop();
     }
     StartWrite(&current_);
   }
@@ -68,7 +66,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
         MaybeFinish();
         return;
       }
-      TakeNext();
+      current_ = queue_.Pop();
     }
     StartWrite(&current_);
   }
@@ -79,26 +77,10 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   }
 
  private:
-  struct Queued {
-    uint64_t priority;
-    grpc::ByteBuffer message;
-    bool operator<(const Queued& o) const { return priority > o.priority; }  // min-heap
-  };
-  static uint64_t Priority(PartId id) {
-    return (static_cast<uint64_t>(id.key) << 32) | static_cast<uint32_t>(id.part);
-  }
-
-  // Moves the most urgent answer into the write slot.
-  void TakeNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::pop_heap(queue_.begin(), queue_.end());
-    current_ = std::move(queue_.back().message);
-    queue_.pop_back();
-  }
-
   // No more reads or answers; queued answers are dropped (releasing their pins).
   void Close() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     closing_ = true;
-    queue_.clear();
+    queue_.Clear();
     MaybeFinish();
   }
 
@@ -132,7 +114,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   int rank_ = -1;  // the reading side's only
 
   absl::Mutex mu_;
-  std::vector<Queued> queue_ ABSL_GUARDED_BY(mu_);  // a heap, most urgent on top
+  PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
   bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor starts the first read
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

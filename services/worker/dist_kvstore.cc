@@ -1,6 +1,5 @@
 #include "services/worker/dist_kvstore.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -18,6 +17,7 @@
 #include "services/common/grpc_util.h"
 #include "services/common/optimizer_config.h"
 #include "services/common/part_codec.h"
+#include "services/common/part_write_queue.h"
 #include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/kvstore/partition.h"
@@ -36,8 +36,8 @@ class AnswerReceiver {
 };
 
 // A worker's PushPull stream to one shard (the bulk path). Parts queue here and go out one
-// write at a time, most urgent (lowest priority value) first; answers are parsed in place and
-// handed to the receiver on gRPC's thread.
+// write at a time, in model order (PartWriteQueue); answers are parsed in place and handed to
+// the receiver on gRPC's thread.
 class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver)
@@ -48,15 +48,14 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     StartCall();
   }
 
-  void Send(uint64_t priority, grpc::ByteBuffer message) {
+  void Send(PartId id, grpc::ByteBuffer message) {
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;  // the stream's end is (or will be) reported; the message is dropped
-      queue_.push_back({priority, std::move(message)});
-      std::push_heap(queue_.begin(), queue_.end());
+      queue_.Push(id, std::move(message));
       if (writing_) return;
       writing_ = true;
-      TakeNext();
+      current_ = queue_.Pop();
     }
     StartWrite(&current_);
   }
@@ -75,12 +74,12 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     {
       absl::MutexLock lock(&mu_);
       current_.Clear();
-      if (!ok) queue_.clear();  // the stream is broken: OnDone reports why
+      if (!ok) queue_.Clear();  // the stream is broken: OnDone reports why
       if (closing_ || queue_.empty()) {
         writing_ = false;
         release = ReleaseHoldIfIdle();
       } else {
-        TakeNext();
+        current_ = queue_.Pop();
         next = true;
       }
     }
@@ -108,30 +107,18 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   void OnDone(const grpc::Status& status) override {
     receiver_->OnStreamEnd(shard_, failure_.ok() ? status : ToGrpcStatus(failure_));
     absl::MutexLock lock(&mu_);
-    queue_.clear();
+    queue_.Clear();
     done_ = true;
   }
 
  private:
-  struct Queued {
-    uint64_t priority;
-    grpc::ByteBuffer message;
-    bool operator<(const Queued& o) const { return priority > o.priority; }  // min-heap
-  };
-
-  void TakeNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::pop_heap(queue_.begin(), queue_.end());
-    current_ = std::move(queue_.back().message);
-    queue_.pop_back();
-  }
-
   // No more writes; the call may end once none is in flight.
   void Close() {
     bool release;
     {
       absl::MutexLock lock(&mu_);
       closing_ = true;
-      queue_.clear();
+      queue_.Clear();
       release = ReleaseHoldIfIdle();
     }
     if (release) RemoveHold();
@@ -151,7 +138,7 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   absl::Status failure_;  // an answer that could not be parsed
 
   absl::Mutex mu_;
-  std::vector<Queued> queue_ ABSL_GUARDED_BY(mu_);  // a heap, most urgent on top
+  PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);   // the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
@@ -375,10 +362,9 @@ class DistKVStoreImpl final : public KVStore, public AnswerReceiver {
       const Part& p = map_.parts[index];
       DelayPushForTests(key, p.index);
       k->sent[p.index] = k->versions[p.index];
-      streams_[p.shard]->Send(
-          static_cast<uint64_t>(index),  // model order: the first layer's parts first
-          SerializePart({key, p.index}, k->sent[p.index], rank(),
-                        values.subspan(p.offset, p.elements), &k->pins));
+      streams_[p.shard]->Send({key, p.index},
+                              SerializePart({key, p.index}, k->sent[p.index], rank(),
+                                            values.subspan(p.offset, p.elements), &k->pins));
     }
     return absl::OkStatus();
   }
