@@ -1,7 +1,10 @@
 #include "trainer/step.h"
 
 #include <chrono>
+#include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "trainer/base/check.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort {
@@ -11,6 +14,22 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// dst = rows [first, first + n) of src's leading dimension.
+void CopyRows(const Tensor& src, int64_t first, int64_t n, Tensor* dst) {
+  std::vector<int64_t> dims = src.shape().dims();
+  const size_t row_bytes = src.nbytes() / dims[0];
+  dims[0] = n;
+  if (dst->dtype() != src.dtype()) *dst = Tensor(Shape{0}, src.dtype());
+  dst->Resize(Shape(std::move(dims)));
+  std::memcpy(dst->raw(), static_cast<const char*>(src.raw()) + first * row_bytes,
+              n * row_bytes);
+}
+
+int64_t NumKeys(const std::vector<Replica>& replicas) {
+  COHORT_CHECK(!replicas.empty(), "a step runner needs at least one replica");
+  return static_cast<int64_t>(replicas[0].model->parameters().size());
 }
 
 }  // namespace
@@ -26,63 +45,194 @@ absl::Status InitKVStore(const Model& model, KVStore* kvstore) {
   return absl::OkStatus();
 }
 
-StepRunner::StepRunner(Model* model, SoftmaxCrossEntropyLoss* loss, KVStore* kvstore,
-                       bool overlap)
-    : model_(model), loss_(loss), kvstore_(kvstore), overlap_(overlap) {
-  const auto& params = model->parameters();
-  for (size_t k = 0; k < params.size(); ++k) keys_[params[k]] = static_cast<int64_t>(k);
-  in_flight_.assign(params.size(), 0);
+StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool overlap)
+    : replicas_(std::move(replicas)),
+      kvstore_(kvstore),
+      overlap_(overlap),
+      num_keys_(NumKeys(replicas_)) {
+  for (const Replica& replica : replicas_) {
+    const auto& params = replica.model->parameters();
+    COHORT_CHECK(static_cast<int64_t>(params.size()) == num_keys_, "replicas of different models");
+    for (size_t k = 0; k < params.size(); ++k) keys_[params[k]] = static_cast<int64_t>(k);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.assign(num_keys_, 0);
+    gradients_ready_.assign(num_keys_, 0);
+    pulls_.assign(num_keys_, 0);
+    copied_.assign(replicas_.size(), std::vector<int64_t>(num_keys_, 0));
+  }
+  slices_.resize(replicas_.size());
+  if (num_replicas() > 1) {
+    for (int r = 1; r < num_replicas(); ++r) {
+      CopyParameters(0, r);
+      CopyState(0, r);
+    }
+    team_ = std::make_unique<ThreadTeam>(num_replicas(), [this](int r) {
+      if (replicas_[r].backend != nullptr) replicas_[r].backend->BindCallingThread();
+    });
+  }
   if (!overlap_) return;
-  model->SetGradientReadyHook([this](Parameter& p) { Send(keys_.at(&p)); });
-  model->SetBeforeForwardHook([this](int, Layer& layer) {
-    for (Parameter& p : layer.parameters()) Receive(keys_.at(&p));
-  });
+  for (int r = 0; r < num_replicas(); ++r) {
+    Model* model = replicas_[r].model;
+    model->SetGradientReadyHook([this, r](Parameter& p) { GradientReady(r, keys_.at(&p)); });
+    model->SetBeforeForwardHook([this, r](int, Layer& layer) {
+      for (Parameter& p : layer.parameters()) Receive(r, keys_.at(&p));
+    });
+  }
 }
 
 StepRunner::~StepRunner() {
+  team_.reset();
   if (!overlap_) return;
-  model_->SetGradientReadyHook(nullptr);
-  model_->SetBeforeForwardHook(nullptr);
+  for (const Replica& replica : replicas_) {
+    replica.model->SetGradientReadyHook(nullptr);
+    replica.model->SetBeforeForwardHook(nullptr);
+  }
+}
+
+void StepRunner::CopyParameters(int from, int to) {
+  const auto& src = replicas_[from].model->parameters();
+  const auto& dst = replicas_[to].model->parameters();
+  for (size_t k = 0; k < src.size(); ++k) dst[k]->value.CopyFrom(src[k]->value);
+}
+
+void StepRunner::CopyState(int from, int to) {
+  const auto& src = replicas_[from].model->state();
+  const auto& dst = replicas_[to].model->state();
+  for (size_t s = 0; s < src.size(); ++s) dst[s].value->CopyFrom(*src[s].value);
+}
+
+void StepRunner::GradientReady(int r, int64_t key) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok() || ++gradients_ready_[key] < num_replicas()) return;
+    gradients_ready_[key] = 0;
+  }
+  // Every replica is done with this gradient: nobody else touches it until the next step.
+  if (num_replicas() > 1) ReduceGradient(key);
+  absl::MutexLock lock(&mu_);
+  Send(key);
+}
+
+void StepRunner::ReduceGradient(int64_t key) {
+  float* out = replicas_[0].model->parameters()[key]->grad.data<float>();
+  const int64_t n = replicas_[0].model->parameters()[key]->grad.numel();
+  const float w0 = slices_[0].weight;
+  for (int64_t i = 0; i < n; ++i) out[i] *= w0;
+  for (int r = 1; r < num_replicas(); ++r) {
+    const float* g = replicas_[r].model->parameters()[key]->grad.data<float>();
+    const float w = slices_[r].weight;
+    for (int64_t i = 0; i < n; ++i) out[i] += w * g[i];
+  }
 }
 
 void StepRunner::Send(int64_t key) {
   if (!status_.ok()) return;
   const auto start = Clock::now();
-  Parameter* p = model_->parameters()[key];
+  Parameter* p = replicas_[0].model->parameters()[key];
   status_ = kvstore_->PushPull(key, p->grad, &p->value);
   in_flight_[key] = status_.ok();
   comm_seconds_ += SecondsSince(start);
 }
 
-void StepRunner::Receive(int64_t key) {
-  if (!status_.ok() || !in_flight_[key]) return;
-  const auto start = Clock::now();
-  status_ = kvstore_->Wait(key);
-  in_flight_[key] = 0;
-  comm_seconds_ += SecondsSince(start);
+void StepRunner::Receive(int r, int64_t key) {
+  absl::MutexLock lock(&mu_);
+  if (!status_.ok()) return;
+  if (in_flight_[key]) {
+    const auto start = Clock::now();
+    status_ = kvstore_->Wait(key);
+    in_flight_[key] = 0;
+    comm_seconds_ += SecondsSince(start);
+    if (!status_.ok()) return;
+    ++pulls_[key];
+  }
+  // The kvstore wrote replica 0's value; the others copy it once per pull.
+  if (r == 0 || copied_[r][key] == pulls_[key]) return;
+  copied_[r][key] = pulls_[key];
+  replicas_[r].model->parameters()[key]->value.CopyFrom(
+      replicas_[0].model->parameters()[key]->value);
+}
+
+void StepRunner::RunReplica(int r, const Tensor& images, const Tensor& labels) {
+  const Replica& replica = replicas_[r];
+  slices_[r].loss = replica.loss->Forward(replica.model->Forward(Mode::kTrain, images), labels);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok()) return;  // a wait before some layer failed: this forward used stale values
+  }
+  replica.model->Backward(replica.loss->Backward());
 }
 
 absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& labels) {
-  status_ = absl::OkStatus();
-  comm_seconds_ = 0;
-  StepResult result;
-  result.loss = loss_->Forward(model_->Forward(Mode::kTrain, images), labels);
-  RETURN_IF_ERROR(status_);  // a wait before some layer failed: this forward used stale values
-  model_->Backward(loss_->Backward());
-  if (!overlap_) {
-    const int64_t n = static_cast<int64_t>(in_flight_.size());
-    for (int64_t k = n - 1; k >= 0; --k) Send(k);
-    for (int64_t k = 0; k < n; ++k) Receive(k);
+  const int64_t batch = images.shape()[0];
+  if (batch < num_replicas()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a local batch of ", batch, " cannot be split over ", num_replicas(),
+        " device contexts; raise --batch_size or use fewer --devices"));
   }
+  {
+    absl::MutexLock lock(&mu_);
+    status_ = absl::OkStatus();
+    comm_seconds_ = 0;
+    for (int& ready : gradients_ready_) ready = 0;
+  }
+  if (num_replicas() == 1) {
+    slices_[0].weight = 1;
+    RunReplica(0, images, labels);
+  } else {
+    int64_t first = 0;
+    for (int r = 0; r < num_replicas(); ++r) {
+      const int64_t rows = batch / num_replicas() + (r < batch % num_replicas() ? 1 : 0);
+      CopyRows(images, first, rows, &slices_[r].images);
+      CopyRows(labels, first, rows, &slices_[r].labels);
+      slices_[r].weight = static_cast<float>(rows) / static_cast<float>(batch);
+      first += rows;
+    }
+    team_->Run([this](int r) { RunReplica(r, slices_[r].images, slices_[r].labels); });
+  }
+  if (!overlap_) {
+    for (int64_t k = num_keys_ - 1; k >= 0; --k) {
+      for (int r = 0; r < num_replicas(); ++r) GradientReady(r, k);
+    }
+    for (int64_t k = 0; k < num_keys_; ++k) {
+      for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
+    }
+  }
+  StepResult result;
+  for (const Slice& slice : slices_) result.loss += slice.weight * slice.loss;
+  absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(status_);
   result.comm_seconds = comm_seconds_;
   return result;
 }
 
 absl::Status StepRunner::WaitForParameters() {
-  status_ = absl::OkStatus();
-  for (size_t k = 0; k < in_flight_.size(); ++k) Receive(static_cast<int64_t>(k));
+  {
+    absl::MutexLock lock(&mu_);
+    status_ = absl::OkStatus();
+  }
+  for (int64_t k = 0; k < num_keys_; ++k) {
+    for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
+  }
+  if (num_replicas() > 1) AverageState();
+  absl::MutexLock lock(&mu_);
   return status_;
+}
+
+void StepRunner::AverageState() {
+  const auto& state = replicas_[0].model->state();
+  const float scale = 1.0f / static_cast<float>(num_replicas());
+  for (size_t s = 0; s < state.size(); ++s) {
+    float* mean = state[s].value->data<float>();
+    const int64_t n = state[s].value->numel();
+    for (int r = 1; r < num_replicas(); ++r) {
+      const float* v = replicas_[r].model->state()[s].value->data<float>();
+      for (int64_t i = 0; i < n; ++i) mean[i] += v[i];
+    }
+    for (int64_t i = 0; i < n; ++i) mean[i] *= scale;
+  }
+  for (int r = 1; r < num_replicas(); ++r) CopyState(0, r);
 }
 
 }  // namespace cohort

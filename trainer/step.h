@@ -1,10 +1,14 @@
 #ifndef COHORT_TRAINER_STEP_H_
 #define COHORT_TRAINER_STEP_H_
 
+#include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "trainer/base/thread_team.h"
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/nn/loss.h"
 #include "trainer/nn/model.h"
@@ -21,42 +25,83 @@ struct StepResult {
   double comm_seconds = 0;  // time the step spent in kvstore calls, waiting included
 };
 
+// One copy of the model on one device context, with the backend that runs it.
+struct Replica {
+  Model* model;
+  SoftmaxCrossEntropyLoss* loss;
+  Backend* backend;
+};
+
 // Runs training steps, the same for the trainer, the benchmark and the worker: forward, loss,
-// backward, and the exchange of every parameter with the kvstore (PushPull into the
-// parameter's own value).
+// backward, and the exchange of every parameter with the kvstore (PushPull into the first
+// replica's own value).
 //  - overlapped (the default): each gradient is pushed as soon as backward produces it (last
 //    layer first, through the model's gradient-ready hook), and the next step's forward waits
 //    before each layer only for that layer's values (first layer first, through the
 //    before-forward hook), so communication runs behind backward and the next forward;
 //  - not overlapped: every gradient is pushed after backward, then every value waited for.
-// After a step, values may still be arriving: call WaitForParameters before reading the
-// model's weights (evaluation, export). Installs the model's hooks for its lifetime; the
-// model, loss and kvstore must outlive it.
+// With several replicas (--devices cpu:2), each trains on its own thread on a contiguous slice
+// of the local batch (sizes differ by at most one); a parameter's gradients are reduced
+// locally, weighted by slice size in replica order (the gradient of the mean loss over the
+// whole local batch), and pushed once the last replica has produced its own; each replica
+// copies the pulled value before its forward needs it. The replicas start from the first
+// one's values; batch-norm running statistics are averaged across them in
+// WaitForParameters. After a step, values may still be arriving: call WaitForParameters
+// before reading the first replica's weights (evaluation, export). Installs the models' hooks
+// for its lifetime; the replicas and kvstore must outlive it.
 class StepRunner {
  public:
-  StepRunner(Model* model, SoftmaxCrossEntropyLoss* loss, KVStore* kvstore, bool overlap);
+  StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool overlap);
+  StepRunner(Model* model, SoftmaxCrossEntropyLoss* loss, KVStore* kvstore, bool overlap)
+      : StepRunner({Replica{model, loss, nullptr}}, kvstore, overlap) {}
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
 
-  // images: (N, C, H, W); labels: (N) I32.
+  // images: (N, C, H, W); labels: (N) I32; N ≥ the number of replicas.
   absl::StatusOr<StepResult> Step(const Tensor& images, const Tensor& labels);
-  // Returns once every parameter holds its latest pulled value.
+  // Returns once every replica holds every parameter's latest pulled value (and the averaged
+  // batch-norm statistics).
   absl::Status WaitForParameters();
 
  private:
-  void Send(int64_t key);
-  void Receive(int64_t key);
+  struct Slice {
+    Tensor images, labels;  // this replica's rows of the local batch
+    float weight = 0;       // rows / local batch
+    double loss = 0;
+  };
 
-  Model* const model_;
-  SoftmaxCrossEntropyLoss* const loss_;
+  int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  // Forward, loss and backward of replica r on its slice.
+  void RunReplica(int r, const Tensor& images, const Tensor& labels);
+  // Replica r's gradient of key is final: once every replica's is, reduce and push it.
+  void GradientReady(int r, int64_t key);
+  void ReduceGradient(int64_t key);
+  void Send(int64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for key's pulled value and copies it into replica r.
+  void Receive(int r, int64_t key);
+  void AverageState();
+  void CopyParameters(int from, int to);
+  void CopyState(int from, int to);
+
+  const std::vector<Replica> replicas_;
   KVStore* const kvstore_;
   const bool overlap_;
-  absl::flat_hash_map<const Parameter*, int64_t> keys_;
-  std::vector<char> in_flight_;  // by key
+  const int64_t num_keys_;
+  std::vector<Slice> slices_;
+  std::unique_ptr<ThreadTeam> team_;  // several replicas: one thread each
+  absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
+
+  // Serialises the kvstore (one caller at a time) and the exchange's bookkeeping.
+  absl::Mutex mu_;
+  std::vector<char> in_flight_ ABSL_GUARDED_BY(mu_);  // by key
+  std::vector<int> gradients_ready_ ABSL_GUARDED_BY(mu_);  // by key: replicas done this step
+  // By key: how many values were pulled, and per replica how many it has copied.
+  std::vector<int64_t> pulls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<int64_t>> copied_ ABSL_GUARDED_BY(mu_);
   // Within a step: the first kvstore error (hooks cannot return one) and the time in calls.
-  absl::Status status_;
-  double comm_seconds_ = 0;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cohort

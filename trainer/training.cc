@@ -7,12 +7,12 @@
 #include "absl/strings/str_format.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/data/dataset.h"
+#include "trainer/devices.h"
 #include "trainer/data/prefetch.h"
 #include "trainer/eval/accuracy.h"
 #include "trainer/io/model_file.h"
 #include "trainer/models/models.h"
 #include "trainer/nn/loss.h"
-#include "trainer/ops/cpu/onednn_backend.h"
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
@@ -67,25 +67,16 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
       absl::StrCat("--augment=", augment, ": expected none, flip or crop_flip"));
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& devices) {
-  if (devices == "cpu" || devices == "cpu:1") return std::make_unique<OnednnBackend>();
-  if (devices.rfind("cpu:", 0) == 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--devices=", devices, ": several CPU device contexts per process are not supported yet; "
-        "use --devices=cpu (oneDNN already uses every core)"));
-  }
-  if (devices.rfind("gpu", 0) == 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--devices=", devices, ": this trainer has no GPU backend yet; use --devices=cpu"));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--devices=", devices, ": expected cpu, cpu:N or gpu:I[,J...]"));
-}
-
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
                                   std::ostream& out) {
   RETURN_IF_ERROR(ValidateTrainOptions(options));
-  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.devices));
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Backend>> backends,
+                   MakeDeviceBackends(options.devices));
+  if (options.batch_size < static_cast<int64_t>(backends.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch_size=", options.batch_size, " cannot be split over the ", backends.size(),
+        " device contexts of --devices=", options.devices));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, make_kvstore(options.kv_store));
   const int rank = kvstore->rank();
   const int num_workers = kvstore->num_workers();
@@ -102,9 +93,18 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
     ASSIGN_OR_RETURN(data.test, PadImages(data.test, side, side));
   }
   const Shape& sample = data.train.sample_shape;
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                   BuildModel(options.model, backend.get(), sample, data.train.num_classes));
-  model->InitParameters(options.seed);
+  // One replica per device context; the first is the one evaluated and exported.
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
+  std::vector<Replica> replicas;
+  for (const auto& backend : backends) {
+    ASSIGN_OR_RETURN(models.emplace_back(),
+                     BuildModel(options.model, backend.get(), sample, data.train.num_classes));
+    models.back()->InitParameters(options.seed);
+    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
+    replicas.push_back({models.back().get(), losses.back().get(), backend.get()});
+  }
+  Model* model = models[0].get();
 
   // Every rank runs the same steps over the global batch (Contracts, "Sampler").
   const int64_t global_batch = options.batch_size * num_workers;
@@ -137,18 +137,18 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   ASSIGN_OR_RETURN(prefetch.augmentation, ParseAugment(options.augment, sample[1]));
   prefetch.end_epoch = options.epochs;
   BatchPrefetcher batches(data.train, norm, prefetch);
-  SoftmaxCrossEntropyLoss loss(backend.get());
-  StepRunner runner(model.get(), &loss, kvstore.get(), options.overlap);
+  StepRunner runner(std::move(replicas), kvstore.get(), options.overlap);
 
   if (lead) {
     out << absl::StrFormat(
         "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d x %d "
         "worker(s), %d epochs, %s, lr %g %s (warm-up %g epochs), augment %s, kvstore %s, "
-        "backend %s, %d hardware threads\n",
+        "backend %s on %s, %d hardware threads\n",
         options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
         model->num_parameter_elements(), options.batch_size, num_workers, options.epochs,
         options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
-        options.augment, kvstore->type(), backend->name(), std::thread::hardware_concurrency());
+        options.augment, kvstore->type(), backends[0]->name(), options.devices,
+        std::thread::hardware_concurrency());
     out << absl::StrFormat("%8s %6s %13s %9s %9s %6s\n", "Step", "Epoch", "Speed(img/s)", "Loss",
                            "LR", "Comm%");
   }
@@ -192,7 +192,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
     train_seconds += epoch_seconds;
     images_seen += steps_per_epoch * global_batch;
     if (!lead) continue;
-    const Accuracy acc = Evaluate(model.get(), data.test, norm, kEvalBatch);
+    const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
     result.test_top1 = acc.top1_percent();
     result.test_top5 = acc.top5_percent();
     out << absl::StrFormat(

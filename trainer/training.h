@@ -32,7 +32,7 @@ struct TrainOptions {
   uint64_t seed = 42;
   int64_t log_interval = 100;  // steps between progress rows
   std::string output = "model.safetensors";  // empty: don't write the model
-  std::string devices = "cpu";
+  std::string devices = "cpu";  // cpu | cpu:N (the local batch split over N contexts)
   // Push each gradient as backward produces it and wait for each layer's values only before
   // its forward (false: push everything after backward, then wait for everything).
   bool overlap = true;
@@ -40,9 +40,6 @@ struct TrainOptions {
 
 // Checks option values, naming the flag that is wrong.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
-
-// The compute backend for a --devices value ("cpu", "cpu:1").
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& devices);
 
 struct TrainResult {
   double test_top1 = 0;  // percent; rank 0 only

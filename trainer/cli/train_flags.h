@@ -47,7 +47,8 @@
   ABSL_FLAG(std::string, output, cohort::TrainOptions().output,                                  \
             "where to write the trained model (safetensors); empty: don't");                     \
   ABSL_FLAG(std::string, devices, cohort::TrainOptions().devices,                                \
-            "compute devices: cpu (alias --gpus)");                                              \
+            "compute devices: cpu, or cpu:N to split the local batch over N device contexts "    \
+            "(alias --gpus)");                                                                   \
   ABSL_FLAG(bool, overlap, cohort::TrainOptions().overlap,                                       \
             "overlap communication with computation: push each gradient as backward produces "   \
             "it, wait for each layer's values just before its forward (--nooverlap: push all "   \

@@ -107,6 +107,9 @@ class Backend {
   virtual absl::string_view name() const = 0;
   virtual DType dtype() const = 0;
   virtual Allocator* allocator() const { return CpuAllocator(); }
+  // Prepares the calling thread to run this backend's ops: a worker with several device
+  // contexts runs each on a thread of its own (its share of the CPU cores, or its GPU).
+  virtual void BindCallingThread() {}
 
   virtual std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) = 0;
   virtual std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) = 0;

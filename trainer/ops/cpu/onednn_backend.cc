@@ -1,5 +1,7 @@
 #include "trainer/ops/cpu/onednn_backend.h"
 
+#include <omp.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -649,8 +651,14 @@ class SoftmaxCrossEntropyOnednn final : public Op {
 
 }  // namespace
 
-OnednnBackend::OnednnBackend() : ctx_(std::make_shared<Context>()) {}
+OnednnBackend::OnednnBackend(int threads)
+    : ctx_(std::make_shared<Context>()), threads_(threads) {}
 OnednnBackend::~OnednnBackend() = default;
+
+// oneDNN's OpenMP runtime sizes each parallel region by the calling thread's own setting.
+void OnednnBackend::BindCallingThread() {
+  if (threads_ > 0) omp_set_num_threads(threads_);
+}
 
 std::unique_ptr<Op> OnednnBackend::Conv2d(const Conv2dSpec& spec) {
   return std::make_unique<Conv2dOnednn>(ctx_, spec);

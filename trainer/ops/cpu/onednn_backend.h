@@ -10,16 +10,19 @@ namespace cohort {
 // The CPU backend: every op runs as oneDNN 2.6 primitives on F32 host tensors in plain
 // row-major layouts (NCHW activations, OIHW/OI weights), the layouts the kvstore and the
 // export use. Primitives are built once per input shape and reused across steps; oneDNN
-// spreads each primitive over the OpenMP threads (all cores unless OMP_NUM_THREADS says less).
+// spreads each primitive over the OpenMP threads of the calling thread: all cores unless
+// OMP_NUM_THREADS says less, or `threads` once BindCallingThread ran (one of several contexts).
 // Loops of its own only where oneDNN has no primitive: the loss's label gather, batch norm's
 // running-statistics update, dropout, the ResNet subsample-pad shortcut and gradient copies.
 class OnednnBackend final : public Backend {
  public:
-  OnednnBackend();
+  // threads: OpenMP threads for threads that BindCallingThread prepared; 0 leaves them alone.
+  explicit OnednnBackend(int threads = 0);
   ~OnednnBackend() override;
 
   absl::string_view name() const override { return "onednn"; }
   DType dtype() const override { return DType::kF32; }
+  void BindCallingThread() override;
 
   std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) override;
   std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) override;
@@ -41,6 +44,7 @@ class OnednnBackend final : public Backend {
 
  private:
   std::shared_ptr<Context> ctx_;
+  int threads_;
 };
 
 }  // namespace cohort

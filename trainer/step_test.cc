@@ -1,0 +1,178 @@
+// Several device contexts per worker (--devices cpu:2): replicas trained on slices of the
+// local batch and reduced before the push equal one context trained on the whole batch.
+
+#include "trainer/step.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "trainer/base/random.h"
+#include "trainer/devices.h"
+#include "trainer/models/models.h"
+
+namespace cohort {
+namespace {
+
+constexpr int kSteps = 20;
+constexpr int kClasses = 10;
+
+struct Batch {
+  Tensor images;  // (N, 1, 28, 28)
+  Tensor labels;  // (N) I32
+};
+
+std::vector<Batch> MakeBatches(int64_t batch) {
+  Rng rng(7);
+  std::vector<Batch> batches;
+  for (int s = 0; s < kSteps; ++s) {
+    Batch b{Tensor(Shape{batch, 1, 28, 28}), Tensor(Shape{batch}, DType::kI32)};
+    for (float& v : b.images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
+    for (int32_t& l : b.labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(kClasses));
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+using Values = std::vector<std::vector<float>>;
+
+Values Copy(const std::vector<Tensor*>& tensors) {
+  Values out;
+  for (const Tensor* t : tensors) out.emplace_back(t->data<float>(), t->data<float>() + t->numel());
+  return out;
+}
+
+std::vector<Tensor*> ParameterValues(const Model& m) {
+  std::vector<Tensor*> out;
+  for (Parameter* p : m.parameters()) out.push_back(&p->value);
+  return out;
+}
+
+std::vector<Tensor*> StateValues(const Model& m) {
+  std::vector<Tensor*> out;
+  for (const StateTensor& s : m.state()) out.push_back(s.value);
+  return out;
+}
+
+// A small network with batch norm, so running statistics are part of the replicas' state.
+absl::StatusOr<std::unique_ptr<Model>> ConvBnNet(Backend* backend) {
+  return ModelBuilder(backend, "conv_bn", Shape{1, 28, 28})
+      .Conv2d("conv1", 4, 5, 2, 0)
+      .BatchNorm("bn1")
+      .Relu("relu1")
+      .Flatten("flatten")
+      .Linear("fc", kClasses)
+      .Build();
+}
+
+struct Trained {
+  std::vector<Values> parameters, state;  // per replica
+  double last_loss = 0;
+};
+
+// Trains `model` on every batch with the local kvstore (SGD with momentum and weight decay)
+// over the device contexts `devices` names.
+absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& devices,
+                              const std::vector<Batch>& batches, bool overlap) {
+  auto backends = MakeDeviceBackends(devices);
+  if (!backends.ok()) return backends.status();
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
+  std::vector<Replica> replicas;
+  for (auto& backend : *backends) {
+    auto model = model_name == "conv_bn"
+                     ? ConvBnNet(backend.get())
+                     : BuildModel(model_name, backend.get(), Shape{1, 28, 28}, kClasses);
+    if (!model.ok()) return model.status();
+    models.push_back(std::move(*model));
+    // Replicas other than the first start from other weights: the runner must copy them.
+    models.back()->InitParameters(42 + models.size() - 1);
+    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
+    replicas.push_back({models.back().get(), losses.back().get(), backend.get()});
+  }
+  auto kv = CreateKVStore("local");
+  if (!kv.ok()) return kv.status();
+  OptimizerSpec spec;
+  spec.optimizer_options = {0.9, 1e-4};
+  spec.lr_schedule.base_lr = 0.05;
+  if (absl::Status s = (*kv)->SetOptimizer(spec); !s.ok()) return s;
+  if (absl::Status s = InitKVStore(*models[0], kv->get()); !s.ok()) return s;
+  StepRunner runner(std::move(replicas), kv->get(), overlap);
+  Trained out;
+  for (const Batch& batch : batches) {
+    auto step = runner.Step(batch.images, batch.labels);
+    if (!step.ok()) return step.status();
+    out.last_loss = step->loss;
+  }
+  if (absl::Status s = runner.WaitForParameters(); !s.ok()) return s;
+  for (const auto& m : models) {
+    out.parameters.push_back(Copy(ParameterValues(*m)));
+    out.state.push_back(Copy(StateValues(*m)));
+  }
+  return out;
+}
+
+double RelativeDifference(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
+void ExpectClose(const Values& got, const Values& want, double tolerance, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_EQ(got[k].size(), want[k].size()) << what << " " << k;
+    EXPECT_LE(RelativeDifference(got[k], want[k]), tolerance) << what << " " << k;
+  }
+}
+
+class TwoContextsTest : public ::testing::TestWithParam<bool> {};  // overlap or not
+
+// An odd batch (17 + 16 rows) checks that the reduce weighs each slice by its size.
+TEST_P(TwoContextsTest, EqualOneContextOnTheWholeBatch) {
+  const std::vector<Batch> batches = MakeBatches(33);
+  auto one = Train("lenet", "cpu", batches, GetParam());
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto two = Train("lenet", "cpu:2", batches, GetParam());
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->parameters.size(), 2u);
+  ExpectClose(two->parameters[0], one->parameters[0], 1e-5, "parameter");
+  EXPECT_EQ(two->parameters[0], two->parameters[1]);  // both contexts hold the pulled values
+  EXPECT_NEAR(two->last_loss, one->last_loss, 1e-4 * std::abs(one->last_loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, TwoContextsTest, ::testing::Bool());
+
+// Each context normalises with its own slice's statistics (as per-device batch norm does), so
+// training differs from one context; the running statistics are averaged. After one step from
+// equal weights, running_mean = momentum · batch mean is linear in the batch mean, so the average
+// of the two halves' equals the whole batch's; running_var is not (each half has its own spread).
+TEST(StepRunnerTest, BatchNormStatisticsAreAveragedAcrossContexts) {
+  std::vector<Batch> batches = MakeBatches(32);
+  batches.resize(1);
+  auto one = Train("conv_bn", "cpu", batches, true);
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto two = Train("conv_bn", "cpu:2", batches, true);
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->state[0].size(), 2u);
+  EXPECT_LE(RelativeDifference(two->state[0][0], one->state[0][0]), 1e-6) << "running_mean";
+  EXPECT_LE(RelativeDifference(two->state[0][1], one->state[0][1]), 0.1) << "running_var";
+  EXPECT_EQ(two->state[0], two->state[1]);
+  EXPECT_EQ(two->parameters[0], two->parameters[1]);
+}
+
+TEST(StepRunnerTest, RefusesABatchSmallerThanTheContexts) {
+  const std::vector<Batch> batches = MakeBatches(1);
+  auto two = Train("lenet", "cpu:2", batches, true);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("cannot be split over 2 device contexts"),
+            std::string::npos)
+      << two.status();
+}
+
+}  // namespace
+}  // namespace cohort
