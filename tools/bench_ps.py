@@ -5,7 +5,8 @@ Starts real jobs through the launcher (a scheduler, S shard processes and W ps_w
 processes, talking gRPC over TCP on 127.0.0.1). Each worker pushes a model's gradients and
 pulls the updated values through the training kvstore (dist_sync), round after round, and
 checks every pulled value against the expected sum. Beside it, iperf3 measures the same
-machine's single-stream TCP bandwidth in the same run.
+machine's single-stream TCP bandwidth in the same run, and (`--bidir`) what one TCP connection
+carries both ways at once: the kernel's ceiling for a push+pull, which moves data both ways.
 
   bazel run //tools:bench_ps               # the full matrix
   bazel run //tools:bench_ps -- --quick    # fewer rounds
@@ -36,8 +37,9 @@ def program(relative):
     return os.path.abspath(path)
 
 
-def iperf3_single_stream_gbps(seconds):
-    """One TCP stream over 127.0.0.1 for `seconds`, as iperf3 measures it (receiver side)."""
+def iperf3_gbps(seconds, bidir=False):
+    """One TCP connection over 127.0.0.1 for `seconds`, as iperf3 measures it (receiver side;
+    with bidir, both directions at once, summed)."""
     for _ in range(20):
         port = random.randint(20000, 60000)
         server = subprocess.Popen(
@@ -52,12 +54,16 @@ def iperf3_single_stream_gbps(seconds):
             if not listening:  # the port was taken: try another one
                 continue
             client = subprocess.run(
-                ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"],
+                ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"]
+                + (["--bidir"] if bidir else []),
                 capture_output=True, text=True, timeout=seconds + 60)
             if client.returncode != 0:
                 sys.exit(f"bench_ps: error: iperf3 client failed: {client.stdout}{client.stderr}")
-            report = json.loads(client.stdout)
-            return report["end"]["sum_received"]["bits_per_second"] / 8e9
+            end = json.loads(client.stdout)["end"]
+            bits = end["sum_received"]["bits_per_second"]
+            if bidir:
+                bits += end["sum_received_bidir_reverse"]["bits_per_second"]
+            return bits / 8e9
         finally:
             if server.poll() is None:
                 server.kill()
@@ -102,21 +108,26 @@ def main():
     rows = []
     for name, tensors, tensor_bytes, warmup, rounds in cases:
         for workers, shards in ((1, 1), (2, 2)):
-            tcp = iperf3_single_stream_gbps(args.iperf_seconds)
+            tcp = iperf3_gbps(args.iperf_seconds)
+            both_ways = iperf3_gbps(args.iperf_seconds, bidir=True)
             results = run_job(workers, shards, tensors, tensor_bytes, warmup, rounds)
             per_worker = min(r["gbps"] for r in results)
             median_ms = max(r["median_ms"] for r in results)
             checked = sum(r["checked"] for r in results)
-            rows.append((name, workers, shards, median_ms, per_worker, tcp, checked))
+            rows.append((name, workers, shards, median_ms, per_worker, tcp, both_ways))
             print(f"  {name:<20} W{workers}S{shards}: round {median_ms:8.2f} ms, "
                   f"{per_worker:6.3f} GB/s per worker, single-stream TCP {tcp:5.2f} GB/s "
-                  f"({100 * per_worker / tcp:5.1f}%), {checked:,} values checked", flush=True)
+                  f"({100 * per_worker / tcp:5.1f}%), both ways {both_ways:5.2f} GB/s "
+                  f"({100 * per_worker / both_ways:5.1f}%), {checked:,} values checked",
+                  flush=True)
     print()
-    print("| model | W | S | round (median) | GB/s per worker | iperf3 single stream | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for name, workers, shards, median_ms, gbps, tcp, _ in rows:
+    print("| model | W | S | round (median) | GB/s per worker | iperf3 single stream | ratio "
+          "| iperf3 --bidir | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, workers, shards, median_ms, gbps, tcp, both_ways in rows:
         print(f"| {name} | {workers} | {shards} | {median_ms:.2f} ms | {gbps:.3f} | "
-              f"{tcp:.2f} GB/s | {100 * gbps / tcp:.0f}% |")
+              f"{tcp:.2f} GB/s | {100 * gbps / tcp:.0f}% | {both_ways:.2f} GB/s | "
+              f"{100 * gbps / both_ways:.0f}% |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #ifndef COHORT_SERVICES_COMMON_BYTE_CHUNKS_H_
 #define COHORT_SERVICES_COMMON_BYTE_CHUNKS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -25,6 +26,31 @@ inline void CopyChunks(ByteChunks chunks, void* dst) {
     std::memcpy(out, c.data(), c.size());
     out += c.size();
   }
+}
+
+// Reads chunks as consecutive F32 values, one block at a time: each block is gathered into
+// `block` (aligned, small enough to stay in cache, whatever the chunks' alignment and however a
+// float straddles them), then fn(first_element, values) runs on it; the last block may be
+// shorter. TotalBytes(chunks) must be a multiple of 4.
+template <typename Fn>
+void ForEachFloatBlock(ByteChunks chunks, absl::Span<float> block, Fn fn) {
+  char* buffer = reinterpret_cast<char*>(block.data());
+  const size_t capacity = block.size() * sizeof(float);
+  size_t filled = 0, first = 0;
+  for (absl::Span<const char> c : chunks) {
+    while (!c.empty()) {
+      const size_t n = std::min(c.size(), capacity - filled);
+      std::memcpy(buffer + filled, c.data(), n);
+      filled += n;
+      c.remove_prefix(n);
+      if (filled == capacity) {
+        fn(first, absl::Span<const float>(block));
+        first += block.size();
+        filled = 0;
+      }
+    }
+  }
+  if (filled > 0) fn(first, absl::Span<const float>(block.data(), filled / sizeof(float)));
 }
 
 }  // namespace cohort

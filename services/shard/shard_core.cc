@@ -49,11 +49,10 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
     p->optimizer =
         *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
     if (config_.mode == "dist_sync") {
-      p->slots.assign(config_.num_workers, std::vector<float>(value.size()));
+      p->slots.resize(config_.num_workers);  // allocated on first use
       p->pushed.assign(config_.num_workers, 0);
       p->waiting.assign(config_.num_workers, nullptr);
     }
-    p->sum.resize(value.size());
   }
   parts_.emplace(id, std::move(p));
   return absl::OkStatus();
@@ -117,12 +116,7 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
           where(), " was computed on version ", version, ", which the part has not reached (",
           p->version, ")"));
     }
-    CopyChunks(grad, p->sum.data());
-    if (num_workers > 1) {
-      const float scale = 1.0f / static_cast<float>(num_workers);
-      for (float& g : p->sum) g *= scale;
-    }
-    p->optimizer->Update(0, absl::MakeSpan(p->value->data), p->sum, lr);
+    ApplyPush(p, grad, rank, absl::MakeSpan(p->value->data), lr);
     ++p->version;
     reply_to->Send(id, p->version, p->value->data, nullptr);
     return absl::OkStatus();
@@ -137,13 +131,16 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
     return absl::FailedPreconditionError(
         absl::StrCat(where(), " came twice for version ", version));
   }
-  CopyChunks(grad, p->slots[rank].data());
   p->pushed[rank] = 1;
   p->waiting[rank] = reply_to;
-  if (++p->arrived < num_workers) return absl::OkStatus();
-  const float* mean = SyncMean(p);
-  p->optimizer->Update(0, absl::MakeSpan(WritableValue(p)), absl::MakeConstSpan(mean, elements),
-                       lr);
+  if (++p->arrived < num_workers) {
+    std::vector<float>& slot = p->slots[rank];
+    slot.resize(elements);
+    CopyChunks(grad, slot.data());
+    return absl::OkStatus();
+  }
+  // The last push of the version is reduced and applied straight from its bytes.
+  ApplyPush(p, grad, rank, absl::MakeSpan(WritableValue(p)), lr);
   ++p->version;
   p->arrived = 0;
   for (int r = 0; r < num_workers; ++r) {
@@ -169,24 +166,39 @@ std::vector<float>& ShardCore::WritableValue(PartState* p) {
   return p->value->data;
 }
 
-const float* ShardCore::SyncMean(PartState* p) {
+void ShardCore::ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
+                          float lr) {
   const int num_workers = config_.num_workers;
-  if (num_workers == 1) return p->slots[0].data();  // x · 1 == x: no pass needed
-  // Rank order, whatever order the pushes arrived in: the result does not depend on timing.
-  // Per element this is ((g0 + g1) + g2 ...) · (1/W), fused into one pass per rank.
   const float scale = 1.0f / static_cast<float>(num_workers);
-  const size_t n = p->sum.size();
-  float* sum = p->sum.data();
-  for (int r = 1; r < num_workers; ++r) {
-    const float* a = r == 1 ? p->slots[0].data() : sum;
-    const float* g = p->slots[r].data();
-    if (r + 1 < num_workers) {
-      for (size_t i = 0; i < n; ++i) sum[i] = a[i] + g[i];
-    } else {
-      for (size_t i = 0; i < n; ++i) sum[i] = (a[i] + g[i]) * scale;
+  // Per gRPC thread: the push's block and the reduced block, both small enough to stay in cache.
+  thread_local std::vector<float> block(kBlockFloats), reduced(kBlockFloats);
+  p->optimizer->BeginUpdate(0, static_cast<int64_t>(value.size()));
+  ForEachFloatBlock(grad, absl::MakeSpan(block), [&](size_t first, absl::Span<const float> g) {
+    const size_t n = g.size();
+    absl::Span<const float> update = g;  // x · 1 == x: W = 1 needs no pass
+    if (config_.mode == "dist_async" && num_workers > 1) {
+      for (size_t i = 0; i < n; ++i) reduced[i] = g[i] * scale;
+      update = absl::MakeConstSpan(reduced.data(), n);
+    } else if (num_workers > 1) {
+      // Rank order, whatever order the pushes arrived in: ((g0 + g1) + g2 ...) · (1/W), this
+      // push read from its block and the others from their slots.
+      const auto rank_values = [&](int r) {
+        return r == rank ? g.data() : p->slots[r].data() + first;
+      };
+      float* sum = reduced.data();
+      for (int r = 1; r < num_workers; ++r) {
+        const float* a = r == 1 ? rank_values(0) : sum;
+        const float* b = rank_values(r);
+        if (r + 1 < num_workers) {
+          for (size_t i = 0; i < n; ++i) sum[i] = a[i] + b[i];
+        } else {
+          for (size_t i = 0; i < n; ++i) sum[i] = (a[i] + b[i]) * scale;
+        }
+      }
+      update = absl::MakeConstSpan(sum, n);
     }
-  }
-  return sum;
+    p->optimizer->Apply(0, static_cast<int64_t>(first), value.subspan(first, n), update, lr);
+  });
 }
 
 absl::StatusOr<int64_t> ShardCore::Read(PartId id, std::vector<float>* out) {

@@ -83,21 +83,26 @@ class ShardCore {
     std::vector<std::unique_ptr<PinnedValue>> retired ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
     std::unique_ptr<Optimizer> optimizer ABSL_GUARDED_BY(mu);
-    // dist_sync: one gradient slot per rank for the current version, and who waits for it.
+    // dist_sync: per rank, the pushes of the current version that came before the last one
+    // (the last is applied straight from its bytes), and who waits for the new value.
     std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
     std::vector<char> pushed ABSL_GUARDED_BY(mu);        // by rank, for the current version
     std::vector<PartSink*> waiting ABSL_GUARDED_BY(mu);  // by rank; null: nobody to answer
     int arrived ABSL_GUARDED_BY(mu) = 0;
-    std::vector<float> sum ABSL_GUARDED_BY(mu);
   };
+  // Floats per block of a push applied in place (16 KiB: stays in cache).
+  static constexpr size_t kBlockFloats = 4096;
 
   absl::StatusOr<PartState*> FindPart(PartId id, absl::string_view what) const;
   // p's value, free to change in place. Replies normally let go of a value long before its next
   // update (every worker has received them); if some still read it, they keep the old buffer and
   // the part goes on with a copy. Never blocks: updates run on gRPC's threads.
   std::vector<float>& WritableValue(PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
-  // The rank-order mean of the pushes in p's slots (a slot itself when W = 1).
-  const float* SyncMean(PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  // One optimizer update of value from the push grad of `rank`, block by block as it reads
+  // the push: dist_sync reduces it with the other ranks' slots in rank order and scales by
+  // 1/W; dist_async scales it by 1/W.
+  void ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value, float lr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
 
   std::atomic<int> shard_rank_;
   mutable absl::Mutex mu_;  // the part table; parts are never removed

@@ -22,7 +22,24 @@ absl::Status CheckWeightDecay(double wd) {
 
 }  // namespace
 
-void Sgd::Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad, float lr) {
+void Optimizer::Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad,
+                       float lr) {
+  COHORT_CHECK(weight.size() == grad.size(), "key %ld: %zu weights, %zu gradients", key,
+               weight.size(), grad.size());
+  BeginUpdate(key, static_cast<int64_t>(weight.size()));
+  Apply(key, 0, weight, grad, lr);
+}
+
+void Sgd::BeginUpdate(int64_t key, int64_t size) {
+  if (options_.momentum == 0.0f) return;
+  std::vector<float>& v = velocity_[key];
+  if (v.empty()) v.assign(size, 0.0f);
+  COHORT_CHECK(static_cast<int64_t>(v.size()) == size, "key %ld changed size from %zu to %ld",
+               key, v.size(), size);
+}
+
+void Sgd::Apply(int64_t key, int64_t offset, absl::Span<float> weight,
+                absl::Span<const float> grad, float lr) {
   COHORT_CHECK(weight.size() == grad.size(), "key %ld: %zu weights, %zu gradients", key,
                weight.size(), grad.size());
   const float wd = options_.weight_decay;
@@ -30,10 +47,10 @@ void Sgd::Update(int64_t key, absl::Span<float> weight, absl::Span<const float> 
     for (size_t i = 0; i < weight.size(); ++i) weight[i] -= lr * (grad[i] + wd * weight[i]);
     return;
   }
-  std::vector<float>& v = velocity_[key];
-  if (v.empty()) v.assign(weight.size(), 0.0f);
-  COHORT_CHECK(v.size() == weight.size(), "key %ld changed size from %zu to %zu", key, v.size(),
-               weight.size());
+  std::vector<float>& velocity = velocity_[key];
+  COHORT_CHECK(offset + weight.size() <= velocity.size(), "key %ld: slice [%ld, +%zu) of %zu",
+               key, offset, weight.size(), velocity.size());
+  float* v = velocity.data() + offset;
   const float mu = options_.momentum;
   for (size_t i = 0; i < weight.size(); ++i) {
     v[i] = mu * v[i] + grad[i] + wd * weight[i];
@@ -41,30 +58,42 @@ void Sgd::Update(int64_t key, absl::Span<float> weight, absl::Span<const float> 
   }
 }
 
-void Adam::Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad, float lr) {
+void Adam::BeginUpdate(int64_t key, int64_t size) {
+  State& s = state_[key];
+  if (s.t == 0) {
+    s.m.assign(size, 0.0f);
+    s.v.assign(size, 0.0f);
+  }
+  COHORT_CHECK(static_cast<int64_t>(s.m.size()) == size, "key %ld changed size from %zu to %ld",
+               key, s.m.size(), size);
+  ++s.t;
+  s.bias1 = 1 - std::pow(options_.beta1, s.t);
+  s.bias2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(options_.beta2, s.t)));
+}
+
+void Adam::Apply(int64_t key, int64_t offset, absl::Span<float> weight,
+                 absl::Span<const float> grad, float lr) {
   COHORT_CHECK(weight.size() == grad.size(), "key %ld: %zu weights, %zu gradients", key,
                weight.size(), grad.size());
   State& s = state_[key];
-  if (s.t == 0) {
-    s.m.assign(weight.size(), 0.0f);
-    s.v.assign(weight.size(), 0.0f);
-  }
-  COHORT_CHECK(s.m.size() == weight.size(), "key %ld changed size from %zu to %zu", key,
-               s.m.size(), weight.size());
-  ++s.t;
+  COHORT_CHECK(s.t > 0 && offset + weight.size() <= s.m.size(),
+               "key %ld: slice [%ld, +%zu) of %zu outside an update", key, offset, weight.size(),
+               s.m.size());
   // PyTorch's arrangement of the formula, so results agree to float rounding.
-  const float step_size = static_cast<float>(lr / (1 - std::pow(options_.beta1, s.t)));
-  const float bias2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(options_.beta2, s.t)));
+  const float step_size = static_cast<float>(lr / s.bias1);
+  const float bias2_sqrt = s.bias2_sqrt;
   const float b1 = static_cast<float>(options_.beta1), b2 = static_cast<float>(options_.beta2);
   const float one_minus_b1 = static_cast<float>(1 - options_.beta1);
   const float one_minus_b2 = static_cast<float>(1 - options_.beta2);
   const float eps = static_cast<float>(options_.eps);
   const float wd = static_cast<float>(options_.weight_decay);
+  float* m = s.m.data() + offset;
+  float* v = s.v.data() + offset;
   for (size_t i = 0; i < weight.size(); ++i) {
     const float g = grad[i] + wd * weight[i];
-    s.m[i] = b1 * s.m[i] + one_minus_b1 * g;
-    s.v[i] = b2 * s.v[i] + one_minus_b2 * g * g;
-    weight[i] -= step_size * (s.m[i] / (std::sqrt(s.v[i]) / bias2_sqrt + eps));
+    m[i] = b1 * m[i] + one_minus_b1 * g;
+    v[i] = b2 * v[i] + one_minus_b2 * g * g;
+    weight[i] -= step_size * (m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps));
   }
 }
 

@@ -14,13 +14,21 @@ namespace cohort {
 
 // Updates flat fp32 weights from their gradients. Each key (a parameter, or a part of one on a
 // parameter shard) has its own optimizer state, created on its first update, so the trainer
-// and the shards run the same code on whole tensors or on parts. Not thread-safe.
+// and the shards run the same code on whole tensors or on parts. An update can be applied in
+// slices: a shard applies a gradient block by block as it comes off the network, while the
+// block is still in cache; the result is bitwise the same as one whole update. Not
+// thread-safe.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // weight and grad have the same length for every update of a key.
-  virtual void Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad,
-                      float lr) = 0;
+  // Starts one update of key, which has `size` elements (the same for every update of a key).
+  virtual void BeginUpdate(int64_t key, int64_t size) = 0;
+  // Applies the update begun last for key to its elements [offset, offset + weight.size());
+  // the slices of one update cover the key exactly once. weight and grad: that slice.
+  virtual void Apply(int64_t key, int64_t offset, absl::Span<float> weight,
+                     absl::Span<const float> grad, float lr) = 0;
+  // One update of the whole key.
+  void Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad, float lr);
 };
 
 struct SgdOptions {
@@ -33,8 +41,9 @@ struct SgdOptions {
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(SgdOptions options) : options_(options) {}
-  void Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad,
-              float lr) override;
+  void BeginUpdate(int64_t key, int64_t size) override;
+  void Apply(int64_t key, int64_t offset, absl::Span<float> weight, absl::Span<const float> grad,
+             float lr) override;
 
  private:
   SgdOptions options_;
@@ -56,13 +65,17 @@ struct AdamOptions {
 class Adam final : public Optimizer {
  public:
   explicit Adam(AdamOptions options) : options_(options) {}
-  void Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad,
-              float lr) override;
+  void BeginUpdate(int64_t key, int64_t size) override;
+  void Apply(int64_t key, int64_t offset, absl::Span<float> weight, absl::Span<const float> grad,
+             float lr) override;
 
  private:
   struct State {
     int64_t t = 0;
     std::vector<float> m, v;
+    // The bias corrections of update t: 1-β1^t and sqrt(1-β2^t).
+    double bias1 = 0;
+    float bias2_sqrt = 0;
   };
   AdamOptions options_;
   absl::flat_hash_map<int64_t, State> state_;

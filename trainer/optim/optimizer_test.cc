@@ -125,6 +125,31 @@ TEST(AdamTest, TwoHalvesUnderTwoKeysEqualTheWholeTensor) {
   EXPECT_EQ(parts, whole);
 }
 
+// A shard applies each gradient in blocks as it arrives: any slicing gives the same bits.
+TEST(OptimizerTest, SlicedUpdatesEqualWholeUpdatesBitwise) {
+  const OptimizerOptions options{0.9, 1e-2, 0.9, 0.999, 1e-8};
+  for (const char* name : {"sgd", "adam"}) {
+    auto whole = MakeOptimizer(name, options);
+    auto sliced = MakeOptimizer(name, options);
+    ASSERT_TRUE(whole.ok() && sliced.ok());
+    const int n = 1000;
+    std::vector<float> a(n), b(n), g(n);
+    for (int i = 0; i < n; ++i) a[i] = b[i] = 0.01f * static_cast<float>(i % 37) - 0.2f;
+    for (int step = 0; step < 4; ++step) {
+      for (int i = 0; i < n; ++i) g[i] = 0.001f * static_cast<float>((i * 7 + step * 3) % 41) - 0.02f;
+      (*whole)->Update(3, absl::MakeSpan(a), g, 0.01f);
+      (*sliced)->BeginUpdate(3, n);
+      // Uneven slices, out of order.
+      const int cuts[][2] = {{600, 400}, {0, 1}, {1, 255}, {256, 344}};
+      for (const auto& [offset, size] : cuts) {
+        (*sliced)->Apply(3, offset, absl::MakeSpan(b).subspan(offset, size),
+                         absl::MakeConstSpan(g).subspan(offset, size), 0.01f);
+      }
+    }
+    EXPECT_EQ(a, b) << name;
+  }
+}
+
 TEST(MakeOptimizerTest, BuildsSgd) {
   // As SgdTest.MomentumAndWeightDecayOverThreeSteps, step 1.
   OptimizerOptions options;
