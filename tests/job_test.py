@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES, PS_WORKER = (
     os.path.abspath(p) for p in sys.argv[1:9])
@@ -130,6 +131,30 @@ class LauncherJobTest(JobTestCase):
         self.assertRegex(out, r"\[worker 0\] train: lenet .*kvstore dist_sync, backend onednn on cpu:2")
         top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))
         self.assertGreaterEqual(top1, 80.0, out)  # the same job on one context: 86% (benchmarks.md)
+
+    def test_shard_metrics_pass_promtool(self):
+        """A shard serves /metrics while it works: promtool accepts the page as it is, and the
+        counters show the pushes it applied."""
+        p = self.launch("-n", "2", "-s", "1",
+                        worker=[PS_WORKER, "--tensors=10", "--tensor_bytes=1000000",
+                                "--warmup=1", "--rounds=400"])
+        self.wait_for_output(r"metrics on http://[\d.]+:\d+/metrics", 60)
+        address = re.search(r"metrics on (http://[\d.]+:\d+/metrics)", self.output()).group(1)
+        applied = 0
+        deadline = time.monotonic() + 60
+        while applied == 0 and time.monotonic() < deadline:
+            with urllib.request.urlopen(address, timeout=10) as answer:
+                page = answer.read().decode()
+            found = re.search(r"^cohort_shard_pushes_applied_total\{[^}]*\} (\S+)$", page, re.M)
+            applied = float(found.group(1)) if found else 0
+            time.sleep(0.2)
+        self.assertGreater(applied, 0, page)
+        self.assertRegex(page, r'cohort_shard_received_bytes_total\{host="[^"]+",job="[^"]+",'
+                               r'rank="0",role="shard"\} [1-9]')
+        checked = subprocess.run(["promtool", "check", "metrics"], input=page, text=True,
+                                 capture_output=True, timeout=60)
+        self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+        self.assertEqual(p.wait(timeout=300), 0, self.output())
 
     def test_bulk_push_pull_values_are_exact_across_processes(self):
         """The benchmark's worker over real TCP: 4 MB tensors of an odd size (split into 1 MiB

@@ -1,6 +1,7 @@
 #include "services/shard/shard_core.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "trainer/base/status_macros.h"
@@ -66,15 +67,15 @@ bool ShardCore::ready() const {
 absl::StatusOr<ShardCore::PartState*> ShardCore::FindPart(PartId id, absl::string_view what) const {
   absl::MutexLock lock(&mu_);
   if (!configured_ || static_cast<int>(parts_.size()) != expected_parts_) {
-    return absl::FailedPreconditionError(
+    return Refuse(Rejection::kNotReady, absl::FailedPreconditionError(
         absl::StrCat("shard ", shard_rank_.load(), ": ", what, " of key ", id.key, " part ", id.part,
-                     " before rank 0 finished initialising the shard"));
+                     " before rank 0 finished initialising the shard")));
   }
   auto it = parts_.find(id);
   if (it == parts_.end()) {
-    return absl::NotFoundError(absl::StrCat(
+    return Refuse(Rejection::kUnknownPart, absl::NotFoundError(absl::StrCat(
         "shard ", shard_rank_.load(), " does not hold key ", id.key, " part ", id.part,
-        ": the worker's partition map differs from the one the shard was initialised with"));
+        ": the worker's partition map differs from the one the shard was initialised with")));
   }
   return it->second.get();
 }
@@ -91,9 +92,10 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
   ASSIGN_OR_RETURN(PartState * p, FindPart(id, "push"));
   const int num_workers = config_.num_workers;
   if (rank < 0 || rank >= num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(), ": push from rank ",
-                                                   rank, " in a job of ", num_workers,
-                                                   " workers"));
+    return Refuse(Rejection::kWrongRank,
+                  absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(),
+                                                          ": push from rank ", rank, " in a job of ",
+                                                          num_workers, " workers")));
   }
   absl::MutexLock lock(&p->mu);
   const auto where = [&] {
@@ -103,33 +105,38 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
   const size_t bytes = TotalBytes(grad);
   const size_t elements = p->value->data.size();
   if (bytes != elements * sizeof(float)) {
-    return absl::InvalidArgumentError(absl::StrCat(where(), " has ", bytes, " bytes; the part has ",
-                                                   elements, " F32 elements (",
-                                                   elements * sizeof(float), " bytes)"));
+    return Refuse(Rejection::kWrongSize,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      where(), " has ", bytes, " bytes; the part has ", elements,
+                      " F32 elements (", elements * sizeof(float), " bytes)")));
   }
   if (config_.mode == "dist_async") {
     // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
     const float lr = static_cast<float>(schedule_->At(p->version / num_workers));
     // Stale pushes are what asynchronous training accepts; a version never produced is a bug.
     if (version > p->version) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where(), " was computed on version ", version, ", which the part has not reached (",
-          p->version, ")"));
+      return Refuse(Rejection::kFutureVersion,
+                    absl::FailedPreconditionError(absl::StrCat(
+                        where(), " was computed on version ", version,
+                        ", which the part has not reached (", p->version, ")")));
     }
     ApplyPush(p, grad, rank, absl::MakeSpan(p->value->data), lr);
     ++p->version;
+    Applied(p->version, 1);
     reply_to->Send(id, p->version, p->value->data, nullptr);
     return absl::OkStatus();
   }
   const float lr = static_cast<float>(schedule_->At(p->version));
   if (version != p->version) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        where(), " was computed on version ", version, " but the part is at version ",
-        p->version, ": every worker must push every key once per step"));
+    return Refuse(version < p->version ? Rejection::kStaleVersion : Rejection::kFutureVersion,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      where(), " was computed on version ", version,
+                      " but the part is at version ", p->version,
+                      ": every worker must push every key once per step")));
   }
   if (p->pushed[rank]) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where(), " came twice for version ", version));
+    return Refuse(Rejection::kDuplicate, absl::FailedPreconditionError(absl::StrCat(
+                                             where(), " came twice for version ", version)));
   }
   p->pushed[rank] = 1;
   p->waiting[rank] = reply_to;
@@ -137,11 +144,13 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
     std::vector<float>& slot = p->slots[rank];
     slot.resize(elements);
     CopyChunks(grad, slot.data());
+    if (ShardMetrics* m = metrics_.load()) m->pulls_waiting.Increment();
     return absl::OkStatus();
   }
   // The last push of the version is reduced and applied straight from its bytes.
   ApplyPush(p, grad, rank, absl::MakeSpan(WritableValue(p)), lr);
   ++p->version;
+  Applied(p->version, num_workers);
   p->arrived = 0;
   for (int r = 0; r < num_workers; ++r) {
     if (p->waiting[r] != nullptr) {
@@ -166,8 +175,34 @@ std::vector<float>& ShardCore::WritableValue(PartState* p) {
   return p->value->data;
 }
 
+absl::Status ShardCore::Refuse(Rejection reason, absl::Status status) const {
+  if (ShardMetrics* m = metrics_.load()) m->Reject(reason);
+  return status;
+}
+
+void ShardCore::Applied(int64_t version, int pushes) {
+  ShardMetrics* m = metrics_.load();
+  if (m == nullptr) return;
+  m->pushes_applied.Increment(pushes);
+  if (pushes > 1) m->pulls_waiting.Decrement(pushes - 1);
+  int64_t highest = highest_version_.load();
+  while (version > highest && !highest_version_.compare_exchange_weak(highest, version)) {
+  }
+  m->parameter_version.Set(static_cast<double>(highest_version_.load()));
+}
+
 void ShardCore::ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
                           float lr) {
+  const auto start = std::chrono::steady_clock::now();
+  ApplyPushBlocks(p, grad, rank, value, lr);
+  if (ShardMetrics* m = metrics_.load()) {
+    m->apply_seconds.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+}
+
+void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
+                                float lr) {
   const int num_workers = config_.num_workers;
   const float scale = 1.0f / static_cast<float>(num_workers);
   // Per gRPC thread: the push's block and the reduced block, both small enough to stay in cache.

@@ -15,6 +15,7 @@
 #include "services/common/byte_chunks.h"
 #include "services/common/part_id.h"
 #include "services/common/pin_count.h"
+#include "services/shard/shard_metrics.h"
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
@@ -52,6 +53,9 @@ class ShardCore {
   explicit ShardCore(int shard_rank = 0) : shard_rank_(shard_rank) {}
   // The rank messages name, once the scheduler has assigned it (before any request).
   void set_rank(int shard_rank) { shard_rank_ = shard_rank; }
+  // Where updates and refusals are counted from now on (null: nowhere). Outlives the core.
+  void set_metrics(ShardMetrics* metrics) { metrics_ = metrics; }
+  ShardMetrics* metrics() const { return metrics_.load(); }
 
   // Once, before any push: the update rule and the number of parts that will be added.
   absl::Status Configure(const ShardConfig& config, int num_parts);
@@ -103,8 +107,16 @@ class ShardCore {
   // 1/W; dist_async scales it by 1/W.
   void ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value, float lr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  void ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
+                       float lr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  // Counts a refused request; returns status.
+  absl::Status Refuse(Rejection reason, absl::Status status) const;
+  // Counts an update to `version` made of `pushes` pushes.
+  void Applied(int64_t version, int pushes);
 
   std::atomic<int> shard_rank_;
+  std::atomic<ShardMetrics*> metrics_{nullptr};
+  std::atomic<int64_t> highest_version_{0};
   mutable absl::Mutex mu_;  // the part table; parts are never removed
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
   int expected_parts_ ABSL_GUARDED_BY(mu_) = 0;

@@ -295,3 +295,49 @@ TEST(ShardCoreTest, DetachedSinkGetsNoAnswer) {
 
 }  // namespace
 }  // namespace cohort
+
+namespace cohort {
+namespace {
+
+double HistogramCount(ProcessMetrics& process, const std::string& name) {
+  for (const auto& family : process.registry().Collect()) {
+    if (family.name == name) return family.metric.at(0).histogram.sample_count;
+  }
+  return -1;
+}
+
+TEST(ShardCoreTest, MetricsCountUpdatesWaitsAndRefusalsByReason) {
+  ProcessMetrics process("job-m", "shard", 0);
+  ShardMetrics metrics(process);
+  ShardCore core(0);
+  core.set_metrics(&metrics);
+  ASSERT_TRUE(core.Configure(Config(2, "dist_sync"), 1).ok());
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>(4, 1.0f)).ok());
+  RecordingSink a, b;
+  ASSERT_TRUE(core.Push(0, {0, 0}, 0, std::vector<float>(4, 0.5f), &a).ok());
+  EXPECT_EQ(metrics.pulls_waiting.Value(), 1);
+  EXPECT_FALSE(core.Push(0, {0, 0}, 0, std::vector<float>(4, 0.5f), &a).ok());  // duplicate
+  EXPECT_FALSE(core.Push(1, {0, 0}, 0, std::vector<float>(3, 0.5f), &b).ok());  // wrong size
+  EXPECT_FALSE(core.Push(1, {9, 0}, 0, std::vector<float>(4, 0.5f), &b).ok());  // unknown part
+  EXPECT_FALSE(core.Push(1, {0, 0}, 1, std::vector<float>(4, 0.5f), &b).ok());  // future
+  EXPECT_FALSE(core.Push(5, {0, 0}, 0, std::vector<float>(4, 0.5f), &b).ok());  // rank
+  ASSERT_TRUE(core.Push(1, {0, 0}, 0, std::vector<float>(4, 0.5f), &b).ok());
+  EXPECT_FALSE(core.Push(1, {0, 0}, 0, std::vector<float>(4, 0.5f), &b).ok());  // stale
+  EXPECT_EQ(metrics.pulls_waiting.Value(), 0);
+  EXPECT_EQ(metrics.pushes_applied.Value(), 2);
+  EXPECT_EQ(metrics.parameter_version.Value(), 1);
+  EXPECT_EQ(HistogramCount(process, "cohort_shard_optimizer_apply_seconds"), 1);
+  const auto rejected = [&](Rejection r) {
+    return metrics.rejected[static_cast<int>(r)]->Value();
+  };
+  EXPECT_EQ(rejected(Rejection::kDuplicate), 1);
+  EXPECT_EQ(rejected(Rejection::kWrongSize), 1);
+  EXPECT_EQ(rejected(Rejection::kUnknownPart), 1);
+  EXPECT_EQ(rejected(Rejection::kFutureVersion), 1);
+  EXPECT_EQ(rejected(Rejection::kWrongRank), 1);
+  EXPECT_EQ(rejected(Rejection::kStaleVersion), 1);
+  EXPECT_EQ(rejected(Rejection::kNotReady), 0);
+}
+
+}  // namespace
+}  // namespace cohort

@@ -9,9 +9,12 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "services/common/grpc_util.h"
+#include "services/common/http_server.h"
 #include "services/common/malloc_tuning.h"
 #include "services/common/member_session.h"
+#include "services/common/metrics.h"
 #include "services/shard/shard_core.h"
+#include "services/shard/shard_metrics.h"
 #include "services/shard/shard_service.h"
 #include "trainer/cli/args.h"
 
@@ -21,6 +24,9 @@ ABSL_FLAG(int, port, 0, "port to listen on (0: the system picks one; it is print
 ABSL_FLAG(std::string, advertise_host, "",
           "host workers dial to reach this shard (default: the address the scheduler sees)");
 ABSL_FLAG(int, rank, -1, "shard rank to ask for (-1: the scheduler assigns one)");
+ABSL_FLAG(int, metrics_port, 0,
+          "port of the HTTP server for /metrics, on --bind (0: the system picks one; it is printed)");
+ABSL_FLAG(std::string, metrics_port_file, "", "also write the metrics port to this file");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 
@@ -57,12 +63,30 @@ int main(int argc, char** argv) {
     return 1;
   }
   core.set_rank((*session)->rank());
-  std::cout << absl::StrFormat("shard %d of job %s listening on %s:%d\n", (*session)->rank(),
-                               (*session)->job_id(), absl::GetFlag(FLAGS_bind), server->port)
+  cohort::ProcessMetrics process((*session)->job_id(), "shard", (*session)->rank());
+  cohort::ShardMetrics metrics(process);
+  core.set_metrics(&metrics);
+  auto http = cohort::HttpServer::Start(absl::GetFlag(FLAGS_bind),
+                                        absl::GetFlag(FLAGS_metrics_port), {process.Route()});
+  if (!http.ok()) {
+    std::cerr << "shard " << (*session)->rank() << ": error: " << http.status().message() << "\n";
+    return 1;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_metrics_port_file); !path.empty()) {
+    if (absl::Status s = cohort::WritePortFile(path, (*http)->port()); !s.ok()) {
+      std::cerr << "shard: error: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  std::cout << absl::StrFormat(
+                   "shard %d of job %s listening on %s:%d, metrics on http://%s:%d/metrics\n",
+                   (*session)->rank(), (*session)->job_id(), absl::GetFlag(FLAGS_bind),
+                   server->port, absl::GetFlag(FLAGS_bind), (*http)->port())
             << std::flush;
   (*session)->WaitUntilEnded(absl::InfiniteDuration());
   const absl::Status end = (*session)->end_status();
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  core.set_metrics(nullptr);
   (*session)->Leave(absl::OkStatus());
   if (!end.ok()) {
     std::cerr << "shard " << (*session)->rank() << ": stopping: " << end.message() << "\n";

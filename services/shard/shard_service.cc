@@ -26,6 +26,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
   void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) override {
     grpc::ByteBuffer message = SerializePart(id, version, /*rank=*/-1, value, pin);
+    if (ShardMetrics* m = core_->metrics()) m->sent_bytes.Increment(message.Length());
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;
@@ -85,14 +86,18 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   }
 
   absl::Status Handle() {
+    ShardMetrics* metrics = core_->metrics();
+    if (metrics != nullptr) metrics->received_bytes.Increment(in_.Length());
     absl::Status parsed = part_.Parse(&in_);
     if (!parsed.ok()) {
+      if (metrics != nullptr) metrics->Reject(Rejection::kMalformed);
       return absl::Status(parsed.code(), absl::StrCat("shard: a push from ", peer_, ": ",
                                                       parsed.message()));
     }
     const DecodedPart& h = part_.header();
     if (rank_ < 0) rank_ = h.rank;
     if (h.rank != rank_) {
+      if (metrics != nullptr) metrics->Reject(Rejection::kWrongRank);
       return absl::InvalidArgumentError(absl::StrCat(
           "shard: the stream of worker ", rank_, " carried a push claiming rank ", h.rank,
           " (key ", h.id.key, " part ", h.id.part, "); each worker pushes on its own stream"));

@@ -1,0 +1,63 @@
+#include "services/common/http_server.h"
+
+#include <civetweb.h>
+
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace cohort {
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& bind, int port,
+                                                             std::vector<Route> routes) {
+  static std::once_flag init;
+  std::call_once(init, [] { mg_init_library(0); });
+  std::unique_ptr<HttpServer> server(new HttpServer(std::move(routes)));
+  const std::string listen = absl::StrCat(bind, ":", port);
+  const char* options[] = {"listening_ports", listen.c_str(), "num_threads", "4", nullptr};
+  mg_callbacks callbacks{};
+  char error_text[256] = "";
+  unsigned error_code = 0;
+  mg_error_data error{&error_code, error_text, sizeof(error_text)};
+  mg_init_data init_data{&callbacks, server.get(), options};
+  server->context_ = mg_start2(&init_data, &error);
+  if (server->context_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot serve HTTP on ", listen, ": ", error_text,
+                                               "; pick another --metrics_port"));
+  }
+  for (Route& route : server->routes_) {
+    // "$": the path itself, not the paths under it.
+    mg_set_request_handler(server->context_, (route.path + "$").c_str(), &HttpServer::Serve,
+                           &route);
+  }
+  mg_server_port ports[1] = {};
+  if (mg_get_server_ports(server->context_, 1, ports) < 1) {
+    return absl::InternalError(absl::StrCat("HTTP server on ", listen, " reports no port"));
+  }
+  server->port_ = ports[0].port;
+  return server;
+}
+
+HttpServer::~HttpServer() {
+  if (context_ != nullptr) mg_stop(context_);
+}
+
+int HttpServer::Serve(mg_connection* connection, void* route) {
+  const mg_request_info* request = mg_get_request_info(connection);
+  HttpResponse response;
+  if (std::string(request->request_method) != "GET") {
+    response = {405, "text/plain; charset=utf-8", "only GET\n"};
+  } else {
+    response = static_cast<const Route*>(route)->handler();
+  }
+  mg_printf(connection,
+            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+            "Connection: close\r\n\r\n",
+            response.status, mg_get_response_code_text(connection, response.status),
+            response.content_type.c_str(), response.body.size());
+  mg_write(connection, response.body.data(), response.body.size());
+  return response.status;
+}
+
+}  // namespace cohort

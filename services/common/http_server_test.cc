@@ -1,0 +1,88 @@
+#include "services/common/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "prometheus/counter.h"
+#include "services/common/grpc_util.h"
+#include "services/common/metrics.h"
+
+namespace cohort {
+namespace {
+
+// The whole answer (status line, headers, body) to GET path from 127.0.0.1:port.
+std::string Get(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  send(fd, request.data(), request.size(), 0);
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) answer.append(buffer, n);
+  close(fd);
+  return answer;
+}
+
+TEST(HttpServerTest, ServesEachRouteOnThePortItGot) {
+  int calls = 0;
+  auto server = HttpServer::Start("127.0.0.1", 0,
+                                  {{"/hello", [&] {
+                                      ++calls;
+                                      return HttpResponse{200, "text/plain", "hi\n"};
+                                    }},
+                                   {"/status", [] {
+                                      return HttpResponse{200, "application/json", "{}"};
+                                    }}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_GT((*server)->port(), 0);
+  const std::string hello = Get((*server)->port(), "/hello");
+  EXPECT_EQ(hello.rfind("HTTP/1.1 200", 0), 0u) << hello;
+  EXPECT_NE(hello.find("\r\n\r\nhi\n"), std::string::npos) << hello;
+  EXPECT_NE(Get((*server)->port(), "/status").find("application/json"), std::string::npos);
+  EXPECT_EQ(Get((*server)->port(), "/nothing").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(Get((*server)->port(), "/hello/more").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(HttpServerTest, ATakenPortIsAnErrorNamingIt) {
+  auto first = HttpServer::Start("127.0.0.1", 0, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = HttpServer::Start("127.0.0.1", (*first)->port(), {});
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("127.0.0.1:" + std::to_string((*first)->port())),
+            std::string::npos)
+      << second.status();
+}
+
+TEST(ProcessMetricsTest, MetricsCarryTheProcessLabels) {
+  ProcessMetrics metrics("job-1", "shard", 3);
+  auto& family = prometheus::BuildCounter()
+                     .Name("cohort_test_events_total")
+                     .Help("events")
+                     .Labels(metrics.labels())
+                     .Register(metrics.registry());
+  family.Add({}).Increment(2);
+  auto server = HttpServer::Start("127.0.0.1", 0, {metrics.Route()});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string page = Get((*server)->port(), "/metrics");
+  EXPECT_NE(page.find("# TYPE cohort_test_events_total counter"), std::string::npos) << page;
+  EXPECT_NE(page.find("cohort_test_events_total{host=\"" + HostName() +
+                      "\",job=\"job-1\",rank=\"3\",role=\"shard\"} 2"),
+            std::string::npos)
+      << page;
+}
+
+}  // namespace
+}  // namespace cohort

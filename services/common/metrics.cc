@@ -1,0 +1,44 @@
+#include "services/common/metrics.h"
+
+#include "prometheus/text_serializer.h"
+#include "services/common/grpc_util.h"
+
+namespace cohort {
+
+ProcessMetrics::ProcessMetrics(std::string job, std::string role, int rank)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      labels_{{"job", std::move(job)},
+              {"role", std::move(role)},
+              {"rank", std::to_string(rank)},
+              {"host", HostName()}} {}
+
+prometheus::Counter& ProcessMetrics::Counter(const std::string& name, const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Labels(labels_).Register(*registry_).Add(
+      {});
+}
+
+prometheus::Gauge& ProcessMetrics::Gauge(const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Labels(labels_).Register(*registry_).Add(
+      {});
+}
+
+prometheus::Histogram& ProcessMetrics::Histogram(
+    const std::string& name, const std::string& help,
+    const prometheus::Histogram::BucketBoundaries& buckets) {
+  return prometheus::BuildHistogram()
+      .Name(name)
+      .Help(help)
+      .Labels(labels_)
+      .Register(*registry_)
+      .Add({}, buckets);
+}
+
+HttpServer::Route ProcessMetrics::Route() const {
+  std::shared_ptr<prometheus::Registry> registry = registry_;
+  return {"/metrics", [registry] {
+            return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                                prometheus::TextSerializer().Serialize(registry->Collect())};
+          }};
+}
+
+}  // namespace cohort

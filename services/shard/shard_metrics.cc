@@ -1,0 +1,43 @@
+#include "services/shard/shard_metrics.h"
+
+namespace cohort {
+
+absl::string_view RejectionName(Rejection reason) {
+  switch (reason) {
+    case Rejection::kMalformed: return "malformed";
+    case Rejection::kWrongRank: return "wrong_rank";
+    case Rejection::kNotReady: return "not_ready";
+    case Rejection::kUnknownPart: return "unknown_part";
+    case Rejection::kWrongSize: return "wrong_size";
+    case Rejection::kStaleVersion: return "stale_version";
+    case Rejection::kFutureVersion: return "future_version";
+    case Rejection::kDuplicate: return "duplicate";
+  }
+  return "unknown";
+}
+
+ShardMetrics::ShardMetrics(ProcessMetrics& p)
+    : received_bytes(p.Counter("cohort_shard_received_bytes_total",
+                               "Bytes of pushed parts received from workers.")),
+      sent_bytes(p.Counter("cohort_shard_sent_bytes_total",
+                           "Bytes of updated parts sent to workers.")),
+      pushes_applied(p.Counter("cohort_shard_pushes_applied_total",
+                               "Pushed parts that went into an optimizer update.")),
+      apply_seconds(p.Histogram("cohort_shard_optimizer_apply_seconds",
+                                "Time of one optimizer update of one part.",
+                                {1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1})),
+      pulls_waiting(p.Gauge("cohort_shard_pulls_waiting",
+                            "Pushed parts whose updated value waits for other workers' pushes.")),
+      parameter_version(p.Gauge("cohort_shard_parameter_version",
+                                "Updates applied so far to this shard's most updated part.")) {
+  auto& family = prometheus::BuildCounter()
+                     .Name("cohort_shard_rejected_requests_total")
+                     .Help("Pushes the shard refused, by reason.")
+                     .Labels(p.labels())
+                     .Register(p.registry());
+  for (int r = 0; r < 8; ++r) {
+    rejected[r] = &family.Add({{"reason", std::string(RejectionName(static_cast<Rejection>(r)))}});
+  }
+}
+
+}  // namespace cohort
