@@ -1,7 +1,6 @@
 #include "trainer/step.h"
 
 #include <chrono>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "trainer/base/check.h"
@@ -14,17 +13,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// dst = rows [first, first + n) of src's leading dimension.
-void CopyRows(const Tensor& src, int64_t first, int64_t n, Tensor* dst) {
-  std::vector<int64_t> dims = src.shape().dims();
-  const size_t row_bytes = src.nbytes() / dims[0];
-  dims[0] = n;
-  if (dst->dtype() != src.dtype()) *dst = Tensor(Shape{0}, src.dtype());
-  dst->Resize(Shape(std::move(dims)));
-  std::memcpy(dst->raw(), static_cast<const char*>(src.raw()) + first * row_bytes,
-              n * row_bytes);
 }
 
 int64_t NumKeys(const std::vector<Replica>& replicas) {

@@ -6,7 +6,6 @@
 // not bit-identical to the mean over the whole batch: float sums round differently).
 
 #include <cmath>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -44,17 +43,6 @@ std::vector<GlobalBatch> MakeBatches() {
   return batches;
 }
 
-// Rows [first, first + shape[0]) of t's leading dimension, as a tensor of that shape.
-Tensor Rows(const Tensor& t, int64_t first, const Shape& shape) {
-  const int64_t row = t.numel() / t.shape()[0];
-  const int64_t n = shape[0];
-  Tensor out(shape, t.dtype());
-  const size_t bytes = DTypeSize(t.dtype());
-  std::memcpy(out.raw(), static_cast<const char*>(t.raw()) + first * row * bytes,
-              n * row * bytes);
-  return out;
-}
-
 OptimizerSpec Schedule() {
   OptimizerSpec spec;
   spec.optimizer_options = {0.9, 1e-4};
@@ -77,10 +65,11 @@ absl::StatusOr<std::vector<std::vector<float>>> Train(KVStore* kv,
   SoftmaxCrossEntropyLoss loss(&backend);
   StepRunner runner(model->get(), &loss, kv, /*overlap=*/true);
   const int64_t b = batches[0].labels.numel() / kv->num_workers();
+  Tensor images, labels;
   for (const GlobalBatch& batch : batches) {
-    const int64_t first = kv->rank() * b;
-    auto step = runner.Step(Rows(batch.images, first, Shape{b, 1, 28, 28}),
-                            Rows(batch.labels, first, Shape{b}));
+    CopyRows(batch.images, kv->rank() * b, b, &images);
+    CopyRows(batch.labels, kv->rank() * b, b, &labels);
+    auto step = runner.Step(images, labels);
     if (!step.ok()) return step.status();
   }
   if (absl::Status s = runner.WaitForParameters(); !s.ok()) return s;

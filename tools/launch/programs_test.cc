@@ -7,16 +7,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tools/launch/test_tmp_dir.h"
 
 namespace cohort::launch {
 namespace {
-
-// The test's temporary folder, without gtest's trailing '/'.
-std::string TmpDir() {
-  std::string dir = testing::TempDir();
-  if (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return dir;
-}
 
 using ::testing::HasSubstr;
 

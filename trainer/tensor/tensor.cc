@@ -130,6 +130,22 @@ void ConvertElements(const Tensor& src, Tensor* dst) {
 
 }  // namespace
 
+void CopyRows(const Tensor& src, int64_t first, int64_t n, Tensor* dst) {
+  COHORT_CHECK(src.device().kind == Device::Kind::kCpu, "CopyRows from %s",
+               src.device().ToString().c_str());
+  COHORT_CHECK(first >= 0 && n >= 0 && first + n <= src.shape()[0], "rows [%ld, %ld) of %s",
+               first, first + n, src.shape().ToString().c_str());
+  std::vector<int64_t> dims = src.shape().dims();
+  const size_t row_bytes = dims[0] == 0 ? 0 : src.nbytes() / dims[0];
+  dims[0] = n;
+  if (dst->dtype() != src.dtype()) *dst = Tensor(Shape{0}, src.dtype());
+  dst->Resize(Shape(std::move(dims)));
+  if (n > 0) {
+    std::memcpy(dst->raw(), static_cast<const char*>(src.raw()) + first * row_bytes,
+                n * row_bytes);
+  }
+}
+
 Tensor ConvertTo(const Tensor& src, DType dtype) {
   Tensor dst(src.shape(), dtype);
   if (src.dtype() == dtype) {

@@ -130,6 +130,10 @@ class Tensor {
   size_t capacity_ = 0;
 };
 
+// dst = rows [first, first + n) of host tensor src's leading dimension (dst takes src's dtype;
+// its buffer is reused when large enough).
+void CopyRows(const Tensor& src, int64_t first, int64_t n, Tensor* dst);
+
 // Element-wise conversions between host tensors of F32/F64 (tests compare backends through them).
 Tensor ConvertTo(const Tensor& src, DType dtype);
 

@@ -52,6 +52,19 @@ TEST(TensorTest, MoveAndCopy) {
   EXPECT_EQ(f.data<float>()[1], 0.5f);
 }
 
+TEST(TensorTest, CopyRowsTakesALeadingSliceWithItsDtype) {
+  Tensor src(Shape{4, 2, 3}, DType::kI32);
+  for (int i = 0; i < 24; ++i) src.data<int32_t>()[i] = i;
+  Tensor dst;  // F32 until it takes src's dtype
+  CopyRows(src, 1, 2, &dst);
+  EXPECT_EQ(dst.dtype(), DType::kI32);
+  EXPECT_EQ(dst.shape(), (Shape{2, 2, 3}));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(dst.data<int32_t>()[i], 6 + i);
+  CopyRows(src, 3, 1, &dst);
+  EXPECT_EQ(dst.shape(), (Shape{1, 2, 3}));
+  EXPECT_EQ(dst.data<int32_t>()[0], 18);
+}
+
 TEST(DTypeTest, Names) {
   EXPECT_EQ(DTypeName(DType::kBF16), "BF16");
   EXPECT_EQ(DTypeSize(DType::kF16), 2u);
