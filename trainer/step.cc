@@ -1,5 +1,6 @@
 #include "trainer/step.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -121,7 +122,8 @@ void StepRunner::Send(int64_t key) {
   Parameter* p = replicas_[0].model->parameters()[key];
   status_ = kvstore_->PushPull(key, p->grad, &p->value);
   in_flight_[key] = status_.ok();
-  comm_seconds_ += SecondsSince(start);
+  push_seconds_ += SecondsSince(start);
+  pushed_bytes_ += static_cast<int64_t>(p->grad.nbytes());
 }
 
 void StepRunner::Receive(int r, int64_t key) {
@@ -131,9 +133,10 @@ void StepRunner::Receive(int r, int64_t key) {
     const auto start = Clock::now();
     status_ = kvstore_->Wait(key);
     in_flight_[key] = 0;
-    comm_seconds_ += SecondsSince(start);
+    pull_seconds_ += SecondsSince(start);
     if (!status_.ok()) return;
     ++pulls_[key];
+    pulled_bytes_ += static_cast<int64_t>(replicas_[0].model->parameters()[key]->value.nbytes());
   }
   // The kvstore wrote replica 0's value; the others copy it once per pull.
   if (r == 0 || copied_[r][key] == pulls_[key]) return;
@@ -142,14 +145,27 @@ void StepRunner::Receive(int r, int64_t key) {
       replicas_[0].model->parameters()[key]->value);
 }
 
+double StepRunner::CommSecondsSoFar() {
+  absl::MutexLock lock(&mu_);
+  return push_seconds_ + pull_seconds_;
+}
+
 void StepRunner::RunReplica(int r, const Tensor& images, const Tensor& labels) {
   const Replica& replica = replicas_[r];
-  slices_[r].loss = replica.loss->Forward(replica.model->Forward(Mode::kTrain, images), labels);
+  Slice& slice = slices_[r];
+  const auto start = Clock::now();
+  const double comm_before = CommSecondsSoFar();
+  slice.loss = replica.loss->Forward(replica.model->Forward(Mode::kTrain, images), labels);
+  const double comm_after_forward = CommSecondsSoFar();
+  slice.forward_seconds = std::max(0.0, SecondsSince(start) - (comm_after_forward - comm_before));
   {
     absl::MutexLock lock(&mu_);
     if (!status_.ok()) return;  // a wait before some layer failed: this forward used stale values
   }
+  const auto backward_start = Clock::now();
   replica.model->Backward(replica.loss->Backward());
+  slice.backward_seconds = std::max(
+      0.0, SecondsSince(backward_start) - (CommSecondsSoFar() - comm_after_forward));
 }
 
 absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& labels) {
@@ -162,7 +178,8 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
   {
     absl::MutexLock lock(&mu_);
     status_ = absl::OkStatus();
-    comm_seconds_ = 0;
+    push_seconds_ = pull_seconds_ = 0;
+    pushed_bytes_ = pulled_bytes_ = 0;
     for (int& ready : gradients_ready_) ready = 0;
   }
   if (num_replicas() == 1) {
@@ -191,7 +208,12 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
   for (const Slice& slice : slices_) result.loss += slice.weight * slice.loss;
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(status_);
-  result.comm_seconds = comm_seconds_;
+  result.forward_seconds = slices_[0].forward_seconds;
+  result.backward_seconds = slices_[0].backward_seconds;
+  result.push_seconds = push_seconds_;
+  result.pull_seconds = pull_seconds_;
+  result.pushed_bytes = pushed_bytes_;
+  result.pulled_bytes = pulled_bytes_;
   return result;
 }
 

@@ -20,9 +20,19 @@ namespace cohort {
 // the same (rank 0's) weights.
 absl::Status InitKVStore(const Model& model, KVStore* kvstore);
 
+// One step, timed: the phases add up to the step's time on its caller (with several replicas,
+// forward and backward are the first replica's, less the kvstore calls made meanwhile).
 struct StepResult {
-  double loss = 0;          // the batch's mean loss
-  double comm_seconds = 0;  // time the step spent in kvstore calls, waiting included
+  double loss = 0;  // the batch's mean loss
+  double forward_seconds = 0;   // forward and loss, waits for pulled values excluded
+  double backward_seconds = 0;  // backward, pushes excluded
+  double push_seconds = 0;      // in the kvstore's PushPull calls
+  double pull_seconds = 0;      // waiting for pulled values
+  int64_t pushed_bytes = 0;     // gradients handed to the kvstore
+  int64_t pulled_bytes = 0;     // values received from it
+
+  // Time in kvstore calls, waiting included: communication not hidden behind computation.
+  double comm_seconds() const { return push_seconds + pull_seconds; }
 };
 
 // One copy of the model on one device context, with the backend that runs it.
@@ -69,6 +79,7 @@ class StepRunner {
     Tensor images, labels;  // this replica's rows of the local batch
     float weight = 0;       // rows / local batch
     double loss = 0;
+    double forward_seconds = 0, backward_seconds = 0;  // less the kvstore calls meanwhile
   };
 
   int num_replicas() const { return static_cast<int>(replicas_.size()); }
@@ -83,6 +94,8 @@ class StepRunner {
   void AverageState();
   void CopyParameters(int from, int to);
   void CopyState(int from, int to);
+  // Seconds spent in kvstore calls so far in this step.
+  double CommSecondsSoFar();
 
   const std::vector<Replica> replicas_;
   KVStore* const kvstore_;
@@ -99,9 +112,13 @@ class StepRunner {
   // By key: how many values were pulled, and per replica how many it has copied.
   std::vector<int64_t> pulls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<int64_t>> copied_ ABSL_GUARDED_BY(mu_);
-  // Within a step: the first kvstore error (hooks cannot return one) and the time in calls.
+  // Within a step: the first kvstore error (hooks cannot return one), the time in calls and
+  // the bytes they moved.
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double push_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double pull_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pushed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pulled_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cohort

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "trainer/base/random.h"
 #include "trainer/devices.h"
@@ -69,12 +70,43 @@ absl::StatusOr<std::unique_ptr<Model>> ConvBnNet(Backend* backend) {
 struct Trained {
   std::vector<Values> parameters, state;  // per replica
   double last_loss = 0;
+  std::vector<StepResult> steps;
+  int64_t parameter_bytes = 0;
+};
+
+// The local store, with every Wait taking `wait` longer: a slow network.
+class SlowWaitKVStore : public KVStore {
+ public:
+  SlowWaitKVStore(std::unique_ptr<KVStore> inner, absl::Duration wait)
+      : inner_(std::move(inner)), wait_(wait) {}
+  absl::string_view type() const override { return inner_->type(); }
+  int rank() const override { return 0; }
+  int num_workers() const override { return 1; }
+  absl::Status SetOptimizer(const OptimizerSpec& spec) override {
+    return inner_->SetOptimizer(spec);
+  }
+  absl::Status Init(int64_t key, const Tensor& value) override { return inner_->Init(key, value); }
+  absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override {
+    return inner_->PushPull(key, grad, out);
+  }
+  absl::Status Wait(int64_t key) override {
+    absl::SleepFor(wait_);
+    return inner_->Wait(key);
+  }
+  absl::Status Push(int64_t key, const Tensor& grad) override { return inner_->Push(key, grad); }
+  absl::Status Pull(int64_t key, Tensor* out) override { return inner_->Pull(key, out); }
+  absl::Status Barrier() override { return absl::OkStatus(); }
+
+ private:
+  std::unique_ptr<KVStore> inner_;
+  const absl::Duration wait_;
 };
 
 // Trains `model` on every batch with the local kvstore (SGD with momentum and weight decay)
 // over the device contexts `devices` names.
 absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& devices,
-                              const std::vector<Batch>& batches, bool overlap) {
+                              const std::vector<Batch>& batches, bool overlap,
+                              absl::Duration wait = absl::ZeroDuration()) {
   auto backends = MakeDeviceBackends(devices);
   if (!backends.ok()) return backends.status();
   std::vector<std::unique_ptr<Model>> models;
@@ -91,8 +123,10 @@ absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& 
     losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
     replicas.push_back({models.back().get(), losses.back().get(), backend.get()});
   }
-  auto kv = CreateKVStore("local");
-  if (!kv.ok()) return kv.status();
+  auto local = CreateKVStore("local");
+  if (!local.ok()) return local.status();
+  absl::StatusOr<std::unique_ptr<KVStore>> kv =
+      std::make_unique<SlowWaitKVStore>(std::move(*local), wait);
   OptimizerSpec spec;
   spec.optimizer_options = {0.9, 1e-4};
   spec.lr_schedule.base_lr = 0.05;
@@ -104,7 +138,9 @@ absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& 
     auto step = runner.Step(batch.images, batch.labels);
     if (!step.ok()) return step.status();
     out.last_loss = step->loss;
+    out.steps.push_back(*step);
   }
+  for (Tensor* t : ParameterValues(*models[0])) out.parameter_bytes += t->nbytes();
   if (absl::Status s = runner.WaitForParameters(); !s.ok()) return s;
   for (const auto& m : models) {
     out.parameters.push_back(Copy(ParameterValues(*m)));
@@ -164,6 +200,34 @@ TEST(StepRunnerTest, BatchNormStatisticsAreAveragedAcrossContexts) {
   EXPECT_EQ(two->state[0], two->state[1]);
   EXPECT_EQ(two->parameters[0], two->parameters[1]);
 }
+
+class StepTimingTest : public ::testing::TestWithParam<bool> {};  // overlap or not
+
+// Every Wait takes 5 ms: the step reports that time as pull wait, not as forward, and counts
+// the bytes each way once per step.
+TEST_P(StepTimingTest, ReportsPhasesAndBytes) {
+  const bool overlap = GetParam();
+  std::vector<Batch> batches = MakeBatches(8);
+  batches.resize(3);
+  auto run = Train("lenet", "cpu", batches, overlap, absl::Milliseconds(5));
+  ASSERT_TRUE(run.ok()) << run.status();
+  const int64_t keys = static_cast<int64_t>(run->parameters[0].size());
+  for (size_t s = 0; s < run->steps.size(); ++s) {
+    const StepResult& step = run->steps[s];
+    EXPECT_EQ(step.pushed_bytes, run->parameter_bytes) << "step " << s;
+    // Overlapped, a step's values are waited for by the next step's forward.
+    EXPECT_EQ(step.pulled_bytes, overlap && s == 0 ? 0 : run->parameter_bytes) << "step " << s;
+    EXPECT_GT(step.forward_seconds, 0) << "step " << s;
+    EXPECT_GT(step.backward_seconds, 0) << "step " << s;
+    EXPECT_GE(step.push_seconds, 0) << "step " << s;
+    if (step.pulled_bytes == 0) continue;
+    EXPECT_GE(step.pull_seconds, 0.005 * keys) << "step " << s;
+    EXPECT_LT(step.forward_seconds, 0.005 * keys) << "step " << s;
+    EXPECT_DOUBLE_EQ(step.comm_seconds(), step.push_seconds + step.pull_seconds);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, StepTimingTest, ::testing::Bool());
 
 TEST(StepRunnerTest, RefusesABatchSmallerThanTheContexts) {
   const std::vector<Batch> batches = MakeBatches(1);

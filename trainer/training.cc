@@ -1,10 +1,15 @@
 #include "trainer/training.h"
 
+#include <errno.h>
+#include <string.h>
+
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/data/dataset.h"
 #include "trainer/devices.h"
@@ -16,6 +21,7 @@
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
+#include "trainer/progress_log.h"
 #include "trainer/step.h"
 
 namespace cohort {
@@ -68,7 +74,7 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
 }
 
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
-                                  std::ostream& out) {
+                                  std::ostream& out, TrainingObserver* observer) {
   RETURN_IF_ERROR(ValidateTrainOptions(options));
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Backend>> backends,
                    MakeDeviceBackends(options.devices));
@@ -138,6 +144,16 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   prefetch.end_epoch = options.epochs;
   BatchPrefetcher batches(data.train, norm, prefetch);
   StepRunner runner(std::move(replicas), kvstore.get(), options.overlap);
+  std::ofstream json_log;
+  if (lead && !options.log_json.empty()) {
+    json_log.open(options.log_json, std::ios::trunc);
+    if (!json_log) {
+      return absl::InvalidArgumentError(absl::StrCat("--log_json=", options.log_json,
+                                                     ": cannot open it for writing: ",
+                                                     strerror(errno)));
+    }
+  }
+  ProgressLog progress(&out, json_log.is_open() ? &json_log : nullptr);
 
   if (lead) {
     out << absl::StrFormat(
@@ -149,8 +165,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
         options.augment, kvstore->type(), backends[0]->name(), options.devices,
         std::thread::hardware_concurrency());
-    out << absl::StrFormat("%8s %6s %13s %9s %9s %6s\n", "Step", "Epoch", "Speed(img/s)", "Loss",
-                           "LR", "Comm%");
+    progress.Header();
   }
 
   TrainResult result;
@@ -165,22 +180,26 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
       const auto wait_start = Clock::now();
       const Batch& batch = batches.Next();
-      data_wait_seconds += Seconds(Clock::now() - wait_start);
+      const double data_seconds = Seconds(Clock::now() - wait_start);
+      data_wait_seconds += data_seconds;
       const float lr = static_cast<float>(schedule.At(step));
       ASSIGN_OR_RETURN(const StepResult r, runner.Step(batch.images, batch.labels));
       interval_loss += r.loss;
-      interval_comm += r.comm_seconds;
+      interval_comm += r.comm_seconds();
       ++step;
       ++interval_steps;
+      if (observer != nullptr) {
+        observer->StepDone({step, epoch, batch.images.shape()[0], lr,
+                            Seconds(Clock::now() - wait_start), data_seconds, r});
+      }
       if (step % options.log_interval == 0) {
         const auto now = Clock::now();
         const double seconds = Seconds(now - interval_start);
         // Speed counts the whole job: every rank ran these steps on its own batch.
         if (lead) {
-          out << absl::StrFormat("%8d %6d %13.1f %9.4f %9.5f %6.1f\n", step, epoch,
-                                 interval_steps * global_batch / seconds,
-                                 interval_loss / interval_steps, lr, 100 * interval_comm / seconds);
-          out.flush();
+          progress.Row({step, epoch, interval_steps * global_batch / seconds,
+                        interval_loss / interval_steps, lr, interval_comm / seconds,
+                        absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())});
         }
         interval_start = now;
         interval_loss = interval_comm = 0;

@@ -10,6 +10,7 @@
 #include "trainer/data/augment.h"
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/ops/op.h"
+#include "trainer/step.h"
 
 namespace cohort {
 
@@ -36,6 +37,7 @@ struct TrainOptions {
   // Push each gradient as backward produces it and wait for each layer's values only before
   // its forward (false: push everything after backward, then wait for everything).
   bool overlap = true;
+  std::string log_json;  // rank 0 also writes the progress rows here as JSON lines (empty: no)
 };
 
 // Checks option values, naming the flag that is wrong.
@@ -48,6 +50,24 @@ struct TrainResult {
   double images_per_second = 0;
 };
 
+// One training step of this rank, as its metrics see it.
+struct StepReport {
+  int64_t step = 0;   // steps done, this one included
+  int64_t epoch = 0;  // the epoch it belongs to
+  int64_t images = 0;  // this rank's local batch
+  double lr = 0;
+  double step_seconds = 0;  // the whole iteration: waiting for data, then the step
+  double data_seconds = 0;  // waiting for the batch
+  StepResult step_result;   // loss, phases and bytes of the step itself
+};
+
+// Told about every step, on the training thread: keep it cheap.
+class TrainingObserver {
+ public:
+  virtual ~TrainingObserver() = default;
+  virtual void StepDone(const StepReport& report) = 0;
+};
+
 // The augmentation an --augment value names for images of the given side.
 absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t image_side);
 
@@ -57,10 +77,11 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
 // it; batches are assembled (and augmented) on a background thread. Rank 0 prints the progress
 // table `Step Epoch Speed(img/s) Loss LR Comm%` every log_interval steps (speed of the whole
 // job; Comm% = share of the time spent in kvstore calls, i.e. communication not hidden behind
-// computation), test top-1/top-5 after
-// each epoch, then writes the model to options.output. Everything goes to out.
+// computation; also as JSON lines to options.log_json), test top-1/top-5 after each epoch,
+// then writes the model to options.output. Everything goes to out. observer, when given, is
+// told about every step of this rank.
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
-                                  std::ostream& out);
+                                  std::ostream& out, TrainingObserver* observer = nullptr);
 
 }  // namespace cohort
 

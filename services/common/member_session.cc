@@ -179,6 +179,7 @@ std::string MemberSession::RunControlStream() {
       broke = absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))));
       break;
     }
+    *heartbeat.mutable_progress() = progress_;
     mu_.Unlock();
     const bool written = reader_done.HasBeenNotified() ? false : stream->Write(heartbeat);
     mu_.Lock();
@@ -204,6 +205,11 @@ std::string MemberSession::RunControlStream() {
   const grpc::Status status = stream->Finish();
   if (!broke.empty() && !status.ok()) absl::StrAppend(&broke, " (", status.error_message(), ")");
   return broke;
+}
+
+void MemberSession::SetProgress(const v1::Progress& progress) {
+  absl::MutexLock lock(&mu_);
+  progress_ = progress;
 }
 
 void MemberSession::HeartbeatLoop() {

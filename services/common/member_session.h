@@ -59,6 +59,9 @@ class MemberSession {
   // message) and stops the heartbeat.
   void Leave(const absl::Status& status);
 
+  // Workers: how far training is; sent with the following heartbeats.
+  void SetProgress(const v1::Progress& progress);
+
   // Calls f once when the job ends (at once if it already has). f must not block.
   void OnEnd(std::function<void()> f);
   // OK while running and after DONE; Aborted with the reason after FAILED; Unavailable after
@@ -87,6 +90,7 @@ class MemberSession {
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
+  v1::Progress progress_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> listeners_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread heartbeat_;

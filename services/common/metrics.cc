@@ -33,12 +33,33 @@ prometheus::Histogram& ProcessMetrics::Histogram(
       .Add({}, buckets);
 }
 
-HttpServer::Route ProcessMetrics::Route() const {
+prometheus::Family<prometheus::Counter>& ProcessMetrics::CounterFamily(const std::string& name,
+                                                                       const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Labels(labels_).Register(*registry_);
+}
+
+prometheus::Family<prometheus::Gauge>& ProcessMetrics::GaugeFamily(const std::string& name,
+                                                                   const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Labels(labels_).Register(*registry_);
+}
+
+HttpServer::Route ProcessMetrics::Route(std::function<void()> refresh) const {
   std::shared_ptr<prometheus::Registry> registry = registry_;
-  return {"/metrics", [registry] {
+  return {"/metrics", [registry, refresh] {
+            if (refresh) refresh();
             return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                                 prometheus::TextSerializer().Serialize(registry->Collect())};
           }};
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(const std::string& bind, int port,
+                                                         const std::string& port_file,
+                                                         std::vector<HttpServer::Route> routes) {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(bind, port, std::move(routes));
+  if (!server.ok() || port_file.empty()) return server;
+  if (absl::Status s = WritePortFile(port_file, (*server)->port()); !s.ok()) return s;
+  return server;
 }
 
 }  // namespace cohort

@@ -1,8 +1,10 @@
 #ifndef COHORT_SERVICES_COMMON_METRICS_H_
 #define COHORT_SERVICES_COMMON_METRICS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -26,16 +28,28 @@ class ProcessMetrics {
   prometheus::Gauge& Gauge(const std::string& name, const std::string& help);
   prometheus::Histogram& Histogram(const std::string& name, const std::string& help,
                                    const prometheus::Histogram::BucketBoundaries& buckets);
+  // Families whose series differ by a label of their own (a phase, a reason; never a key).
+  prometheus::Family<prometheus::Counter>& CounterFamily(const std::string& name,
+                                                         const std::string& help);
+  prometheus::Family<prometheus::Gauge>& GaugeFamily(const std::string& name,
+                                                     const std::string& help);
 
   prometheus::Registry& registry() { return *registry_; }
   const prometheus::Labels& labels() const { return labels_; }
-  // GET /metrics: the registry in Prometheus's text format.
-  HttpServer::Route Route() const;
+  // GET /metrics: the registry in Prometheus's text format, after refresh (when given) has set
+  // the values computed at scrape time.
+  HttpServer::Route Route(std::function<void()> refresh = nullptr) const;
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Labels labels_;
 };
+
+// Serves routes (/metrics, ...) on bind:port (0: any port) and, when port_file is not empty,
+// writes the port it got there (Contracts, "Ports").
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(const std::string& bind, int port,
+                                                         const std::string& port_file,
+                                                         std::vector<HttpServer::Route> routes);
 
 }  // namespace cohort
 

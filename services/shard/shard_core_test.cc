@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "services/common/metrics_testing.h"
 
 namespace cohort {
 namespace {
@@ -300,10 +301,8 @@ namespace cohort {
 namespace {
 
 double HistogramCount(ProcessMetrics& process, const std::string& name) {
-  for (const auto& family : process.registry().Collect()) {
-    if (family.name == name) return family.metric.at(0).histogram.sample_count;
-  }
-  return -1;
+  const auto series = FindSeries(process, name);
+  return series.has_value() ? series->histogram.sample_count : -1;
 }
 
 TEST(ShardCoreTest, MetricsCountUpdatesWaitsAndRefusalsByReason) {

@@ -66,17 +66,11 @@ int main(int argc, char** argv) {
   cohort::ProcessMetrics process((*session)->job_id(), "shard", (*session)->rank());
   cohort::ShardMetrics metrics(process);
   core.set_metrics(&metrics);
-  auto http = cohort::HttpServer::Start(absl::GetFlag(FLAGS_bind),
-                                        absl::GetFlag(FLAGS_metrics_port), {process.Route()});
+  auto http = cohort::ServeMetrics(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_metrics_port),
+                                   absl::GetFlag(FLAGS_metrics_port_file), {process.Route()});
   if (!http.ok()) {
     std::cerr << "shard " << (*session)->rank() << ": error: " << http.status().message() << "\n";
     return 1;
-  }
-  if (const std::string path = absl::GetFlag(FLAGS_metrics_port_file); !path.empty()) {
-    if (absl::Status s = cohort::WritePortFile(path, (*http)->port()); !s.ok()) {
-      std::cerr << "shard: error: " << s.message() << "\n";
-      return 1;
-    }
   }
   std::cout << absl::StrFormat(
                    "shard %d of job %s listening on %s:%d, metrics on http://%s:%d/metrics\n",

@@ -30,11 +30,8 @@ ShardMetrics::ShardMetrics(ProcessMetrics& p)
                             "Pushed parts whose updated value waits for other workers' pushes.")),
       parameter_version(p.Gauge("cohort_shard_parameter_version",
                                 "Updates applied so far to this shard's most updated part.")) {
-  auto& family = prometheus::BuildCounter()
-                     .Name("cohort_shard_rejected_requests_total")
-                     .Help("Pushes the shard refused, by reason.")
-                     .Labels(p.labels())
-                     .Register(p.registry());
+  auto& family =
+      p.CounterFamily("cohort_shard_rejected_requests_total", "Pushes the shard refused, by reason.");
   for (int r = 0; r < 8; ++r) {
     rejected[r] = &family.Add({{"reason", std::string(RejectionName(static_cast<Rejection>(r)))}});
   }

@@ -623,6 +623,9 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment() {
           absl::StrCat("COHORT_PART_BYTES='", bytes, "' is not a number"));
     }
   }
+  if (const char* path = std::getenv("COHORT_METRICS_PORT_FILE"); path != nullptr) {
+    o.metrics_port_file = path;
+  }
   return o;
 }
 

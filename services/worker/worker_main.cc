@@ -9,7 +9,9 @@
 #include "absl/flags/usage.h"
 #include "services/common/malloc_tuning.h"
 #include "services/common/member_session.h"
+#include "services/common/metrics.h"
 #include "services/worker/dist_kvstore.h"
+#include "services/worker/worker_metrics.h"
 #include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
 #include "trainer/training.h"
@@ -25,6 +27,11 @@ ABSL_FLAG(uint64_t, delay_pushes_seed, 0,
           "picked at random from this seed (0: off)");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
+ABSL_FLAG(std::string, metrics_bind, "0.0.0.0", "address of the HTTP server for /metrics");
+ABSL_FLAG(int, metrics_port, 0,
+          "port of the HTTP server for /metrics (0: the system picks one; it is printed)");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "also write the metrics port to this file (default: COHORT_METRICS_PORT_FILE)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -49,6 +56,9 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_part_bytes) > 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
   job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
   job.delay_pushes_seed = absl::GetFlag(FLAGS_delay_pushes_seed);
+  if (!absl::GetFlag(FLAGS_metrics_port_file).empty()) {
+    job.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  }
 
   const cohort::TrainOptions options = cohort::TrainOptionsFromFlags();
   if (absl::Status s = cohort::ValidateTrainOptions(options); !s.ok()) {
@@ -61,12 +71,26 @@ int main(int argc, char** argv) {
     return 1;
   }
   cohort::MemberSession* member = session->get();
+  cohort::ProcessMetrics process(member->job_id(), "worker", member->rank());
+  cohort::WorkerMetrics metrics(process,
+                                [member](const cohort::v1::Progress& p) { member->SetProgress(p); });
+  const std::string metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
+  auto http = cohort::ServeMetrics(metrics_bind, absl::GetFlag(FLAGS_metrics_port),
+                                   job.metrics_port_file, {process.Route()});
+  if (!http.ok()) {
+    std::cerr << "worker " << member->rank() << ": error: " << http.status().message() << "\n";
+    member->Leave(http.status());
+    return 1;
+  }
+  std::cout << "worker " << member->rank() << ": metrics on http://" << metrics_bind << ":"
+            << (*http)->port() << "/metrics\n"
+            << std::flush;
   auto result = cohort::Train(
       options,
       [&](absl::string_view type) {
         return cohort::CreateDistKVStore(type, member, job);
       },
-      std::cout);
+      std::cout, &metrics);
   member->Leave(result.status());
   if (!result.ok()) {
     std::cerr << "worker " << member->rank() << ": error: " << result.status().message() << "\n";

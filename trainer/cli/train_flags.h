@@ -52,7 +52,9 @@
   ABSL_FLAG(bool, overlap, cohort::TrainOptions().overlap,                                       \
             "overlap communication with computation: push each gradient as backward produces "   \
             "it, wait for each layer's values just before its forward (--nooverlap: push all "   \
-            "after backward, then wait for all)")
+            "after backward, then wait for all)");                                              \
+  ABSL_FLAG(std::string, log_json, "",                                                           \
+            "also write the progress rows as JSON lines to this file (rank 0; empty: don't)")
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, dataset);
@@ -73,6 +75,7 @@ ABSL_DECLARE_FLAG(int64_t, log_interval);
 ABSL_DECLARE_FLAG(std::string, output);
 ABSL_DECLARE_FLAG(std::string, devices);
 ABSL_DECLARE_FLAG(bool, overlap);
+ABSL_DECLARE_FLAG(std::string, log_json);
 
 namespace cohort {
 
