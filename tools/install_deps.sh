@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Cohort needs to build, test and train, only those missing.
-# Idempotent: prints what it installs, or that nothing was missing.
+# Installs the Debian packages Cohort needs to build, test and train, only those missing, and the
+# npm packages of the dashboard's schema check. Idempotent: prints what it installs, or that
+# nothing was missing.
 set -euo pipefail
 
 packages=(
@@ -18,13 +19,26 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-  echo "install_deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-echo "install_deps: installing ${missing[*]}"
+# Node and npm, for the dashboard's schema check: Debian's, unless a node with npm is there.
+command -v npm >/dev/null || missing+=(nodejs npm)
 SUDO=()
 ((EUID == 0)) || SUDO=(sudo)
-"${SUDO[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install_deps: done"
+if ((${#missing[@]} == 0)); then
+  echo "install_deps: all ${#packages[@]} packages present"
+else
+  echo "install_deps: installing ${missing[*]}"
+  "${SUDO[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install_deps: done"
+fi
+
+# @grafana/schema and TypeScript, pinned by the lock file, where //deploy/grafana's test looks.
+schema_src="$(cd "$(dirname "$0")/../deploy/grafana/schema_check" && pwd)"
+schema_dir=/var/cache/cohort/grafana-schema-check
+if ! cmp -s "$schema_src/package-lock.json" "$schema_dir/package-lock.json" ||
+   [[ ! -d "$schema_dir/node_modules" ]]; then
+  echo "install_deps: npm ci in $schema_dir"
+  "${SUDO[@]}" mkdir -p "$schema_dir"
+  "${SUDO[@]}" cp "$schema_src/package.json" "$schema_src/package-lock.json" "$schema_dir/"
+  (cd "$schema_dir" && "${SUDO[@]}" npm ci --no-audit --no-fund --silent)
+fi

@@ -16,11 +16,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "services/common/http_server.h"
 #include "tools/launch/command_line.h"
 #include "tools/launch/launcher.h"
 #include "tools/launch/programs.h"
+#include "tools/launch/status_table.h"
 
 extern char** environ;
 
@@ -46,6 +49,14 @@ ABSL_FLAG(std::string, shard_binary, "",
 ABSL_FLAG(std::string, worker_binary, "",
           "worker program run with the flags after --; default: //services:worker from the "
           "launcher's runfiles");
+ABSL_FLAG(std::string, metrics_targets, "",
+          "write the job's /metrics endpoints here as a Prometheus file_sd list (labels job, "
+          "role, rank), e.g. deploy/prometheus/targets/job.json; removed when the job is over");
+ABSL_FLAG(double, baseline_images_per_second, 0,
+          "images/sec of one worker training alone, for the scaling-efficiency metric");
+ABSL_FLAG(std::string, status, "",
+          "print the status of the job whose scheduler serves /status at HOST:PORT (its log "
+          "line says where) as a table, and exit");
 ABSL_FLAG(int, start_timeout, static_cast<int>(absl::ToInt64Seconds(kDefaults.start_timeout)),
           "seconds to wait for the scheduler to listen (write its port file)");
 
@@ -58,7 +69,10 @@ constexpr char kUsage[] =
     "  bazel run //tools:launch -- -n 2 -s 2 -- ./my_trainer --epochs 3\n"
     "      workers run your own program; it learns the job from COHORT_* environment variables\n"
     "Every line the processes print is shown prefixed with [scheduler], [shard i], [worker r].\n"
-    "Ctrl-C stops the whole job.";
+    "Ctrl-C stops the whole job.\n"
+    "  bazel run //tools:launch -- --status 127.0.0.1:PORT\n"
+    "      prints a running job's state and per-worker speed (PORT: from the scheduler's\n"
+    "      'status on http://...' line)";
 
 int UsageError(absl::string_view message) {
   std::cerr << "launch: error: " << message << " (see --help)\n";
@@ -88,6 +102,34 @@ std::vector<std::string> RunfilesDirs() {
   return dirs;
 }
 
+// `launch --status HOST:PORT`: the scheduler's /status page as a table.
+int PrintStatus(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return UsageError(absl::StrCat("--status '", address, "': expected HOST:PORT"));
+  }
+  absl::StatusOr<cohort::HttpResponse> page =
+      cohort::HttpGet(address.substr(0, colon), port, "/status");
+  if (!page.ok()) {
+    std::cerr << "launch: error: " << page.status().message()
+              << " (is the scheduler running, or lingering with --linger?)\n";
+    return 1;
+  }
+  if (page->status != 200) {
+    std::cerr << "launch: error: " << address << "/status answered " << page->status
+              << "; is that a Cohort scheduler's metrics port?\n";
+    return 1;
+  }
+  absl::StatusOr<std::string> table = cohort::launch::StatusTable(page->body);
+  if (!table.ok()) {
+    std::cerr << "launch: error: " << address << ": " << table.status().message() << "\n";
+    return 1;
+  }
+  std::cout << *table;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,6 +143,9 @@ int main(int argc, char** argv) {
   if (positional.size() > 1) {
     return UsageError(absl::StrCat("unexpected argument '", positional[1],
                                    "' (put the workers' flags or command after --)"));
+  }
+  if (const std::string status = absl::GetFlag(FLAGS_status); !status.empty()) {
+    return PrintStatus(status);
   }
 
   const std::string launcher = absl::GetFlag(FLAGS_launcher);
@@ -120,6 +165,12 @@ int main(int argc, char** argv) {
   if (o.mode != "dist_sync" && o.mode != "dist_async") {
     return UsageError(absl::StrCat("unknown --mode '", o.mode, "'; use dist_sync or dist_async"));
   }
+  o.metrics_targets = absl::GetFlag(FLAGS_metrics_targets);
+  if (!o.metrics_targets.empty() && o.metrics_targets[0] != '/' &&
+      !Env("BUILD_WORKING_DIRECTORY").empty()) {
+    o.metrics_targets = absl::StrCat(Env("BUILD_WORKING_DIRECTORY"), "/", o.metrics_targets);
+  }
+  o.baseline_images_per_second = absl::GetFlag(FLAGS_baseline_images_per_second);
   o.linger_s = absl::GetFlag(FLAGS_linger);
   if (o.linger_s < 0) return UsageError("--linger must be 0 or more seconds");
   const int start_timeout = absl::GetFlag(FLAGS_start_timeout);

@@ -9,10 +9,18 @@
 
 namespace cohort {
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& bind, int port,
-                                                             std::vector<Route> routes) {
+namespace {
+
+void InitCivetweb() {
   static std::once_flag init;
   std::call_once(init, [] { mg_init_library(0); });
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& bind, int port,
+                                                             std::vector<Route> routes) {
+  InitCivetweb();
   std::unique_ptr<HttpServer> server(new HttpServer(std::move(routes)));
   const std::string listen = absl::StrCat(bind, ":", port);
   const char* options[] = {"listening_ports", listen.c_str(), "num_threads", "4", nullptr};
@@ -58,6 +66,27 @@ int HttpServer::Serve(mg_connection* connection, void* route) {
             response.content_type.c_str(), response.body.size());
   mg_write(connection, response.body.data(), response.body.size());
   return response.status;
+}
+
+absl::StatusOr<HttpResponse> HttpGet(const std::string& host, int port, const std::string& path) {
+  InitCivetweb();
+  char error_text[256] = "";
+  mg_connection* connection =
+      mg_download(host.c_str(), port, 0, error_text, sizeof(error_text),
+                  "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path.c_str(),
+                  host.c_str());
+  if (connection == nullptr) {
+    return absl::UnavailableError(
+        absl::StrFormat("GET http://%s:%d%s: %s", host, port, path, error_text));
+  }
+  HttpResponse response;
+  const mg_response_info* info = mg_get_response_info(connection);
+  response.status = info->status_code;
+  if (const char* type = mg_get_header(connection, "Content-Type")) response.content_type = type;
+  char buffer[16384];
+  for (int n; (n = mg_read(connection, buffer, sizeof(buffer))) > 0;) response.body.append(buffer, n);
+  mg_close_connection(connection);
+  return response;
 }
 
 }  // namespace cohort

@@ -46,6 +46,10 @@ class HttpServer {
   int port_ = 0;
 };
 
+// GET http://host:port/path (the client side, for `launch --status`): the status code and body;
+// Unavailable, naming the address, when nothing answers there.
+absl::StatusOr<HttpResponse> HttpGet(const std::string& host, int port, const std::string& path);
+
 }  // namespace cohort
 
 #endif  // COHORT_SERVICES_COMMON_HTTP_SERVER_H_

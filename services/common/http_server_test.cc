@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 #include "services/common/grpc_util.h"
@@ -33,6 +34,29 @@ std::string Get(int port, const std::string& path) {
   for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) answer.append(buffer, n);
   close(fd);
   return answer;
+}
+
+TEST(HttpGetTest, FetchesABodyAndSaysWhenNothingAnswers) {
+  const std::string big(100000, 'x');  // more than one read
+  auto server = HttpServer::Start("127.0.0.1", 0, {{"/big", [&] {
+                                                      return HttpResponse{200, "text/plain", big};
+                                                    }}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto got = HttpGet("127.0.0.1", port, "/big");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->content_type, "text/plain");
+  EXPECT_EQ(got->body, big);
+  auto missing = HttpGet("127.0.0.1", port, "/nothing");
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_EQ(missing->status, 404);
+  server->reset();
+  auto gone = HttpGet("127.0.0.1", port, "/big");
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(gone.status().message().find(absl::StrCat("127.0.0.1:", port, "/big")),
+            std::string::npos)
+      << gone.status();
 }
 
 TEST(HttpServerTest, ServesEachRouteOnThePortItGot) {

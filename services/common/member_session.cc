@@ -179,7 +179,7 @@ std::string MemberSession::RunControlStream() {
       broke = absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))));
       break;
     }
-    *heartbeat.mutable_progress() = progress_;
+    if (progress_.has_value()) *heartbeat.mutable_progress() = *progress_;
     mu_.Unlock();
     const bool written = reader_done.HasBeenNotified() ? false : stream->Write(heartbeat);
     mu_.Lock();

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,7 +91,7 @@ class MemberSession {
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
-  v1::Progress progress_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::Progress> progress_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> listeners_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread heartbeat_;

@@ -24,6 +24,20 @@ const char* JobStateName(JobState state) {
   return "?";
 }
 
+const char* MemberStateName(MemberState state) {
+  switch (state) {
+    case MemberState::kMissing:
+      return "missing";
+    case MemberState::kAlive:
+      return "alive";
+    case MemberState::kStopped:
+      return "stopped";
+    case MemberState::kDead:
+      return "dead";
+  }
+  return "?";
+}
+
 SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock)
     : spec_(std::move(spec)), clock_(clock), started_(clock->Now()) {
   shards_.resize(spec_.num_shards);
@@ -105,11 +119,35 @@ absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {
   return view;
 }
 
-JobState SchedulerCore::Heartbeat(MemberRole role, int rank) {
+MemberState SchedulerCore::StateOf(const Member& m) {
+  if (!m.registered) return MemberState::kMissing;
+  if (m.dead) return MemberState::kDead;
+  if (m.stopped) return MemberState::kStopped;
+  return MemberState::kAlive;
+}
+
+void SchedulerCore::CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now) {
+  // The beats that should have come since the last one, less the one that may be on its way.
+  absl::Duration rest;
+  const int64_t missed =
+      absl::IDivDuration(now - m.last_heartbeat, spec_.heartbeat_interval, &rest) - 1;
+  if (missed <= m.missed_in_silence) return;
+  missed_heartbeats_[static_cast<int>(role)] += missed - m.missed_in_silence;
+  m.missed_in_silence = missed;
+}
+
+JobState SchedulerCore::Heartbeat(MemberRole role, int rank, const WorkerProgress* progress) {
   absl::MutexLock lock(&mu_);
   if (Member* m = Find(role, rank)) {
-    m->last_heartbeat = clock_->Now();
+    const absl::Time now = clock_->Now();
+    CountMissedHeartbeats(role, *m, now);
+    m->last_heartbeat = now;
+    m->missed_in_silence = 0;
     m->stream_open = true;
+    if (progress != nullptr) {
+      m->has_progress = true;
+      m->progress = *progress;
+    }
   }
   return state_;
 }
@@ -123,6 +161,7 @@ void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::str
   // A member closes its stream only after saying it stops: anything else is a death, and the
   // job fails at once rather than after the heartbeat timeout.
   if (!m->stopped) {
+    m->dead = true;
     Fail(absl::StrFormat("%s is dead: its control stream ended (%s) without a stop; last "
                          "error: %s",
                          Describe(role, rank), detail,
@@ -159,9 +198,11 @@ absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& nam
     }
   }
   const int64_t generation = barrier_generation_;
+  if (barrier_arrived_ == 0) barrier_started_ = clock_->Now();
   if (++barrier_arrived_ == spec_.num_workers) {
     barrier_arrived_ = 0;
     ++barrier_generation_;
+    barrier_waits_.push_back(clock_->Now() - barrier_started_);
   } else {
     struct Args {
       SchedulerCore* self;
@@ -184,6 +225,7 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
   m->stopped = true;
   if (!error.empty()) {
     m->last_error = error;
+    m->dead = true;
     Fail(absl::StrCat(Describe(role, rank), " failed: ", error));
     return;
   }
@@ -215,11 +257,15 @@ void SchedulerCore::CheckLiveness() {
   }
   if (state_ != JobState::kRunning) return;
   for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
-    const std::vector<Member>& ms = Members(role);
+    std::vector<Member>& ms = Members(role);
     for (size_t r = 0; r < ms.size(); ++r) {
-      const Member& m = ms[r];
+      Member& m = ms[r];
+      if (m.stopped) continue;
       const absl::Duration silent = now - m.last_heartbeat;
-      if (m.stopped || silent < spec_.heartbeat_timeout) continue;
+      // The beats that should have come by now, less the one that may be on its way.
+      CountMissedHeartbeats(role, m, now);
+      if (silent < spec_.heartbeat_timeout) continue;
+      m.dead = true;
       Fail(absl::StrFormat("%s is dead: no heartbeat for %s (limit %s); last error: %s",
                            Describe(role, static_cast<int>(r)),
                            absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
@@ -267,27 +313,57 @@ std::string SchedulerCore::StatusJson() const {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   nlohmann::json members = nlohmann::json::array();
+  double images_per_second = 0;
   for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
     const std::vector<Member>& ms = role == MemberRole::kShard ? shards_ : workers_;
     for (size_t r = 0; r < ms.size(); ++r) {
       const Member& m = ms[r];
-      members.push_back({{"role", RoleName(role)},
-                         {"rank", r},
-                         {"registered", m.registered},
-                         {"host", m.host},
-                         {"pid", m.pid},
-                         {"address", m.address},
-                         {"stopped", m.stopped},
-                         {"seconds_since_heartbeat",
-                          m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1.0},
-                         {"last_error", m.last_error}});
+      nlohmann::json member = {
+          {"role", RoleName(role)},
+          {"rank", r},
+          {"state", MemberStateName(StateOf(m))},
+          {"host", m.host},
+          {"pid", m.pid},
+          {"address", m.address},
+          {"seconds_since_heartbeat",
+           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1.0},
+          {"last_error", m.last_error}};
+      if (m.has_progress) {
+        const WorkerProgress& p = m.progress;
+        member["progress"] = {{"step", p.step},
+                              {"epoch", p.epoch},
+                              {"images_per_second", p.images_per_second},
+                              {"step_seconds", p.step_seconds},
+                              {"communication_overhead", p.communication_overhead},
+                              {"loss", p.loss}};
+        if (StateOf(m) == MemberState::kAlive) images_per_second += p.images_per_second;
+      }
+      members.push_back(std::move(member));
     }
   }
-  nlohmann::json j = {{"job_id", spec_.job_id},     {"state", JobStateName(state_)},
-                      {"reason", reason_},          {"mode", spec_.mode},
-                      {"num_workers", spec_.num_workers}, {"num_shards", spec_.num_shards},
+  nlohmann::json j = {{"job_id", spec_.job_id},
+                      {"state", JobStateName(state_)},
+                      {"reason", reason_},
+                      {"mode", spec_.mode},
+                      {"num_workers", spec_.num_workers},
+                      {"num_shards", spec_.num_shards},
+                      {"seconds_since_start", absl::ToDoubleSeconds(now - started_)},
+                      {"images_per_second", images_per_second},
                       {"members", members}};
   return j.dump();
+}
+
+SchedulerSnapshot SchedulerCore::TakeSnapshot() {
+  absl::MutexLock lock(&mu_);
+  SchedulerSnapshot s;
+  s.state = state_;
+  for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
+    const int r = static_cast<int>(role);
+    for (const Member& m : Members(role)) ++s.members[r][static_cast<int>(StateOf(m))];
+    s.missed_heartbeats[r] = missed_heartbeats_[r];
+  }
+  s.barrier_waits.swap(barrier_waits_);
+  return s;
 }
 
 }  // namespace cohort

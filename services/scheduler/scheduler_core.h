@@ -15,9 +15,34 @@ namespace cohort {
 
 enum class MemberRole { kShard, kWorker };
 enum class JobState { kForming, kRunning, kDone, kFailed };
+// missing: not registered yet; alive: registered and heard from within the deadline; stopped:
+// left the job (finished, or told to stop); dead: died or failed.
+enum class MemberState { kMissing, kAlive, kStopped, kDead };
+constexpr int kNumMemberRoles = 2;
+constexpr int kNumJobStates = 4;
+constexpr int kNumMemberStates = 4;
 
 const char* RoleName(MemberRole role);
 const char* JobStateName(JobState state);
+const char* MemberStateName(MemberState state);
+
+// A worker's latest measurement window, sent with its heartbeats.
+struct WorkerProgress {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double images_per_second = 0;
+  double step_seconds = 0;
+  double communication_overhead = 0;  // 0..1
+  double loss = 0;
+};
+
+// What the scheduler's metrics read at a scrape.
+struct SchedulerSnapshot {
+  JobState state = JobState::kForming;
+  int members[kNumMemberRoles][kNumMemberStates] = {};  // by MemberRole, MemberState
+  int64_t missed_heartbeats[kNumMemberRoles] = {};     // since the start, by MemberRole
+  std::vector<absl::Duration> barrier_waits;  // of barriers released since the last snapshot
+};
 
 // What the job is; fixed when the scheduler starts.
 struct JobSpec {
@@ -27,6 +52,8 @@ struct JobSpec {
   std::string mode = "dist_sync";
   // A member that has not sent a heartbeat for this long is dead and the job fails (fail-fast).
   absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // How often members send one (MemberSessionOptions): a longer silence counts missed beats.
+  absl::Duration heartbeat_interval = absl::Milliseconds(250);
   // The job fails if it has not formed (every member registered) within this.
   absl::Duration form_timeout = absl::Seconds(60);
 };
@@ -57,8 +84,9 @@ class SchedulerCore {
   absl::StatusOr<int> Register(const MemberRegistration& member);
   // Waits until the job is RUNNING (or returns the reason it never will be).
   absl::StatusOr<ClusterView> WaitForCluster();
-  // A heartbeat from a registered member; returns the job state to tell it.
-  JobState Heartbeat(MemberRole role, int rank);
+  // A heartbeat from a registered member (a worker's may carry its progress); returns the job
+  // state to tell it.
+  JobState Heartbeat(MemberRole role, int rank, const WorkerProgress* progress = nullptr);
   // The member's control stream ended (detail: why, for the failure message). Before the
   // member said it stops, that is its death: the job fails at once.
   void ControlStreamEnded(MemberRole role, int rank, const std::string& detail);
@@ -80,8 +108,11 @@ class SchedulerCore {
   bool WaitUntilEnded(absl::Duration timeout);
   // Blocks until no member's control stream is open (they saw the end and left) or timeout.
   bool WaitForMembersToLeave(absl::Duration timeout);
-  // The job as JSON: id, state, reason, members with their liveness.
+  // The job as JSON (the /status page): id, state, reason, the job's images/sec (the sum of
+  // the workers'), and every member with its state, liveness and (workers) progress.
   std::string StatusJson() const;
+  // Counts for the metrics; takes the barrier waits recorded since the last call.
+  SchedulerSnapshot TakeSnapshot();
 
  private:
   struct Member {
@@ -94,11 +125,18 @@ class SchedulerCore {
     bool stopped = false;
     std::string stream_end;  // why its control stream ended, if it did
     std::string last_error;
+    bool dead = false;
+    int64_t missed_in_silence = 0;  // missed heartbeats counted since the last one
+    bool has_progress = false;
+    WorkerProgress progress;
   };
 
   std::vector<Member>& Members(MemberRole role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Member* Find(MemberRole role, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string Describe(MemberRole role, int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static MemberState StateOf(const Member& m);
+  void CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == JobState::kDone || state_ == JobState::kFailed;
@@ -119,6 +157,9 @@ class SchedulerCore {
   int64_t barrier_generation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
   int fingerprint_rank_ ABSL_GUARDED_BY(mu_) = -1;
+  absl::Time barrier_started_ ABSL_GUARDED_BY(mu_);  // the current barrier's first arrival
+  std::vector<absl::Duration> barrier_waits_ ABSL_GUARDED_BY(mu_);  // not yet taken
+  int64_t missed_heartbeats_[kNumMemberRoles] ABSL_GUARDED_BY(mu_) = {};
 };
 
 }  // namespace cohort

@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
@@ -213,6 +215,74 @@ TEST(SchedulerCoreTest, StatusJsonListsTheMembers) {
   const std::string json = core.StatusJson();
   EXPECT_TRUE(absl::StrContains(json, "\"state\":\"RUNNING\"")) << json;
   EXPECT_TRUE(absl::StrContains(json, "\"address\":\"10.0.0.0:7\"")) << json;
+}
+
+TEST(SchedulerCoreTest, StatusJsonShowsEachWorkersProgressAndTheJobsSpeed) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  Form(&core);
+  WorkerProgress p0{120, 1, 500.0, 0.064, 0.25, 0.75};
+  WorkerProgress p1{118, 1, 450.0, 0.071, 0.3, 0.8};
+  core.Heartbeat(MemberRole::kWorker, 0, &p0);
+  core.Heartbeat(MemberRole::kWorker, 1, &p1);
+  core.Heartbeat(MemberRole::kShard, 0);
+  const nlohmann::json j = nlohmann::json::parse(core.StatusJson());
+  EXPECT_EQ(j["state"], "RUNNING");
+  EXPECT_DOUBLE_EQ(j["images_per_second"].get<double>(), 950.0);
+  ASSERT_EQ(j["members"].size(), 3u);
+  const nlohmann::json& w1 = j["members"][2];
+  EXPECT_EQ(w1["role"], "worker");
+  EXPECT_EQ(w1["rank"], 1);
+  EXPECT_EQ(w1["state"], "alive");
+  EXPECT_EQ(w1["progress"]["step"], 118);
+  EXPECT_DOUBLE_EQ(w1["progress"]["images_per_second"].get<double>(), 450.0);
+  EXPECT_DOUBLE_EQ(w1["progress"]["communication_overhead"].get<double>(), 0.3);
+  EXPECT_FALSE(j["members"][0].contains("progress"));  // the shard
+}
+
+TEST(SchedulerCoreTest, SnapshotCountsMembersByStateMissedHeartbeatsAndBarrierWaits) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  SchedulerSnapshot s = core.TakeSnapshot();
+  EXPECT_EQ(s.state, JobState::kForming);
+  EXPECT_EQ(s.members[static_cast<int>(MemberRole::kWorker)][static_cast<int>(MemberState::kMissing)], 2);
+  Form(&core);
+
+  // A 1 s silence at 250 ms per beat: 3 beats missed (the 4th may be on its way), counted by
+  // the next heartbeat or, while the member is silent, by the liveness check.
+  clock.Advance(absl::Seconds(1));
+  core.Heartbeat(MemberRole::kShard, 0);
+  core.Heartbeat(MemberRole::kWorker, 1);
+  core.CheckLiveness();  // worker 0 is still silent
+  core.Heartbeat(MemberRole::kWorker, 0);
+  core.CheckLiveness();
+  clock.Advance(absl::Milliseconds(100));
+  core.CheckLiveness();
+
+  std::thread waiter([&] { ASSERT_TRUE(core.Barrier(0, "epoch", 0).ok()); });
+  absl::SleepFor(absl::Milliseconds(20));
+  clock.Advance(absl::Milliseconds(700));
+  ASSERT_TRUE(core.Barrier(1, "epoch", 0).ok());
+  waiter.join();
+
+  core.MemberStopped(MemberRole::kWorker, 1, "");
+  s = core.TakeSnapshot();
+  const int shard = static_cast<int>(MemberRole::kShard);
+  const int worker = static_cast<int>(MemberRole::kWorker);
+  EXPECT_EQ(s.state, JobState::kRunning);
+  EXPECT_EQ(s.missed_heartbeats[worker], 6);
+  EXPECT_EQ(s.missed_heartbeats[shard], 3);
+  EXPECT_EQ(s.members[worker][static_cast<int>(MemberState::kAlive)], 1);
+  EXPECT_EQ(s.members[worker][static_cast<int>(MemberState::kStopped)], 1);
+  EXPECT_EQ(s.members[shard][static_cast<int>(MemberState::kAlive)], 1);
+  ASSERT_EQ(s.barrier_waits.size(), 1u);
+  EXPECT_EQ(s.barrier_waits[0], absl::Milliseconds(700));
+  EXPECT_TRUE(core.TakeSnapshot().barrier_waits.empty());  // taken once
+
+  core.ControlStreamEnded(MemberRole::kShard, 0, "connection lost");
+  s = core.TakeSnapshot();
+  EXPECT_EQ(s.state, JobState::kFailed);
+  EXPECT_EQ(s.members[shard][static_cast<int>(MemberState::kDead)], 1);
 }
 
 }  // namespace

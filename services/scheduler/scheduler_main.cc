@@ -17,7 +17,10 @@
 #include "absl/time/clock.h"
 #include "services/common/clock.h"
 #include "services/common/grpc_util.h"
+#include "services/common/http_server.h"
+#include "services/common/metrics.h"
 #include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_service.h"
 #include "trainer/cli/args.h"
 
@@ -34,6 +37,13 @@ ABSL_FLAG(double, form_timeout, 120.0,
           "seconds to wait for every member to register before the job fails");
 ABSL_FLAG(double, linger, 0.0,
           "seconds to keep serving after the job ended, so dashboards see how it ended");
+ABSL_FLAG(int, metrics_port, 0,
+          "port of the HTTP server for /metrics and /status, on --bind (0: the system picks one; "
+          "it is printed)");
+ABSL_FLAG(std::string, metrics_port_file, "", "also write the metrics port to this file");
+ABSL_FLAG(double, baseline_images_per_second, 0,
+          "images/sec of one worker training alone, for the scaling-efficiency metric (0: "
+          "unknown)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -63,16 +73,29 @@ int main(int argc, char** argv) {
   cohort::RealClock clock;
   cohort::SchedulerCore core(spec, &clock);
   cohort::SchedulerService service(&core);
-  auto server =
-      cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service});
+  cohort::ProcessMetrics process(spec.job_id, "scheduler", 0);
+  cohort::SchedulerMetrics metrics(process, spec, absl::GetFlag(FLAGS_baseline_images_per_second));
+  const std::string bind = absl::GetFlag(FLAGS_bind);
+  auto http = cohort::ServeMetrics(
+      bind, absl::GetFlag(FLAGS_metrics_port), absl::GetFlag(FLAGS_metrics_port_file),
+      {process.Route([&] { metrics.Update(core.TakeSnapshot()); }),
+       {"/status", [&] {
+          return cohort::HttpResponse{200, "application/json", core.StatusJson()};
+        }}});
+  if (!http.ok()) {
+    std::cerr << "scheduler: error: " << http.status().message() << "\n";
+    return 1;
+  }
+  auto server = cohort::StartServer(bind, absl::GetFlag(FLAGS_port), {&service});
   if (!server.ok()) {
     std::cerr << "scheduler: error: " << server.status().message() << "\n";
     return 1;
   }
   std::cout << absl::StrFormat(
-                   "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d\n",
-                   spec.job_id, spec.num_workers, spec.num_shards, spec.mode,
-                   absl::GetFlag(FLAGS_bind), server->port)
+                   "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d; status on "
+                   "http://%s:%d/status, metrics on /metrics\n",
+                   spec.job_id, spec.num_workers, spec.num_shards, spec.mode, bind, server->port,
+                   bind, (*http)->port())
             << std::flush;
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     if (absl::Status s = cohort::WritePortFile(path, server->port); !s.ok()) {

@@ -88,7 +88,16 @@ grpc::Status SchedulerService::Control(
     role = *r;
     rank = heartbeat.rank();
     known = true;
-    const JobState state = core_->Heartbeat(role, rank);
+    JobState state;
+    if (heartbeat.has_progress()) {
+      const v1::Progress& p = heartbeat.progress();
+      const WorkerProgress progress{p.step(),         p.epoch(),
+                                    p.images_per_second(), p.step_seconds(),
+                                    p.communication_overhead(), p.loss()};
+      state = core_->Heartbeat(role, rank, &progress);
+    } else {
+      state = core_->Heartbeat(role, rank);
+    }
     answer.set_state(ToProto(state));
     if (state == JobState::kDone || state == JobState::kFailed) answer.set_reason(core_->reason());
     if (!stream->Write(answer)) break;

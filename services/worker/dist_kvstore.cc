@@ -623,6 +623,9 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment() {
           absl::StrCat("COHORT_PART_BYTES='", bytes, "' is not a number"));
     }
   }
+  if (const char* bind = std::getenv("COHORT_METRICS_BIND"); bind != nullptr && *bind != '\0') {
+    o.metrics_bind = bind;
+  }
   if (const char* path = std::getenv("COHORT_METRICS_PORT_FILE"); path != nullptr) {
     o.metrics_port_file = path;
   }

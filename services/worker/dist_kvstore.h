@@ -26,13 +26,14 @@ struct JobOptions {
   // Tests of order independence: nonzero holds each part's push back a little on one rank
   // picked at random from this seed, so parts reach the shards in shuffled orders.
   uint64_t delay_pushes_seed = 0;
-  // Where the worker writes the port of its /metrics server (empty: nowhere).
+  // Where the worker serves /metrics, and writes the port it got (empty: nowhere).
+  std::string metrics_bind = "0.0.0.0";
   std::string metrics_port_file;
 };
 
 // The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
 // training program"): COHORT_SCHEDULER (required), COHORT_RANK, COHORT_PART_BYTES,
-// COHORT_METRICS_PORT_FILE. The one
+// COHORT_METRICS_BIND, COHORT_METRICS_PORT_FILE. The one
 // place that reads the environment; InvalidArgument naming the variable when it is missing or
 // malformed.
 absl::StatusOr<JobOptions> JobOptionsFromEnvironment();

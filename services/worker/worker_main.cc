@@ -27,7 +27,8 @@ ABSL_FLAG(uint64_t, delay_pushes_seed, 0,
           "picked at random from this seed (0: off)");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
-ABSL_FLAG(std::string, metrics_bind, "0.0.0.0", "address of the HTTP server for /metrics");
+ABSL_FLAG(std::string, metrics_bind, "",
+          "address of the HTTP server for /metrics (default: COHORT_METRICS_BIND, else 0.0.0.0)");
 ABSL_FLAG(int, metrics_port, 0,
           "port of the HTTP server for /metrics (0: the system picks one; it is printed)");
 ABSL_FLAG(std::string, metrics_port_file, "",
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_part_bytes) > 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
   job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
   job.delay_pushes_seed = absl::GetFlag(FLAGS_delay_pushes_seed);
+  if (!absl::GetFlag(FLAGS_metrics_bind).empty()) job.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
   if (!absl::GetFlag(FLAGS_metrics_port_file).empty()) {
     job.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   }
@@ -74,7 +76,7 @@ int main(int argc, char** argv) {
   cohort::ProcessMetrics process(member->job_id(), "worker", member->rank());
   cohort::WorkerMetrics metrics(process,
                                 [member](const cohort::v1::Progress& p) { member->SetProgress(p); });
-  const std::string metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
+  const std::string& metrics_bind = job.metrics_bind;
   auto http = cohort::ServeMetrics(metrics_bind, absl::GetFlag(FLAGS_metrics_port),
                                    job.metrics_port_file, {process.Route()});
   if (!http.ok()) {

@@ -38,6 +38,8 @@ std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
     set["COHORT_RANK"] = absl::StrCat(spec.rank);
     set["COHORT_SCHEDULER"] = spec.scheduler_address;
   }
+  if (!spec.metrics_bind.empty()) set["COHORT_METRICS_BIND"] = spec.metrics_bind;
+  if (!spec.metrics_port_file.empty()) set["COHORT_METRICS_PORT_FILE"] = spec.metrics_port_file;
   std::map<std::string, std::string> defaults = {
       {"OMP_WAIT_POLICY", "passive"},
       {"OMP_NUM_THREADS", absl::StrCat(spec.role == Role::kWorker

@@ -21,13 +21,17 @@ struct JobEnvSpec {
   std::string mode;
   std::string scheduler_address;  // host:port; shards and workers (empty: not set)
   int cores = 1;                  // CPUs the launcher may use (sched_getaffinity)
+  // Where the process serves its /metrics and writes the port it got (empty: not set).
+  std::string metrics_bind;
+  std::string metrics_port_file;
 };
 
 // The environment of one child: the launcher's own (`base`, "NAME=value" entries) with the job's
 // COHORT_* variables set (replacing any inherited ones), which is how workers and the user's own
 // training program learn the job:
 //   COHORT_JOB_ID, COHORT_ROLE, COHORT_RANK (shards, workers), COHORT_NUM_WORKERS,
-//   COHORT_NUM_SHARDS, COHORT_SCHEDULER (shards, workers), COHORT_MODE.
+//   COHORT_NUM_SHARDS, COHORT_SCHEDULER (shards, workers), COHORT_MODE, and, when set,
+//   COHORT_METRICS_BIND and COHORT_METRICS_PORT_FILE (the worker binary reads them).
 // COHORT_JOB_ID is also the marker by which tests find a job's processes in /proc.
 // Processes on one machine must not each start a thread per core: unless `base` sets them,
 // OMP_WAIT_POLICY=passive and OMP_NUM_THREADS = max(1, cores / num_workers) for workers and 1

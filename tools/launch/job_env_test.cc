@@ -37,6 +37,16 @@ TEST(JobEnvironmentTest, WorkerLearnsTheJob) {
                          "OMP_WAIT_POLICY=passive", "OMP_NUM_THREADS=2"}));  // 8 cores / 3 workers
 }
 
+TEST(JobEnvironmentTest, WhereToServeMetricsWhenSet) {
+  JobEnvSpec s = Spec(Role::kWorker, 0);
+  EXPECT_THAT(JobEnvironment({}, s), Not(Contains(StartsWith("COHORT_METRICS_"))));
+  s.metrics_bind = "127.0.0.1";
+  s.metrics_port_file = "/tmp/j/worker-0.metrics_port";
+  EXPECT_THAT(JobEnvironment({}, s),
+              IsSupersetOf({"COHORT_METRICS_BIND=127.0.0.1",
+                            "COHORT_METRICS_PORT_FILE=/tmp/j/worker-0.metrics_port"}));
+}
+
 TEST(JobEnvironmentTest, SchedulerHasNoRankOrSchedulerAddressAndOneThread) {
   const std::vector<std::string> env = JobEnvironment({}, Spec(Role::kScheduler, 0));
   EXPECT_THAT(env, IsSupersetOf({"COHORT_ROLE=scheduler", "OMP_NUM_THREADS=1"}));

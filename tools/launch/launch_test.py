@@ -1,6 +1,7 @@
 """//tools:launch end to end with stand-in role programs: output, environment, signals, the
 launcher's own death, user programs and start-up failures (launch_fixture.py)."""
 
+import json
 import os
 import signal
 import unittest
@@ -20,10 +21,10 @@ class LaunchTest(LaunchTestCase):
         scheduler_args = next(l for l in lines if l.startswith("[scheduler] args: "))
         self.assertTrue(scheduler_args.endswith(
             f" --num_workers=2 --num_shards=2 --mode=dist_sync --linger=0"
-            f" --job_id={self.job_id}"), scheduler_args)
+            f" --job_id={self.job_id} --baseline_images_per_second=0"), scheduler_args)
         for i in range(2):
-            self.assert_line(lines, f"[shard {i}] args: --scheduler=127.0.0.1:4242"
-                             f" --bind=127.0.0.1 --rank={i}")
+            self.assert_line_starting(lines, f"[shard {i}] args: --scheduler=127.0.0.1:4242"
+                                      f" --bind=127.0.0.1 --rank={i} --metrics_port_file=")
             self.assert_line(lines, f"[shard {i}] stopping")
             self.assert_line(lines, f"[worker {i}] args: --partial")
             self.assert_line(lines, f"[worker {i}] to stderr")  # stderr is captured too
@@ -34,6 +35,27 @@ class LaunchTest(LaunchTestCase):
         self.assertEqual(lines[-1], f"launch: job {self.job_id} finished")
         self.assert_job_gone()
         self.assert_scratch_removed()
+
+    def test_metrics_targets_list_every_process_while_the_job_runs(self):
+        targets = os.path.join(self.dir, "targets.json")
+        rc, lines, _ = self.run_launch("-n", "2", "-s", "1", f"--metrics_targets={targets}",
+                                       "--baseline_images_per_second=250",
+                                       env={"FAKE_TARGETS": targets})
+        self.assertEqual(rc, 0, "\n".join(lines))
+        self.assert_line(lines, f"launch: Prometheus targets of the job in {targets}")
+        self.assert_line_starting(lines, "[scheduler] args: ")
+        self.assertIn("--baseline_images_per_second=250",
+                      next(l for l in lines if l.startswith("[scheduler] args: ")))
+        with open(os.path.join(self.fake_dir, "targets-1.json")) as f:
+            seen = json.load(f)
+        by_address = {g["targets"][0]: g["labels"] for g in seen}
+        self.assertEqual(by_address["127.0.0.1:9100"],
+                         {"job": self.job_id, "role": "scheduler", "rank": "0"})
+        self.assertEqual(by_address["127.0.0.1:9300"],
+                         {"job": self.job_id, "role": "shard", "rank": "0"})
+        self.assertEqual(by_address["127.0.0.1:9201"],
+                         {"job": self.job_id, "role": "worker", "rank": "1"})
+        self.assertFalse(os.path.exists(targets), "the target list outlived the job")
 
     def test_every_process_learns_the_job_from_its_environment(self):
         rc, lines, _ = self.run_launch("--num-workers=3", "-s1", "--mode", "dist_async")

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include <algorithm>
-#include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/job_env.h"
+#include "tools/launch/metrics_targets.h"
 #include "tools/launch/line_prefixer.h"
 #include "tools/launch/signal_fd.h"
 
@@ -69,6 +70,7 @@ std::string Count(size_t n, absl::string_view noun) {
 struct Member {
   Member(Role role, int rank, std::unique_ptr<ChildProcess> process)
       : role(role),
+        rank(rank),
         name(role == Role::kScheduler ? "scheduler" : absl::StrCat(RoleName(role), " ", rank)),
         process(std::move(process)),
         prefixers{LinePrefixer(absl::StrCat("[", name, "] ")),
@@ -77,6 +79,7 @@ struct Member {
   std::string Describe() const { return absl::StrCat(name, " (pid ", process->pid(), ")"); }
 
   const Role role;
+  const int rank;
   const std::string name;  // "scheduler", "shard 0", "worker 1"
   const std::unique_ptr<ChildProcess> process;
   LinePrefixer prefixers[2];  // by ChildProcess::Stream
@@ -85,15 +88,20 @@ struct Member {
 class Job {
  public:
   Job(const LaunchOptions& options, SignalFd& signals, std::string scratch_dir)
-      : o_(options), signals_(signals), port_file_(absl::StrCat(scratch_dir, "/scheduler.port")) {}
+      : o_(options),
+        signals_(signals),
+        scratch_dir_(std::move(scratch_dir)),
+        port_file_(absl::StrCat(scratch_dir_, "/scheduler.port")) {}
 
   int Run() {
     if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary,
                {o_.scheduler_binary, absl::StrCat("--bind=", kLoopback), "--port=0",
                 absl::StrCat("--port_file=", port_file_),
+                absl::StrCat("--metrics_port_file=", MetricsPortFile(Role::kScheduler, 0)),
                 absl::StrCat("--num_workers=", o_.num_workers),
                 absl::StrCat("--num_shards=", o_.num_shards), absl::StrCat("--mode=", o_.mode),
-                absl::StrCat("--linger=", o_.linger_s), absl::StrCat("--job_id=", o_.job_id)})) {
+                absl::StrCat("--linger=", o_.linger_s), absl::StrCat("--job_id=", o_.job_id),
+                absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second)})) {
       return 1;
     }
     deadline_ = absl::Now() + o_.start_timeout;
@@ -112,8 +120,10 @@ class Job {
         }
       }
       if (phase_ == Phase::kStarting) CheckPortFile();
+      CheckMetricsPorts();
       if (deadline_.has_value() && absl::Now() >= *deadline_) OnDeadline();
     }
+    if (targets_written_) unlink(o_.metrics_targets.c_str());
     // Whatever a child left behind in its process group goes with it.
     for (auto& m : members_) m->process->SignalGroup(SIGKILL);
     DrainOutput();
@@ -153,6 +163,8 @@ class Job {
     env.mode = o_.mode;
     env.scheduler_address = scheduler_address_;
     env.cores = o_.cores;
+    env.metrics_bind = kLoopback;
+    env.metrics_port_file = MetricsPortFile(role, rank);
     SpawnOptions spawn;
     spawn.path = program;
     spawn.argv = std::move(argv);
@@ -353,27 +365,58 @@ class Job {
                          [](std::string* out, const Member* m) { out->append(m->Describe()); });
   }
 
+  std::string MetricsPortFile(Role role, int rank) const {
+    return absl::StrCat(scratch_dir_, "/", RoleName(role), "-", rank, ".metrics_port");
+  }
+
   // Once the scheduler has written its port: starts the shards, then the workers.
   void CheckPortFile() {
-    std::ifstream in(port_file_);
-    if (!in) return;  // not yet: the scheduler writes it once it listens (write, then rename)
-    std::stringstream text;
-    text << in.rdbuf();
-    int port = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text.str()), &port) || port <= 0 ||
-        port > 65535) {
-      Say(absl::StrCat("the scheduler's port file ", port_file_, " holds '", text.str(),
-                       "', not a port number; stopping the job"));
+    absl::StatusOr<std::optional<int>> port = ReadPortFile(port_file_);
+    if (!port.ok()) {
+      Say(absl::StrCat("the scheduler's ", port.status().message(), "; stopping the job"));
       Abort();
       return;
     }
+    if (!port->has_value()) return;  // not yet: it is written once the scheduler listens
+    StartMembers(**port);
+  }
+
+  // Adds the metrics ports that appeared to the file_sd list and rewrites it.
+  void CheckMetricsPorts() {
+    if (o_.metrics_targets.empty() || metrics_ports_.size() == members_.size()) return;
+    bool found = false;
+    for (const auto& m : members_) {
+      if (metrics_ports_.count(m->name) > 0) continue;
+      absl::StatusOr<std::optional<int>> port = ReadPortFile(MetricsPortFile(m->role, m->rank));
+      if (!port.ok() || !port->has_value()) continue;
+      metrics_ports_[m->name] = **port;
+      found = true;
+    }
+    if (!found) return;
+    std::vector<MetricsTarget> targets;
+    for (const auto& m : members_) {
+      auto it = metrics_ports_.find(m->name);
+      if (it == metrics_ports_.end()) continue;
+      targets.push_back({absl::StrCat(kLoopback, ":", it->second), o_.job_id, m->role, m->rank});
+    }
+    if (absl::Status s = WriteFileAtomically(o_.metrics_targets, FileSdTargets(targets));
+        !s.ok()) {
+      Say(absl::StrCat("cannot write the metrics targets: ", s.message()));
+      return;
+    }
+    if (!targets_written_) Say(absl::StrCat("Prometheus targets of the job in ", o_.metrics_targets));
+    targets_written_ = true;
+  }
+
+  void StartMembers(int port) {
     scheduler_address_ = absl::StrCat(kLoopback, ":", port);
     phase_ = Phase::kRunning;
     deadline_.reset();
     for (int i = 0; i < o_.num_shards; ++i) {
       if (!Spawn(Role::kShard, i, o_.shard_binary,
                  {o_.shard_binary, absl::StrCat("--scheduler=", scheduler_address_),
-                  absl::StrCat("--bind=", kLoopback), absl::StrCat("--rank=", i)})) {
+                  absl::StrCat("--bind=", kLoopback), absl::StrCat("--rank=", i),
+                  absl::StrCat("--metrics_port_file=", MetricsPortFile(Role::kShard, i))})) {
         return Abort();
       }
     }
@@ -388,7 +431,10 @@ class Job {
 
   const LaunchOptions& o_;
   SignalFd& signals_;
+  const std::string scratch_dir_;
   const std::string port_file_;
+  std::map<std::string, int> metrics_ports_;  // by member name, once known
+  bool targets_written_ = false;
 
   std::vector<std::unique_ptr<Member>> members_;  // the scheduler first
   std::string scheduler_address_;                 // host:port, once known

@@ -18,6 +18,9 @@ struct LaunchOptions {
   std::string mode = "dist_sync";
   int linger_s = 0;    // the scheduler keeps serving its status this long after the job ends
   std::string job_id;  // non-empty; see NewJobId
+  // Where to write the job's Prometheus file_sd target list (empty: don't).
+  std::string metrics_targets;
+  double baseline_images_per_second = 0;  // the scheduler's, for scaling efficiency (0: unknown)
 
   std::string scheduler_binary;
   std::string shard_binary;
@@ -43,6 +46,11 @@ struct LaunchOptions {
 // (job_env.h), its own process group and SIGKILL on the launcher's death (child_process.h).
 // Every line a child writes to stdout or stderr is copied to output_fd as `[worker 1] line`; the
 // launcher's own lines start with `launch: `.
+// Metrics: every process serves /metrics on 127.0.0.1 at a port of its choosing and writes it to
+// a file in the scratch folder (workers learn where from COHORT_METRICS_*; a program of the
+// user's that does not serve metrics is simply not listed). As the ports appear, the launcher
+// writes options.metrics_targets, a Prometheus file_sd list with the labels job, role and rank
+// (deploy/prometheus/prometheus.yml reads it); the list is removed when the job is over.
 // Ending: when a process fails, the others get linger + 3 s to end on their own (the scheduler
 // tells them to stop); when every worker has exited 0, the scheduler and shards get linger + 10
 // s. Then SIGTERM goes to each remaining process group and, 2 s later, SIGKILL. SIGINT or SIGTERM

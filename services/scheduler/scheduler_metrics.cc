@@ -1,0 +1,56 @@
+#include "services/scheduler/scheduler_metrics.h"
+
+namespace cohort {
+
+SchedulerMetrics::SchedulerMetrics(ProcessMetrics& p, const JobSpec& spec,
+                                   double baseline_images_per_second)
+    : barrier_wait_(p.Histogram("cohort_scheduler_barrier_wait_seconds",
+                                "Time from a barrier's first arrival to its release.",
+                                {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300})) {
+  auto& members = p.GaugeFamily("cohort_scheduler_members",
+                                "Members of the job by role and state (missing, alive, stopped, "
+                                "dead).");
+  auto& missed = p.CounterFamily(
+      "cohort_scheduler_missed_heartbeats_total",
+      "Heartbeats that did not come on time (a silence of k intervals misses k - 1).");
+  for (int r = 0; r < kNumMemberRoles; ++r) {
+    const std::string role = RoleName(static_cast<MemberRole>(r));
+    for (int s = 0; s < kNumMemberStates; ++s) {
+      members_[r][s] = &members.Add(
+          {{"member_role", role}, {"state", MemberStateName(static_cast<MemberState>(s))}});
+    }
+    missed_heartbeats_[r] = &missed.Add({{"member_role", role}});
+  }
+  auto& job_state = p.GaugeFamily("cohort_scheduler_job_state",
+                                  "1 for the job's state (FORMING, RUNNING, DONE, FAILED), 0 for "
+                                  "the others.");
+  for (int s = 0; s < kNumJobStates; ++s) {
+    job_state_[s] = &job_state.Add({{"state", JobStateName(static_cast<JobState>(s))}});
+  }
+  p.Gauge("cohort_scheduler_workers", "Workers the job has.").Set(spec.num_workers);
+  p.Gauge("cohort_scheduler_shards", "Parameter shards the job has.").Set(spec.num_shards);
+  if (baseline_images_per_second > 0) {
+    p.Gauge("cohort_scheduler_baseline_images_per_second",
+            "Images/sec of one worker training alone (recorded baseline).")
+        .Set(baseline_images_per_second);
+  }
+}
+
+void SchedulerMetrics::Update(const SchedulerSnapshot& snapshot) {
+  for (int r = 0; r < kNumMemberRoles; ++r) {
+    for (int s = 0; s < kNumMemberStates; ++s) members_[r][s]->Set(snapshot.members[r][s]);
+    // The core counts from the start; the counter catches up.
+    const double missed = static_cast<double>(snapshot.missed_heartbeats[r]);
+    if (missed > missed_heartbeats_[r]->Value()) {
+      missed_heartbeats_[r]->Increment(missed - missed_heartbeats_[r]->Value());
+    }
+  }
+  for (int s = 0; s < kNumJobStates; ++s) {
+    job_state_[s]->Set(static_cast<int>(snapshot.state) == s ? 1 : 0);
+  }
+  for (absl::Duration wait : snapshot.barrier_waits) {
+    barrier_wait_.Observe(absl::ToDoubleSeconds(wait));
+  }
+}
+
+}  // namespace cohort

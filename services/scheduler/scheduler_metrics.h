@@ -1,0 +1,36 @@
+#ifndef COHORT_SERVICES_SCHEDULER_SCHEDULER_METRICS_H_
+#define COHORT_SERVICES_SCHEDULER_SCHEDULER_METRICS_H_
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "services/common/metrics.h"
+#include "services/scheduler/scheduler_core.h"
+
+namespace cohort {
+
+// The scheduler's metrics, set from the core's snapshot at each scrape:
+//   cohort_scheduler_members{member_role, state}, cohort_scheduler_job_state{state} (1 for the
+//   current one), cohort_scheduler_missed_heartbeats_total{member_role},
+//   cohort_scheduler_barrier_wait_seconds (first arrival to release), cohort_scheduler_workers,
+//   cohort_scheduler_shards and, when a baseline was recorded,
+//   cohort_scheduler_baseline_images_per_second (one worker alone: the scaling-efficiency
+//   rule's denominator).
+class SchedulerMetrics {
+ public:
+  // baseline_images_per_second <= 0: unknown, not exported.
+  SchedulerMetrics(ProcessMetrics& process, const JobSpec& spec,
+                   double baseline_images_per_second);
+
+  void Update(const SchedulerSnapshot& snapshot);
+
+ private:
+  prometheus::Gauge* members_[kNumMemberRoles][kNumMemberStates];
+  prometheus::Gauge* job_state_[kNumJobStates];
+  prometheus::Counter* missed_heartbeats_[kNumMemberRoles];
+  prometheus::Histogram& barrier_wait_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_SCHEDULER_SCHEDULER_METRICS_H_

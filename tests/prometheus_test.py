@@ -1,0 +1,221 @@
+"""A real Prometheus (Debian's) on loopback, loaded with the exact files of deploy/prometheus/,
+scrapes a 2-shard 2-worker job the launcher started, and is checked through its HTTP API.
+
+Usage: prometheus_test.py LAUNCH PROMETHEUS_YML RULES_YML ALERTS_YML DASHBOARD_JSON
+                          JOB_PROCESSES_PY
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+LAUNCH, PROMETHEUS_YML, RULES_YML, ALERTS_YML, DASHBOARD, JOB_PROCESSES = (
+    os.path.abspath(p) for p in sys.argv[1:7])
+sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
+from job_processes import job_pids, kill_job  # noqa: E402
+
+
+def get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as answer:
+        return answer.read().decode()
+
+
+def sample(page, name):
+    """The sum of a metric's samples on a /metrics page."""
+    return sum(float(m.group(1)) for m in
+               re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", page, re.M))
+
+
+def dashboard_expressions(job):
+    """Every PromQL expression of the dashboard, its variables set to this job and all ranks:
+    panel queries, and the metric selector of each label_values() variable."""
+    with open(DASHBOARD) as f:
+        dashboard = json.load(f)
+
+    def panels(ps):
+        for p in ps:
+            yield p
+            yield from panels(p.get("panels", []))
+
+    exprs = [t["expr"] for p in panels(dashboard["panels"]) for t in p.get("targets", [])]
+    for variable in dashboard["templating"]["list"]:
+        found = re.fullmatch(r"label_values\((.*),\s*\w+\)", variable.get("query", ""))
+        if found:
+            exprs.append(found.group(1))
+    return [e.replace("$job", job).replace("$rank", ".*") for e in exprs]
+
+
+class PrometheusJobTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.job_id = f"promtest-{os.getpid()}"
+        self.procs = []
+        self.addCleanup(self._cleanup)
+
+    def _cleanup(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        kill_job(self.job_id)
+
+    def start(self, name, command, **kwargs):
+        log = open(os.path.join(self.dir, f"{name}.log"), "wb")
+        p = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, **kwargs)
+        self.procs.append(p)
+        return p
+
+    def log(self, name):
+        with open(os.path.join(self.dir, f"{name}.log"), errors="replace") as f:
+            return f.read()
+
+    def wait_until(self, what, check, timeout):
+        """Calls check() until it returns something true; fails naming `what` on timeout."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = check()
+            except (OSError, ValueError, KeyError) as e:
+                last = e
+            if last and not isinstance(last, Exception):
+                return last
+            time.sleep(0.5)
+        self.fail(f"{what} within {timeout} s (last: {last!r})\nlauncher:\n"
+                  f"{self.log('launch')[-3000:]}\nprometheus:\n{self.log('prometheus')[-2000:]}")
+
+    def start_prometheus(self):
+        """Prometheus on 127.0.0.1 at a port it picks, with the deploy/prometheus files copied
+        unchanged beside an empty targets/ folder; returns its address."""
+        config_dir = os.path.join(self.dir, "prometheus")
+        os.makedirs(os.path.join(config_dir, "targets"))
+        for path in (PROMETHEUS_YML, RULES_YML, ALERTS_YML):
+            shutil.copy(path, config_dir)
+        self.start("prometheus", [
+            "prometheus", f"--config.file={config_dir}/prometheus.yml",
+            f"--storage.tsdb.path={self.dir}/tsdb", "--web.listen-address=127.0.0.1:0"])
+        found = self.wait_until("Prometheus listening", lambda: re.search(
+            r'msg="Listening on" address=(127\.0\.0\.1:\d+)', self.log("prometheus")), 30)
+        return found.group(1), os.path.join(config_dir, "targets")
+
+    def query(self, expr, at=None):
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        answer = json.loads(get(f"http://{self.prometheus}/api/v1/query?"
+                                + urllib.parse.urlencode(params)))
+        self.assertEqual(answer["status"], "success", f"{expr}: {answer}")
+        return answer["data"]["result"]
+
+    def test_prometheus_scrapes_a_job_and_the_worker_down_alert_fires(self):
+        self.prometheus, targets_dir = self.start_prometheus()
+        targets = os.path.join(targets_dir, f"{self.job_id}.json")
+        env = dict(os.environ, TMPDIR=self.dir)
+        env.pop("OMP_NUM_THREADS", None)
+        launcher = self.start("launch", [
+            LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "2", "--linger=60",
+            f"--metrics_targets={targets}", "--baseline_images_per_second=2000", "--",
+            "--model=lenet", "--dataset=fashion-mnist", "--epochs=30", "--output=",
+            "--log_interval=100"], env=env, cwd=self.dir)
+
+        # Every role's page, as it is while the job trains, passes promtool.
+        def target_list():
+            with open(targets) as f:
+                groups = json.load(f)
+            return groups if len(groups) == 5 else None
+        groups = self.wait_until("the launcher's target list names 5 processes", target_list, 60)
+        addresses = {(g["labels"]["role"], g["labels"]["rank"]): g["targets"][0] for g in groups}
+        self.assertEqual(sorted(addresses), [("scheduler", "0"), ("shard", "0"), ("shard", "1"),
+                                             ("worker", "0"), ("worker", "1")])
+        workers = [addresses[("worker", r)] for r in ("0", "1")]
+        self.wait_until("both workers training", lambda: all(
+            sample(get(f"http://{w}/metrics"), "cohort_worker_steps_total") > 0
+            for w in workers), 90)
+        for (role, rank), address in sorted(addresses.items()):
+            page = get(f"http://{address}/metrics")
+            self.assertIn(f'job="{self.job_id}"', page)
+            checked = subprocess.run(["promtool", "check", "metrics"], input=page, text=True,
+                                     capture_output=True, timeout=60)
+            self.assertEqual(checked.returncode, 0,
+                             f"{role} {rank}: {checked.stdout}{checked.stderr}\n{page}")
+
+        # The status page, as `launch --status` prints it: the job runs, both workers report
+        # their speed (once they have trained for a measurement window).
+        def status_rows():
+            status = subprocess.run([LAUNCH, "--status", addresses[("scheduler", "0")]],
+                                    capture_output=True, text=True, timeout=30)
+            self.assertEqual(status.returncode, 0, status.stderr)
+            self.assertIn(f"job {self.job_id}: RUNNING, 2 workers, 2 shards", status.stdout)
+            self.assertRegex(status.stdout, r"(?m)^shard\s+1\s+alive\s+\S+\s+-")
+            rows = re.findall(r"^worker\s+(\d)\s+alive\s+\S+\s+(\d+)\s+(\d+)\s+([\d.]+)",
+                              status.stdout, re.M)
+            return len(rows) == 2 and all(float(r[3]) > 0 for r in rows)
+        self.wait_until("launch --status showing both workers' speed", status_rows, 30)
+
+        # Prometheus scrapes all five.
+        self.wait_until("Prometheus scraping the 5 targets", lambda: len(
+            [r for r in self.query(f'up{{job="{self.job_id}"}}') if r["value"][1] == "1"]) == 5, 30)
+
+        # The images rate Prometheus computes matches the workers' own counters, read over the
+        # same 20 s.
+        def images():
+            return sum(sample(get(f"http://{w}/metrics"), "cohort_worker_images_total")
+                       for w in workers)
+        t1, c1 = time.time(), images()
+        time.sleep(20)
+        t2, c2 = time.time(), images()
+        own = (c2 - c1) / (t2 - t1)
+        time.sleep(3)  # the scrapes around t2 are in
+        result = self.query(f'sum(rate(cohort_worker_images_total{{job="{self.job_id}"}}[20s]))',
+                            at=t2)
+        scraped = float(result[0]["value"][1])
+        print(f"images/sec over 20 s: Prometheus {scraped:.1f}, the workers' counters {own:.1f}")
+        self.assertGreater(own, 0)
+        self.assertAlmostEqual(scraped, own, delta=0.1 * own,
+                               msg=f"Prometheus {scraped:.1f} img/s, workers {own:.1f} img/s")
+
+        # Every recording rule and dashboard expression parses and returns data.
+        rules = json.loads(get(f"http://{self.prometheus}/api/v1/rules"))["data"]["groups"]
+        recording = [r for g in rules for r in g["rules"] if r["type"] == "recording"]
+        self.assertEqual(len(recording), 6)
+        for rule in recording:
+            self.assertEqual(rule["health"], "ok", rule)
+        this_job = f'up{{job="{self.job_id}"}}'
+        expressions = ([f"({r['query']}) and on (job) {this_job}" for r in recording]
+                       + dashboard_expressions(self.job_id))
+        for expr in expressions:
+            self.wait_until(f"data for {expr}", lambda: self.query(expr), 30)
+
+        # A killed worker: the job fails, the scheduler lingers, and the alert fires for it.
+        worker1 = next(pid for pid in job_pids(self.job_id)
+                       if b"COHORT_ROLE=worker" in open(f"/proc/{pid}/environ", "rb").read()
+                       and b"COHORT_RANK=1" in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"))
+        os.kill(worker1, signal.SIGKILL)
+
+        def worker_down_firing():
+            alerts = json.loads(get(f"http://{self.prometheus}/api/v1/alerts"))["data"]["alerts"]
+            return [a for a in alerts if a["labels"]["alertname"] == "CohortWorkerDown"
+                    and a["labels"].get("rank") == "1" and a["labels"]["job"] == self.job_id
+                    and a["state"] == "firing"]
+        self.wait_until("CohortWorkerDown firing for worker 1", worker_down_firing, 60)
+        status = subprocess.run([LAUNCH, "--status", addresses[("scheduler", "0")]],
+                                capture_output=True, text=True, timeout=30)
+        self.assertIn(f"job {self.job_id}: FAILED", status.stdout)
+        self.assertRegex(status.stdout, r"(?m)^worker\s+1\s+dead")
+        self.assertEqual(launcher.poll(), None, "the launcher waits while the scheduler lingers")
+        launcher.send_signal(signal.SIGTERM)
+        self.assertNotEqual(launcher.wait(timeout=30), 0)
+        self.assertFalse(os.path.exists(targets), "the target list outlived the job")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])

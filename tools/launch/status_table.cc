@@ -1,0 +1,48 @@
+#include "tools/launch/status_table.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace cohort::launch {
+
+absl::StatusOr<std::string> StatusTable(const std::string& status_json) {
+  const nlohmann::json j = nlohmann::json::parse(status_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("members") || !j.contains("state")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a scheduler's status page: '", status_json.substr(0, 80), "'"));
+  }
+  std::string out = absl::StrFormat(
+      "job %s: %s, %d workers, %d shards, %s, %.0f s; %.1f img/s\n",
+      j.value("job_id", "?"), j.value("state", "?"), j.value("num_workers", 0),
+      j.value("num_shards", 0), j.value("mode", "?"), j.value("seconds_since_start", 0.0),
+      j.value("images_per_second", 0.0));
+  if (const std::string reason = j.value("reason", ""); !reason.empty()) {
+    absl::StrAppend(&out, "  ", reason, "\n");
+  }
+  absl::StrAppend(&out, absl::StrFormat("%-7s %4s %-8s %-16s %8s %5s %9s %8s %6s %8s %9s\n", "ROLE",
+                                        "RANK", "STATE", "HOST", "STEP", "EPOCH", "IMG/S",
+                                        "STEP_MS", "COMM%", "LOSS", "HEARTBEAT"));
+  for (const nlohmann::json& m : j["members"]) {
+    const double since = m.value("seconds_since_heartbeat", -1.0);
+    const std::string heartbeat = since < 0 ? "-" : absl::StrFormat("%.1f s", since);
+    std::string progress = absl::StrFormat("%8s %5s %9s %8s %6s %8s", "-", "-", "-", "-", "-", "-");
+    if (m.contains("progress")) {
+      const nlohmann::json& p = m["progress"];
+      progress = absl::StrFormat("%8d %5d %9.1f %8.1f %6.1f %8.4f", p.value("step", int64_t{0}),
+                                 p.value("epoch", int64_t{0}), p.value("images_per_second", 0.0),
+                                 1000 * p.value("step_seconds", 0.0),
+                                 100 * p.value("communication_overhead", 0.0), p.value("loss", 0.0));
+    }
+    absl::StrAppend(&out, absl::StrFormat("%-7s %4d %-8s %-16s %s %9s\n", m.value("role", "?"),
+                                          m.value("rank", -1), m.value("state", "?"),
+                                          m.value("host", ""), progress, heartbeat));
+    if (const std::string error = m.value("last_error", ""); !error.empty()) {
+      absl::StrAppend(&out, "        error: ", error, "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace cohort::launch
