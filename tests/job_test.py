@@ -16,60 +16,27 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES, PS_WORKER = (
     os.path.abspath(p) for p in sys.argv[1:9])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
-from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_fixture  # noqa: E402
+from job_processes import job_pids, wait_job_gone  # noqa: E402
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
-def environ_of(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            entries = f.read().split(b"\0")
-    except OSError:
-        return {}
-    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
-
-
-class JobTestCase(unittest.TestCase):
-    """A fresh folder and job id per test; cleanup kills whatever carries the job's marker."""
-
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        self.job_id = f"jobtest-{os.getpid()}-{self.id().rsplit('.', 1)[-1]}"
-        self.log_path = os.path.join(self.dir, "output.txt")
-        self.procs = []
-        self.addCleanup(self._cleanup)
-
-    def _cleanup(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        kill_job(self.job_id)
-
-    def env(self, **extra):
-        env = dict(os.environ, TMPDIR=self.dir, COHORT_JOB_ID=self.job_id)
-        env.pop("OMP_NUM_THREADS", None)
-        env.update(extra)
-        return env
+class JobTestCase(job_fixture.JobTestCase):
+    """Jobs the launcher starts, its output in output.txt."""
 
     def launch(self, *args, worker=()):
-        out = open(self.log_path, "wb")
-        p = subprocess.Popen([LAUNCH, f"--job_id={self.job_id}", *args, "--", *worker],
-                             stdout=out, stderr=subprocess.STDOUT, env=self.env(), cwd=self.dir)
-        self.procs.append(p)
-        return p
+        return self.start("output", [LAUNCH, f"--job_id={self.job_id}", *args, "--", *worker])
 
     def output(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
+        return self.log("output")
 
     def wait_for_output(self, pattern, timeout):
         deadline = time.monotonic() + timeout
@@ -80,13 +47,6 @@ class JobTestCase(unittest.TestCase):
                 break
             time.sleep(0.1)
         self.fail(f"no line matching {pattern!r} within {timeout} s:\n{self.output()}")
-
-    def member_pid(self, role, rank=None):
-        for pid in job_pids(self.job_id):
-            env = environ_of(pid)
-            if env.get("COHORT_ROLE") == role and (rank is None or env.get("COHORT_RANK") == str(rank)):
-                return pid
-        self.fail(f"no {role} {rank} among the job's processes {job_pids(self.job_id)}")
 
 
 class LauncherJobTest(JobTestCase):
@@ -209,17 +169,6 @@ class FailFastTest(JobTestCase):
 
 
 class ManualStartTest(JobTestCase):
-    def start(self, name, command):
-        log = open(os.path.join(self.dir, f"{name}.log"), "wb")
-        p = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
-                             cwd=self.dir)
-        self.procs.append(p)
-        return p
-
-    def log(self, name):
-        with open(os.path.join(self.dir, f"{name}.log"), errors="replace") as f:
-            return f.read()
-
     def test_roles_started_by_hand_train(self):
         port_file = os.path.join(self.dir, "scheduler.port")
         scheduler = self.start("scheduler", [SCHEDULER, "--bind=127.0.0.1", "--port=0",

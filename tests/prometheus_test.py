@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 import urllib.parse
@@ -21,7 +20,8 @@ import urllib.request
 LAUNCH, PROMETHEUS_YML, RULES_YML, ALERTS_YML, DASHBOARD, JOB_PROCESSES = (
     os.path.abspath(p) for p in sys.argv[1:7])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
-from job_processes import job_pids, kill_job  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from job_fixture import JobTestCase  # noqa: E402
 
 
 def get(url, timeout=10):
@@ -54,29 +54,8 @@ def dashboard_expressions(job):
     return [e.replace("$job", job).replace("$rank", ".*") for e in exprs]
 
 
-class PrometheusJobTest(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        self.job_id = f"promtest-{os.getpid()}"
-        self.procs = []
-        self.addCleanup(self._cleanup)
-
-    def _cleanup(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        kill_job(self.job_id)
-
-    def start(self, name, command, **kwargs):
-        log = open(os.path.join(self.dir, f"{name}.log"), "wb")
-        p = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, **kwargs)
-        self.procs.append(p)
-        return p
-
-    def log(self, name):
-        with open(os.path.join(self.dir, f"{name}.log"), errors="replace") as f:
-            return f.read()
+class PrometheusJobTest(JobTestCase):
+    job_prefix = "promtest"
 
     def wait_until(self, what, check, timeout):
         """Calls check() until it returns something true; fails naming `what` on timeout."""
@@ -119,13 +98,11 @@ class PrometheusJobTest(unittest.TestCase):
     def test_prometheus_scrapes_a_job_and_the_worker_down_alert_fires(self):
         self.prometheus, targets_dir = self.start_prometheus()
         targets = os.path.join(targets_dir, f"{self.job_id}.json")
-        env = dict(os.environ, TMPDIR=self.dir)
-        env.pop("OMP_NUM_THREADS", None)
         launcher = self.start("launch", [
             LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "2", "--linger=60",
             f"--metrics_targets={targets}", "--baseline_images_per_second=2000", "--",
             "--model=lenet", "--dataset=fashion-mnist", "--epochs=30", "--output=",
-            "--log_interval=100"], env=env, cwd=self.dir)
+            "--log_interval=100"])
 
         # Every role's page, as it is while the job trains, passes promtool.
         def target_list():
@@ -196,9 +173,7 @@ class PrometheusJobTest(unittest.TestCase):
             self.wait_until(f"data for {expr}", lambda: self.query(expr), 30)
 
         # A killed worker: the job fails, the scheduler lingers, and the alert fires for it.
-        worker1 = next(pid for pid in job_pids(self.job_id)
-                       if b"COHORT_ROLE=worker" in open(f"/proc/{pid}/environ", "rb").read()
-                       and b"COHORT_RANK=1" in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"))
+        worker1 = self.member_pid("worker", 1)
         os.kill(worker1, signal.SIGKILL)
 
         def worker_down_firing():

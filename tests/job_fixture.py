@@ -1,0 +1,61 @@
+"""The fixture of the whole-job tests: a fresh folder and job id per test, processes started
+with their output in <name>.log, members found by the job's marker (job_processes.py), and a
+cleanup that kills whatever carries that marker, whatever happened."""
+
+import os
+import subprocess
+import tempfile
+import unittest
+
+from job_processes import job_pids, kill_job
+
+
+def environ_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return {}
+    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+
+
+class JobTestCase(unittest.TestCase):
+    job_prefix = "jobtest"
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.job_id = f"{self.job_prefix}-{os.getpid()}-{self.id().rsplit('.', 1)[-1]}"
+        self.procs = []
+        self.addCleanup(self._cleanup)
+
+    def _cleanup(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        kill_job(self.job_id)
+
+    def env(self, **extra):
+        env = dict(os.environ, TMPDIR=self.dir, COHORT_JOB_ID=self.job_id)
+        env.pop("OMP_NUM_THREADS", None)
+        env.update(extra)
+        return env
+
+    def start(self, name, command):
+        """Starts command in the test's folder, its output going to <name>.log."""
+        log = open(os.path.join(self.dir, f"{name}.log"), "wb")
+        p = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+                             cwd=self.dir)
+        self.procs.append(p)
+        return p
+
+    def log(self, name):
+        with open(os.path.join(self.dir, f"{name}.log"), errors="replace") as f:
+            return f.read()
+
+    def member_pid(self, role, rank=None):
+        for pid in job_pids(self.job_id):
+            env = environ_of(pid)
+            if env.get("COHORT_ROLE") == role and (rank is None or env.get("COHORT_RANK") == str(rank)):
+                return pid
+        self.fail(f"no {role} {rank} among the job's processes {job_pids(self.job_id)}")
