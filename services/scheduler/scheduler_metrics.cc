@@ -37,6 +37,7 @@ SchedulerMetrics::SchedulerMetrics(ProcessMetrics& p, const JobSpec& spec,
 }
 
 void SchedulerMetrics::Update(const SchedulerSnapshot& snapshot) {
+  absl::MutexLock lock(&mu_);
   for (int r = 0; r < kNumMemberRoles; ++r) {
     for (int s = 0; s < kNumMemberStates; ++s) members_[r][s]->Set(snapshot.members[r][s]);
     // The core counts from the start; the counter catches up.

@@ -1,6 +1,7 @@
 #ifndef COHORT_SERVICES_SCHEDULER_SCHEDULER_METRICS_H_
 #define COHORT_SERVICES_SCHEDULER_SCHEDULER_METRICS_H_
 
+#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -22,9 +23,11 @@ class SchedulerMetrics {
   SchedulerMetrics(ProcessMetrics& process, const JobSpec& spec,
                    double baseline_images_per_second);
 
+  // Thread-safe: concurrent scrapes each call it.
   void Update(const SchedulerSnapshot& snapshot);
 
  private:
+  absl::Mutex mu_;  // the counters catch up with the snapshot one caller at a time
   prometheus::Gauge* members_[kNumMemberRoles][kNumMemberStates];
   prometheus::Gauge* job_state_[kNumJobStates];
   prometheus::Counter* missed_heartbeats_[kNumMemberRoles];
