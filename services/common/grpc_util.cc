@@ -49,19 +49,6 @@ absl::StatusOr<RunningServer> StartServer(const std::string& bind_host, int port
   return running;
 }
 
-absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << port << "\n";
-    if (!f) return absl::InternalError(absl::StrCat("cannot write the port file ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
-
 std::string PeerHost(const std::string& peer) {
   if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return "";
   const std::string rest = peer.substr(5);

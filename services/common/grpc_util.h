@@ -33,10 +33,6 @@ struct RunningServer {
 absl::StatusOr<RunningServer> StartServer(const std::string& bind_host, int port,
                                           const std::vector<grpc::Service*>& services);
 
-// Writes the port to path as one decimal line, atomically (write, then rename), so a reader
-// never sees half a number.
-absl::Status WritePortFile(const std::string& path, int port);
-
 // The host part of a gRPC peer string ("ipv4:10.0.0.2:5000" → "10.0.0.2",
 // "ipv6:[::1]:5000" → "[::1]"); empty when it is not an IP peer.
 std::string PeerHost(const std::string& peer);

@@ -36,15 +36,5 @@ TEST(GrpcUtilTest, ServerOnPortZeroReportsThePortItGot) {
   server->server->Shutdown();
 }
 
-TEST(GrpcUtilTest, PortFileHoldsOneDecimalLine) {
-  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/port";
-  ASSERT_TRUE(WritePortFile(path, 43123).ok());
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  EXPECT_EQ(line, "43123");
-  EXPECT_FALSE(WritePortFile("/nonexistent-dir/port", 1).ok());
-}
-
 }  // namespace
 }  // namespace cohort

@@ -2,6 +2,7 @@
 
 #include "prometheus/text_serializer.h"
 #include "services/common/grpc_util.h"
+#include "services/common/port_file.h"
 
 namespace cohort {
 

@@ -19,6 +19,7 @@
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
+#include "services/common/port_file.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_service.h"

@@ -13,18 +13,16 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "tools/launch/child_process.h"
+#include "services/common/port_file.h"
 #include "tools/launch/job_env.h"
 #include "tools/launch/metrics_targets.h"
 #include "tools/launch/line_prefixer.h"

@@ -1,33 +1,10 @@
 #include "tools/launch/metrics_targets.h"
 
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 
 namespace cohort::launch {
-
-absl::StatusOr<std::optional<int>> ReadPortFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  int port = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text.str()), &port) || port <= 0 ||
-      port > 65535) {
-    return absl::DataLossError(
-        absl::StrCat("port file ", path, " holds '", text.str(), "', not a port number"));
-  }
-  return port;
-}
 
 std::string FileSdTargets(const std::vector<MetricsTarget>& targets) {
   nlohmann::json groups = nlohmann::json::array();
@@ -37,24 +14,6 @@ std::string FileSdTargets(const std::vector<MetricsTarget>& targets) {
                        {{"job", t.job_id}, {"role", RoleName(t.role)}, {"rank", absl::StrCat(t.rank)}}}});
   }
   return groups.dump(2) + "\n";
-}
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string temp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot write ", temp, ": ", strerror(errno), " (is the folder there?)"));
-    }
-  }
-  if (rename(temp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot rename ", temp, " to ", path, ": ", strerror(errno)));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace cohort::launch

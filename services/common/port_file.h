@@ -1,0 +1,23 @@
+#ifndef COHORT_SERVICES_COMMON_PORT_FILE_H_
+#define COHORT_SERVICES_COMMON_PORT_FILE_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace cohort {
+
+// Writes text to path through a temporary file beside it and a rename, so a reader (the
+// launcher, Prometheus watching a target list) never sees half of it. The error names the file.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
+
+// Port files (Contracts, "Ports"): a service writes the port it got as one decimal line,
+// atomically; whoever started it reads it back.
+absl::Status WritePortFile(const std::string& path, int port);
+// nullopt while the file is not there; an error naming the file when it holds no port number.
+absl::StatusOr<std::optional<int>> ReadPortFile(const std::string& path);
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_COMMON_PORT_FILE_H_
