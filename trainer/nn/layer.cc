@@ -11,29 +11,27 @@ namespace cohort {
 void InitParameter(uint64_t seed, Parameter* p) {
   Rng rng(MixKeys({seed, HashName(p->name)}));
   const double bound = p->fan_in > 0 ? std::sqrt(6.0 / static_cast<double>(p->fan_in)) : 0.0;
-  for (int64_t i = 0; i < p->value.numel(); ++i) {
-    double v = 0.0;
+  // Drawn in double on the host, then converted to the value's dtype and device.
+  Tensor values(p->value.shape(), DType::kF64);
+  for (double& v : values.span<double>()) {
+    v = 0.0;
     if (p->init == Parameter::Init::kHeUniform) v = rng.Uniform(-bound, bound);
     if (p->init == Parameter::Init::kOne) v = 1.0;
-    if (p->value.dtype() == DType::kF64) {
-      p->value.data<double>()[i] = v;
-    } else {
-      p->value.data<float>()[i] = static_cast<float>(v);
-    }
   }
+  p->value.CopyFrom(ConvertTo(values, p->value.dtype()));
 }
 
 Layer::Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params, DType dtype,
-             std::vector<int> inputs)
+             Allocator* allocator, std::vector<int> inputs)
     : name_(std::move(name)),
       op_(std::move(op)),
       params_(std::move(params)),
       inputs_(std::move(inputs)),
       xs_(inputs_.size(), nullptr),
-      output_(Shape{0}, dtype),
+      output_(Shape{0}, dtype, allocator),
       grad_input_ptrs_(inputs_.size(), nullptr) {
   for (const OpState& s : op_->State()) state_.push_back({absl::StrCat(name_, ".", s.name), s.value});
-  for (size_t i = 0; i < inputs_.size(); ++i) grad_inputs_.emplace_back(Shape{0}, dtype);
+  for (size_t i = 0; i < inputs_.size(); ++i) grad_inputs_.emplace_back(Shape{0}, dtype, allocator);
 }
 
 absl::StatusOr<Shape> Layer::OutputShape(absl::Span<const Shape> xs) const {

@@ -43,9 +43,10 @@ class Layer {
   static constexpr int kModelInput = -1;
 
   // inputs: indices of the layers (or kModelInput) feeding the op's data inputs, in order.
-  // dtype: what the op computes in (its backend's dtype).
+  // dtype: what the op computes in (its backend's dtype); allocator: where its buffers live
+  // (its backend's device).
   Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params, DType dtype,
-        std::vector<int> inputs);
+        Allocator* allocator, std::vector<int> inputs);
 
   const std::string& name() const { return name_; }
   absl::string_view op_name() const { return op_->name(); }

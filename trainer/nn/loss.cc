@@ -3,31 +3,41 @@
 namespace cohort {
 namespace {
 
-double ScalarOf(const Tensor& t) {
-  return t.dtype() == DType::kF64 ? t.data<double>()[0] : t.data<float>()[0];
+// The loss and its gradient seed are scalars in double for the reference backend and in
+// float for every other one, whatever it stores activations in.
+DType ScalarDType(const Backend& backend) {
+  return backend.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
 }
 
 }  // namespace
 
 SoftmaxCrossEntropyLoss::SoftmaxCrossEntropyLoss(Backend* backend)
-    : op_(backend->SoftmaxCrossEntropy()),
-      loss_(Shape{}, backend->dtype()),
-      one_(Shape{}, backend->dtype()),
-      grad_logits_(Shape{0, 0}, backend->dtype()) {
-  if (one_.dtype() == DType::kF64) {
-    one_.data<double>()[0] = 1.0;
-  } else {
-    one_.data<float>()[0] = 1.0f;
-  }
+    : backend_(backend),
+      op_(backend->SoftmaxCrossEntropy()),
+      loss_(Shape{}, ScalarDType(*backend), backend->allocator()),
+      seed_(Shape{}, ScalarDType(*backend), backend->allocator()),
+      labels_scratch_(Shape{0}, DType::kI32, backend->allocator()),
+      host_loss_(Shape{}, ScalarDType(*backend)),
+      grad_logits_(Shape{0, 0}, backend->dtype(), backend->allocator()) {
+  set_gradient_scale(1.0f);
+}
+
+void SoftmaxCrossEntropyLoss::set_gradient_scale(float scale) {
+  Tensor host(Shape{}, DType::kF64);
+  host.data<double>()[0] = scale;
+  seed_.CopyFrom(ConvertTo(host, seed_.dtype()));
 }
 
 double SoftmaxCrossEntropyLoss::Forward(const Tensor& logits, const Tensor& labels) {
-  const Tensor* in[] = {&logits, &labels};
+  labels_ = &backend_->ImportLabels(labels, &labels_scratch_);
+  const Tensor* in[] = {&logits, labels_};
   Tensor* out[] = {&loss_};
   op_->Forward(Mode::kTrain, in, out);
   logits_ = &logits;
-  labels_ = &labels;
-  return ScalarOf(loss_);
+  // Reading the loss waits for the device's forward pass.
+  host_loss_.CopyFrom(loss_);
+  return host_loss_.dtype() == DType::kF64 ? host_loss_.data<double>()[0]
+                                            : host_loss_.data<float>()[0];
 }
 
 const Tensor& SoftmaxCrossEntropyLoss::Backward() {
@@ -35,7 +45,7 @@ const Tensor& SoftmaxCrossEntropyLoss::Backward() {
   grad_logits_.Resize(logits_->shape());
   const Tensor* in[] = {logits_, labels_};
   const Tensor* out[] = {&loss_};
-  const Tensor* grad_out[] = {&one_};
+  const Tensor* grad_out[] = {&seed_};
   Tensor* grad_in[] = {&grad_logits_, nullptr};
   op_->Backward(in, out, grad_out, grad_in);
   return grad_logits_;

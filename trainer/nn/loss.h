@@ -13,17 +13,24 @@ class SoftmaxCrossEntropyLoss {
  public:
   explicit SoftmaxCrossEntropyLoss(Backend* backend);
 
-  // logits: (N, K); labels: (N) I32 in [0, K). Returns the mean loss.
+  // logits: (N, K); labels: (N) I32 in [0, K), on the host or already where the backend
+  // reads them. Returns the mean loss.
   double Forward(const Tensor& logits, const Tensor& labels);
-  // Gradient of the mean loss w.r.t. the logits of the last Forward: (N, K).
+  // Gradient of the mean loss w.r.t. the logits of the last Forward, times the gradient
+  // scale: (N, K).
   const Tensor& Backward();
+  // Multiplies every gradient Backward returns (fp16 loss scaling); 1 by default.
+  void set_gradient_scale(float scale);
 
  private:
+  Backend* backend_;
   std::unique_ptr<Op> op_;
   const Tensor* logits_ = nullptr;
   const Tensor* labels_ = nullptr;
   Tensor loss_;
-  Tensor one_;  // d(loss)/d(loss)
+  Tensor seed_;  // d(scaled loss)/d(loss): the gradient scale
+  Tensor labels_scratch_;
+  Tensor host_loss_;
   Tensor grad_logits_;
 };
 

@@ -62,6 +62,8 @@ Model::Model(std::string name, Shape input_shape, int num_classes,
       input_shape_(std::move(input_shape)),
       num_classes_(num_classes),
       layers_(std::move(layers)),
+      backend_(backend),
+      input_(Shape{0}, backend->dtype(), backend->allocator()),
       output_grad_(layers_.size(), nullptr),
       grad_adders_(layers_.size()) {
   for (auto& layer : layers_) {
@@ -90,7 +92,8 @@ void Model::InitParameters(uint64_t seed) {
   for (Parameter* p : params_) InitParameter(seed, p);
 }
 
-const Tensor& Model::Forward(Mode mode, const Tensor& x) {
+const Tensor& Model::Forward(Mode mode, const Tensor& images) {
+  const Tensor& x = backend_->ImportImages(images, &input_);
   const Tensor* h = &x;
   for (int i = 0; i < num_layers(); ++i) {
     if (before_forward_) before_forward_(i, *layers_[i]);
@@ -170,7 +173,7 @@ ModelBuilder& ModelBuilder::Append(const std::string& name, std::unique_ptr<Op> 
                                    std::vector<Parameter> params, std::vector<int> inputs) {
   if (!status_.ok()) return *this;
   auto layer = std::make_unique<Layer>(name, std::move(op), std::move(params), backend_->dtype(),
-                                       inputs);
+                                       backend_->allocator(), inputs);
   std::vector<Shape> xs;
   for (int in : inputs) xs.push_back(ShapeOf(in));
   auto next = layer->OutputShape(xs);

@@ -50,8 +50,9 @@ class Model {
   void SetBeforeForwardHook(BeforeForwardHook hook) { before_forward_ = std::move(hook); }
   void SetGradientReadyHook(GradientReadyHook hook) { gradient_ready_ = std::move(hook); }
 
-  // x: (N, C, H, W) → logits (N, K), owned by the model until the next Forward.
-  const Tensor& Forward(Mode mode, const Tensor& x);
+  // images: (N, C, H, W) F32 on the host, or already in the backend's input form → logits
+  // (N, K), owned by the model until the next Forward.
+  const Tensor& Forward(Mode mode, const Tensor& images);
   // dlogits: (N, K). Writes every parameter's grad.
   void Backward(const Tensor& dlogits);
 
@@ -65,6 +66,8 @@ class Model {
   Shape input_shape_;
   int num_classes_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  Backend* backend_;
+  Tensor input_;  // the images in the backend's input form, where it differs
   std::vector<Parameter*> params_;
   std::vector<StateTensor> state_;
   // Per layer: its output's gradient during Backward (nullptr until the first consumer's

@@ -111,6 +111,13 @@ class Backend {
   // contexts runs each on a thread of its own (its share of the CPU cores, or its GPU).
   virtual void BindCallingThread() {}
 
+  // The model's input in the form this backend's ops read (dtype, device, memory layout).
+  // images: (N, C, H, W) F32 on the host; labels: (N) I32 on the host. Returns the argument
+  // itself where it already is that form (the CPU backends), else converts it into *scratch,
+  // which the caller keeps until the step's ops are done with it.
+  virtual const Tensor& ImportImages(const Tensor& images, Tensor* scratch) { return images; }
+  virtual const Tensor& ImportLabels(const Tensor& labels, Tensor* scratch) { return labels; }
+
   virtual std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) = 0;
   virtual std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) = 0;
   virtual std::unique_ptr<Op> AvgPool2d(const Pool2dSpec& spec) = 0;

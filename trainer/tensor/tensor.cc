@@ -1,5 +1,6 @@
 #include "trainer/tensor/tensor.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -49,6 +50,10 @@ class AlignedCpuAllocator final : public Allocator {
 };
 
 }  // namespace
+
+void Allocator::Copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void Allocator::Zero(void* ptr, size_t bytes) { std::memset(ptr, 0, bytes); }
 
 Allocator* CpuAllocator() {
   static AlignedCpuAllocator* const allocator = new AlignedCpuAllocator();
@@ -105,27 +110,92 @@ void Tensor::Resize(const Shape& shape) {
 }
 
 void Tensor::SetZero() {
-  COHORT_CHECK(device().kind == Device::Kind::kCpu, "SetZero on %s", device().ToString().c_str());
-  if (data_ != nullptr) std::memset(data_, 0, nbytes());
+  if (data_ != nullptr) allocator_->Zero(data_, nbytes());
 }
 
 void Tensor::CopyFrom(const Tensor& src) {
   COHORT_CHECK(src.dtype_ == dtype_, "copy %s into %s", std::string(DTypeName(src.dtype_)).c_str(),
                std::string(DTypeName(dtype_)).c_str());
-  COHORT_CHECK(src.device().kind == Device::Kind::kCpu && device().kind == Device::Kind::kCpu,
-               "host copy between %s and %s", src.device().ToString().c_str(),
-               device().ToString().c_str());
   Resize(src.shape_);
-  if (nbytes() > 0) std::memcpy(data_, src.data_, nbytes());
+  if (nbytes() == 0) return;
+  // A device's allocator knows how to reach both its own memory and the host's.
+  Allocator* via = src.device().kind != Device::Kind::kCpu ? src.allocator_ : allocator_;
+  via->Copy(data_, src.data_, nbytes());
+}
+
+uint16_t FloatToBf16(float v) {
+  uint32_t x;
+  std::memcpy(&x, &v, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+float Bf16ToFloat(uint16_t bits) {
+  const uint32_t x = static_cast<uint32_t>(bits) << 16;
+  float v;
+  std::memcpy(&v, &x, 4);
+  return v;
+}
+
+uint16_t FloatToF16(float v) {
+  uint32_t x;
+  std::memcpy(&x, &v, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t exp = (x >> 23) & 0xffu;
+  uint32_t mant = x & 0x7fffffu;
+  if (exp == 0xffu) return static_cast<uint16_t>(sign | 0x7c00u | (mant != 0 ? 0x200u : 0u));
+  const int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow: infinity
+  uint32_t half, rem, mid;
+  if (e <= 0) {  // a subnormal half (or zero): the implicit bit joins the shifted mantissa
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - e;
+    half = mant >> shift;
+    rem = mant & ((1u << shift) - 1);
+    mid = 1u << (shift - 1);
+  } else {
+    half = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+    rem = mant & 0x1fffu;
+    mid = 0x1000u;
+  }
+  // Round to nearest even; a carry into the exponent is the right result (up to infinity).
+  if (rem > mid || (rem == mid && (half & 1u) != 0)) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+float F16ToFloat(uint16_t bits) {
+  const float sign = (bits & 0x8000u) != 0 ? -1.0f : 1.0f;
+  const int exp = (bits >> 10) & 0x1f;
+  const int mant = bits & 0x3ff;
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -24);
+  if (exp == 31) return mant != 0 ? std::nanf("") : sign * INFINITY;
+  return sign * std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
 }
 
 namespace {
 
-template <typename To, typename From>
-void ConvertElements(const Tensor& src, Tensor* dst) {
-  const From* s = src.data<From>();
-  To* d = dst->data<To>();
-  for (int64_t i = 0; i < src.numel(); ++i) d[i] = static_cast<To>(s[i]);
+double GetAsDouble(const Tensor& t, int64_t i) {
+  const void* p = t.raw();
+  switch (t.dtype()) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kF64: return static_cast<const double*>(p)[i];
+    case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kI32: return static_cast<const int32_t*>(p)[i];
+  }
+  return 0;
+}
+
+void SetFromDouble(Tensor* t, int64_t i, double v) {
+  void* p = t->raw();
+  switch (t->dtype()) {
+    case DType::kF32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case DType::kF64: static_cast<double*>(p)[i] = v; break;
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = FloatToBf16(static_cast<float>(v)); break;
+    case DType::kF16: static_cast<uint16_t*>(p)[i] = FloatToF16(static_cast<float>(v)); break;
+    case DType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+  }
 }
 
 }  // namespace
@@ -147,16 +217,16 @@ void CopyRows(const Tensor& src, int64_t first, int64_t n, Tensor* dst) {
 }
 
 Tensor ConvertTo(const Tensor& src, DType dtype) {
+  COHORT_CHECK(src.device().kind == Device::Kind::kCpu, "ConvertTo on %s",
+               src.device().ToString().c_str());
+  COHORT_CHECK(src.dtype() == dtype || (src.dtype() != DType::kI32 && dtype != DType::kI32),
+               "no conversion from %s to %s", std::string(DTypeName(src.dtype())).c_str(),
+               std::string(DTypeName(dtype)).c_str());
   Tensor dst(src.shape(), dtype);
   if (src.dtype() == dtype) {
     dst.CopyFrom(src);
-  } else if (src.dtype() == DType::kF32 && dtype == DType::kF64) {
-    ConvertElements<double, float>(src, &dst);
-  } else if (src.dtype() == DType::kF64 && dtype == DType::kF32) {
-    ConvertElements<float, double>(src, &dst);
   } else {
-    COHORT_CHECK(false, "no conversion from %s to %s", std::string(DTypeName(src.dtype())).c_str(),
-                 std::string(DTypeName(dtype)).c_str());
+    for (int64_t i = 0; i < src.numel(); ++i) SetFromDouble(&dst, i, GetAsDouble(src, i));
   }
   return dst;
 }

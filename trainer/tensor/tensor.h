@@ -49,6 +49,11 @@ class Allocator {
   virtual Device device() const = 0;
   virtual void* Allocate(size_t bytes) = 0;
   virtual void Free(void* ptr) = 0;
+  // Copies bytes between memory of this allocator and host memory (either way), or within
+  // this allocator's memory; returns when the copy is done and ordered after the device's
+  // work already queued.
+  virtual void Copy(void* dst, const void* src, size_t bytes);
+  virtual void Zero(void* ptr, size_t bytes);
 };
 
 // 64-byte aligned host memory (cache lines, AVX-512 loads).
@@ -117,7 +122,8 @@ class Tensor {
   // Contents are unspecified afterwards.
   void Resize(const Shape& shape);
   void SetZero();
-  // Resizes to src's shape and copies its data (same dtype and device kind).
+  // Resizes to src's shape and copies its data (same dtype; host and device in any
+  // combination, through the device's allocator).
   void CopyFrom(const Tensor& src);
 
  private:
@@ -134,8 +140,15 @@ class Tensor {
 // its buffer is reused when large enough).
 void CopyRows(const Tensor& src, int64_t first, int64_t n, Tensor* dst);
 
-// Element-wise conversions between host tensors of F32/F64 (tests compare backends through them).
+// Element-wise conversions between host tensors of F32, F64, BF16 and F16 (round to nearest
+// even), e.g. for tests comparing backends and parameter initialisation.
 Tensor ConvertTo(const Tensor& src, DType dtype);
+
+// One value in the 16-bit float formats' bits (round to nearest even) and back.
+uint16_t FloatToBf16(float v);
+float Bf16ToFloat(uint16_t bits);
+uint16_t FloatToF16(float v);
+float F16ToFloat(uint16_t bits);
 
 }  // namespace cohort
 

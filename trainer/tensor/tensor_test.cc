@@ -1,5 +1,6 @@
 #include "trainer/tensor/tensor.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "gtest/gtest.h"
@@ -63,6 +64,80 @@ TEST(TensorTest, CopyRowsTakesALeadingSliceWithItsDtype) {
   CopyRows(src, 3, 1, &dst);
   EXPECT_EQ(dst.shape(), (Shape{1, 2, 3}));
   EXPECT_EQ(dst.data<int32_t>()[0], 18);
+}
+
+// Round to nearest even, ties to even, subnormals, overflow and NaN, against known bit patterns.
+TEST(DTypeTest, SixteenBitFloatsRoundToNearestEven) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBf16(1.00390625f), 0x3f80);  // halfway between 1 and the next: ties to even
+  EXPECT_EQ(FloatToBf16(1.01171875f), 0x3f82);  // halfway above an odd mantissa: rounds up
+  EXPECT_EQ(FloatToBf16(-2.0f), 0xc000);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(std::nanf("")))));
+  EXPECT_EQ(Bf16ToFloat(0x4049), 3.140625f);
+
+  EXPECT_EQ(FloatToF16(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToF16(65504.0f), 0x7bff);    // the largest half
+  EXPECT_EQ(FloatToF16(65536.0f), 0x7c00);    // overflows to infinity
+  EXPECT_EQ(FloatToF16(1.0f + 0x1p-11f), 0x3c00);  // tie to even
+  EXPECT_EQ(FloatToF16(1.0f + 3 * 0x1p-11f), 0x3c02);
+  EXPECT_EQ(FloatToF16(0x1p-24f), 0x0001);    // the smallest subnormal
+  EXPECT_EQ(FloatToF16(0x1p-26f), 0x0000);    // below half of it
+  EXPECT_EQ(FloatToF16(-0x1p-14f), 0x8400);   // the smallest normal, negative
+  EXPECT_EQ(F16ToFloat(0x0001), 0x1p-24f);
+  EXPECT_EQ(F16ToFloat(0xc500), -5.0f);
+  EXPECT_TRUE(std::isinf(F16ToFloat(0xfc00)));
+  EXPECT_TRUE(std::isnan(F16ToFloat(FloatToF16(std::nanf("")))));
+  // Every finite half survives the trip through float.
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    if ((b & 0x7c00) == 0x7c00) continue;
+    ASSERT_EQ(FloatToF16(F16ToFloat(static_cast<uint16_t>(b))), b) << b;
+  }
+}
+
+TEST(TensorTest, ConvertsThroughSixteenBitTypes) {
+  Tensor a(Shape{3}, DType::kF64);
+  a.data<double>()[0] = 0.1;
+  a.data<double>()[1] = -3.0;
+  a.data<double>()[2] = 1000.5;
+  Tensor b = ConvertTo(ConvertTo(a, DType::kBF16), DType::kF64);
+  Tensor h = ConvertTo(ConvertTo(a, DType::kF16), DType::kF32);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(b.data<double>()[i], a.data<double>()[i], std::abs(a.data<double>()[i]) / 256);
+    EXPECT_NEAR(h.data<float>()[i], a.data<double>()[i], std::abs(a.data<double>()[i]) / 2048);
+  }
+}
+
+// Copies and zeroing go through the allocator of the tensor on a device.
+class CountingAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::Cuda(0); }
+  void* Allocate(size_t bytes) override { return CpuAllocator()->Allocate(bytes); }
+  void Free(void* ptr) override { CpuAllocator()->Free(ptr); }
+  void Copy(void* dst, const void* src, size_t bytes) override {
+    ++copies;
+    Allocator::Copy(dst, src, bytes);
+  }
+  void Zero(void* ptr, size_t bytes) override {
+    ++zeros;
+    Allocator::Zero(ptr, bytes);
+  }
+  int copies = 0, zeros = 0;
+};
+
+TEST(TensorTest, DeviceCopiesGoThroughTheDeviceAllocator) {
+  CountingAllocator device;
+  Tensor host(Shape{4});
+  for (int i = 0; i < 4; ++i) host.data<float>()[i] = i + 0.5f;
+  Tensor on_device(Shape{0}, DType::kF32, &device);
+  on_device.CopyFrom(host);
+  Tensor back;
+  back.CopyFrom(on_device);
+  EXPECT_EQ(device.copies, 2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(back.data<float>()[i], i + 0.5f);
+  on_device.SetZero();
+  EXPECT_EQ(device.zeros, 1);
+  back.CopyFrom(on_device);
+  EXPECT_EQ(back.data<float>()[2], 0.0f);
 }
 
 TEST(DTypeTest, Names) {

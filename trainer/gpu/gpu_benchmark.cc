@@ -1,0 +1,55 @@
+#include "trainer/gpu/gpu_benchmark.h"
+
+#include <chrono>
+
+#include "trainer/base/random.h"
+#include "trainer/base/status_macros.h"
+#include "trainer/gpu/device_sgd.h"
+#include "trainer/models/models.h"
+#include "trainer/nn/loss.h"
+
+namespace cohort::cuda {
+
+absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> gpu, CudaBackend::Create(c.backend));
+  const int64_t side = ModelImageSize(c.model);
+  const Shape sample = side == 0 ? Shape{1, 28, 28} : Shape{3, side, side};
+  const int classes = side == 224 ? 1000 : 10;
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(c.model, gpu.get(), sample, classes));
+  model->InitParameters(1);
+  SoftmaxCrossEntropyLoss loss(gpu.get());
+  const bool fp16 = c.backend.precision == Precision::kFp16;
+  DeviceSgd sgd(gpu.get(), model->parameters(), {0.9f, 1e-4f}, {fp16});
+
+  Tensor host_images(Shape{c.batch, sample[0], sample[1], sample[2]});
+  Tensor host_labels(Shape{c.batch}, DType::kI32);
+  Rng rng(2);
+  for (float& v : host_images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
+  for (int32_t& l : host_labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(classes));
+  Tensor images(Shape{0}, gpu->dtype(), gpu->allocator());
+  Tensor labels(Shape{0}, DType::kI32, gpu->allocator());
+  const Tensor& x = gpu->ImportImages(host_images, &images);
+  const Tensor& y = gpu->ImportLabels(host_labels, &labels);
+
+  auto step = [&] {
+    loss.set_gradient_scale(sgd.loss_scale());
+    loss.Forward(model->Forward(Mode::kTrain, x), y);
+    model->Backward(loss.Backward());
+    sgd.Step(0.01f);
+  };
+  for (int i = 0; i < c.warmup_steps; ++i) step();
+  gpu->context()->Synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < c.steps; ++i) step();
+  gpu->context()->Synchronize();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  GpuBenchmarkResult r;
+  r.step_ms = 1000 * seconds / c.steps;
+  r.images_per_second = static_cast<double>(c.batch) * c.steps / seconds;
+  r.memory_gib = static_cast<double>(gpu->context()->allocator()->stats().bytes_reserved) /
+                 (1 << 30);
+  return r;
+}
+
+}  // namespace cohort::cuda

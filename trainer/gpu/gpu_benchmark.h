@@ -1,0 +1,34 @@
+#ifndef COHORT_TRAINER_GPU_GPU_BENCHMARK_H_
+#define COHORT_TRAINER_GPU_GPU_BENCHMARK_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "trainer/ops/cuda/cuda_backend.h"
+
+namespace cohort::cuda {
+
+struct GpuBenchmarkCase {
+  std::string model = "resnet50";
+  int64_t batch = 128;
+  CudaBackendOptions backend;
+  int warmup_steps = 5;  // untimed: cudnnFind, buffer sizing, the first allocations
+  int steps = 30;
+};
+
+struct GpuBenchmarkResult {
+  double images_per_second = 0;
+  double step_ms = 0;
+  double memory_gib = 0;  // device memory the caching allocator holds
+};
+
+// Times full training steps of a model on one GPU: forward, loss, backward and the SGD update
+// with momentum (fp32 master weights; fp16 with loss scaling), on one synthetic batch already
+// on the device (ImageNet-shaped for ResNet-50, CIFAR-shaped for the CIFAR ResNets), so the
+// figure is the GPU's training speed, as PyTorch's synthetic benchmarks measure it.
+absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c);
+
+}  // namespace cohort::cuda
+
+#endif  // COHORT_TRAINER_GPU_GPU_BENCHMARK_H_

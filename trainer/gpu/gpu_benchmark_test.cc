@@ -1,0 +1,38 @@
+#include "trainer/gpu/gpu_benchmark.h"
+
+#include "gtest/gtest.h"
+
+namespace cohort::cuda {
+namespace {
+
+// A short run of every precision reports a speed and the memory it holds.
+TEST(GpuBenchmarkTest, ReportsSpeedForEveryPrecision) {
+  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16, Precision::kFp16}) {
+    GpuBenchmarkCase c;
+    c.model = "resnet20";
+    c.batch = 32;
+    c.backend.precision = p;
+    c.warmup_steps = 1;
+    c.steps = 2;
+    auto r = RunGpuBenchmark(c);
+    if (!r.ok() && r.status().code() == absl::StatusCode::kUnavailable) {
+      GTEST_SKIP() << "needs a GPU: " << r.status();
+    }
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GT(r->images_per_second, 0) << PrecisionName(p);
+    EXPECT_GT(r->memory_gib, 0) << PrecisionName(p);
+  }
+}
+
+TEST(GpuBenchmarkTest, UnknownModelIsAnError) {
+  GpuBenchmarkCase c;
+  c.model = "resnet7";
+  auto r = RunGpuBenchmark(c);
+  if (!r.ok() && r.status().code() == absl::StatusCode::kUnavailable) {
+    GTEST_SKIP() << "needs a GPU: " << r.status();
+  }
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cohort::cuda

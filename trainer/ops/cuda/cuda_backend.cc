@@ -1,0 +1,864 @@
+#include "trainer/ops/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/base/status_macros.h"
+#include "trainer/ops/cuda/cuda_check.h"
+#include "trainer/ops/cuda/kernels.h"
+
+namespace cohort::cuda {
+
+struct CudaBackend::Shared {
+  std::unique_ptr<CudaContext> ctx;
+  CudaBackendOptions options;
+  DType dtype = DType::kF32;
+
+  bool nhwc() const { return options.channels_last; }
+  Elem elem() const {
+    return dtype == DType::kBF16 ? Elem::kBF16 : dtype == DType::kF16 ? Elem::kF16 : Elem::kF32;
+  }
+  cudnnDataType_t cudnn_type() const {
+    return dtype == DType::kBF16  ? CUDNN_DATA_BFLOAT16
+           : dtype == DType::kF16 ? CUDNN_DATA_HALF
+                                  : CUDNN_DATA_FLOAT;
+  }
+  cudaDataType_t blas_type() const {
+    return dtype == DType::kBF16 ? CUDA_R_16BF : dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+  }
+  // fp32 keeps cuDNN off the tensor cores' TF32 mode; every other precision lets it on.
+  cudnnMathType_t math() const {
+    return options.precision == Precision::kFp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  }
+  cudaStream_t stream() const { return ctx->stream(); }
+};
+
+namespace {
+
+using Shared = CudaBackend::Shared;
+using Ins = absl::Span<const Tensor* const>;
+using Outs = absl::Span<Tensor* const>;
+
+// cuDNN takes alpha and beta as float for float, half and bf16 data.
+const float kOne = 1.0f;
+const float kZero = 0.0f;
+
+// Workspace offered to cudnnFind: algorithms needing more are not tried.
+constexpr size_t kFindWorkspace = size_t{256} << 20;
+
+const void* Ptr(const Tensor* t) { return t->raw(); }
+void* Ptr(Tensor* t) { return t->raw(); }
+
+// RAII wrappers of cuDNN descriptors.
+class TensorDesc {
+ public:
+  TensorDesc() { COHORT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d_)); }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d_); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+  // An activation (N, C, H, W) in the backend's layout.
+  void Set(const Shared& s, int64_t n, int64_t c, int64_t h, int64_t w) {
+    COHORT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(
+        d_, s.nhwc() ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, s.cudnn_type(), static_cast<int>(n),
+        static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
+  }
+  void Set(const Shared& s, const Shape& x) { Set(s, x[0], x[1], x[2], x[3]); }
+  // n elements seen as one row, for element-wise calls whatever the layout.
+  void SetFlat(const Shared& s, int64_t n) {
+    COHORT_CHECK(n <= INT32_MAX, "%ld elements exceed cuDNN's int sizes", n);
+    COHORT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, s.cudnn_type(), 1, 1, 1,
+                                                  static_cast<int>(n)));
+  }
+  cudnnTensorDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnTensorDescriptor_t d_;
+};
+
+class FilterDesc {
+ public:
+  FilterDesc() { COHORT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d_)); }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d_); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+  // w: (O, I, KH, KW); channels-last filters are (O, KH, KW, I) in memory.
+  void Set(const Shared& s, const Shape& w) {
+    COHORT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
+        d_, s.cudnn_type(), s.nhwc() ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+        static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]),
+        static_cast<int>(w[3])));
+  }
+  cudnnFilterDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnFilterDescriptor_t d_;
+};
+
+class ConvDesc {
+ public:
+  ConvDesc() { COHORT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d_)); }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d_); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+  cudnnConvolutionDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnConvolutionDescriptor_t d_;
+};
+
+class PoolDesc {
+ public:
+  PoolDesc() { COHORT_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d_)); }
+  ~PoolDesc() { cudnnDestroyPoolingDescriptor(d_); }
+  PoolDesc(const PoolDesc&) = delete;
+  PoolDesc& operator=(const PoolDesc&) = delete;
+  cudnnPoolingDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnPoolingDescriptor_t d_;
+};
+
+class ActivationDesc {
+ public:
+  ActivationDesc() {
+    COHORT_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d_));
+    COHORT_CUDNN_CHECK(
+        cudnnSetActivationDescriptor(d_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  ~ActivationDesc() { cudnnDestroyActivationDescriptor(d_); }
+  ActivationDesc(const ActivationDesc&) = delete;
+  ActivationDesc& operator=(const ActivationDesc&) = delete;
+  cudnnActivationDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnActivationDescriptor_t d_;
+};
+
+// The shape an op last prepared for, so descriptors are rebuilt only when it changes.
+class LastShape {
+ public:
+  // True (and remembers s) when s differs from the last one.
+  bool Changed(const Shape& s) {
+    if (valid_ && s == shape_) return false;
+    shape_ = s;
+    valid_ = true;
+    return true;
+  }
+
+ private:
+  Shape shape_;
+  bool valid_ = false;
+};
+
+void CopyOnStream(const Shared& s, void* dst, const void* src, size_t bytes) {
+  COHORT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.stream()));
+}
+
+// ----------------------------------------------------------------------------------------
+// Conv2d: cuDNN's legacy convolution API; channels-last convolutions read their filters as
+// (O, KH, KW, I), so the plain (O, I, KH, KW) weights are transposed on the way in and the
+// weight gradient on the way out.
+
+class ConvOp final : public Op {
+ public:
+  ConvOp(std::shared_ptr<Shared> s, Conv2dSpec spec)
+      : s_(std::move(s)),
+        spec_(spec),
+        w_staged_(Shape{0}, s_->dtype, s_->ctx->allocator()),
+        dw_staged_(Shape{0}, s_->dtype, s_->ctx->allocator()) {
+    COHORT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_.get(), spec.padding, spec.padding,
+                                                       spec.stride, spec.stride, 1, 1,
+                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  }
+  absl::string_view name() const override { return "conv2d"; }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, Conv2dOutputShape(spec_, in));
+    return std::vector<Shape>{y};
+  }
+
+  void Forward(Mode, Ins in, Outs out) override {
+    Plan& p = PlanFor(in[0]->shape(), in[1]->shape(), out[0]->shape());
+    const void* w = StagedWeights(*in[1]);
+    cudnnHandle_t h = s_->ctx->cudnn();
+    if (!p.found_forward) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int n = 0;
+      COHORT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+          h, p.x.get(), Ptr(in[0]), p.w.get(), w, conv_.get(), p.y.get(), Ptr(out[0]),
+          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, s_->ctx->Workspace(kFindWorkspace),
+          kFindWorkspace));
+      const auto& best = Best(perf, n, "forward", in[0]->shape());
+      p.forward = {best.algo, best.memory, best.mathType};
+      p.found_forward = true;
+    }
+    SetMath(p.forward.math);
+    COHORT_CUDNN_CHECK(cudnnConvolutionForward(
+        h, &kOne, p.x.get(), Ptr(in[0]), p.w.get(), w, conv_.get(), p.forward.algo,
+        s_->ctx->Workspace(p.forward.workspace), p.forward.workspace, &kZero, p.y.get(),
+        Ptr(out[0])));
+    if (spec_.bias) {
+      COHORT_CUDNN_CHECK(
+          cudnnAddTensor(h, &kOne, p.bias.get(), Ptr(in[2]), &kOne, p.y.get(), Ptr(out[0])));
+    }
+  }
+
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    Plan& p = PlanFor(in[0]->shape(), in[1]->shape(), out[0]->shape());
+    cudnnHandle_t h = s_->ctx->cudnn();
+    const Tensor& dy = *grad_out[0];
+    if (spec_.bias && grad_in[2] != nullptr) {
+      COHORT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &kOne, p.y.get(), Ptr(&dy), &kZero,
+                                                      p.bias.get(), Ptr(grad_in[2])));
+    }
+    if (grad_in[1] != nullptr) {
+      Tensor* dw = grad_in[1];
+      void* target = Ptr(dw);
+      if (s_->nhwc()) {
+        dw_staged_.Resize(dw->shape());
+        target = Ptr(&dw_staged_);
+      }
+      if (!p.found_filter) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        int n = 0;
+        COHORT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            h, p.x.get(), Ptr(in[0]), p.y.get(), Ptr(&dy), conv_.get(), p.w.get(), target,
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf,
+            s_->ctx->Workspace(kFindWorkspace), kFindWorkspace));
+        const auto& best = Best(perf, n, "weight gradient", in[0]->shape());
+        p.filter = {best.algo, best.memory, best.mathType};
+        p.found_filter = true;
+      }
+      SetMath(p.filter.math);
+      COHORT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+          h, &kOne, p.x.get(), Ptr(in[0]), p.y.get(), Ptr(&dy), conv_.get(), p.filter.algo,
+          s_->ctx->Workspace(p.filter.workspace), p.filter.workspace, &kZero, p.w.get(),
+          target));
+      if (s_->nhwc()) {
+        const Shape& w = dw->shape();
+        COHORT_CUDA_CHECK(NscToNcs(target, w[0], w[1], w[2] * w[3], Ptr(dw), s_->elem(),
+                                   s_->stream()));
+      }
+    }
+    if (grad_in[0] != nullptr) {
+      // The staged weights of the Forward this Backward follows are still in place.
+      const void* w = s_->nhwc() ? Ptr(&w_staged_) : Ptr(in[1]);
+      if (!p.found_data) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        int n = 0;
+        COHORT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+            h, p.w.get(), w, p.y.get(), Ptr(&dy), conv_.get(), p.x.get(), Ptr(grad_in[0]),
+            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, s_->ctx->Workspace(kFindWorkspace),
+            kFindWorkspace));
+        const auto& best = Best(perf, n, "input gradient", in[0]->shape());
+        p.data = {best.algo, best.memory, best.mathType};
+        p.found_data = true;
+      }
+      SetMath(p.data.math);
+      COHORT_CUDNN_CHECK(cudnnConvolutionBackwardData(
+          h, &kOne, p.w.get(), w, p.y.get(), Ptr(&dy), conv_.get(), p.data.algo,
+          s_->ctx->Workspace(p.data.workspace), p.data.workspace, &kZero, p.x.get(),
+          Ptr(grad_in[0])));
+    }
+  }
+
+ private:
+  template <typename Algo>
+  struct Choice {
+    Algo algo{};
+    size_t workspace = 0;
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  };
+  // Descriptors and chosen algorithms for one input shape (training and evaluation batches
+  // differ; each keeps its own).
+  struct Plan {
+    Shape x_shape;
+    TensorDesc x, y, bias;
+    FilterDesc w;
+    bool found_forward = false, found_data = false, found_filter = false;
+    Choice<cudnnConvolutionFwdAlgo_t> forward;
+    Choice<cudnnConvolutionBwdDataAlgo_t> data;
+    Choice<cudnnConvolutionBwdFilterAlgo_t> filter;
+  };
+
+  Plan& PlanFor(const Shape& x, const Shape& w, const Shape& y) {
+    for (auto& p : plans_) {
+      if (p->x_shape == x) return *p;
+    }
+    auto p = std::make_unique<Plan>();
+    p->x_shape = x;
+    p->x.Set(*s_, x);
+    p->y.Set(*s_, y);
+    p->w.Set(*s_, w);
+    p->bias.Set(*s_, 1, w[0], 1, 1);
+    plans_.push_back(std::move(p));
+    return *plans_.back();
+  }
+
+  // The fastest algorithm cudnnFind measured that ran; none is a cuDNN bug for this shape.
+  template <typename Perf>
+  const Perf& Best(const Perf* perf, int n, const char* what, const Shape& x) {
+    for (int i = 0; i < n; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) return perf[i];
+    }
+    COHORT_CHECK(false, "conv2d %s: cuDNN found no algorithm for input %s", what,
+                 x.ToString().c_str());
+    return perf[0];
+  }
+
+  void SetMath(cudnnMathType_t chosen) {
+    // The precision's math type bounds what cudnnFind may pick; each direction then runs with
+    // the one its algorithm was measured with.
+    COHORT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), chosen));
+  }
+
+  const void* StagedWeights(const Tensor& w) {
+    SetMath(s_->math());
+    if (!s_->nhwc()) return Ptr(&w);
+    w_staged_.Resize(w.shape());
+    const Shape& ws = w.shape();
+    COHORT_CUDA_CHECK(
+        NcsToNsc(Ptr(&w), ws[0], ws[1], ws[2] * ws[3], Ptr(&w_staged_), s_->elem(), s_->stream()));
+    return Ptr(&w_staged_);
+  }
+
+  std::shared_ptr<Shared> s_;
+  Conv2dSpec spec_;
+  ConvDesc conv_;
+  std::vector<std::unique_ptr<Plan>> plans_;
+  Tensor w_staged_, dw_staged_;  // channels-last copies of the weights and their gradient
+};
+
+// ----------------------------------------------------------------------------------------
+// Pooling: max, average (padding counted, as the reference) and global average, which is an
+// average over the whole image whose (N, C, 1, 1) output is (N, C) in either layout.
+
+class PoolOp final : public Op {
+ public:
+  enum class Kind { kMax, kAvg, kGlobalAvg };
+  PoolOp(std::shared_ptr<Shared> s, Kind kind, Pool2dSpec spec)
+      : s_(std::move(s)), kind_(kind), spec_(spec) {}
+  absl::string_view name() const override {
+    return kind_ == Kind::kMax ? "max_pool2d" : kind_ == Kind::kAvg ? "avg_pool2d" : "global_avg_pool";
+  }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    if (kind_ == Kind::kGlobalAvg) {
+      ASSIGN_OR_RETURN(Shape y, GlobalAvgPoolOutputShape(in[0]));
+      return std::vector<Shape>{y};
+    }
+    ASSIGN_OR_RETURN(Shape y, Pool2dOutputShape(name(), spec_, in[0]));
+    return std::vector<Shape>{y};
+  }
+
+  void Forward(Mode, Ins in, Outs out) override {
+    Prepare(in[0]->shape());
+    COHORT_CUDNN_CHECK(cudnnPoolingForward(s_->ctx->cudnn(), pool_.get(), &kOne, x_.get(),
+                                           Ptr(in[0]), &kZero, y_.get(), Ptr(out[0])));
+  }
+
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    Prepare(in[0]->shape());
+    COHORT_CUDNN_CHECK(cudnnPoolingBackward(s_->ctx->cudnn(), pool_.get(), &kOne, y_.get(),
+                                            Ptr(out[0]), y_.get(), Ptr(grad_out[0]), x_.get(),
+                                            Ptr(in[0]), &kZero, x_.get(), Ptr(grad_in[0])));
+  }
+
+ private:
+  void Prepare(const Shape& x) {
+    if (!last_.Changed(x)) return;
+    int kh = spec_.kernel, kw = spec_.kernel, stride_h = spec_.stride, stride_w = spec_.stride;
+    int pad = spec_.padding;
+    if (kind_ == Kind::kGlobalAvg) {
+      kh = stride_h = static_cast<int>(x[2]);
+      kw = stride_w = static_cast<int>(x[3]);
+      pad = 0;
+    }
+    const cudnnPoolingMode_t mode = kind_ == Kind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                                        : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+    COHORT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_.get(), mode, CUDNN_NOT_PROPAGATE_NAN, kh,
+                                                   kw, pad, pad, stride_h, stride_w));
+    x_.Set(*s_, x);
+    const int64_t oh = (x[2] + 2 * pad - kh) / stride_h + 1;
+    const int64_t ow = (x[3] + 2 * pad - kw) / stride_w + 1;
+    y_.Set(*s_, x[0], x[1], oh, ow);
+  }
+
+  std::shared_ptr<Shared> s_;
+  Kind kind_;
+  Pool2dSpec spec_;
+  PoolDesc pool_;
+  TensorDesc x_, y_;
+  LastShape last_;
+};
+
+// ----------------------------------------------------------------------------------------
+// Batch norm: cuDNN's spatial batch norm (the persistent kernels for channels-last 16-bit
+// training). cuDNN wants scale, shift and statistics in fp32: 16-bit parameters are cast to
+// and from fp32 copies, and the running statistics are fp32 tensors.
+
+class BatchNormOp final : public Op {
+ public:
+  BatchNormOp(std::shared_ptr<Shared> s, BatchNormSpec spec)
+      : s_(std::move(s)), spec_(spec) {
+    Allocator* a = s_->ctx->allocator();
+    for (Tensor* t : {&running_mean_, &running_var_, &gamma_, &beta_, &dgamma_, &dbeta_,
+                      &saved_mean_, &saved_inv_std_}) {
+      *t = Tensor(Shape{spec.channels}, DType::kF32, a);
+    }
+    Tensor ones(Shape{spec.channels}, DType::kF32);
+    for (float& v : ones.span<float>()) v = 1.0f;
+    running_var_.CopyFrom(ones);
+    running_mean_.SetZero();
+  }
+  absl::string_view name() const override { return "batch_norm"; }
+
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, BatchNormOutputShape(spec_, in));
+    return std::vector<Shape>{y};
+  }
+
+  std::vector<OpState> State() override {
+    return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
+  }
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    Prepare(in[0]->shape());
+    const void* gamma = AsF32(*in[1], &gamma_);
+    const void* beta = AsF32(*in[2], &beta_);
+    cudnnHandle_t h = s_->ctx->cudnn();
+    if (mode == Mode::kTrain) {
+      COHORT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+          h, train_mode_, &kOne, &kZero, x_.get(), Ptr(in[0]), x_.get(), Ptr(out[0]), bn_.get(),
+          gamma, beta, spec_.momentum, Ptr(&running_mean_), Ptr(&running_var_), spec_.eps,
+          Ptr(&saved_mean_), Ptr(&saved_inv_std_)));
+    } else {
+      COHORT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+          h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), Ptr(in[0]), x_.get(), Ptr(out[0]),
+          bn_.get(), gamma, beta, Ptr(&running_mean_), Ptr(&running_var_), spec_.eps));
+    }
+  }
+
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    Prepare(in[0]->shape());
+    const bool f32 = s_->dtype == DType::kF32;
+    // In fp32 the parameter gradients land in place; otherwise in fp32 copies, cast after.
+    void* dgamma = f32 && grad_in[1] != nullptr ? Ptr(grad_in[1]) : Ptr(&dgamma_);
+    void* dbeta = f32 && grad_in[2] != nullptr ? Ptr(grad_in[2]) : Ptr(&dbeta_);
+    COHORT_CHECK(grad_in[0] != nullptr, "batch_norm: the input gradient is always computed");
+    const void* gamma = f32 ? Ptr(in[1]) : Ptr(&gamma_);  // the Forward's fp32 copy
+    COHORT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+        s_->ctx->cudnn(), train_mode_, &kOne, &kZero, &kOne, &kZero, x_.get(), Ptr(in[0]),
+        x_.get(), Ptr(grad_out[0]), x_.get(), Ptr(grad_in[0]), bn_.get(), gamma, dgamma, dbeta,
+        spec_.eps, Ptr(&saved_mean_), Ptr(&saved_inv_std_)));
+    if (f32) return;
+    for (int k : {1, 2}) {
+      if (grad_in[k] == nullptr) continue;
+      COHORT_CUDA_CHECK(Cast(k == 1 ? dgamma : dbeta, Elem::kF32, Ptr(grad_in[k]), s_->elem(),
+                             spec_.channels, s_->stream()));
+    }
+  }
+
+ private:
+  void Prepare(const Shape& x) {
+    if (!last_.Changed(x)) return;
+    x_.Set(*s_, x);
+    train_mode_ = s_->nhwc() && s_->dtype != DType::kF32 ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+                                                         : CUDNN_BATCHNORM_SPATIAL;
+    COHORT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bn_.get(), x_.get(), CUDNN_BATCHNORM_SPATIAL));
+  }
+
+  // p itself in fp32, else its fp32 copy in *copy.
+  const void* AsF32(const Tensor& p, Tensor* copy) {
+    if (p.dtype() == DType::kF32) return Ptr(&p);
+    COHORT_CUDA_CHECK(Cast(Ptr(&p), s_->elem(), Ptr(copy), Elem::kF32, p.numel(), s_->stream()));
+    return Ptr(copy);
+  }
+
+  std::shared_ptr<Shared> s_;
+  BatchNormSpec spec_;
+  TensorDesc x_, bn_;
+  LastShape last_;
+  cudnnBatchNormMode_t train_mode_ = CUDNN_BATCHNORM_SPATIAL;
+  Tensor running_mean_, running_var_;
+  Tensor gamma_, beta_, dgamma_, dbeta_;  // fp32 copies for 16-bit parameters
+  Tensor saved_mean_, saved_inv_std_;     // from the training Forward, for Backward
+};
+
+// ----------------------------------------------------------------------------------------
+// Element-wise ops.
+
+class AddOp final : public Op {
+ public:
+  explicit AddOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  absl::string_view name() const override { return "add"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
+    return std::vector<Shape>{y};
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    COHORT_CUDA_CHECK(cohort::cuda::Add(Ptr(in[0]), Ptr(in[1]), Ptr(out[0]), s_->elem(),
+                                        in[0]->numel(), s_->stream()));
+  }
+  void Backward(Ins, Ins, Ins grad_out, Outs grad_in) override {
+    for (Tensor* g : grad_in) {
+      if (g != nullptr) CopyOnStream(*s_, Ptr(g), Ptr(grad_out[0]), grad_out[0]->nbytes());
+    }
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+};
+
+class ReluOp final : public Op {
+ public:
+  explicit ReluOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  absl::string_view name() const override { return "relu"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    return std::vector<Shape>{in[0]};
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    Prepare(in[0]->numel());
+    COHORT_CUDNN_CHECK(cudnnActivationForward(s_->ctx->cudnn(), act_.get(), &kOne, x_.get(),
+                                              Ptr(in[0]), &kZero, x_.get(), Ptr(out[0])));
+  }
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    Prepare(in[0]->numel());
+    COHORT_CUDNN_CHECK(cudnnActivationBackward(s_->ctx->cudnn(), act_.get(), &kOne, x_.get(),
+                                               Ptr(out[0]), x_.get(), Ptr(grad_out[0]), x_.get(),
+                                               Ptr(in[0]), &kZero, x_.get(), Ptr(grad_in[0])));
+  }
+
+ private:
+  void Prepare(int64_t n) {
+    if (n != n_) x_.SetFlat(*s_, n);
+    n_ = n;
+  }
+  std::shared_ptr<Shared> s_;
+  ActivationDesc act_;
+  TensorDesc x_;
+  int64_t n_ = -1;
+};
+
+// The keep-mask comes from the same host function as every backend's (DropoutMask), so all
+// drop the same elements; it goes up through pinned memory on the compute stream.
+class DropoutOp final : public Op {
+ public:
+  DropoutOp(std::shared_ptr<Shared> s, DropoutSpec spec)
+      : s_(std::move(s)),
+        spec_(spec),
+        host_mask_(Shape{0}, DType::kI32, PinnedAllocator()),
+        mask_(Shape{0}, DType::kI32, s_->ctx->allocator()) {
+    COHORT_CUDA_CHECK(cudaEventCreateWithFlags(&mask_copied_, cudaEventDisableTiming));
+  }
+  ~DropoutOp() override { cudaEventDestroy(mask_copied_); }
+  absl::string_view name() const override { return "dropout"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    return std::vector<Shape>{in[0]};
+  }
+  void Forward(Mode mode, Ins in, Outs out) override {
+    const int64_t n = in[0]->numel();
+    if (mode == Mode::kEval) {
+      CopyOnStream(*s_, Ptr(out[0]), Ptr(in[0]), in[0]->nbytes());
+      return;
+    }
+    // n bytes of mask, held in I32 tensors of a quarter the elements.
+    const Shape words{(n + 3) / 4};
+    COHORT_CUDA_CHECK(cudaEventSynchronize(mask_copied_));  // the last copy is done with it
+    host_mask_.Resize(words);
+    mask_.Resize(words);
+    uint8_t* host = static_cast<uint8_t*>(Ptr(&host_mask_));
+    DropoutMask(spec_, calls_++, absl::MakeSpan(host, static_cast<size_t>(n)));
+    COHORT_CUDA_CHECK(cudaMemcpyAsync(Ptr(&mask_), host, n, cudaMemcpyHostToDevice, s_->stream()));
+    COHORT_CUDA_CHECK(cudaEventRecord(mask_copied_, s_->stream()));
+    COHORT_CUDA_CHECK(MaskScale(Ptr(in[0]), static_cast<const uint8_t*>(Ptr(&mask_)), Scale(),
+                                Ptr(out[0]), s_->elem(), n, s_->stream()));
+  }
+  void Backward(Ins, Ins, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    COHORT_CUDA_CHECK(MaskScale(Ptr(grad_out[0]), static_cast<const uint8_t*>(Ptr(&mask_)),
+                                Scale(), Ptr(grad_in[0]), s_->elem(), grad_out[0]->numel(),
+                                s_->stream()));
+  }
+
+ private:
+  float Scale() const { return 1.0f / (1.0f - spec_.p); }
+  std::shared_ptr<Shared> s_;
+  DropoutSpec spec_;
+  uint64_t calls_ = 0;
+  Tensor host_mask_, mask_;
+  cudaEvent_t mask_copied_ = nullptr;
+};
+
+class SubsamplePadOp final : public Op {
+ public:
+  SubsamplePadOp(std::shared_ptr<Shared> s, SubsamplePadSpec spec)
+      : s_(std::move(s)), spec_(spec) {}
+  absl::string_view name() const override { return "subsample_pad"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+    ASSIGN_OR_RETURN(Shape y, SubsamplePadOutputShape(spec_, in[0]));
+    return std::vector<Shape>{y};
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    const Shape& x = in[0]->shape();
+    COHORT_CUDA_CHECK(SubsamplePadForward(Ptr(in[0]), x[0], x[1], x[2], x[3], spec_.stride,
+                                          spec_.pad_channels, s_->nhwc(), Ptr(out[0]), s_->elem(),
+                                          s_->stream()));
+  }
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    const Shape& x = in[0]->shape();
+    COHORT_CUDA_CHECK(SubsamplePadBackward(Ptr(grad_out[0]), x[0], x[1], x[2], x[3],
+                                           spec_.stride, spec_.pad_channels, s_->nhwc(),
+                                           Ptr(grad_in[0]), s_->elem(), s_->stream()));
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+  SubsamplePadSpec spec_;
+};
+
+// ----------------------------------------------------------------------------------------
+// Linear: y = x·wᵀ + b with cublasGemmEx, fp32 accumulation (TF32 for --precision tf32).
+// Row-major (N, I) is column-major (I, N), so every product is written transposed.
+
+class LinearOp final : public Op {
+ public:
+  explicit LinearOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  absl::string_view name() const override { return "linear"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 3));
+    ASSIGN_OR_RETURN(Shape y, LinearOutputShape(in[0], in[1], in[2]));
+    return std::vector<Shape>{y};
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    const int n = Dim(in[0]->shape()[0]), i = Dim(in[0]->shape()[1]), o = Dim(in[1]->shape()[0]);
+    // yᶜ (O, N) = wᶜᵀ (O, I) · xᶜ (I, N)
+    Gemm(CUBLAS_OP_T, CUBLAS_OP_N, o, n, i, Ptr(in[1]), i, Ptr(in[0]), i, Ptr(out[0]), o);
+    COHORT_CUDA_CHECK(AddRowBias(Ptr(out[0]), Ptr(in[2]), n, o, s_->elem(), s_->stream()));
+  }
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    const int n = Dim(in[0]->shape()[0]), i = Dim(in[0]->shape()[1]), o = Dim(in[1]->shape()[0]);
+    const void* dy = Ptr(grad_out[0]);
+    if (grad_in[0] != nullptr) {  // dxᶜ (I, N) = wᶜ (I, O) · dyᶜ (O, N)
+      Gemm(CUBLAS_OP_N, CUBLAS_OP_N, i, n, o, Ptr(in[1]), i, dy, o, Ptr(grad_in[0]), i);
+    }
+    if (grad_in[1] != nullptr) {  // dwᶜ (I, O) = xᶜ (I, N) · dyᶜᵀ (N, O)
+      Gemm(CUBLAS_OP_N, CUBLAS_OP_T, i, o, n, Ptr(in[0]), i, dy, o, Ptr(grad_in[1]), i);
+    }
+    if (grad_in[2] != nullptr) {
+      COHORT_CUDA_CHECK(ColumnSums(dy, n, o, Ptr(grad_in[2]), s_->elem(), s_->stream()));
+    }
+  }
+
+ private:
+  static int Dim(int64_t d) {
+    COHORT_CHECK(d <= INT32_MAX, "linear: dimension %ld exceeds cuBLAS's int sizes", d);
+    return static_cast<int>(d);
+  }
+  void Gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a,
+            int lda, const void* b, int ldb, void* c, int ldc) {
+    const cublasComputeType_t compute = s_->options.precision == Precision::kTf32
+                                            ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                            : CUBLAS_COMPUTE_32F;
+    COHORT_CUBLAS_CHECK(cublasGemmEx(s_->ctx->cublas(), ta, tb, m, n, k, &kOne, a,
+                                     s_->blas_type(), lda, b, s_->blas_type(), ldb, &kZero, c,
+                                     s_->blas_type(), ldc, compute, CUBLAS_GEMM_DEFAULT));
+  }
+  std::shared_ptr<Shared> s_;
+};
+
+// Flatten reads (N, C, H, W) in C·H·W order, as the export and PyTorch do: channels-last
+// activations are transposed back to channels-first.
+class FlattenOp final : public Op {
+ public:
+  FlattenOp(std::shared_ptr<Shared> s, std::unique_ptr<Op> shapes)
+      : s_(std::move(s)), shapes_(std::move(shapes)) {}
+  absl::string_view name() const override { return "flatten"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    return shapes_->OutputShapes(in);
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    const Shape& x = in[0]->shape();
+    if (s_->nhwc() && x.rank() == 4) {
+      COHORT_CUDA_CHECK(NscToNcs(Ptr(in[0]), x[0], x[1], x[2] * x[3], Ptr(out[0]), s_->elem(),
+                                 s_->stream()));
+    } else {
+      CopyOnStream(*s_, Ptr(out[0]), Ptr(in[0]), in[0]->nbytes());
+    }
+  }
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    const Shape& x = in[0]->shape();
+    if (s_->nhwc() && x.rank() == 4) {
+      COHORT_CUDA_CHECK(NcsToNsc(Ptr(grad_out[0]), x[0], x[1], x[2] * x[3], Ptr(grad_in[0]),
+                                 s_->elem(), s_->stream()));
+    } else {
+      CopyOnStream(*s_, Ptr(grad_in[0]), Ptr(grad_out[0]), grad_out[0]->nbytes());
+    }
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+  std::unique_ptr<Op> shapes_;  // the shared flatten op, for its shape rule
+};
+
+// The loss is an fp32 scalar on the device (as is the gradient seed), whatever the
+// activations' dtype; the softmax of the Forward is kept in fp32 for Backward.
+class SoftmaxCrossEntropyOp final : public Op {
+ public:
+  explicit SoftmaxCrossEntropyOp(std::shared_ptr<Shared> s)
+      : s_(std::move(s)),
+        probs_(Shape{0}, DType::kF32, s_->ctx->allocator()),
+        row_loss_(Shape{0}, DType::kF32, s_->ctx->allocator()) {}
+  absl::string_view name() const override { return "softmax_cross_entropy"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    RETURN_IF_ERROR(ExpectInputCount(name(), in, 2));
+    ASSIGN_OR_RETURN(Shape y, SoftmaxCrossEntropyOutputShape(in[0], in[1]));
+    return std::vector<Shape>{y};
+  }
+  void Forward(Mode, Ins in, Outs out) override {
+    COHORT_CHECK(out[0]->dtype() == DType::kF32 && in[1]->dtype() == DType::kI32,
+                 "softmax_cross_entropy: loss must be F32 and labels I32 on the GPU");
+    const Shape& logits = in[0]->shape();
+    probs_.Resize(logits);
+    row_loss_.Resize(Shape{logits[0]});
+    COHORT_CUDA_CHECK(SoftmaxCrossEntropyForward(
+        Ptr(in[0]), static_cast<const int32_t*>(Ptr(in[1])), logits[0], logits[1], s_->elem(),
+        static_cast<float*>(Ptr(&probs_)), static_cast<float*>(Ptr(&row_loss_)),
+        static_cast<float*>(Ptr(out[0])), s_->stream()));
+  }
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    if (grad_in[0] == nullptr) return;
+    const Shape& logits = in[0]->shape();
+    COHORT_CUDA_CHECK(SoftmaxCrossEntropyBackward(
+        static_cast<const float*>(Ptr(&probs_)), static_cast<const int32_t*>(Ptr(in[1])),
+        logits[0], logits[1], static_cast<const float*>(Ptr(grad_out[0])), Ptr(grad_in[0]),
+        s_->elem(), s_->stream()));
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+  Tensor probs_, row_loss_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const CudaBackendOptions& options) {
+  auto shared = std::make_shared<Shared>();
+  ASSIGN_OR_RETURN(shared->ctx, CudaContext::Create(options.device));
+  shared->options = options;
+  shared->dtype = StorageDType(options.precision);
+  if (options.precision == Precision::kTf32) {
+    COHORT_CUBLAS_CHECK(cublasSetMathMode(shared->ctx->cublas(), CUBLAS_TF32_TENSOR_OP_MATH));
+  }
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(shared)));
+}
+
+CudaBackend::CudaBackend(std::shared_ptr<Shared> shared)
+    : shared_(std::move(shared)),
+      image_staging_(Shape{0}, DType::kF32, PinnedAllocator()),
+      label_staging_(Shape{0}, DType::kI32, PinnedAllocator()),
+      image_upload_(Shape{0}, DType::kF32, shared_->ctx->allocator()),
+      image_nhwc_(Shape{0}, DType::kF32, shared_->ctx->allocator()) {
+  COHORT_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+}
+
+CudaBackend::~CudaBackend() {
+  shared_->ctx->Synchronize();
+  cudaEventDestroy(uploaded_);
+}
+
+DType CudaBackend::dtype() const { return shared_->dtype; }
+Allocator* CudaBackend::allocator() const { return shared_->ctx->allocator(); }
+void CudaBackend::BindCallingThread() { shared_->ctx->MakeCurrent(); }
+const CudaBackendOptions& CudaBackend::options() const { return shared_->options; }
+CudaContext* CudaBackend::context() const { return shared_->ctx.get(); }
+
+void CudaBackend::Upload(const Tensor& host, Tensor* staging, Tensor* device) {
+  COHORT_CHECK(host.device().kind == Device::Kind::kCpu && host.dtype() == device->dtype(),
+               "upload of a %s tensor on %s", std::string(DTypeName(host.dtype())).c_str(),
+               host.device().ToString().c_str());
+  device->Resize(host.shape());
+  if (host.nbytes() == 0) return;
+  const void* src = host.raw();
+  if (!IsPinned(src)) {
+    // The previous upload must be done reading the staging buffer before it is rewritten.
+    COHORT_CUDA_CHECK(cudaEventSynchronize(uploaded_));
+    staging->Resize(host.shape());
+    std::memcpy(staging->raw(), src, host.nbytes());
+    src = staging->raw();
+  }
+  CudaContext& ctx = *shared_->ctx;
+  COHORT_CUDA_CHECK(cudaMemcpyAsync(device->raw(), src, host.nbytes(), cudaMemcpyHostToDevice,
+                                    ctx.copy_stream()));
+  COHORT_CUDA_CHECK(cudaEventRecord(uploaded_, ctx.copy_stream()));
+  COHORT_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(), uploaded_, 0));
+}
+
+const Tensor& CudaBackend::ImportImages(const Tensor& images, Tensor* scratch) {
+  if (images.device().kind == Device::Kind::kCuda) return images;
+  const Shape& x = images.shape();
+  COHORT_CHECK(x.rank() == 4 && images.dtype() == DType::kF32,
+               "the GPU backend takes F32 (N, C, H, W) images, not %s %s",
+               std::string(DTypeName(images.dtype())).c_str(), x.ToString().c_str());
+  Upload(images, &image_staging_, &image_upload_);
+  scratch->Resize(x);
+  const Shared& s = *shared_;
+  const void* src = image_upload_.raw();
+  if (s.nhwc()) {
+    void* dst = s.dtype == DType::kF32 ? scratch->raw() : (image_nhwc_.Resize(x), image_nhwc_.raw());
+    COHORT_CUDA_CHECK(NcsToNsc(src, x[0], x[1], x[2] * x[3], dst, Elem::kF32, s.stream()));
+    if (s.dtype == DType::kF32) return *scratch;
+    src = dst;
+  }
+  COHORT_CUDA_CHECK(Cast(src, Elem::kF32, scratch->raw(), s.elem(), images.numel(), s.stream()));
+  return *scratch;
+}
+
+const Tensor& CudaBackend::ImportLabels(const Tensor& labels, Tensor* scratch) {
+  if (labels.device().kind == Device::Kind::kCuda) return labels;
+  Upload(labels, &label_staging_, scratch);
+  return *scratch;
+}
+
+std::unique_ptr<Op> CudaBackend::Conv2d(const Conv2dSpec& spec) {
+  return std::make_unique<ConvOp>(shared_, spec);
+}
+std::unique_ptr<Op> CudaBackend::MaxPool2d(const Pool2dSpec& spec) {
+  return std::make_unique<PoolOp>(shared_, PoolOp::Kind::kMax, spec);
+}
+std::unique_ptr<Op> CudaBackend::AvgPool2d(const Pool2dSpec& spec) {
+  return std::make_unique<PoolOp>(shared_, PoolOp::Kind::kAvg, spec);
+}
+std::unique_ptr<Op> CudaBackend::GlobalAvgPool() {
+  return std::make_unique<PoolOp>(shared_, PoolOp::Kind::kGlobalAvg, Pool2dSpec{});
+}
+std::unique_ptr<Op> CudaBackend::BatchNorm(const BatchNormSpec& spec) {
+  return std::make_unique<BatchNormOp>(shared_, spec);
+}
+std::unique_ptr<Op> CudaBackend::Add() { return std::make_unique<AddOp>(shared_); }
+std::unique_ptr<Op> CudaBackend::Dropout(const DropoutSpec& spec) {
+  return std::make_unique<DropoutOp>(shared_, spec);
+}
+std::unique_ptr<Op> CudaBackend::SubsamplePad(const SubsamplePadSpec& spec) {
+  return std::make_unique<SubsamplePadOp>(shared_, spec);
+}
+std::unique_ptr<Op> CudaBackend::Relu() { return std::make_unique<ReluOp>(shared_); }
+std::unique_ptr<Op> CudaBackend::Linear() { return std::make_unique<LinearOp>(shared_); }
+std::unique_ptr<Op> CudaBackend::Flatten() {
+  return std::make_unique<FlattenOp>(shared_, Backend::Flatten());
+}
+std::unique_ptr<Op> CudaBackend::SoftmaxCrossEntropy() {
+  return std::make_unique<SoftmaxCrossEntropyOp>(shared_);
+}
+
+}  // namespace cohort::cuda

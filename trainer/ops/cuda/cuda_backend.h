@@ -1,0 +1,78 @@
+#ifndef COHORT_TRAINER_OPS_CUDA_CUDA_BACKEND_H_
+#define COHORT_TRAINER_OPS_CUDA_CUDA_BACKEND_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "trainer/ops/cuda/cuda_context.h"
+#include "trainer/ops/op.h"
+#include "trainer/ops/precision.h"
+
+namespace cohort::cuda {
+
+struct CudaBackendOptions {
+  int device = 0;
+  Precision precision = Precision::kFp32;
+  // Activations stored channels-last (NHWC), the layout the tensor cores' convolutions and
+  // batch norms run fastest in; their shapes still read (N, C, H, W). Parameters stay in the
+  // plain PyTorch layouts whatever the activations' layout.
+  bool channels_last = true;
+};
+
+// The GPU backend: cuDNN 9 for convolution, pooling, batch norm and ReLU, cuBLAS for linear
+// layers, kernels of its own for the rest (trainer/ops/cuda/kernels.h). Tensors live on one GPU
+// in the precision's storage dtype; every op runs in order on the context's compute stream,
+// without waiting for it, so the host queues a whole step ahead of the GPU (reading the loss
+// waits). Convolutions use cuDNN's legacy API with the algorithm cudnnFind picks for each
+// shape on first use, all sharing the context's workspace; batch norm keeps its scale, shift
+// and running statistics in fp32 as cuDNN requires. Primitives and buffers are made once per
+// shape, so the steady-state step allocates nothing.
+class CudaBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  absl::string_view name() const override { return "cudnn"; }
+  DType dtype() const override;
+  Allocator* allocator() const override;
+  void BindCallingThread() override;
+  // Host batches go up through pinned memory on the copy stream (straight from the caller's
+  // buffer when it is pinned), then are converted to the storage dtype and layout on the
+  // compute stream. Tensors already on this GPU are taken as they are.
+  const Tensor& ImportImages(const Tensor& images, Tensor* scratch) override;
+  const Tensor& ImportLabels(const Tensor& labels, Tensor* scratch) override;
+
+  std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) override;
+  std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) override;
+  std::unique_ptr<Op> AvgPool2d(const Pool2dSpec& spec) override;
+  std::unique_ptr<Op> GlobalAvgPool() override;
+  std::unique_ptr<Op> BatchNorm(const BatchNormSpec& spec) override;
+  std::unique_ptr<Op> Add() override;
+  std::unique_ptr<Op> Dropout(const DropoutSpec& spec) override;
+  std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& spec) override;
+  std::unique_ptr<Op> Relu() override;
+  std::unique_ptr<Op> Linear() override;
+  std::unique_ptr<Op> Flatten() override;
+  std::unique_ptr<Op> SoftmaxCrossEntropy() override;
+
+  const CudaBackendOptions& options() const;
+  CudaContext* context() const;
+
+  struct Shared;  // the context and options, shared with the ops this backend makes
+
+ private:
+  explicit CudaBackend(std::shared_ptr<Shared> shared);
+  // Host → device on the copy stream, then the compute stream waits for it.
+  // staging: pinned, used when host is not.
+  void Upload(const Tensor& host, Tensor* staging, Tensor* device);
+
+  std::shared_ptr<Shared> shared_;
+  Tensor image_staging_, label_staging_;  // pinned
+  Tensor image_upload_;                   // F32 NCHW on the device
+  Tensor image_nhwc_;                     // F32 NHWC, before the cast to 16 bits
+  cudaEvent_t uploaded_ = nullptr;
+};
+
+}  // namespace cohort::cuda
+
+#endif  // COHORT_TRAINER_OPS_CUDA_CUDA_BACKEND_H_

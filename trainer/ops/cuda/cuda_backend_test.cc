@@ -1,0 +1,258 @@
+#include "trainer/ops/cuda/cuda_backend.h"
+
+#include <string>
+#include <tuple>
+
+#include "gtest/gtest.h"
+#include "trainer/models/models.h"
+#include "trainer/nn/loss.h"
+#include "trainer/ops/op_testing.h"
+#include "trainer/ops/reference/reference_backend.h"
+
+namespace cohort::cuda {
+namespace {
+
+using cohort::testing::OpCase;
+
+// One GPU configuration: what it stores in, its layout, and how close to the double-precision
+// reference it must come (relative to the largest reference value).
+struct Config {
+  Precision precision;
+  bool channels_last;
+  double tolerance;
+};
+
+std::string ConfigName(const Config& c) {
+  return PrecisionName(c.precision) + (c.channels_last ? "_nhwc" : "_nchw");
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> MakeBackend(const Config& c) {
+  return CudaBackend::Create({0, c.precision, c.channels_last});
+}
+
+// (N, C, H, W) host data ↔ channels-last memory, for activations of a channels-last backend.
+Tensor Permute(const Tensor& t, bool to_nhwc) {
+  const Shape& s = t.shape();
+  const int64_t n = s[0], c = s[1], hw = s[2] * s[3];
+  Tensor out(s, t.dtype());
+  const double* src = t.data<double>();
+  double* dst = out.data<double>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < hw; ++p) {
+        const int64_t nchw = (i * c + k) * hw + p, nhwc = (i * hw + p) * c + k;
+        if (to_nhwc) {
+          dst[nhwc] = src[nchw];
+        } else {
+          dst[nchw] = src[nhwc];
+        }
+      }
+  return out;
+}
+
+// Moves tensors between the reference's F64 NCHW host form and the GPU backend's form.
+class Transfer {
+ public:
+  Transfer(CudaBackend& gpu, const Config& config) : gpu_(gpu), config_(config) {}
+
+  // values: F64 on the host (I32 labels pass as they are). activation: a rank-4 activation,
+  // which a channels-last backend holds permuted.
+  Tensor Up(const Tensor& values, bool activation, DType dtype) const {
+    Tensor host = values.dtype() == DType::kI32 ? ConvertTo(values, DType::kI32)
+                                                : ConvertTo(Arrange(values, activation, true), dtype);
+    Tensor device(Shape{0}, host.dtype(), gpu_.allocator());
+    device.CopyFrom(host);
+    return device;
+  }
+  Tensor Down(const Tensor& device, bool activation) const {
+    Tensor host(Shape{0}, device.dtype());
+    host.CopyFrom(device);
+    return Arrange(ConvertTo(host, DType::kF64), activation, false);
+  }
+  // The values the GPU will see, in F64: rounded to its storage dtype.
+  Tensor Rounded(const Tensor& values, DType dtype) const {
+    return ConvertTo(ConvertTo(values, dtype), DType::kF64);
+  }
+
+ private:
+  Tensor Arrange(const Tensor& t, bool activation, bool to_nhwc) const {
+    if (!activation || !config_.channels_last || t.shape().rank() != 4) {
+      return ConvertTo(t, DType::kF64);
+    }
+    return Permute(t, to_nhwc);
+  }
+  CudaBackend& gpu_;
+  Config config_;
+};
+
+// Rank-4 inputs are activations, except a convolution's weights.
+bool IsActivation(const Op& op, size_t input, const Shape& shape) {
+  return shape.rank() == 4 && !(op.name() == "conv2d" && input == 1);
+}
+
+class CudaOpTest : public ::testing::TestWithParam<std::tuple<OpCase, Config>> {};
+
+// Forward, backward and op state on fresh random inputs, against the double-precision
+// reference fed the same (storage-rounded) values.
+TEST_P(CudaOpTest, MatchesReference) {
+  const auto& [c, config] = GetParam();
+  auto gpu = MakeBackend(config);
+  if (!gpu.ok()) GTEST_SKIP() << "needs a GPU: " << gpu.status();
+  const DType dtype = (*gpu)->dtype();
+  Transfer move(**gpu, config);
+  ReferenceBackend ref;
+  for (uint64_t seed : {31, 32}) {
+    for (Mode mode : {Mode::kEval, Mode::kTrain}) {
+      auto op = c.make(**gpu);
+      auto op_ref = c.make(ref);
+      const bool is_loss = op->name() == "softmax_cross_entropy";
+      std::vector<Tensor> in_ref, in;
+      for (Tensor& t : testing::RandomInputs(c, DType::kF32, seed)) {
+        const bool labels = t.dtype() == DType::kI32;
+        in_ref.push_back(labels ? std::move(t) : move.Rounded(ConvertTo(t, DType::kF64), dtype));
+        in.push_back(move.Up(in_ref.back(), IsActivation(*op, in.size(), t.shape()), dtype));
+      }
+      auto out_ref = testing::RunForward(*op_ref, in_ref, mode, DType::kF64);
+      std::vector<Tensor> out;
+      std::vector<Tensor*> out_ptrs;
+      for (const Tensor& r : out_ref) {
+        out.emplace_back(r.shape(), is_loss ? DType::kF32 : dtype, (*gpu)->allocator());
+      }
+      for (Tensor& t : out) out_ptrs.push_back(&t);
+      std::vector<const Tensor*> in_ptrs;
+      for (const Tensor& t : in) in_ptrs.push_back(&t);
+      op->Forward(mode, in_ptrs, out_ptrs);
+      for (size_t k = 0; k < out.size(); ++k) {
+        EXPECT_LT(testing::NormalizedMaxError(move.Down(out[k], out[k].shape().rank() == 4),
+                                              out_ref[k]),
+                  config.tolerance)
+            << c.label << " forward output " << k << " seed " << seed;
+      }
+      auto state = op->State();
+      auto state_ref = op_ref->State();
+      ASSERT_EQ(state.size(), state_ref.size());
+      for (size_t k = 0; k < state.size(); ++k) {
+        EXPECT_LT(testing::NormalizedMaxError(move.Down(*state[k].value, false),
+                                              *state_ref[k].value),
+                  config.tolerance)
+            << c.label << " " << state[k].name;
+      }
+      if (mode == Mode::kEval) continue;
+
+      std::vector<Tensor> dy_ref, dy;
+      for (size_t k = 0; k < out_ref.size(); ++k) {
+        OpCase up{"", nullptr, {out_ref[k].shape()}};
+        Tensor r = ConvertTo(testing::RandomInputs(up, DType::kF32, seed + 100)[0], DType::kF64);
+        dy_ref.push_back(move.Rounded(r, is_loss ? DType::kF32 : dtype));
+        dy.push_back(move.Up(dy_ref.back(), r.shape().rank() == 4, is_loss ? DType::kF32 : dtype));
+      }
+      auto grads_ref = testing::RunBackward(*op_ref, in_ref, out_ref, dy_ref, DType::kF64);
+      std::vector<Tensor> grads;
+      std::vector<Tensor*> grad_ptrs;
+      for (const Tensor& t : in) {
+        grads.emplace_back(t.dtype() == DType::kI32 ? Shape{0} : t.shape(), dtype,
+                           (*gpu)->allocator());
+      }
+      for (size_t i = 0; i < in.size(); ++i) {
+        grad_ptrs.push_back(in[i].dtype() == DType::kI32 ? nullptr : &grads[i]);
+      }
+      std::vector<const Tensor*> out_cptrs, dy_ptrs;
+      for (const Tensor& t : out) out_cptrs.push_back(&t);
+      for (const Tensor& t : dy) dy_ptrs.push_back(&t);
+      op->Backward(in_ptrs, out_cptrs, dy_ptrs, grad_ptrs);
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].dtype() == DType::kI32) continue;
+        EXPECT_LT(testing::NormalizedMaxError(
+                      move.Down(grads[i], IsActivation(*op, i, in[i].shape())), grads_ref[i]),
+                  config.tolerance)
+            << c.label << " gradient of input " << i << " seed " << seed;
+      }
+    }
+  }
+}
+
+// fp32 within 1e-4 of the reference (TF32 within 1e-2), the 16-bit formats within 1e-2.
+const Config kConfigs[] = {
+    {Precision::kFp32, false, 1e-4}, {Precision::kFp32, true, 1e-4},
+    {Precision::kTf32, true, 1e-2},  {Precision::kBf16, true, 1e-2},
+    {Precision::kBf16, false, 1e-2}, {Precision::kFp16, true, 1e-2},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    AllOps, CudaOpTest,
+    ::testing::Combine(::testing::ValuesIn(testing::StandardOpCases()),
+                       ::testing::ValuesIn(kConfigs)),
+    [](const auto& info) {
+      return std::get<0>(info.param).label + "_" + ConfigName(std::get<1>(info.param));
+    });
+
+// After the first steps have sized every buffer and picked every algorithm, training steps
+// allocate nothing from the driver.
+TEST(CudaBackendTest, SteadyStateStepAllocatesNothing) {
+  auto gpu = CudaBackend::Create({0, Precision::kBf16, true});
+  if (!gpu.ok()) GTEST_SKIP() << "needs a GPU: " << gpu.status();
+  auto model = BuildModel("resnet20", gpu->get(), Shape{3, 32, 32}, 10);
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*model)->InitParameters(5);
+  SoftmaxCrossEntropyLoss loss(gpu->get());
+  Tensor images(Shape{64, 3, 32, 32});
+  Tensor labels(Shape{64}, DType::kI32);
+  for (int64_t i = 0; i < images.numel(); ++i) images.data<float>()[i] = (i % 17) / 17.0f - 0.5f;
+  for (int64_t i = 0; i < labels.numel(); ++i) labels.data<int32_t>()[i] = i % 10;
+  auto step = [&] {
+    const double l = loss.Forward((*model)->Forward(Mode::kTrain, images), labels);
+    (*model)->Backward(loss.Backward());
+    return l;
+  };
+  step();
+  step();
+  const auto before = (*gpu)->context()->allocator()->stats();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isfinite(step()));
+  (*gpu)->context()->Synchronize();
+  const auto after = (*gpu)->context()->allocator()->stats();
+  EXPECT_EQ(after.driver_allocations, before.driver_allocations);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+}
+
+// Images from pageable and from pinned host memory arrive the same, converted to the backend's
+// layout and dtype.
+TEST(CudaBackendTest, ImportsImagesIntoTheBackendsLayout) {
+  auto gpu = CudaBackend::Create({0, Precision::kFp32, true});
+  if (!gpu.ok()) GTEST_SKIP() << "needs a GPU: " << gpu.status();
+  Tensor pageable(Shape{2, 3, 4, 5});
+  Tensor pinned(Shape{2, 3, 4, 5}, DType::kF32, PinnedAllocator());
+  for (int64_t i = 0; i < pageable.numel(); ++i) {
+    pageable.data<float>()[i] = static_cast<float>(i);
+    pinned.data<float>()[i] = static_cast<float>(i);
+  }
+  const Tensor nhwc = Permute(ConvertTo(pageable, DType::kF64), true);
+  for (const Tensor* images : {&pageable, &pinned}) {
+    Tensor scratch(Shape{0}, DType::kF32, (*gpu)->allocator());
+    const Tensor& x = (*gpu)->ImportImages(*images, &scratch);
+    EXPECT_EQ(&x, &scratch);
+    Tensor back;
+    back.CopyFrom(x);
+    EXPECT_EQ(testing::NormalizedMaxError(ConvertTo(back, DType::kF64), nhwc), 0.0);
+  }
+}
+
+TEST(CudaBackendTest, AllocatorReusesFreedBlocks) {
+  auto gpu = CudaBackend::Create({0, Precision::kFp32, false});
+  if (!gpu.ok()) GTEST_SKIP() << "needs a GPU: " << gpu.status();
+  CachingDeviceAllocator& a = *(*gpu)->context()->allocator();
+  void* p = a.Allocate(3 << 20);
+  a.Free(p);
+  const auto before = a.stats();
+  void* q = a.Allocate((3 << 20) - 100);  // rounds to the same block
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a.stats().driver_allocations, before.driver_allocations);
+  EXPECT_EQ(a.stats().cache_hits, before.cache_hits + 1);
+  void* tiny = a.Allocate(256);  // far smaller: not served by the big block
+  EXPECT_NE(tiny, p);
+  a.Free(q);
+  a.Free(tiny);
+  EXPECT_EQ(a.stats().bytes_in_use, before.bytes_in_use);
+}
+
+}  // namespace
+}  // namespace cohort::cuda

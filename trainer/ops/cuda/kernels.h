@@ -1,0 +1,78 @@
+#ifndef COHORT_TRAINER_OPS_CUDA_KERNELS_H_
+#define COHORT_TRAINER_OPS_CUDA_KERNELS_H_
+
+// The CUDA kernels of the GPU backend, for the work cuDNN and cuBLAS have no call for: casts,
+// layout transposes, bias rows, the loss, dropout's mask, the ResNet shortcut and the
+// mixed-precision gradient checks. Every function takes device pointers, enqueues its work on
+// `stream` and returns the launch's error (cudaGetLastError); n == 0 launches nothing.
+// Arithmetic is in fp32 whatever the storage type.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cohort::cuda {
+
+// Storage types of activations, weights and gradients.
+enum class Elem { kF32, kBF16, kF16 };
+
+// dst[i] = src[i] converted (round to nearest even); the types may be equal (a copy).
+cudaError_t Cast(const void* src, Elem src_type, void* dst, Elem dst_type, int64_t n,
+                 cudaStream_t stream);
+
+// y = a + b, n elements of one type.
+cudaError_t Add(const void* a, const void* b, void* y, Elem type, int64_t n,
+                cudaStream_t stream);
+
+// y[i] = x[i] * mask[i] * scale (dropout, forward and backward alike). mask: n bytes, 0 or 1.
+cudaError_t MaskScale(const void* x, const uint8_t* mask, float scale, void* y, Elem type,
+                      int64_t n, cudaStream_t stream);
+
+// Channels-first to channels-last and back: x (N, C, S) → y (N, S, C), and the inverse.
+// S is H·W for activations; for a conv weight (O, I, KH, KW) → (O, KH, KW, I), N = O, C = I,
+// S = KH·KW.
+cudaError_t NcsToNsc(const void* x, int64_t n, int64_t c, int64_t s, void* y, Elem type,
+                     cudaStream_t stream);
+cudaError_t NscToNcs(const void* x, int64_t n, int64_t c, int64_t s, void* y, Elem type,
+                     cudaStream_t stream);
+
+// y (rows, cols) += b (cols), broadcast over rows.
+cudaError_t AddRowBias(void* y, const void* b, int64_t rows, int64_t cols, Elem type,
+                       cudaStream_t stream);
+// db (cols) = sum over rows of dy (rows, cols), accumulated in fp32.
+cudaError_t ColumnSums(const void* dy, int64_t rows, int64_t cols, void* db, Elem type,
+                       cudaStream_t stream);
+
+// The ResNet "option A" shortcut (SubsamplePadSpec) on x (N, C, H, W) → y (N, C + 2·pad,
+// ceil(H/stride), ceil(W/stride)); x, y, dy and dx are all stored channels-first (NCHW) or all
+// channels-last (NHWC: element (n, c, h, w) at ((n·H + h)·W + w)·C + c) as nhwc says.
+//   forward:  y[:, c + pad, i, j] = x[:, c, i·stride, j·stride], zero in the padded channels;
+//   backward: dx[:, c, h, w] = dy[:, c + pad, h/stride, w/stride] where stride divides h and w,
+//             zero elsewhere.
+cudaError_t SubsamplePadForward(const void* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                int stride, int64_t pad, bool nhwc, void* y, Elem type,
+                                cudaStream_t stream);
+cudaError_t SubsamplePadBackward(const void* dy, int64_t n, int64_t c, int64_t h, int64_t w,
+                                 int stride, int64_t pad, bool nhwc, void* dx, Elem type,
+                                 cudaStream_t stream);
+
+// Mean softmax cross-entropy of logits (n, k) against labels (n) in [0, k).
+//   forward:  probs (n, k) fp32 = softmax(logits) (kept for backward); *loss (one fp32) =
+//             mean over rows of −log probs[label]. row_loss: n fp32 of scratch.
+//   backward: dlogits = (probs − onehot(labels)) · (*dloss) / n, dloss one fp32 on the device.
+// A label outside [0, k) makes the loss NaN (backward: that row has no one-hot term).
+cudaError_t SoftmaxCrossEntropyForward(const void* logits, const int32_t* labels, int64_t n,
+                                       int64_t k, Elem type, float* probs, float* row_loss,
+                                       float* loss, cudaStream_t stream);
+cudaError_t SoftmaxCrossEntropyBackward(const float* probs, const int32_t* labels, int64_t n,
+                                        int64_t k, const float* dloss, void* dlogits,
+                                        Elem type, cudaStream_t stream);
+
+// Mixed precision: out[i] = g[i] · inv_scale in fp32, and *found_nonfinite = 1 when any g[i]
+// is Inf or NaN (never cleared here: zero it once before a step's calls).
+cudaError_t UnscaleToF32(const void* g, Elem type, int64_t n, float inv_scale, float* out,
+                         int* found_nonfinite, cudaStream_t stream);
+
+}  // namespace cohort::cuda
+
+#endif  // COHORT_TRAINER_OPS_CUDA_KERNELS_H_
