@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# Runs the GPU bundle made by tools/gpu/bundle.sh on the GPU machine: gpu_info, every GPU test
+# binary, then gpu_bench and the PyTorch reference over the same configurations.
+#
+#   bash tools/gpu/run.sh [--tests-only | --bench-only] [--torch-compile] [--bundle FILE]
+#
+# From the repo root it unpacks .gpu_bundle/cohort-gpu.tar.xz; inside an unpacked bundle it uses
+# that. Results go to $OUT (a temporary folder if unset): summary.txt and results.tar.gz (gtest
+# XML and every log), two files because $OUT takes few. Every step runs under a timeout and
+# within an overall budget, so one hang cannot use up the lease; failures are recorded, not fatal.
+# Environment: GPU_RUN_MODE=all|tests|bench, RUN_BUDGET_S (540), STEP_TIMEOUT_S (300),
+# BENCH_STEPS (40), BENCH_WARMUP (10), BUNDLE (the tarball).
+# Exit status: 0 when everything ran and passed, 1 otherwise.
+set -uo pipefail
+
+mode=${GPU_RUN_MODE:-all}
+torch_compile=0
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bundle=${BUNDLE:-}
+while (($#)); do
+  case $1 in
+    --tests-only) mode=tests ;;
+    --bench-only) mode=bench ;;
+    --torch-compile) torch_compile=1 ;;
+    --bundle) bundle=$2; shift ;;
+    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+case $mode in all|tests|bench) ;; *) echo "run.sh: GPU_RUN_MODE must be all, tests or bench" >&2; exit 2 ;; esac
+
+budget=${RUN_BUDGET_S:-540}   # the device tool stops a command at 600 s
+step_timeout=${STEP_TIMEOUT_S:-300}
+bench_steps=${BENCH_STEPS:-40}
+bench_warmup=${BENCH_WARMUP:-10}
+BENCH_CONFIGS=(
+  "resnet50 128 bf16"
+  "resnet50 256 bf16"
+  "resnet56 128 bf16"
+  "resnet56 128 fp32"
+)
+
+work=$(mktemp -d /tmp/cohort-gpu.XXXXXX)
+if [[ -z ${OUT:-} ]]; then
+  OUT=$(mktemp -d /tmp/cohort-gpu-out.XXXXXX)
+  echo "OUT not set: results go to $OUT"
+fi
+mkdir -p "$OUT"
+results=$work/results
+mkdir -p "$results/tests" "$results/logs"
+steps_tsv=$results/steps.tsv   # kind, name, config, rc, seconds, log, xml
+: >"$steps_tsv"
+
+# --- summary --------------------------------------------------------------------------------
+write_summary() {
+  python3 - "$steps_tsv" "$OUT/summary.txt" <<'PY'
+import collections, os, re, sys, xml.etree.ElementTree as ET
+
+steps_tsv, summary_path = sys.argv[1], sys.argv[2]
+rows = []
+with open(steps_tsv) as f:
+    for line in f:
+        kind, name, config, rc, secs, logf, xml = line.rstrip("\n").split("\t")
+        rows.append(dict(kind=kind, name=name, config=config, rc=int(rc), secs=int(secs), log=logf, xml=xml))
+
+def status(rc):
+    return {0: "ok", -1: "not run (budget)", 124: "TIMED OUT"}.get(rc, f"FAILED rc={rc}")
+
+def tail(path, n=15):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().splitlines()[-n:]
+    except OSError:
+        return ["(no log)"]
+
+out, failed_logs = [], []
+total = collections.Counter()
+
+tools = [r for r in rows if r["kind"] == "tool"]
+failed_logs += [r for r in tools if r["rc"] != 0]
+
+tests = [r for r in rows if r["kind"] == "test"]
+if tests:
+    out.append("")
+    out.append(f"{'test binary':<48} {'pass':>5} {'fail':>5} {'skip':>5}  status")
+for r in tests:
+    c = collections.Counter()
+    note = status(r["rc"])
+    try:
+        root = ET.parse(r["xml"]).getroot()
+        for case in root.iter("testcase"):
+            if case.find("failure") is not None or case.find("error") is not None:
+                c["failed"] += 1
+            elif (case.find("skipped") is not None or case.get("result") == "skipped"
+                  or case.get("status") == "notrun"):
+                c["skipped"] += 1
+            else:
+                c["passed"] += 1
+    except (OSError, ET.ParseError):
+        note += ", no gtest XML"
+    if r["rc"] != 0 and c["failed"] == 0:
+        c["failed"] += 1  # crashed, timed out or exited non-zero without a failing case
+    if r["rc"] != 0 or c["failed"]:
+        failed_logs.append(r)
+    total.update(c)
+    out.append(f"{r['name']:<48} {c['passed']:>5} {c['failed']:>5} {c['skipped']:>5}  {note}")
+
+benches = [r for r in rows if r["kind"] == "bench"]
+bench_counts = collections.Counter()
+if benches:
+    configs = list(dict.fromkeys(r["config"] for r in benches))
+    names = list(dict.fromkeys(r["name"] for r in benches))
+    ips = {}
+    for r in benches:
+        val = None
+        if r["rc"] == 0:
+            m = re.findall(r"([0-9][0-9.,]*)\s*images/sec", "\n".join(tail(r["log"], 200)))
+            if m:
+                val = float(m[-1].replace(",", ""))
+        ips[(r["name"], r["config"])] = val if val is not None else status(r["rc"]) if r["rc"] else "no images/sec"
+        bench_counts["ok" if val is not None else "not run" if r["rc"] == -1 else "failed"] += 1
+        if val is None and r["rc"] != -1:
+            failed_logs.append(r)
+    out.append("")
+    w = {n: max(len(n), 16) for n in names}
+    out.append(f"{'images/sec':<22}" + "".join(f"  {n:>{w[n]}}" for n in names))
+    for cfg in configs:
+        cells = []
+        for n in names:
+            v = ips.get((n, cfg), "-")
+            cells.append(f"  {v:>{w[n]}.1f}" if isinstance(v, float) else f"  {v:>{w[n]}}")
+        out.append(f"{cfg:<22}" + "".join(cells))
+    # Ours against PyTorch eager where both ran.
+    ours = [n for n in names if not n.startswith("torch-")]
+    if ours and "torch-eager" in names:
+        for n in ours:
+            ratios = [f"{cfg}: {ips[(n, cfg)] / ips[('torch-eager', cfg)]:.2f}x"
+                      for cfg in configs
+                      if isinstance(ips.get((n, cfg)), float) and isinstance(ips.get(("torch-eager", cfg)), float)]
+            if ratios:
+                out.append(f"{n} / torch-eager: " + ", ".join(ratios))
+
+if failed_logs:
+    details = ["", "=== tails of failed steps' logs ==="]
+    for r in failed_logs[:6]:
+        details.append(f"--- {r['kind']} {r['name']} {r['config']} ({os.path.basename(r['log'])})")
+        details += ["    " + l for l in tail(r["log"])]
+    out = details + [""] + out
+
+out.append("")
+if tools:
+    out.append("tools: " + ", ".join(f"{r['name']} {status(r['rc'])}" for r in tools))
+if benches:
+    out.append(f"benchmarks: {bench_counts['ok']} ok, {bench_counts['failed']} failed, {bench_counts['not run']} not run")
+out.append(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
+text = "\n".join(out) + "\n"
+with open(summary_path, "w") as f:
+    f.write(text)
+print("\n=== summary ===\n" + text, end="")
+ok = (total["failed"] == 0 and all(r["rc"] == 0 for r in tools)
+      and bench_counts["failed"] == 0 and bench_counts["not run"] == 0)
+sys.exit(0 if ok else 1)
+PY
+  summary_rc=$?
+  cp "$OUT/summary.txt" "$results/summary.txt" 2>/dev/null
+}
+
+finished=0
+finish() {
+  ((finished)) && return
+  finished=1
+  write_summary
+  tar -czf "$OUT/results.tar.gz" -C "$results" . 2>/dev/null || echo "run.sh: could not write results.tar.gz" >&2
+  [[ ${KEEP_WORK:-0} == 1 ]] || rm -rf "$work"
+}
+trap finish EXIT
+trap 'echo "run.sh: interrupted" >&2; exit 130' INT TERM
+
+log() { printf '[%4ds] %s\n' "$SECONDS" "$*"; }
+# Setup failures still leave a summary that says so.
+fatal() {
+  echo "run.sh: $*" | tee "$results/logs/setup.log" >&2
+  printf 'tool\tsetup\t\t1\t0\t%s\t\n' "$results/logs/setup.log" >>"$steps_tsv"
+  exit 1
+}
+
+# --- the bundle -----------------------------------------------------------------------------
+if [[ -z $bundle && -f $here/manifest.tsv && -d $here/bin ]]; then
+  root=$here   # run.sh inside an unpacked bundle
+else
+  if [[ -z $bundle ]]; then
+    for c in "$PWD/.gpu_bundle/cohort-gpu.tar.xz" "$here/../../.gpu_bundle/cohort-gpu.tar.xz"; do
+      [[ -f $c ]] && { bundle=$c; break; }
+    done
+  fi
+  if [[ -z $bundle || ! -f $bundle ]]; then
+    fatal "no bundle found (make one with tools/gpu/bundle.sh and carry .gpu_bundle)"
+  fi
+  # Python's tarfile is the fallback where tar has no xz.
+  tar -xJf "$bundle" -C "$work" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bundle" "$work" ||
+    fatal "cannot unpack $bundle"
+  root=$work/cohort-gpu
+fi
+[[ -f $root/bundle-info.txt ]] && tee "$results/bundle-info.txt" <"$root/bundle-info.txt"
+# The checkout's copy of the PyTorch script is the newer one where both exist.
+torch_script=$here/torch_resnet_bench.py
+[[ -f $torch_script ]] || torch_script=$root/torch_resnet_bench.py
+
+# --- library path for the bundled binaries ---------------------------------------------------
+# The GPU machine's cuDNN/cuBLAS/CUDA runtime come from its pip wheels (cuDNN loads sub-libraries
+# at run time, so they must be on the search path, not just next to the binary). Python itself
+# keeps its own environment: the bundle's libraries are only for the bundled binaries.
+gpu_lib_dirs=$(python3 - <<'PY' 2>/dev/null
+import glob, importlib.util, os
+dirs = []
+def add(d):
+    if os.path.isdir(d) and d not in dirs and glob.glob(os.path.join(d, "lib*.so*")):
+        dirs.append(d)
+def spec_dirs(name):
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+for mod in ("nvidia.cudnn", "nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cuda_nvrtc", "nvidia.nvjitlink"):
+    for p in spec_dirs(mod):
+        add(os.path.join(p, "lib"))
+# CUDA 13 wheels put several libraries under nvidia/cu13/lib; search every nvidia/*/lib.
+for p in spec_dirs("nvidia"):
+    for d in sorted(glob.glob(os.path.join(p, "*", "lib")) + glob.glob(os.path.join(p, "*", "lib64"))):
+        add(d)
+for p in spec_dirs("torch"):
+    add(os.path.join(p, "lib"))
+print(":".join(dirs))
+PY
+)
+bin_ld_path=$root/lib
+# libstdc++/libgcc_s travel in lib-cxx and are used only where the machine's own are older.
+if [[ -d $root/lib-cxx ]]; then
+  use_cxx=$(python3 - "$root/lib-cxx/libstdc++.so.6" <<'PY' 2>/dev/null
+import re, subprocess, sys
+def newest(path):
+    try:
+        data = open(path, "rb").read()
+    except OSError:
+        return -1
+    return max((int(v) for v in re.findall(rb"GLIBCXX_3\.4\.(\d+)", data)), default=-1)
+system = ""
+out = ""
+for exe in ("/sbin/ldconfig", "ldconfig"):
+    try:
+        out = subprocess.run([exe, "-p"], capture_output=True, text=True).stdout
+        break
+    except OSError:
+        pass
+for line in out.splitlines():
+    if "libstdc++.so.6 " in line and "x86-64" in line:
+        system = line.split("=>")[-1].strip()
+        break
+print(1 if newest(system) < newest(sys.argv[1]) else 0)
+PY
+  )
+  [[ ${use_cxx:-1} == 1 ]] && bin_ld_path+=:$root/lib-cxx
+fi
+[[ -n $gpu_lib_dirs ]] && bin_ld_path+=:$gpu_lib_dirs
+[[ -n ${LD_LIBRARY_PATH:-} ]] && bin_ld_path+=:$LD_LIBRARY_PATH
+{
+  echo "bundled libstdc++ used: ${use_cxx:-n/a}"
+  echo "LD_LIBRARY_PATH for bundled binaries:"
+  tr ':' '\n' <<<"$bin_ld_path" | sed 's/^/  /'
+} | tee "$results/logs/environment.log"
+
+# --- steps ----------------------------------------------------------------------------------
+# run_step KIND NAME CONFIG LOG XML -- CMD...: runs CMD under a timeout cut to the budget left and
+# appends one line to steps.tsv (rc 124: timed out; rc -1: not run, the budget was spent).
+run_step() {
+  local kind=$1 name=$2 config=$3 logf=$4 xml=$5
+  shift 6
+  local left=$((budget - SECONDS - 15)) t rc start
+  if ((left < 20)); then
+    log "SKIP $kind $name${config:+ $config}: time budget spent"
+    printf '%s\t%s\t%s\t-1\t0\t%s\t%s\n' "$kind" "$name" "$config" "$logf" "$xml" >>"$steps_tsv"
+    return
+  fi
+  t=$((left < step_timeout ? left : step_timeout))
+  start=$SECONDS
+  timeout --kill-after=10 "$t" "$@" >"$logf" 2>&1
+  rc=$?
+  ((rc == 137)) && rc=124
+  log "$kind $name${config:+ $config}: rc=$rc ($((SECONDS - start)) s)$( ((rc == 124)) && echo " TIMED OUT after $t s")"
+  printf '%s\t%s\t%s\t%d\t%d\t%s\t%s\n' "$kind" "$name" "$config" "$rc" "$((SECONDS - start))" "$logf" "$xml" >>"$steps_tsv"
+}
+
+# Bundled binaries by kind, from the manifest (name, kind, label).
+names_of() { awk -F'\t' -v k="$1" '$2 == k {print $1}' "$root/manifest.tsv"; }
+
+log "nvidia-smi -L"
+timeout 30 nvidia-smi -L 2>&1 | tee "$results/logs/nvidia-smi.log" || echo "(nvidia-smi failed)"
+
+# Libraries no folder provides show up here before any test fails obscurely.
+: >"$results/logs/missing-libs.log"
+for b in "$root"/bin/*; do
+  LD_LIBRARY_PATH=$bin_ld_path ldd "$b" 2>&1 | grep 'not found' | sed "s|^|$(basename "$b"): |" >>"$results/logs/missing-libs.log"
+done
+[[ -s $results/logs/missing-libs.log ]] && { echo "missing libraries:"; cat "$results/logs/missing-libs.log"; }
+
+for t in $(names_of tool); do
+  run_step tool "$t" "" "$results/logs/$t.log" "" -- env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$t"
+  cat "$results/logs/$t.log"
+done
+
+if [[ $mode != bench ]]; then
+  export TEST_TMPDIR=$work/test_tmp
+  for t in $(names_of test); do
+    mkdir -p "$TEST_TMPDIR"
+    run_step test "$t" "" "$results/logs/$t.log" "$results/tests/$t.xml" -- \
+      env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$t" --gtest_output="xml:$results/tests/$t.xml"
+    rm -rf "$TEST_TMPDIR"
+  done
+  unset TEST_TMPDIR
+fi
+
+if [[ $mode != tests ]]; then
+  benches=$(names_of bench)
+  [[ -z $benches ]] && log "no benchmark binary in the bundle: only PyTorch runs"
+  torch_modes=(eager)
+  ((torch_compile)) && torch_modes+=(compile)
+  # Ours and PyTorch's per configuration, so a spent budget still leaves pairs to compare.
+  for c in "${BENCH_CONFIGS[@]}"; do
+    read -r model bs prec <<<"$c"
+    cfg="$model bs=$bs $prec"
+    tag="${model}_bs${bs}_${prec}"
+    for b in $benches; do
+      run_step bench "$b" "$cfg" "$results/logs/${b}_$tag.log" "" -- \
+        env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" --batch_size="$bs" \
+        --precision="$prec" --steps="$bench_steps" --warmup="$bench_warmup"
+    done
+    for m in "${torch_modes[@]}"; do
+      run_step bench "torch-$m" "$cfg" "$results/logs/torch_${m}_$tag.log" "" -- \
+        env PYTHONUNBUFFERED=1 python3 "$torch_script" --model "$model" --batch_size "$bs" \
+        --precision "$prec" --mode "$m" --steps "$bench_steps" --warmup "$bench_warmup"
+    done
+  done
+fi
+
+summary_rc=1
+finish
+exit "$summary_rc"
