@@ -1,0 +1,51 @@
+#ifndef COHORT_TRAINER_GPU_HOST_EXCHANGE_H_
+#define COHORT_TRAINER_GPU_HOST_EXCHANGE_H_
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "trainer/nn/layer.h"
+#include "trainer/ops/cuda/cuda_backend.h"
+
+namespace cohort::cuda {
+
+// Carries a GPU model's parameters to and from a kvstore on the host, which holds fp32 values
+// (the master weights) whatever the GPU stores.
+//  - Gradients leave as soon as the model's gradient-ready hook reports them: SendGradient
+//    queues, behind the backward work already on the compute stream, the cast to fp32 and then
+//    a copy into the key's pinned fp32 buffer on the copy stream, so the compute stream goes on
+//    with the next layers' backward meanwhile. HostGradient waits for that key's copy alone.
+//  - Pulled values come back the other way: the kvstore writes HostValue(key) (pinned fp32);
+//    ReceiveValue queues the copy up and the cast into the parameter on the compute stream,
+//    after the work that still reads the old value and before the next forward's.
+// Keys are indices into the parameter list (kvstore keys). Used from one thread.
+class HostExchange {
+ public:
+  HostExchange(CudaBackend* backend, std::vector<Parameter*> params);
+  ~HostExchange();
+  HostExchange(const HostExchange&) = delete;
+  HostExchange& operator=(const HostExchange&) = delete;
+
+  void SendGradient(int64_t key);
+  // The key's gradient in fp32 on the host, once SendGradient's copy has landed.
+  const Tensor& HostGradient(int64_t key);
+  // Where the kvstore writes the key's next value (free once the last upload has read it).
+  Tensor* HostValue(int64_t key);
+  void ReceiveValue(int64_t key);
+
+ private:
+  struct Slot {
+    Parameter* param;
+    Tensor device_f32;  // fp32 staging on the GPU for 16-bit parameters (empty for fp32)
+    Tensor host_grad, host_value;  // pinned fp32
+    cudaEvent_t grad_computed = nullptr, grad_copied = nullptr, value_read = nullptr;
+  };
+
+  CudaBackend* backend_;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace cohort::cuda
+
+#endif  // COHORT_TRAINER_GPU_HOST_EXCHANGE_H_

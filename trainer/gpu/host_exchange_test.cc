@@ -1,0 +1,63 @@
+#include "trainer/gpu/host_exchange.h"
+
+#include "gtest/gtest.h"
+#include "trainer/base/random.h"
+
+namespace cohort::cuda {
+namespace {
+
+Tensor RandomHost(int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  Tensor t(Shape{n});
+  for (float& v : t.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
+  return t;
+}
+
+// Gradients come down as fp32 and values go up into the parameters' dtype, for several keys in
+// flight at once, over two rounds (the buffers and events are reused).
+TEST(HostExchangeTest, GradientsComeDownAndValuesGoUp) {
+  for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    auto gpu = CudaBackend::Create({0, precision, true});
+    if (!gpu.ok()) GTEST_SKIP() << "needs a GPU: " << gpu.status();
+    const DType dtype = (*gpu)->dtype();
+    std::vector<Parameter> params(3);
+    std::vector<Parameter*> ptrs;
+    for (size_t k = 0; k < params.size(); ++k) {
+      params[k].value = Tensor(Shape{1000 + 7 * static_cast<int64_t>(k)}, dtype, (*gpu)->allocator());
+      params[k].grad = Tensor(params[k].value.shape(), dtype, (*gpu)->allocator());
+      ptrs.push_back(&params[k]);
+    }
+    HostExchange exchange(gpu->get(), ptrs);
+    for (uint64_t round = 0; round < 2; ++round) {
+      std::vector<Tensor> grads, values;
+      for (size_t k = 0; k < params.size(); ++k) {
+        grads.push_back(ConvertTo(RandomHost(params[k].grad.numel(), 10 * round + k), dtype));
+        params[k].grad.CopyFrom(grads.back());
+        exchange.SendGradient(static_cast<int64_t>(k));
+      }
+      for (size_t k = 0; k < params.size(); ++k) {
+        const Tensor& got = exchange.HostGradient(static_cast<int64_t>(k));
+        const Tensor want = ConvertTo(grads[k], DType::kF32);
+        ASSERT_EQ(got.numel(), want.numel());
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << k << " " << i;
+        }
+        values.push_back(RandomHost(got.numel(), 100 + 10 * round + k));
+        exchange.HostValue(static_cast<int64_t>(k))->CopyFrom(values.back());
+        exchange.ReceiveValue(static_cast<int64_t>(k));
+      }
+      for (size_t k = 0; k < params.size(); ++k) {
+        Tensor back(Shape{0}, dtype);
+        back.CopyFrom(params[k].value);
+        const Tensor got = ConvertTo(back, DType::kF32);
+        const Tensor want = ConvertTo(ConvertTo(values[k], dtype), DType::kF32);
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << k << " " << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cohort::cuda
