@@ -26,6 +26,7 @@ struct LossScaleOptions {
 // loss-scaled step. The single-GPU benchmark trains with it. Not thread-safe.
 class DeviceSgd {
  public:
+  // Takes the parameters' current values as the master weights: initialise or load them first.
   DeviceSgd(CudaBackend* backend, std::vector<Parameter*> params, SgdOptions options,
             LossScaleOptions loss_scale = {});
   ~DeviceSgd();

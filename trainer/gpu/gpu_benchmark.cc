@@ -31,8 +31,12 @@ absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
   const Tensor& x = gpu->ImportImages(host_images, &images);
   const Tensor& y = gpu->ImportLabels(host_labels, &labels);
 
+  float scale = 1.0f;
   auto step = [&] {
-    loss.set_gradient_scale(sgd.loss_scale());
+    if (sgd.loss_scale() != scale) {  // setting it waits for the GPU: only when it changes
+      scale = sgd.loss_scale();
+      loss.set_gradient_scale(scale);
+    }
     loss.Forward(model->Forward(Mode::kTrain, x), y);
     model->Backward(loss.Backward());
     sgd.Step(0.01f);

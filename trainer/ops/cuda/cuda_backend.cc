@@ -198,7 +198,12 @@ class ConvOp final : public Op {
         h, &kOne, p.x.get(), Ptr(in[0]), p.w.get(), w, conv_.get(), p.forward.algo,
         s_->ctx->Workspace(p.forward.workspace), p.forward.workspace, &kZero, p.y.get(),
         Ptr(out[0])));
-    if (spec_.bias) {
+    if (!spec_.bias) return;
+    const Shape& y = out[0]->shape();
+    if (s_->nhwc()) {  // channels-last: a bias row per pixel
+      COHORT_CUDA_CHECK(AddRowBias(Ptr(out[0]), Ptr(in[2]), y[0] * y[2] * y[3], y[1], s_->elem(),
+                                   s_->stream()));
+    } else {
       COHORT_CUDNN_CHECK(
           cudnnAddTensor(h, &kOne, p.bias.get(), Ptr(in[2]), &kOne, p.y.get(), Ptr(out[0])));
     }
@@ -209,8 +214,14 @@ class ConvOp final : public Op {
     cudnnHandle_t h = s_->ctx->cudnn();
     const Tensor& dy = *grad_out[0];
     if (spec_.bias && grad_in[2] != nullptr) {
-      COHORT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &kOne, p.y.get(), Ptr(&dy), &kZero,
-                                                      p.bias.get(), Ptr(grad_in[2])));
+      const Shape& y = dy.shape();
+      if (s_->nhwc()) {
+        COHORT_CUDA_CHECK(ColumnSums(Ptr(&dy), y[0] * y[2] * y[3], y[1], Ptr(grad_in[2]),
+                                     s_->elem(), s_->stream()));
+      } else {
+        COHORT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &kOne, p.y.get(), Ptr(&dy), &kZero,
+                                                        p.bias.get(), Ptr(grad_in[2])));
+      }
     }
     if (grad_in[1] != nullptr) {
       Tensor* dw = grad_in[1];
@@ -220,6 +231,7 @@ class ConvOp final : public Op {
         target = Ptr(&dw_staged_);
       }
       if (!p.found_filter) {
+        SetMath(s_->math());  // search within the precision's bound, not the forward's choice
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         int n = 0;
         COHORT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
@@ -245,6 +257,7 @@ class ConvOp final : public Op {
       // The staged weights of the Forward this Backward follows are still in place.
       const void* w = s_->nhwc() ? Ptr(&w_staged_) : Ptr(in[1]);
       if (!p.found_data) {
+        SetMath(s_->math());
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         int n = 0;
         COHORT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
@@ -409,6 +422,7 @@ class BatchNormOp final : public Op {
                       &saved_mean_, &saved_inv_std_}) {
       *t = Tensor(Shape{spec.channels}, DType::kF32, a);
     }
+    dx_scratch_ = Tensor(Shape{0}, s_->dtype, a);
     Tensor ones(Shape{spec.channels}, DType::kF32);
     for (float& v : ones.span<float>()) v = 1.0f;
     running_var_.CopyFrom(ones);
@@ -448,11 +462,13 @@ class BatchNormOp final : public Op {
     // In fp32 the parameter gradients land in place; otherwise in fp32 copies, cast after.
     void* dgamma = f32 && grad_in[1] != nullptr ? Ptr(grad_in[1]) : Ptr(&dgamma_);
     void* dbeta = f32 && grad_in[2] != nullptr ? Ptr(grad_in[2]) : Ptr(&dbeta_);
-    COHORT_CHECK(grad_in[0] != nullptr, "batch_norm: the input gradient is always computed");
+    // cuDNN always writes the input gradient; a scratch buffer takes it when nobody wants it.
+    void* dx = grad_in[0] != nullptr ? Ptr(grad_in[0]) : (dx_scratch_.Resize(in[0]->shape()),
+                                                           Ptr(&dx_scratch_));
     const void* gamma = f32 ? Ptr(in[1]) : Ptr(&gamma_);  // the Forward's fp32 copy
     COHORT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
         s_->ctx->cudnn(), train_mode_, &kOne, &kZero, &kOne, &kZero, x_.get(), Ptr(in[0]),
-        x_.get(), Ptr(grad_out[0]), x_.get(), Ptr(grad_in[0]), bn_.get(), gamma, dgamma, dbeta,
+        x_.get(), Ptr(grad_out[0]), x_.get(), dx, bn_.get(), gamma, dgamma, dbeta,
         spec_.eps, Ptr(&saved_mean_), Ptr(&saved_inv_std_)));
     if (f32) return;
     for (int k : {1, 2}) {
@@ -486,6 +502,7 @@ class BatchNormOp final : public Op {
   Tensor running_mean_, running_var_;
   Tensor gamma_, beta_, dgamma_, dbeta_;  // fp32 copies for 16-bit parameters
   Tensor saved_mean_, saved_inv_std_;     // from the training Forward, for Backward
+  Tensor dx_scratch_;
 };
 
 // ----------------------------------------------------------------------------------------
@@ -574,7 +591,18 @@ class DropoutOp final : public Op {
     host_mask_.Resize(words);
     mask_.Resize(words);
     uint8_t* host = static_cast<uint8_t*>(Ptr(&host_mask_));
-    DropoutMask(spec_, calls_++, absl::MakeSpan(host, static_cast<size_t>(n)));
+    const Shape& x = in[0]->shape();
+    if (s_->nhwc() && x.rank() == 4) {
+      // The mask is drawn in (N, C, H, W) order; channels-last memory holds it transposed.
+      nchw_mask_.resize(n);
+      DropoutMask(spec_, calls_++, absl::MakeSpan(nchw_mask_));
+      const int64_t c = x[1], hw = x[2] * x[3];
+      for (int64_t b = 0; b < x[0]; ++b)
+        for (int64_t k = 0; k < c; ++k)
+          for (int64_t p = 0; p < hw; ++p) host[(b * hw + p) * c + k] = nchw_mask_[(b * c + k) * hw + p];
+    } else {
+      DropoutMask(spec_, calls_++, absl::MakeSpan(host, static_cast<size_t>(n)));
+    }
     COHORT_CUDA_CHECK(cudaMemcpyAsync(Ptr(&mask_), host, n, cudaMemcpyHostToDevice, s_->stream()));
     COHORT_CUDA_CHECK(cudaEventRecord(mask_copied_, s_->stream()));
     COHORT_CUDA_CHECK(MaskScale(Ptr(in[0]), static_cast<const uint8_t*>(Ptr(&mask_)), Scale(),
@@ -592,6 +620,7 @@ class DropoutOp final : public Op {
   std::shared_ptr<Shared> s_;
   DropoutSpec spec_;
   uint64_t calls_ = 0;
+  std::vector<uint8_t> nchw_mask_;
   Tensor host_mask_, mask_;
   cudaEvent_t mask_copied_ = nullptr;
 };
@@ -768,13 +797,16 @@ CudaBackend::CudaBackend(std::shared_ptr<Shared> shared)
       image_staging_(Shape{0}, DType::kF32, PinnedAllocator()),
       label_staging_(Shape{0}, DType::kI32, PinnedAllocator()),
       image_upload_(Shape{0}, DType::kF32, shared_->ctx->allocator()),
-      image_nhwc_(Shape{0}, DType::kF32, shared_->ctx->allocator()) {
-  COHORT_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+      image_nhwc_(Shape{0}, DType::kF32, shared_->ctx->allocator()),
+      label_upload_(Shape{0}, DType::kI32, shared_->ctx->allocator()) {
+  for (cudaEvent_t* e : {&uploaded_, &image_consumed_, &label_consumed_}) {
+    COHORT_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  }
 }
 
 CudaBackend::~CudaBackend() {
   shared_->ctx->Synchronize();
-  cudaEventDestroy(uploaded_);
+  for (cudaEvent_t e : {uploaded_, image_consumed_, label_consumed_}) cudaEventDestroy(e);
 }
 
 DType CudaBackend::dtype() const { return shared_->dtype; }
@@ -783,12 +815,21 @@ void CudaBackend::BindCallingThread() { shared_->ctx->MakeCurrent(); }
 const CudaBackendOptions& CudaBackend::options() const { return shared_->options; }
 CudaContext* CudaBackend::context() const { return shared_->ctx.get(); }
 
-void CudaBackend::Upload(const Tensor& host, Tensor* staging, Tensor* device) {
+void CudaBackend::Upload(const Tensor& host, Tensor* staging, Tensor* device,
+                         cudaEvent_t consumed) {
   COHORT_CHECK(host.device().kind == Device::Kind::kCpu && host.dtype() == device->dtype(),
                "upload of a %s tensor on %s", std::string(DTypeName(host.dtype())).c_str(),
                host.device().ToString().c_str());
+  CudaContext& ctx = *shared_->ctx;
+  const void* before = device->raw();
   device->Resize(host.shape());
+  if (device->raw() != before) {
+    // A new block may be one the compute stream freed and still uses: start after its work.
+    COHORT_CUDA_CHECK(cudaEventRecord(consumed, ctx.stream()));
+  }
   if (host.nbytes() == 0) return;
+  // The compute stream must be done reading the last upload before this one overwrites it.
+  COHORT_CUDA_CHECK(cudaStreamWaitEvent(ctx.copy_stream(), consumed, 0));
   const void* src = host.raw();
   if (!IsPinned(src)) {
     // The previous upload must be done reading the staging buffer before it is rewritten.
@@ -797,7 +838,6 @@ void CudaBackend::Upload(const Tensor& host, Tensor* staging, Tensor* device) {
     std::memcpy(staging->raw(), src, host.nbytes());
     src = staging->raw();
   }
-  CudaContext& ctx = *shared_->ctx;
   COHORT_CUDA_CHECK(cudaMemcpyAsync(device->raw(), src, host.nbytes(), cudaMemcpyHostToDevice,
                                     ctx.copy_stream()));
   COHORT_CUDA_CHECK(cudaEventRecord(uploaded_, ctx.copy_stream()));
@@ -810,23 +850,30 @@ const Tensor& CudaBackend::ImportImages(const Tensor& images, Tensor* scratch) {
   COHORT_CHECK(x.rank() == 4 && images.dtype() == DType::kF32,
                "the GPU backend takes F32 (N, C, H, W) images, not %s %s",
                std::string(DTypeName(images.dtype())).c_str(), x.ToString().c_str());
-  Upload(images, &image_staging_, &image_upload_);
+  Upload(images, &image_staging_, &image_upload_, image_consumed_);
   scratch->Resize(x);
   const Shared& s = *shared_;
   const void* src = image_upload_.raw();
   if (s.nhwc()) {
     void* dst = s.dtype == DType::kF32 ? scratch->raw() : (image_nhwc_.Resize(x), image_nhwc_.raw());
     COHORT_CUDA_CHECK(NcsToNsc(src, x[0], x[1], x[2] * x[3], dst, Elem::kF32, s.stream()));
-    if (s.dtype == DType::kF32) return *scratch;
     src = dst;
   }
-  COHORT_CUDA_CHECK(Cast(src, Elem::kF32, scratch->raw(), s.elem(), images.numel(), s.stream()));
+  if (src != scratch->raw()) {
+    COHORT_CUDA_CHECK(Cast(src, Elem::kF32, scratch->raw(), s.elem(), images.numel(), s.stream()));
+  }
+  COHORT_CUDA_CHECK(cudaEventRecord(image_consumed_, s.stream()));
   return *scratch;
 }
 
 const Tensor& CudaBackend::ImportLabels(const Tensor& labels, Tensor* scratch) {
   if (labels.device().kind == Device::Kind::kCuda) return labels;
-  Upload(labels, &label_staging_, scratch);
+  Upload(labels, &label_staging_, &label_upload_, label_consumed_);
+  // The loss reads its own copy, so the next upload need not wait for this step's backward.
+  scratch->Resize(labels.shape());
+  COHORT_CUDA_CHECK(cudaMemcpyAsync(scratch->raw(), label_upload_.raw(), labels.nbytes(),
+                                    cudaMemcpyDeviceToDevice, shared_->stream()));
+  COHORT_CUDA_CHECK(cudaEventRecord(label_consumed_, shared_->stream()));
   return *scratch;
 }
 

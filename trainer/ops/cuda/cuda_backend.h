@@ -37,8 +37,9 @@ class CudaBackend final : public Backend {
   Allocator* allocator() const override;
   void BindCallingThread() override;
   // Host batches go up through pinned memory on the copy stream (straight from the caller's
-  // buffer when it is pinned), then are converted to the storage dtype and layout on the
-  // compute stream. Tensors already on this GPU are taken as they are.
+  // buffer when it is pinned: the caller leaves it untouched until the step's loss is read),
+  // then are converted to the storage dtype and layout on the compute stream. Tensors already
+  // on this GPU are taken as they are.
   const Tensor& ImportImages(const Tensor& images, Tensor* scratch) override;
   const Tensor& ImportLabels(const Tensor& labels, Tensor* scratch) override;
 
@@ -63,14 +64,17 @@ class CudaBackend final : public Backend {
  private:
   explicit CudaBackend(std::shared_ptr<Shared> shared);
   // Host → device on the copy stream, then the compute stream waits for it.
-  // staging: pinned, used when host is not.
-  void Upload(const Tensor& host, Tensor* staging, Tensor* device);
+  // staging: pinned, used when host is not. consumed: recorded on the compute stream once it
+  // is done with *device's last contents.
+  void Upload(const Tensor& host, Tensor* staging, Tensor* device, cudaEvent_t consumed);
 
   std::shared_ptr<Shared> shared_;
   Tensor image_staging_, label_staging_;  // pinned
   Tensor image_upload_;                   // F32 NCHW on the device
   Tensor image_nhwc_;                     // F32 NHWC, before the cast to 16 bits
+  Tensor label_upload_;                   // I32 on the device
   cudaEvent_t uploaded_ = nullptr;
+  cudaEvent_t image_consumed_ = nullptr, label_consumed_ = nullptr;
 };
 
 }  // namespace cohort::cuda

@@ -39,6 +39,10 @@ void* CachingDeviceAllocator::Allocate(size_t bytes) {
     ++stats_.cache_hits;
     return ptr;
   }
+  // cudaMalloc allocates on the calling thread's current device, which may be another GPU's.
+  int current = 0;
+  COHORT_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device_) COHORT_CUDA_CHECK(cudaSetDevice(device_));
   void* ptr = nullptr;
   cudaError_t err = cudaMalloc(&ptr, size);
   if (err == cudaErrorMemoryAllocation && !cached_.empty()) {
@@ -52,6 +56,7 @@ void* CachingDeviceAllocator::Allocate(size_t bytes) {
     cached_.clear();
     err = cudaMalloc(&ptr, size);
   }
+  if (current != device_) COHORT_CUDA_CHECK(cudaSetDevice(current));
   COHORT_CHECK(err == cudaSuccess, "cuda:%d: cannot allocate %zu bytes (%zu in use): %s", device_,
                size, stats_.bytes_in_use, cudaGetErrorString(err));
   in_use_[ptr] = size;

@@ -73,15 +73,16 @@ __global__ void CastKernel(const S* __restrict__ src, D* __restrict__ dst, int64
 }
 
 template <typename T>
-__global__ void AddKernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
-                          int64_t n) {
+// y may alias a (a gradient summed in place), so no __restrict__ here.
+__global__ void AddKernel(const T* a, const T* __restrict__ b, T* y, int64_t n) {
   COHORT_GRID_STRIDE(i, n) y[i] = FromF32<T>(ToF32(a[i]) + ToF32(b[i]));
 }
 
 template <typename T>
 __global__ void MaskScaleKernel(const T* __restrict__ x, const uint8_t* __restrict__ mask,
                                 float scale, T* __restrict__ y, int64_t n) {
-  COHORT_GRID_STRIDE(i, n) y[i] = FromF32<T>(ToF32(x[i]) * static_cast<float>(mask[i]) * scale);
+  // A select, not a product: dropped elements are 0 even where x is Inf or NaN.
+  COHORT_GRID_STRIDE(i, n) y[i] = FromF32<T>(mask[i] != 0 ? ToF32(x[i]) * scale : 0.0f);
 }
 
 // y[b] = x[b]ᵀ for `batch` row-major (rows, cols) matrices, through a shared tile so that both
