@@ -45,8 +45,39 @@ TEST(DevicesTest, RefusesWhatItCannotRunNamingTheFlag) {
     EXPECT_EQ(backends.status().code(), absl::StatusCode::kInvalidArgument) << devices;
     EXPECT_NE(backends.status().message().find("--devices="), std::string::npos);
   }
-  auto gpu = MakeDeviceBackends("gpu:0,1");
+  // One GPU per process, named by its index.
+  for (const char* devices : {"gpu:0,1", "gpu:x", "gpu:-1"}) {
+    EXPECT_EQ(MakeDeviceBackends(devices).status().code(), absl::StatusCode::kInvalidArgument)
+        << devices;
+  }
+  // A build without the GPU backend says which binary has it.
+  auto gpu = MakeDeviceBackends("gpu:0");
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(gpu.status().message().find("//trainer:train_gpu"), std::string::npos);
+  // CPUs compute in fp32.
+  auto bf16 = MakeDeviceBackends("cpu", Precision::kBf16);
+  EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bf16.status().message().find("--precision=bf16 needs a GPU"), std::string::npos);
+}
+
+// A registered factory makes the GPU backends, with the index and precision asked for.
+TEST(DevicesTest, GpuBackendsComeFromTheRegisteredFactory) {
+  int asked_index = -1;
+  Precision asked_precision = Precision::kFp32;
+  RegisterGpuBackendFactory([&](int index, Precision precision) -> absl::StatusOr<std::unique_ptr<Backend>> {
+    asked_index = index;
+    asked_precision = precision;
+    auto cpu = MakeDeviceBackends("cpu");
+    if (!cpu.ok()) return cpu.status();
+    return std::move((*cpu)[0]);
+  });
+  auto backends = MakeDeviceBackends("gpu:3", Precision::kBf16);
+  RegisterGpuBackendFactory(nullptr);
+  ASSERT_TRUE(backends.ok()) << backends.status();
+  EXPECT_EQ(backends->size(), 1u);
+  EXPECT_EQ(asked_index, 3);
+  EXPECT_EQ(asked_precision, Precision::kBf16);
+  EXPECT_EQ(MakeDeviceBackends("gpu:0").status().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -25,11 +25,24 @@ int64_t NumKeys(const std::vector<Replica>& replicas) {
 
 absl::Status InitKVStore(const Model& model, KVStore* kvstore) {
   const auto& params = model.parameters();
+  // The kvstore holds F32 host values; a device's parameters go through host copies.
   for (size_t k = 0; k < params.size(); ++k) {
-    RETURN_IF_ERROR(kvstore->Init(static_cast<int64_t>(k), params[k]->value));
+    const Tensor& value = params[k]->value;
+    if (IsHostTensorOf(value, DType::kF32)) {
+      RETURN_IF_ERROR(kvstore->Init(static_cast<int64_t>(k), value));
+    } else {
+      RETURN_IF_ERROR(kvstore->Init(static_cast<int64_t>(k), ToHost(value, DType::kF32)));
+    }
   }
   for (size_t k = 0; k < params.size(); ++k) {
-    RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k), &params[k]->value));
+    Tensor& value = params[k]->value;
+    if (IsHostTensorOf(value, DType::kF32)) {
+      RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k), &value));
+    } else {
+      Tensor host(value.shape());
+      RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k), &host));
+      value.CopyFrom(ConvertTo(host, value.dtype()));
+    }
   }
   return absl::OkStatus();
 }
@@ -52,6 +65,13 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     copied_.assign(replicas_.size(), std::vector<int64_t>(num_keys_, 0));
   }
   slices_.resize(replicas_.size());
+  if (replicas_[0].backend != nullptr) {
+    std::vector<ParameterTensors> tensors;
+    for (Parameter* p : replicas_[0].model->parameters()) tensors.push_back({&p->value, &p->grad});
+    exchange_ = replicas_[0].backend->MakeParameterExchange(std::move(tensors));
+    COHORT_CHECK(exchange_ == nullptr || num_replicas() == 1,
+                 "a replica on a device trains alone (one GPU per process)");
+  }
   if (num_replicas() > 1) {
     for (int r = 1; r < num_replicas(); ++r) {
       CopyParameters(0, r);
@@ -100,8 +120,23 @@ void StepRunner::GradientReady(int r, int64_t key) {
   }
   // Every replica is done with this gradient: nobody else touches it until the next step.
   if (num_replicas() > 1) ReduceGradient(key);
+  if (exchange_ != nullptr) exchange_->SendGradient(key);
   absl::MutexLock lock(&mu_);
-  Send(key);
+  if (exchange_ == nullptr) {
+    Send(key);
+    return;
+  }
+  moving_.push_back(key);
+  SendArrived(/*wait=*/false);
+}
+
+void StepRunner::SendArrived(bool wait) {
+  auto sent = std::remove_if(moving_.begin(), moving_.end(), [&](int64_t key) {
+    if (!wait && !exchange_->GradientArrived(key)) return false;
+    Send(key);
+    return true;
+  });
+  moving_.erase(sent, moving_.end());
 }
 
 void StepRunner::ReduceGradient(int64_t key) {
@@ -120,10 +155,12 @@ void StepRunner::Send(int64_t key) {
   if (!status_.ok()) return;
   const auto start = Clock::now();
   Parameter* p = replicas_[0].model->parameters()[key];
-  status_ = kvstore_->PushPull(key, p->grad, &p->value);
+  const Tensor& grad = exchange_ != nullptr ? exchange_->HostGradient(key) : p->grad;
+  Tensor* value = exchange_ != nullptr ? exchange_->HostValue(key) : &p->value;
+  status_ = kvstore_->PushPull(key, grad, value);
   in_flight_[key] = status_.ok();
   push_seconds_ += SecondsSince(start);
-  pushed_bytes_ += static_cast<int64_t>(p->grad.nbytes());
+  pushed_bytes_ += static_cast<int64_t>(grad.nbytes());
 }
 
 void StepRunner::Receive(int r, int64_t key) {
@@ -136,7 +173,10 @@ void StepRunner::Receive(int r, int64_t key) {
     pull_seconds_ += SecondsSince(start);
     if (!status_.ok()) return;
     ++pulls_[key];
-    pulled_bytes_ += static_cast<int64_t>(replicas_[0].model->parameters()[key]->value.nbytes());
+    // The kvstore's values are F32, whatever the replica stores.
+    pulled_bytes_ += static_cast<int64_t>(
+        replicas_[0].model->parameters()[key]->value.numel() * sizeof(float));
+    if (exchange_ != nullptr) exchange_->ReceiveValue(key);
   }
   // The kvstore wrote replica 0's value; the others copy it once per pull.
   if (r == 0 || copied_[r][key] == pulls_[key]) return;
@@ -200,6 +240,12 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     for (int64_t k = num_keys_ - 1; k >= 0; --k) {
       for (int r = 0; r < num_replicas(); ++r) GradientReady(r, k);
     }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    SendArrived(/*wait=*/true);  // the gradients still on their way from a device
+  }
+  if (!overlap_) {
     for (int64_t k = 0; k < num_keys_; ++k) {
       for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
     }

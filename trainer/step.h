@@ -35,7 +35,8 @@ struct StepResult {
   double comm_seconds() const { return push_seconds + pull_seconds; }
 };
 
-// One copy of the model on one device context, with the backend that runs it.
+// One copy of the model on one device context, with the backend that runs it (nullptr: the
+// host's default).
 struct Replica {
   Model* model;
   SoftmaxCrossEntropyLoss* loss;
@@ -54,8 +55,11 @@ struct Replica {
 // of the local batch (sizes differ by at most one); a parameter's gradients are reduced
 // locally, weighted by slice size in replica order (the gradient of the mean loss over the
 // whole local batch), and pushed once the last replica has produced its own; each replica
-// copies the pulled value before its forward needs it. The replicas start from the first
-// one's values; batch-norm running statistics are averaged across them in
+// copies the pulled value before its forward needs it. A replica on a device (a GPU) is
+// alone, and its parameters reach the kvstore through its backend's ParameterExchange: each
+// gradient starts down to the host when the hook reports it and is pushed once it has arrived
+// (checked at every later hook, waited for at the end of backward); each pulled value goes back
+// up before the forward that reads it. The replicas start from the first one's values; batch-norm running statistics are averaged across them in
 // WaitForParameters. After a step, values may still be arriving: call WaitForParameters
 // before reading the first replica's weights (evaluation, export). Installs the models' hooks
 // for its lifetime; the replicas and kvstore must outlive it.
@@ -94,6 +98,9 @@ class StepRunner {
   void AverageState();
   void CopyParameters(int from, int to);
   void CopyState(int from, int to);
+  // Pushes the gradients a device has finished moving to the host (all of them, waiting, when
+  // wait is true).
+  void SendArrived(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Seconds spent in kvstore calls so far in this step.
   double CommSecondsSoFar();
 
@@ -104,11 +111,14 @@ class StepRunner {
   std::vector<Slice> slices_;
   std::unique_ptr<ThreadTeam> team_;  // several replicas: one thread each
   absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
+  // The first replica's way to the host kvstore when it lives on a device (else nullptr).
+  std::unique_ptr<ParameterExchange> exchange_;
 
   // Serialises the kvstore (one caller at a time) and the exchange's bookkeeping.
   absl::Mutex mu_;
   std::vector<char> in_flight_ ABSL_GUARDED_BY(mu_);  // by key
   std::vector<int> gradients_ready_ ABSL_GUARDED_BY(mu_);  // by key: replicas done this step
+  std::vector<int64_t> moving_ ABSL_GUARDED_BY(mu_);  // keys on their way down from a device
   // By key: how many values were pulled, and per replica how many it has copied.
   std::vector<int64_t> pulls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<int64_t>> copied_ ABSL_GUARDED_BY(mu_);

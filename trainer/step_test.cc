@@ -102,26 +102,97 @@ class SlowWaitKVStore : public KVStore {
   const absl::Duration wait_;
 };
 
+// A device's exchange, played on the host: gradients are copied to host buffers and arrive only
+// at the second look, values are copied back. Counts what it moved.
+class HostCopyExchange final : public ParameterExchange {
+ public:
+  explicit HostCopyExchange(std::vector<ParameterTensors> params) : params_(std::move(params)) {
+    for (const ParameterTensors& p : params_) {
+      grads_.emplace_back(p.grad->shape());
+      values_.emplace_back(p.value->shape());
+    }
+    looks_.assign(params_.size(), 0);
+  }
+  void SendGradient(int64_t key) override {
+    grads_[key].CopyFrom(*params_[key].grad);
+    looks_[key] = 0;
+    ++sent;
+  }
+  bool GradientArrived(int64_t key) override { return ++looks_[key] > 1; }
+  const Tensor& HostGradient(int64_t key) override { return grads_[key]; }
+  Tensor* HostValue(int64_t key) override { return &values_[key]; }
+  void ReceiveValue(int64_t key) override {
+    params_[key].value->CopyFrom(values_[key]);
+    ++received;
+  }
+  int sent = 0, received = 0;
+
+ private:
+  std::vector<ParameterTensors> params_;
+  std::vector<Tensor> grads_, values_;
+  std::vector<int> looks_;
+};
+
+// The CPU backend, but with its parameters kept apart from the kvstore as a device's are.
+class ExchangingBackend final : public Backend {
+ public:
+  explicit ExchangingBackend(Backend* inner) : inner_(inner) {}
+  absl::string_view name() const override { return inner_->name(); }
+  DType dtype() const override { return inner_->dtype(); }
+  std::unique_ptr<ParameterExchange> MakeParameterExchange(
+      std::vector<ParameterTensors> params) override {
+    auto exchange = std::make_unique<HostCopyExchange>(std::move(params));
+    made = exchange.get();
+    return exchange;
+  }
+  std::unique_ptr<Op> Conv2d(const Conv2dSpec& s) override { return inner_->Conv2d(s); }
+  std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& s) override { return inner_->MaxPool2d(s); }
+  std::unique_ptr<Op> AvgPool2d(const Pool2dSpec& s) override { return inner_->AvgPool2d(s); }
+  std::unique_ptr<Op> GlobalAvgPool() override { return inner_->GlobalAvgPool(); }
+  std::unique_ptr<Op> BatchNorm(const BatchNormSpec& s) override { return inner_->BatchNorm(s); }
+  std::unique_ptr<Op> Add() override { return inner_->Add(); }
+  std::unique_ptr<Op> Dropout(const DropoutSpec& s) override { return inner_->Dropout(s); }
+  std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& s) override {
+    return inner_->SubsamplePad(s);
+  }
+  std::unique_ptr<Op> Relu() override { return inner_->Relu(); }
+  std::unique_ptr<Op> Linear() override { return inner_->Linear(); }
+  std::unique_ptr<Op> SoftmaxCrossEntropy() override { return inner_->SoftmaxCrossEntropy(); }
+  HostCopyExchange* made = nullptr;
+
+ private:
+  Backend* inner_;
+};
+
 // Trains `model` on every batch with the local kvstore (SGD with momentum and weight decay)
-// over the device contexts `devices` names.
+// over the device contexts `devices` names (with exchange, through an ExchangingBackend).
 absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& devices,
                               const std::vector<Batch>& batches, bool overlap,
-                              absl::Duration wait = absl::ZeroDuration()) {
+                              absl::Duration wait = absl::ZeroDuration(),
+                              ExchangingBackend** exchange = nullptr) {
   auto backends = MakeDeviceBackends(devices);
   if (!backends.ok()) return backends.status();
+  if (exchange != nullptr) {
+    backends->push_back(std::make_unique<ExchangingBackend>((*backends)[0].get()));
+    *exchange = static_cast<ExchangingBackend*>(backends->back().get());
+  }
   std::vector<std::unique_ptr<Model>> models;
   std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
   std::vector<Replica> replicas;
-  for (auto& backend : *backends) {
+  for (auto& owned : *backends) {
+    Backend* backend = owned.get();
+    if (exchange != nullptr) {
+      if (backend != *exchange) continue;  // the wrapped one serves through the wrapper
+    }
     auto model = model_name == "conv_bn"
-                     ? ConvBnNet(backend.get())
-                     : BuildModel(model_name, backend.get(), Shape{1, 28, 28}, kClasses);
+                     ? ConvBnNet(backend)
+                     : BuildModel(model_name, backend, Shape{1, 28, 28}, kClasses);
     if (!model.ok()) return model.status();
     models.push_back(std::move(*model));
     // Replicas other than the first start from other weights: the runner must copy them.
     models.back()->InitParameters(42 + models.size() - 1);
-    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
-    replicas.push_back({models.back().get(), losses.back().get(), backend.get()});
+    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend));
+    replicas.push_back({models.back().get(), losses.back().get(), backend});
   }
   auto local = CreateKVStore("local");
   if (!local.ok()) return local.status();
@@ -230,6 +301,29 @@ TEST_P(StepTimingTest, ReportsPhasesAndBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Overlap, StepTimingTest, ::testing::Bool());
+
+class ExchangeTest : public ::testing::TestWithParam<bool> {};  // overlap or not
+
+// Parameters kept apart from the kvstore (a GPU's) train exactly as host parameters do: every
+// gradient goes down and every value comes back once per step, late arrivals included.
+TEST_P(ExchangeTest, TrainsAsTheHostParametersDo) {
+  std::vector<Batch> batches = MakeBatches(16);
+  batches.resize(4);
+  auto direct = Train("lenet", "cpu", batches, GetParam());
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  ExchangingBackend* exchanging = nullptr;
+  auto exchanged = Train("lenet", "cpu", batches, GetParam(), absl::ZeroDuration(), &exchanging);
+  ASSERT_TRUE(exchanged.ok()) << exchanged.status();
+  ASSERT_NE(exchanging->made, nullptr);
+  EXPECT_EQ(exchanged->parameters[0], direct->parameters[0]);
+  EXPECT_EQ(exchanged->last_loss, direct->last_loss);
+  const int keys = static_cast<int>(direct->parameters[0].size());
+  EXPECT_EQ(exchanging->made->sent, 4 * keys);
+  EXPECT_EQ(exchanging->made->received, 4 * keys);
+  EXPECT_EQ(exchanged->steps.back().pushed_bytes, direct->steps.back().pushed_bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, ExchangeTest, ::testing::Bool());
 
 TEST(StepRunnerTest, RefusesABatchSmallerThanTheContexts) {
   const std::vector<Batch> batches = MakeBatches(1);

@@ -41,6 +41,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                  : absl::InvalidArgumentError(absl::StrCat("--", flag, "=", v, ": must be > 0"));
   };
   RETURN_IF_ERROR(positive("batch_size", o.batch_size));
+  RETURN_IF_ERROR(ParsePrecision(o.precision).status());
   RETURN_IF_ERROR(positive("epochs", o.epochs));
   RETURN_IF_ERROR(positive("lr", o.lr));
   RETURN_IF_ERROR(positive("log_interval", o.log_interval));
@@ -76,8 +77,9 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
                                   std::ostream& out, TrainingObserver* observer) {
   RETURN_IF_ERROR(ValidateTrainOptions(options));
+  ASSIGN_OR_RETURN(const Precision precision, ParsePrecision(options.precision));
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Backend>> backends,
-                   MakeDeviceBackends(options.devices));
+                   MakeDeviceBackends(options.devices, precision));
   if (options.batch_size < static_cast<int64_t>(backends.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--batch_size=", options.batch_size, " cannot be split over the ", backends.size(),
@@ -159,12 +161,12 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
     out << absl::StrFormat(
         "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d x %d "
         "worker(s), %d epochs, %s, lr %g %s (warm-up %g epochs), augment %s, kvstore %s, "
-        "backend %s on %s, %d hardware threads\n",
+        "backend %s on %s (%s), %d hardware threads\n",
         options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
         model->num_parameter_elements(), options.batch_size, num_workers, options.epochs,
         options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
         options.augment, kvstore->type(), backends[0]->name(), options.devices,
-        std::thread::hardware_concurrency());
+        options.precision, std::thread::hardware_concurrency());
     progress.Header();
   }
 

@@ -33,7 +33,8 @@ struct TrainOptions {
   uint64_t seed = 42;
   int64_t log_interval = 100;  // steps between progress rows
   std::string output = "model.safetensors";  // empty: don't write the model
-  std::string devices = "cpu";  // cpu | cpu:N (the local batch split over N contexts)
+  std::string devices = "cpu";  // cpu | cpu:N (the local batch split over N contexts) | gpu:I
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (GPUs)
   // Push each gradient as backward produces it and wait for each layer's values only before
   // its forward (false: push everything after backward, then wait for everything).
   bool overlap = true;

@@ -47,8 +47,11 @@
   ABSL_FLAG(std::string, output, cohort::TrainOptions().output,                                  \
             "where to write the trained model (safetensors); empty: don't");                     \
   ABSL_FLAG(std::string, devices, cohort::TrainOptions().devices,                                \
-            "compute devices: cpu, or cpu:N to split the local batch over N device contexts "    \
-            "(alias --gpus)");                                                                   \
+            "compute devices: cpu, cpu:N to split the local batch over N device contexts, or "   \
+            "gpu:I (one GPU; builds with the GPU backend: //trainer:train_gpu) (alias --gpus)");  \
+  ABSL_FLAG(std::string, precision, cohort::TrainOptions().precision,                            \
+            "what a GPU computes in: fp32, tf32, bf16 or fp16 (fp32 master weights in the "      \
+            "kvstore; CPUs: fp32)");                                                             \
   ABSL_FLAG(bool, overlap, cohort::TrainOptions().overlap,                                       \
             "overlap communication with computation: push each gradient as backward produces "   \
             "it, wait for each layer's values just before its forward (--nooverlap: push all "   \
@@ -74,6 +77,7 @@ ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(int64_t, log_interval);
 ABSL_DECLARE_FLAG(std::string, output);
 ABSL_DECLARE_FLAG(std::string, devices);
+ABSL_DECLARE_FLAG(std::string, precision);
 ABSL_DECLARE_FLAG(bool, overlap);
 ABSL_DECLARE_FLAG(std::string, log_json);
 

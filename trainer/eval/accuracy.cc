@@ -31,7 +31,12 @@ Accuracy Evaluate(Model* model, const ImageDataset& data, const Normalization& n
     indices.resize(static_cast<size_t>(std::min(batch, data.size() - start)));
     std::iota(indices.begin(), indices.end(), start);
     GatherBatch(data, indices, norm, &images, &labels);
-    CountTopK(model->Forward(Mode::kEval, images), labels, &acc);
+    const Tensor& logits = model->Forward(Mode::kEval, images);
+    if (IsHostTensorOf(logits, DType::kF32)) {
+      CountTopK(logits, labels, &acc);
+    } else {
+      CountTopK(ToHost(logits, DType::kF32), labels, &acc);
+    }
   }
   return acc;
 }

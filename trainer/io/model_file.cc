@@ -11,8 +11,19 @@ namespace cohort {
 
 absl::Status SaveModel(const Model& model, const std::map<std::string, std::string>& extra_metadata,
                        const std::string& path) {
+  const std::vector<StateTensor> exported = model.ExportedTensors();
+  // Tensors on a device or in 16 bits are written as F32 host copies.
+  std::vector<Tensor> copies;
+  copies.reserve(exported.size());
   std::vector<NamedTensor> tensors;
-  for (const StateTensor& t : model.ExportedTensors()) tensors.push_back({t.name, t.value});
+  for (const StateTensor& t : exported) {
+    const Tensor* value = t.value;
+    if (!IsHostTensorOf(*value, DType::kF32)) {
+      copies.push_back(ToHost(*value, DType::kF32));
+      value = &copies.back();
+    }
+    tensors.push_back({t.name, value});
+  }
   std::map<std::string, std::string> metadata = extra_metadata;
   metadata["model"] = model.name();
   metadata["input_shape"] = absl::StrCat("[", absl::StrJoin(model.input_shape().dims(), ","), "]");

@@ -123,6 +123,13 @@ void Tensor::CopyFrom(const Tensor& src) {
   via->Copy(data_, src.data_, nbytes());
 }
 
+Tensor ToHost(const Tensor& t, DType dtype) {
+  if (t.device().kind == Device::Kind::kCpu) return ConvertTo(t, dtype);
+  Tensor host(Shape{0}, t.dtype());
+  host.CopyFrom(t);
+  return t.dtype() == dtype ? std::move(host) : ConvertTo(host, dtype);
+}
+
 uint16_t FloatToBf16(float v) {
   uint32_t x;
   std::memcpy(&x, &v, 4);

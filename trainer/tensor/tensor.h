@@ -144,6 +144,15 @@ void CopyRows(const Tensor& src, int64_t first, int64_t n, Tensor* dst);
 // even), e.g. for tests comparing backends and parameter initialisation.
 Tensor ConvertTo(const Tensor& src, DType dtype);
 
+// Whether t lives on the host and holds dtype (usable as it is where host data is needed).
+inline bool IsHostTensorOf(const Tensor& t, DType dtype) {
+  return t.device().kind == Device::Kind::kCpu && t.dtype() == dtype;
+}
+
+// t on the host in the given dtype: a copy off its device when it lives on one, then
+// converted (ConvertTo) when the dtypes differ.
+Tensor ToHost(const Tensor& t, DType dtype);
+
 // One value in the 16-bit float formats' bits (round to nearest even) and back.
 uint16_t FloatToBf16(float v);
 float Bf16ToFloat(uint16_t bits);

@@ -134,6 +134,10 @@ TEST(TensorTest, DeviceCopiesGoThroughTheDeviceAllocator) {
   back.CopyFrom(on_device);
   EXPECT_EQ(device.copies, 2);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(back.data<float>()[i], i + 0.5f);
+  const Tensor as_double = ToHost(on_device, DType::kF64);
+  EXPECT_EQ(device.copies, 3);
+  EXPECT_EQ(as_double.device().kind, Device::Kind::kCpu);
+  EXPECT_EQ(as_double.data<double>()[3], 3.5);
   on_device.SetZero();
   EXPECT_EQ(device.zeros, 1);
   back.CopyFrom(on_device);

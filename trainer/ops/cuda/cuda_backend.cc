@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/ops/cuda/cuda_check.h"
+#include "trainer/ops/cuda/host_exchange.h"
 #include "trainer/ops/cuda/kernels.h"
 
 namespace cohort::cuda {
@@ -875,6 +876,11 @@ const Tensor& CudaBackend::ImportLabels(const Tensor& labels, Tensor* scratch) {
                                     cudaMemcpyDeviceToDevice, shared_->stream()));
   COHORT_CUDA_CHECK(cudaEventRecord(label_consumed_, shared_->stream()));
   return *scratch;
+}
+
+std::unique_ptr<ParameterExchange> CudaBackend::MakeParameterExchange(
+    std::vector<ParameterTensors> params) {
+  return std::make_unique<HostExchange>(shared_->ctx.get(), std::move(params));
 }
 
 std::unique_ptr<Op> CudaBackend::Conv2d(const Conv2dSpec& spec) {

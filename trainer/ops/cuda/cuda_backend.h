@@ -42,6 +42,9 @@ class CudaBackend final : public Backend {
   // on this GPU are taken as they are.
   const Tensor& ImportImages(const Tensor& images, Tensor* scratch) override;
   const Tensor& ImportLabels(const Tensor& labels, Tensor* scratch) override;
+  // A HostExchange: gradients leave through pinned fp32 buffers as they are ready.
+  std::unique_ptr<ParameterExchange> MakeParameterExchange(
+      std::vector<ParameterTensors> params) override;
 
   std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) override;
   std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) override;

@@ -1,4 +1,4 @@
-#include "trainer/gpu/host_exchange.h"
+#include "trainer/ops/cuda/host_exchange.h"
 
 #include "trainer/ops/cuda/cuda_check.h"
 #include "trainer/ops/cuda/kernels.h"
@@ -18,28 +18,27 @@ cudaEvent_t NewEvent() {
 
 }  // namespace
 
-HostExchange::HostExchange(CudaBackend* backend, std::vector<Parameter*> params)
-    : backend_(backend) {
-  for (Parameter* p : params) {
-    const Shape& shape = p->value.shape();
+HostExchange::HostExchange(CudaContext* ctx, std::vector<ParameterTensors> params) : ctx_(ctx) {
+  for (const ParameterTensors& p : params) {
+    const Shape& shape = p.value->shape();
     Slot s{p,
-           Tensor(p->value.dtype() == DType::kF32 ? Shape{0} : shape, DType::kF32,
-                  backend->allocator()),
+           Tensor(p.value->dtype() == DType::kF32 ? Shape{0} : shape, DType::kF32,
+                  ctx->allocator()),
            Tensor(shape, DType::kF32, PinnedAllocator()),
            Tensor(shape, DType::kF32, PinnedAllocator()),
            NewEvent(),
            NewEvent(),
            NewEvent()};
     // Recorded once so the first waits on them return at once.
-    COHORT_CUDA_CHECK(cudaEventRecord(s.grad_copied, backend->context()->copy_stream()));
-    COHORT_CUDA_CHECK(cudaEventRecord(s.value_read, backend->context()->stream()));
+    COHORT_CUDA_CHECK(cudaEventRecord(s.grad_copied, ctx->copy_stream()));
+    COHORT_CUDA_CHECK(cudaEventRecord(s.value_read, ctx->stream()));
     slots_.push_back(std::move(s));
   }
 }
 
 HostExchange::~HostExchange() {
-  backend_->context()->Synchronize();
-  COHORT_CUDA_CHECK(cudaStreamSynchronize(backend_->context()->copy_stream()));
+  ctx_->Synchronize();
+  COHORT_CUDA_CHECK(cudaStreamSynchronize(ctx_->copy_stream()));
   for (Slot& s : slots_) {
     cudaEventDestroy(s.grad_computed);
     cudaEventDestroy(s.grad_copied);
@@ -49,8 +48,8 @@ HostExchange::~HostExchange() {
 
 void HostExchange::SendGradient(int64_t key) {
   Slot& s = slots_[key];
-  const CudaContext& ctx = *backend_->context();
-  const Tensor& grad = s.param->grad;
+  const CudaContext& ctx = *ctx_;
+  const Tensor& grad = *s.param.grad;
   const void* src = grad.raw();
   if (!s.device_f32.empty()) {
     // The staging buffer is free: the last value upload through it is ordered before this on
@@ -64,6 +63,13 @@ void HostExchange::SendGradient(int64_t key) {
   COHORT_CUDA_CHECK(cudaMemcpyAsync(s.host_grad.raw(), src, s.host_grad.nbytes(),
                                     cudaMemcpyDeviceToHost, ctx.copy_stream()));
   COHORT_CUDA_CHECK(cudaEventRecord(s.grad_copied, ctx.copy_stream()));
+}
+
+bool HostExchange::GradientArrived(int64_t key) {
+  const cudaError_t status = cudaEventQuery(slots_[key].grad_copied);
+  if (status == cudaErrorNotReady) return false;
+  COHORT_CUDA_CHECK(status);
+  return true;
 }
 
 const Tensor& HostExchange::HostGradient(int64_t key) {
@@ -80,8 +86,8 @@ Tensor* HostExchange::HostValue(int64_t key) {
 
 void HostExchange::ReceiveValue(int64_t key) {
   Slot& s = slots_[key];
-  const CudaContext& ctx = *backend_->context();
-  Tensor& value = s.param->value;
+  const CudaContext& ctx = *ctx_;
+  Tensor& value = *s.param.value;
   // The 16-bit staging buffer must not be overwritten before the gradient copy has read it.
   COHORT_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(), s.grad_copied, 0));
   void* dst = s.device_f32.empty() ? value.raw() : s.device_f32.raw();

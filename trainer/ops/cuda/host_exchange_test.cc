@@ -1,7 +1,8 @@
-#include "trainer/gpu/host_exchange.h"
+#include "trainer/ops/cuda/host_exchange.h"
 
 #include "gtest/gtest.h"
 #include "trainer/base/random.h"
+#include "trainer/ops/cuda/cuda_backend.h"
 
 namespace cohort::cuda {
 namespace {
@@ -20,14 +21,19 @@ TEST(HostExchangeTest, GradientsComeDownAndValuesGoUp) {
     auto gpu = CudaBackend::Create({0, precision, true});
     if (!gpu.ok()) GTEST_SKIP() << "needs a GPU: " << gpu.status();
     const DType dtype = (*gpu)->dtype();
-    std::vector<Parameter> params(3);
-    std::vector<Parameter*> ptrs;
+    struct Param {
+      Tensor value, grad;
+    };
+    std::vector<Param> params(3);
+    std::vector<ParameterTensors> ptrs;
     for (size_t k = 0; k < params.size(); ++k) {
       params[k].value = Tensor(Shape{1000 + 7 * static_cast<int64_t>(k)}, dtype, (*gpu)->allocator());
       params[k].grad = Tensor(params[k].value.shape(), dtype, (*gpu)->allocator());
-      ptrs.push_back(&params[k]);
+      ptrs.push_back({&params[k].value, &params[k].grad});
     }
-    HostExchange exchange(gpu->get(), ptrs);
+    auto exchange_ptr = (*gpu)->MakeParameterExchange(ptrs);
+    ASSERT_NE(exchange_ptr, nullptr);
+    ParameterExchange& exchange = *exchange_ptr;
     for (uint64_t round = 0; round < 2; ++round) {
       std::vector<Tensor> grads, values;
       for (size_t k = 0; k < params.size(); ++k) {
@@ -35,8 +41,10 @@ TEST(HostExchangeTest, GradientsComeDownAndValuesGoUp) {
         params[k].grad.CopyFrom(grads.back());
         exchange.SendGradient(static_cast<int64_t>(k));
       }
+      (*gpu)->context()->Synchronize();
       for (size_t k = 0; k < params.size(); ++k) {
         const Tensor& got = exchange.HostGradient(static_cast<int64_t>(k));
+        EXPECT_TRUE(exchange.GradientArrived(static_cast<int64_t>(k)));
         const Tensor want = ConvertTo(grads[k], DType::kF32);
         ASSERT_EQ(got.numel(), want.numel());
         for (int64_t i = 0; i < got.numel(); ++i) {

@@ -1,12 +1,12 @@
-#ifndef COHORT_TRAINER_GPU_HOST_EXCHANGE_H_
-#define COHORT_TRAINER_GPU_HOST_EXCHANGE_H_
+#ifndef COHORT_TRAINER_OPS_CUDA_HOST_EXCHANGE_H_
+#define COHORT_TRAINER_OPS_CUDA_HOST_EXCHANGE_H_
 
 #include <cuda_runtime.h>
 
 #include <vector>
 
-#include "trainer/nn/layer.h"
-#include "trainer/ops/cuda/cuda_backend.h"
+#include "trainer/ops/cuda/cuda_context.h"
+#include "trainer/ops/op.h"
 
 namespace cohort::cuda {
 
@@ -20,32 +20,34 @@ namespace cohort::cuda {
 //    ReceiveValue queues the copy up and the cast into the parameter on the compute stream,
 //    after the work that still reads the old value and before the next forward's.
 // Keys are indices into the parameter list (kvstore keys). Used from one thread.
-class HostExchange {
+class HostExchange final : public ParameterExchange {
  public:
-  HostExchange(CudaBackend* backend, std::vector<Parameter*> params);
-  ~HostExchange();
+  // ctx: the GPU context of the backend the parameters belong to.
+  HostExchange(CudaContext* ctx, std::vector<ParameterTensors> params);
+  ~HostExchange() override;
   HostExchange(const HostExchange&) = delete;
   HostExchange& operator=(const HostExchange&) = delete;
 
-  void SendGradient(int64_t key);
+  void SendGradient(int64_t key) override;
+  bool GradientArrived(int64_t key) override;
   // The key's gradient in fp32 on the host, once SendGradient's copy has landed.
-  const Tensor& HostGradient(int64_t key);
+  const Tensor& HostGradient(int64_t key) override;
   // Where the kvstore writes the key's next value (free once the last upload has read it).
-  Tensor* HostValue(int64_t key);
-  void ReceiveValue(int64_t key);
+  Tensor* HostValue(int64_t key) override;
+  void ReceiveValue(int64_t key) override;
 
  private:
   struct Slot {
-    Parameter* param;
+    ParameterTensors param;
     Tensor device_f32;  // fp32 staging on the GPU for 16-bit parameters (empty for fp32)
     Tensor host_grad, host_value;  // pinned fp32
     cudaEvent_t grad_computed = nullptr, grad_copied = nullptr, value_read = nullptr;
   };
 
-  CudaBackend* backend_;
+  CudaContext* ctx_;
   std::vector<Slot> slots_;
 };
 
 }  // namespace cohort::cuda
 
-#endif  // COHORT_TRAINER_GPU_HOST_EXCHANGE_H_
+#endif  // COHORT_TRAINER_OPS_CUDA_HOST_EXCHANGE_H_

@@ -1,0 +1,18 @@
+// Linked into the binaries that train on GPUs (//trainer:train_gpu): registers the cuDNN/cuBLAS
+// backend for --devices=gpu:I, channels-last.
+
+#include "trainer/devices.h"
+#include "trainer/ops/cuda/cuda_backend.h"
+
+namespace cohort {
+namespace {
+
+const bool kRegistered = RegisterGpuBackendFactory(
+    [](int index, Precision precision) -> absl::StatusOr<std::unique_ptr<Backend>> {
+      auto gpu = cuda::CudaBackend::Create({index, precision, /*channels_last=*/true});
+      if (!gpu.ok()) return gpu.status();
+      return std::unique_ptr<Backend>(std::move(*gpu));
+    });
+
+}  // namespace
+}  // namespace cohort
