@@ -222,6 +222,12 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     pushed_bytes_ = pulled_bytes_ = 0;
     for (int& ready : gradients_ready_) ready = 0;
   }
+  if (exchange_ != nullptr) {
+    if (const float scale = exchange_->BeginStep(); scale != gradient_scale_) {
+      replicas_[0].loss->set_gradient_scale(scale);
+      gradient_scale_ = scale;
+    }
+  }
   if (num_replicas() == 1) {
     slices_[0].weight = 1;
     RunReplica(0, images, labels);

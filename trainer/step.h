@@ -113,6 +113,7 @@ class StepRunner {
   absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
   // The first replica's way to the host kvstore when it lives on a device (else nullptr).
   std::unique_ptr<ParameterExchange> exchange_;
+  float gradient_scale_ = 1.0f;  // what the first replica's loss gradient is multiplied by
 
   // Serialises the kvstore (one caller at a time) and the exchange's bookkeeping.
   absl::Mutex mu_;

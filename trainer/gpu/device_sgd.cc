@@ -1,16 +1,11 @@
 #include "trainer/gpu/device_sgd.h"
 
 #include "trainer/ops/cuda/cuda_check.h"
-#include "trainer/ops/cuda/kernels.h"
+#include "trainer/ops/cuda/elem_of.h"
 #include "trainer/ops/cuda/sgd_update.h"
 
 namespace cohort::cuda {
 namespace {
-
-Elem ElemOf(DType dtype) {
-  return dtype == DType::kBF16 ? Elem::kBF16 : dtype == DType::kF16 ? Elem::kF16 : Elem::kF32;
-}
-
 float* F32(Tensor& t) { return static_cast<float*>(t.raw()); }
 
 }  // namespace
@@ -19,8 +14,7 @@ DeviceSgd::DeviceSgd(CudaBackend* backend, std::vector<Parameter*> params, SgdOp
                      LossScaleOptions loss_scale)
     : backend_(backend),
       options_(options),
-      loss_scale_(loss_scale),
-      scale_(loss_scale.enabled ? loss_scale.initial_scale : 1.0f),
+      scaler_(loss_scale),
       overflow_(Shape{1}, DType::kI32, backend->allocator()),
       host_overflow_(Shape{1}, DType::kI32, PinnedAllocator()) {
   Allocator* a = backend->allocator();
@@ -45,31 +39,25 @@ DeviceSgd::~DeviceSgd() { backend_->context()->Synchronize(); }
 bool DeviceSgd::Step(float lr) {
   cudaStream_t stream = backend_->context()->stream();
   int* overflow = static_cast<int*>(overflow_.raw());
-  if (loss_scale_.enabled) COHORT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), stream));
+  if (scaler_.enabled()) COHORT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), stream));
   for (Slot& s : slots_) {
     if (s.grad.empty()) continue;
     const Tensor& g = s.param->grad;
-    if (loss_scale_.enabled) {
-      COHORT_CUDA_CHECK(UnscaleToF32(g.raw(), ElemOf(g.dtype()), g.numel(), 1.0f / scale_,
+    if (scaler_.enabled()) {
+      COHORT_CUDA_CHECK(UnscaleToF32(g.raw(), ElemOf(g.dtype()), g.numel(), 1.0f / scaler_.scale(),
                                      F32(s.grad), overflow, stream));
     } else {
       COHORT_CUDA_CHECK(
           Cast(g.raw(), ElemOf(g.dtype()), s.grad.raw(), Elem::kF32, g.numel(), stream));
     }
   }
-  if (loss_scale_.enabled) {
+  if (scaler_.enabled()) {
     COHORT_CUDA_CHECK(cudaMemcpyAsync(host_overflow_.raw(), overflow, sizeof(int),
                                       cudaMemcpyDeviceToHost, stream));
     COHORT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (host_overflow_.data<int32_t>()[0] != 0) {
-      scale_ /= 2;
-      clean_steps_ = 0;
-      return false;
-    }
-    if (++clean_steps_ == loss_scale_.growth_interval) {
-      scale_ *= 2;
-      clean_steps_ = 0;
-    }
+    const bool overflow = host_overflow_.data<int32_t>()[0] != 0;
+    scaler_.Update(overflow);
+    if (overflow) return false;
   }
   for (Slot& s : slots_) {
     Tensor& w = s.param->value;

@@ -4,24 +4,17 @@
 #include <vector>
 
 #include "trainer/nn/layer.h"
+#include "trainer/ops/loss_scaler.h"
 #include "trainer/ops/cuda/cuda_backend.h"
 #include "trainer/optim/optimizer.h"
 
 namespace cohort::cuda {
 
-// Dynamic loss scaling for fp16 (as PyTorch's GradScaler): the loss gradient is multiplied by
-// the scale so small gradients survive fp16; a step whose gradients overflow is skipped and the
-// scale halved, and after growth_interval clean steps in a row it doubles.
-struct LossScaleOptions {
-  bool enabled = false;
-  float initial_scale = 65536.0f;
-  int growth_interval = 2000;
-};
-
 // SGD with momentum (trainer/optim's formula) run where the parameters live, on the GPU, with
 // fp32 master weights and momentum: fp32 parameters are their own master; 16-bit ones are
 // refreshed from theirs after every update, so rounding never accumulates in the weights.
-// Gradients are taken in fp32 (unscaled and checked when loss scaling is on). Everything is
+// Gradients are taken in fp32 (unscaled and checked when loss scaling is on: a step with an
+// Inf or NaN is skipped). Everything is
 // queued on the backend's compute stream without waiting, except the overflow check of a
 // loss-scaled step. The single-GPU benchmark trains with it. Not thread-safe.
 class DeviceSgd {
@@ -37,7 +30,7 @@ class DeviceSgd {
   // skipped because a gradient overflowed.
   bool Step(float lr);
   // What the loss gradient must be multiplied by for the next step (1 without loss scaling).
-  float loss_scale() const { return scale_; }
+  float loss_scale() const { return scaler_.scale(); }
 
  private:
   struct Slot {
@@ -49,10 +42,8 @@ class DeviceSgd {
 
   CudaBackend* backend_;
   SgdOptions options_;
-  LossScaleOptions loss_scale_;
+  LossScaler scaler_;
   std::vector<Slot> slots_;
-  float scale_;
-  int clean_steps_ = 0;
   Tensor overflow_;       // one int on the device
   Tensor host_overflow_;  // and its pinned copy
 };

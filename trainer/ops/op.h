@@ -87,6 +87,9 @@ struct Pool2dSpec {
 class ParameterExchange {
  public:
   virtual ~ParameterExchange() = default;
+  // Called before each step: returns what the loss gradient is multiplied by in this step
+  // (fp16 loss scaling; 1 otherwise), having taken in what the last step's gradients showed.
+  virtual float BeginStep() { return 1.0f; }
   // The key's gradient is final on the device: start moving it to the host.
   virtual void SendGradient(int64_t key) = 0;
   // Whether that move is done, without waiting.

@@ -7,7 +7,7 @@
 #include "trainer/base/status_macros.h"
 #include "trainer/ops/cuda/cuda_check.h"
 #include "trainer/ops/cuda/host_exchange.h"
-#include "trainer/ops/cuda/kernels.h"
+#include "trainer/ops/cuda/elem_of.h"
 
 namespace cohort::cuda {
 
@@ -17,9 +17,7 @@ struct CudaBackend::Shared {
   DType dtype = DType::kF32;
 
   bool nhwc() const { return options.channels_last; }
-  Elem elem() const {
-    return dtype == DType::kBF16 ? Elem::kBF16 : dtype == DType::kF16 ? Elem::kF16 : Elem::kF32;
-  }
+  Elem elem() const { return ElemOf(dtype); }
   cudnnDataType_t cudnn_type() const {
     return dtype == DType::kBF16  ? CUDNN_DATA_BFLOAT16
            : dtype == DType::kF16 ? CUDNN_DATA_HALF
@@ -880,7 +878,9 @@ const Tensor& CudaBackend::ImportLabels(const Tensor& labels, Tensor* scratch) {
 
 std::unique_ptr<ParameterExchange> CudaBackend::MakeParameterExchange(
     std::vector<ParameterTensors> params) {
-  return std::make_unique<HostExchange>(shared_->ctx.get(), std::move(params));
+  LossScaleOptions loss_scale;
+  loss_scale.enabled = shared_->options.precision == Precision::kFp16;
+  return std::make_unique<HostExchange>(shared_->ctx.get(), std::move(params), loss_scale);
 }
 
 std::unique_ptr<Op> CudaBackend::Conv2d(const Conv2dSpec& spec) {

@@ -1,15 +1,10 @@
 #include "trainer/ops/cuda/host_exchange.h"
 
 #include "trainer/ops/cuda/cuda_check.h"
-#include "trainer/ops/cuda/kernels.h"
+#include "trainer/ops/cuda/elem_of.h"
 
 namespace cohort::cuda {
 namespace {
-
-Elem ElemOf(DType dtype) {
-  return dtype == DType::kBF16 ? Elem::kBF16 : dtype == DType::kF16 ? Elem::kF16 : Elem::kF32;
-}
-
 cudaEvent_t NewEvent() {
   cudaEvent_t e;
   COHORT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -18,7 +13,13 @@ cudaEvent_t NewEvent() {
 
 }  // namespace
 
-HostExchange::HostExchange(CudaContext* ctx, std::vector<ParameterTensors> params) : ctx_(ctx) {
+HostExchange::HostExchange(CudaContext* ctx, std::vector<ParameterTensors> params,
+                           LossScaleOptions loss_scale)
+    : ctx_(ctx),
+      scaler_(loss_scale),
+      overflow_(Shape{static_cast<int64_t>(params.size())}, DType::kI32, ctx->allocator()),
+      host_overflow_(Shape{static_cast<int64_t>(params.size())}, DType::kI32, PinnedAllocator()) {
+  host_overflow_.SetZero();
   for (const ParameterTensors& p : params) {
     const Shape& shape = p.value->shape();
     Slot s{p,
@@ -51,7 +52,16 @@ void HostExchange::SendGradient(int64_t key) {
   const CudaContext& ctx = *ctx_;
   const Tensor& grad = *s.param.grad;
   const void* src = grad.raw();
-  if (!s.device_f32.empty()) {
+  stepped_ = true;
+  if (scaler_.enabled()) {
+    COHORT_CHECK(!s.device_f32.empty(), "loss scaling of fp32 gradients");
+    int* overflow = static_cast<int*>(overflow_.raw()) + key;
+    COHORT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), ctx.stream()));
+    COHORT_CUDA_CHECK(UnscaleToF32(src, ElemOf(grad.dtype()), grad.numel(), 1.0f / scaler_.scale(),
+                                   static_cast<float*>(s.device_f32.raw()), overflow,
+                                   ctx.stream()));
+    src = s.device_f32.raw();
+  } else if (!s.device_f32.empty()) {
     // The staging buffer is free: the last value upload through it is ordered before this on
     // the compute stream, and the last gradient copy from it was waited for by HostGradient.
     COHORT_CUDA_CHECK(Cast(src, ElemOf(grad.dtype()), s.device_f32.raw(), Elem::kF32,
@@ -62,6 +72,11 @@ void HostExchange::SendGradient(int64_t key) {
   COHORT_CUDA_CHECK(cudaStreamWaitEvent(ctx.copy_stream(), s.grad_computed, 0));
   COHORT_CUDA_CHECK(cudaMemcpyAsync(s.host_grad.raw(), src, s.host_grad.nbytes(),
                                     cudaMemcpyDeviceToHost, ctx.copy_stream()));
+  if (scaler_.enabled()) {
+    COHORT_CUDA_CHECK(cudaMemcpyAsync(host_overflow_.data<int32_t>() + key,
+                                      overflow_.data<int32_t>() + key, sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, ctx.copy_stream()));
+  }
   COHORT_CUDA_CHECK(cudaEventRecord(s.grad_copied, ctx.copy_stream()));
 }
 
@@ -75,7 +90,18 @@ bool HostExchange::GradientArrived(int64_t key) {
 const Tensor& HostExchange::HostGradient(int64_t key) {
   Slot& s = slots_[key];
   COHORT_CUDA_CHECK(cudaEventSynchronize(s.grad_copied));
+  if (scaler_.enabled() && host_overflow_.data<int32_t>()[key] != 0) {
+    host_overflow_.data<int32_t>()[key] = 0;
+    s.host_grad.SetZero();
+    overflowed_ = true;
+  }
   return s.host_grad;
+}
+
+float HostExchange::BeginStep() {
+  if (stepped_) scaler_.Update(overflowed_);
+  stepped_ = overflowed_ = false;
+  return scaler_.scale();
 }
 
 Tensor* HostExchange::HostValue(int64_t key) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "trainer/ops/cuda/cuda_context.h"
+#include "trainer/ops/loss_scaler.h"
 #include "trainer/ops/op.h"
 
 namespace cohort::cuda {
@@ -19,15 +20,20 @@ namespace cohort::cuda {
 //  - Pulled values come back the other way: the kvstore writes HostValue(key) (pinned fp32);
 //    ReceiveValue queues the copy up and the cast into the parameter on the compute stream,
 //    after the work that still reads the old value and before the next forward's.
+// With loss scaling (fp16), gradients are unscaled in the cast and checked: a key whose
+// gradient overflowed pushes zeros (in a dist_sync job every worker must push every key, so a
+// step cannot be skipped as a single process would), and the next step's scale is halved.
 // Keys are indices into the parameter list (kvstore keys). Used from one thread.
 class HostExchange final : public ParameterExchange {
  public:
   // ctx: the GPU context of the backend the parameters belong to.
-  HostExchange(CudaContext* ctx, std::vector<ParameterTensors> params);
+  HostExchange(CudaContext* ctx, std::vector<ParameterTensors> params,
+               LossScaleOptions loss_scale = {});
   ~HostExchange() override;
   HostExchange(const HostExchange&) = delete;
   HostExchange& operator=(const HostExchange&) = delete;
 
+  float BeginStep() override;
   void SendGradient(int64_t key) override;
   bool GradientArrived(int64_t key) override;
   // The key's gradient in fp32 on the host, once SendGradient's copy has landed.
@@ -46,6 +52,10 @@ class HostExchange final : public ParameterExchange {
 
   CudaContext* ctx_;
   std::vector<Slot> slots_;
+  LossScaler scaler_;
+  Tensor overflow_;       // per key, one int on the device: its gradient held an Inf or NaN
+  Tensor host_overflow_;  // pinned copies
+  bool stepped_ = false, overflowed_ = false;  // in the step since the last BeginStep
 };
 
 }  // namespace cohort::cuda

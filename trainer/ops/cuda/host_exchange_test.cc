@@ -67,5 +67,40 @@ TEST(HostExchangeTest, GradientsComeDownAndValuesGoUp) {
   }
 }
 
+// fp16: gradients of the scaled loss come down unscaled; a key whose gradient overflowed comes
+// down as zeros, and the next step's scale is halved.
+TEST(HostExchangeTest, Fp16GradientsAreUnscaledAndOverflowsZeroed) {
+  auto gpu = CudaBackend::Create({0, Precision::kFp16, true});
+  if (!gpu.ok()) GTEST_SKIP() << "needs a GPU: " << gpu.status();
+  Tensor values[2], grads[2];
+  std::vector<ParameterTensors> ptrs;
+  for (int k = 0; k < 2; ++k) {
+    values[k] = Tensor(Shape{500}, DType::kF16, (*gpu)->allocator());
+    grads[k] = Tensor(Shape{500}, DType::kF16, (*gpu)->allocator());
+    ptrs.push_back({&values[k], &grads[k]});
+  }
+  auto exchange = (*gpu)->MakeParameterExchange(ptrs);
+  const float scale = exchange->BeginStep();
+  EXPECT_EQ(scale, 65536.0f);
+  Tensor g = RandomHost(500, 3);
+  for (float& v : g.span<float>()) v *= 0.5f;  // the scaled values stay inside fp16's range
+  const Tensor g16 = ConvertTo(g, DType::kF16);
+  Tensor scaled = ConvertTo(g16, DType::kF32);
+  for (float& v : scaled.span<float>()) v *= scale;
+  Tensor poisoned = ConvertTo(scaled, DType::kF32);
+  poisoned.data<float>()[7] = INFINITY;
+  grads[0].CopyFrom(ConvertTo(scaled, DType::kF16));
+  grads[1].CopyFrom(ConvertTo(poisoned, DType::kF16));
+  exchange->SendGradient(0);
+  exchange->SendGradient(1);
+  const Tensor& clean = exchange->HostGradient(0);
+  const Tensor want = ConvertTo(g16, DType::kF32);
+  for (int64_t i = 0; i < 500; ++i) ASSERT_EQ(clean.data<float>()[i], want.data<float>()[i]) << i;
+  const Tensor& zeroed = exchange->HostGradient(1);
+  for (int64_t i = 0; i < 500; ++i) ASSERT_EQ(zeroed.data<float>()[i], 0.0f) << i;
+  EXPECT_EQ(exchange->BeginStep(), scale / 2);
+  EXPECT_EQ(exchange->BeginStep(), scale / 2);  // no step in between: nothing to learn from
+}
+
 }  // namespace
 }  // namespace cohort::cuda
