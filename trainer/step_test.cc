@@ -102,11 +102,18 @@ class SlowWaitKVStore : public KVStore {
   const absl::Duration wait_;
 };
 
+// What a HostCopyExchange moved; outlives the exchange and the runner that owns it.
+struct ExchangeCounts {
+  int made = 0, sent = 0, received = 0;
+};
+
 // A device's exchange, played on the host: gradients are copied to host buffers and arrive only
-// at the second look, values are copied back. Counts what it moved.
+// at the second look, values are copied back.
 class HostCopyExchange final : public ParameterExchange {
  public:
-  explicit HostCopyExchange(std::vector<ParameterTensors> params) : params_(std::move(params)) {
+  HostCopyExchange(std::vector<ParameterTensors> params, ExchangeCounts* counts)
+      : params_(std::move(params)), counts_(counts) {
+    ++counts_->made;
     for (const ParameterTensors& p : params_) {
       grads_.emplace_back(p.grad->shape());
       values_.emplace_back(p.value->shape());
@@ -116,19 +123,19 @@ class HostCopyExchange final : public ParameterExchange {
   void SendGradient(int64_t key) override {
     grads_[key].CopyFrom(*params_[key].grad);
     looks_[key] = 0;
-    ++sent;
+    ++counts_->sent;
   }
   bool GradientArrived(int64_t key) override { return ++looks_[key] > 1; }
   const Tensor& HostGradient(int64_t key) override { return grads_[key]; }
   Tensor* HostValue(int64_t key) override { return &values_[key]; }
   void ReceiveValue(int64_t key) override {
     params_[key].value->CopyFrom(values_[key]);
-    ++received;
+    ++counts_->received;
   }
-  int sent = 0, received = 0;
 
  private:
   std::vector<ParameterTensors> params_;
+  ExchangeCounts* counts_;
   std::vector<Tensor> grads_, values_;
   std::vector<int> looks_;
 };
@@ -136,14 +143,12 @@ class HostCopyExchange final : public ParameterExchange {
 // The CPU backend, but with its parameters kept apart from the kvstore as a device's are.
 class ExchangingBackend final : public Backend {
  public:
-  explicit ExchangingBackend(Backend* inner) : inner_(inner) {}
+  ExchangingBackend(Backend* inner, ExchangeCounts* counts) : inner_(inner), counts_(counts) {}
   absl::string_view name() const override { return inner_->name(); }
   DType dtype() const override { return inner_->dtype(); }
   std::unique_ptr<ParameterExchange> MakeParameterExchange(
       std::vector<ParameterTensors> params) override {
-    auto exchange = std::make_unique<HostCopyExchange>(std::move(params));
-    made = exchange.get();
-    return exchange;
+    return std::make_unique<HostCopyExchange>(std::move(params), counts_);
   }
   std::unique_ptr<Op> Conv2d(const Conv2dSpec& s) override { return inner_->Conv2d(s); }
   std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& s) override { return inner_->MaxPool2d(s); }
@@ -158,32 +163,30 @@ class ExchangingBackend final : public Backend {
   std::unique_ptr<Op> Relu() override { return inner_->Relu(); }
   std::unique_ptr<Op> Linear() override { return inner_->Linear(); }
   std::unique_ptr<Op> SoftmaxCrossEntropy() override { return inner_->SoftmaxCrossEntropy(); }
-  HostCopyExchange* made = nullptr;
-
  private:
   Backend* inner_;
+  ExchangeCounts* counts_;
 };
 
 // Trains `model` on every batch with the local kvstore (SGD with momentum and weight decay)
-// over the device contexts `devices` names (with exchange, through an ExchangingBackend).
+// over the device contexts `devices` names (with counts, through an ExchangingBackend).
 absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& devices,
                               const std::vector<Batch>& batches, bool overlap,
                               absl::Duration wait = absl::ZeroDuration(),
-                              ExchangingBackend** exchange = nullptr) {
+                              ExchangeCounts* counts = nullptr) {
   auto backends = MakeDeviceBackends(devices);
   if (!backends.ok()) return backends.status();
-  if (exchange != nullptr) {
-    backends->push_back(std::make_unique<ExchangingBackend>((*backends)[0].get()));
-    *exchange = static_cast<ExchangingBackend*>(backends->back().get());
+  Backend* exchanging = nullptr;
+  if (counts != nullptr) {
+    backends->push_back(std::make_unique<ExchangingBackend>((*backends)[0].get(), counts));
+    exchanging = backends->back().get();
   }
   std::vector<std::unique_ptr<Model>> models;
   std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
   std::vector<Replica> replicas;
   for (auto& owned : *backends) {
     Backend* backend = owned.get();
-    if (exchange != nullptr) {
-      if (backend != *exchange) continue;  // the wrapped one serves through the wrapper
-    }
+    if (exchanging != nullptr && backend != exchanging) continue;  // served by the wrapper
     auto model = model_name == "conv_bn"
                      ? ConvBnNet(backend)
                      : BuildModel(model_name, backend, Shape{1, 28, 28}, kClasses);
@@ -311,15 +314,15 @@ TEST_P(ExchangeTest, TrainsAsTheHostParametersDo) {
   batches.resize(4);
   auto direct = Train("lenet", "cpu", batches, GetParam());
   ASSERT_TRUE(direct.ok()) << direct.status();
-  ExchangingBackend* exchanging = nullptr;
-  auto exchanged = Train("lenet", "cpu", batches, GetParam(), absl::ZeroDuration(), &exchanging);
+  ExchangeCounts counts;
+  auto exchanged = Train("lenet", "cpu", batches, GetParam(), absl::ZeroDuration(), &counts);
   ASSERT_TRUE(exchanged.ok()) << exchanged.status();
-  ASSERT_NE(exchanging->made, nullptr);
+  EXPECT_EQ(counts.made, 1);
   EXPECT_EQ(exchanged->parameters[0], direct->parameters[0]);
   EXPECT_EQ(exchanged->last_loss, direct->last_loss);
   const int keys = static_cast<int>(direct->parameters[0].size());
-  EXPECT_EQ(exchanging->made->sent, 4 * keys);
-  EXPECT_EQ(exchanging->made->received, 4 * keys);
+  EXPECT_EQ(counts.sent, 4 * keys);
+  EXPECT_EQ(counts.received, 4 * keys);
   EXPECT_EQ(exchanged->steps.back().pushed_bytes, direct->steps.back().pushed_bytes);
 }
 
