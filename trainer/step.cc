@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 
 #include "absl/strings/str_cat.h"
 #include "trainer/base/check.h"
@@ -93,6 +94,14 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
 
 StepRunner::~StepRunner() {
   team_.reset();
+  if (exchange_ != nullptr) {
+    // A failed step may leave exchanges in flight: the kvstore may still write into the
+    // device's pinned buffers, which go with the exchange.
+    absl::MutexLock lock(&mu_);
+    for (int64_t k = 0; k < num_keys_; ++k) {
+      if (in_flight_[k]) kvstore_->Wait(k).IgnoreError();
+    }
+  }
   if (!overlap_) return;
   for (const Replica& replica : replicas_) {
     replica.model->SetGradientReadyHook(nullptr);
@@ -131,12 +140,12 @@ void StepRunner::GradientReady(int r, int64_t key) {
 }
 
 void StepRunner::SendArrived(bool wait) {
-  auto sent = std::remove_if(moving_.begin(), moving_.end(), [&](int64_t key) {
-    if (!wait && !exchange_->GradientArrived(key)) return false;
-    Send(key);
-    return true;
-  });
-  moving_.erase(sent, moving_.end());
+  // The device's copies land in the order they were queued: stop at the first still moving.
+  size_t sent = 0;
+  while (sent < moving_.size() && (wait || exchange_->GradientArrived(moving_[sent]))) {
+    Send(moving_[sent++]);
+  }
+  moving_.erase(moving_.begin(), moving_.begin() + static_cast<std::ptrdiff_t>(sent));
 }
 
 void StepRunner::ReduceGradient(int64_t key) {
@@ -153,10 +162,11 @@ void StepRunner::ReduceGradient(int64_t key) {
 
 void StepRunner::Send(int64_t key) {
   if (!status_.ok()) return;
-  const auto start = Clock::now();
   Parameter* p = replicas_[0].model->parameters()[key];
+  // Waiting for a device's gradient is its backward, not communication: timed from here.
   const Tensor& grad = exchange_ != nullptr ? exchange_->HostGradient(key) : p->grad;
   Tensor* value = exchange_ != nullptr ? exchange_->HostValue(key) : &p->value;
+  const auto start = Clock::now();
   status_ = kvstore_->PushPull(key, grad, value);
   in_flight_[key] = status_.ok();
   push_seconds_ += SecondsSince(start);
@@ -247,9 +257,17 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
       for (int r = 0; r < num_replicas(); ++r) GradientReady(r, k);
     }
   }
-  {
-    absl::MutexLock lock(&mu_);
-    SendArrived(/*wait=*/true);  // the gradients still on their way from a device
+  if (exchange_ != nullptr) {
+    // The gradients still on their way from the device; the wait for its backward to finish
+    // counts as backward.
+    const auto start = Clock::now();
+    const double comm_before = CommSecondsSoFar();
+    {
+      absl::MutexLock lock(&mu_);
+      SendArrived(/*wait=*/true);
+    }
+    slices_[0].backward_seconds +=
+        std::max(0.0, SecondsSince(start) - (CommSecondsSoFar() - comm_before));
   }
   if (!overlap_) {
     for (int64_t k = 0; k < num_keys_; ++k) {

@@ -107,8 +107,10 @@ struct ExchangeCounts {
   int made = 0, sent = 0, received = 0;
 };
 
-// A device's exchange, played on the host: gradients are copied to host buffers and arrive only
-// at the second look, values are copied back.
+// A device's exchange, played on the host: gradients are copied to host buffers (and the
+// model's own poisoned, so only the copies can be pushed) and arrive only at the second look;
+// values are copied back. It scales the loss as fp16 loss scaling does, by powers of two that
+// change every step, and unscales the copies, so training is exactly that of the host.
 class HostCopyExchange final : public ParameterExchange {
  public:
   HostCopyExchange(std::vector<ParameterTensors> params, ExchangeCounts* counts)
@@ -120,8 +122,14 @@ class HostCopyExchange final : public ParameterExchange {
     }
     looks_.assign(params_.size(), 0);
   }
+  float BeginStep() override {
+    scale_ = steps_++ % 2 == 0 ? 4.0f : 0.5f;
+    return scale_;
+  }
   void SendGradient(int64_t key) override {
     grads_[key].CopyFrom(*params_[key].grad);
+    for (float& g : grads_[key].span<float>()) g /= scale_;
+    for (float& g : params_[key].grad->span<float>()) g = std::nanf("");
     looks_[key] = 0;
     ++counts_->sent;
   }
@@ -138,6 +146,8 @@ class HostCopyExchange final : public ParameterExchange {
   ExchangeCounts* counts_;
   std::vector<Tensor> grads_, values_;
   std::vector<int> looks_;
+  float scale_ = 1.0f;
+  int steps_ = 0;
 };
 
 // The CPU backend, but with its parameters kept apart from the kvstore as a device's are.

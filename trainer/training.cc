@@ -233,12 +233,20 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
                          result.test_top1, result.test_top5, data.test.size(),
                          result.seconds_per_epoch, result.images_per_second);
   if (!options.output.empty()) {
+    // A model computing in 16 bits exports the kvstore's fp32 master weights.
+    std::vector<Tensor> masters;
+    if (model->parameters()[0]->value.dtype() != DType::kF32) {
+      for (size_t k = 0; k < model->parameters().size(); ++k) {
+        RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k),
+                                      &masters.emplace_back(model->parameters()[k]->value.shape())));
+      }
+    }
     RETURN_IF_ERROR(SaveModel(*model,
                               {{"dataset", options.dataset},
                                {"input_mean", absl::StrFormat("%.9g", norm.mean)},
                                {"input_std", absl::StrFormat("%.9g", norm.std)},
                                {"format", "pt"}},
-                              options.output));
+                              options.output, masters.empty() ? nullptr : &masters));
     out << "Wrote " << options.output << "\n";
   }
   return result;

@@ -10,7 +10,16 @@
 namespace cohort {
 
 absl::Status SaveModel(const Model& model, const std::map<std::string, std::string>& extra_metadata,
-                       const std::string& path) {
+                       const std::string& path, const std::vector<Tensor>* parameter_values) {
+  std::map<const Tensor*, const Tensor*> replaced;
+  if (parameter_values != nullptr) {
+    COHORT_CHECK(parameter_values->size() == model.parameters().size(),
+                 "%zu values for %zu parameters", parameter_values->size(),
+                 model.parameters().size());
+    for (size_t k = 0; k < parameter_values->size(); ++k) {
+      replaced[&model.parameters()[k]->value] = &(*parameter_values)[k];
+    }
+  }
   const std::vector<StateTensor> exported = model.ExportedTensors();
   // Tensors on a device or in 16 bits are written as F32 host copies.
   std::vector<Tensor> copies;
@@ -18,6 +27,7 @@ absl::Status SaveModel(const Model& model, const std::map<std::string, std::stri
   std::vector<NamedTensor> tensors;
   for (const StateTensor& t : exported) {
     const Tensor* value = t.value;
+    if (auto it = replaced.find(value); it != replaced.end()) value = it->second;
     if (!IsHostTensorOf(*value, DType::kF32)) {
       copies.push_back(ToHost(*value, DType::kF32));
       value = &copies.back();

@@ -12,8 +12,12 @@ namespace cohort {
 // Exports a model's parameters and state as safetensors (Contracts): names "<layer>.weight|bias"
 // and "<bn>.running_mean|running_var" in model order, PyTorch layouts, F32, and metadata with the model name and input shape "[C,H,W]" plus
 // the extra entries given (e.g. input_mean, input_std).
+// parameter_values, when given, are written in place of the parameters' own values (one per
+// parameter in model order, F32 on the host: the kvstore's master weights of a model that
+// computes in 16 bits).
 absl::Status SaveModel(const Model& model, const std::map<std::string, std::string>& extra_metadata,
-                       const std::string& path);
+                       const std::string& path,
+                       const std::vector<Tensor>* parameter_values = nullptr);
 
 // Loads parameters and state written by SaveModel into a model of the same architecture: every name must
 // be present with the model's shape and nothing else may be in the file.

@@ -9,9 +9,11 @@ struct LossScaleOptions {
   int growth_interval = 2000;
 };
 
-// Dynamic loss scaling for fp16 (as PyTorch's GradScaler): the loss gradient is multiplied by
-// scale() so that small gradients survive fp16; a step whose gradients overflowed halves it,
-// and growth_interval clean steps in a row double it. Not thread-safe.
+// The scale of dynamic loss scaling for fp16 (it moves as PyTorch's GradScaler's does): the
+// loss gradient is multiplied by scale() so that small gradients survive fp16; a step whose
+// gradients overflowed halves it, and growth_interval clean steps in a row double it. What an
+// overflowing step updates is its user's choice (DeviceSgd skips it; a kvstore exchange
+// pushes zeros for the overflowed keys). Not thread-safe.
 class LossScaler {
  public:
   explicit LossScaler(LossScaleOptions options)

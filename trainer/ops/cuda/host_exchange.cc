@@ -53,6 +53,9 @@ void HostExchange::SendGradient(int64_t key) {
   const Tensor& grad = *s.param.grad;
   const void* src = grad.raw();
   stepped_ = true;
+  // The last copy out of the staging buffer and flag is done (HostGradient waited for it,
+  // unless a kvstore error skipped that).
+  COHORT_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(), s.grad_copied, 0));
   if (scaler_.enabled()) {
     COHORT_CHECK(!s.device_f32.empty(), "loss scaling of fp32 gradients");
     int* overflow = static_cast<int*>(overflow_.raw()) + key;
@@ -62,8 +65,7 @@ void HostExchange::SendGradient(int64_t key) {
                                    ctx.stream()));
     src = s.device_f32.raw();
   } else if (!s.device_f32.empty()) {
-    // The staging buffer is free: the last value upload through it is ordered before this on
-    // the compute stream, and the last gradient copy from it was waited for by HostGradient.
+    // The last value upload through the staging buffer is ordered before this on the stream.
     COHORT_CUDA_CHECK(Cast(src, ElemOf(grad.dtype()), s.device_f32.raw(), Elem::kF32,
                            grad.numel(), ctx.stream()));
     src = s.device_f32.raw();
@@ -82,7 +84,10 @@ void HostExchange::SendGradient(int64_t key) {
 
 bool HostExchange::GradientArrived(int64_t key) {
   const cudaError_t status = cudaEventQuery(slots_[key].grad_copied);
-  if (status == cudaErrorNotReady) return false;
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();  // not an error: keep it from surfacing at the next launch check
+    return false;
+  }
   COHORT_CUDA_CHECK(status);
   return true;
 }

@@ -41,10 +41,13 @@ TEST(HostExchangeTest, GradientsComeDownAndValuesGoUp) {
         params[k].grad.CopyFrom(grads.back());
         exchange.SendGradient(static_cast<int64_t>(k));
       }
-      (*gpu)->context()->Synchronize();
+      // Every copy lands without anyone waiting for it (a copy that never did would hang here).
+      for (size_t k = 0; k < params.size(); ++k) {
+        while (!exchange.GradientArrived(static_cast<int64_t>(k))) {
+        }
+      }
       for (size_t k = 0; k < params.size(); ++k) {
         const Tensor& got = exchange.HostGradient(static_cast<int64_t>(k));
-        EXPECT_TRUE(exchange.GradientArrived(static_cast<int64_t>(k)));
         const Tensor want = ConvertTo(grads[k], DType::kF32);
         ASSERT_EQ(got.numel(), want.numel());
         for (int64_t i = 0; i < got.numel(); ++i) {
@@ -100,6 +103,14 @@ TEST(HostExchangeTest, Fp16GradientsAreUnscaledAndOverflowsZeroed) {
   for (int64_t i = 0; i < 500; ++i) ASSERT_EQ(zeroed.data<float>()[i], 0.0f) << i;
   EXPECT_EQ(exchange->BeginStep(), scale / 2);
   EXPECT_EQ(exchange->BeginStep(), scale / 2);  // no step in between: nothing to learn from
+
+  // The next step, at half the scale: the key that overflowed comes down clean again.
+  for (float& v : scaled.span<float>()) v /= 2;
+  grads[1].CopyFrom(ConvertTo(scaled, DType::kF16));
+  exchange->SendGradient(1);
+  const Tensor& again = exchange->HostGradient(1);
+  for (int64_t i = 0; i < 500; ++i) ASSERT_EQ(again.data<float>()[i], want.data<float>()[i]) << i;
+  EXPECT_EQ(exchange->BeginStep(), scale / 2);
 }
 
 }  // namespace
