@@ -39,11 +39,12 @@ int main(int argc, char** argv) {
     cohort::BenchmarkCase c;
     c.model = parts[0];
     c.batch = batch;
-    const int64_t side = cohort::ModelImageSize(c.model);
-    // LeNet is measured on Fashion-MNIST's shape; the ResNets on CIFAR-10's and ImageNet's.
-    c.sample_shape = side == 0 ? cohort::Shape{1, 28, 28} : cohort::Shape{3, side, side};
-    c.num_classes = side == 224 ? 1000 : 10;
-    c.steps = side == 224 ? std::max(2, absl::GetFlag(FLAGS_steps) / 5) : absl::GetFlag(FLAGS_steps);
+    const cohort::BenchmarkSample sample = cohort::BenchmarkSampleFor(c.model);
+    c.sample_shape = sample.shape;
+    c.num_classes = sample.num_classes;
+    // ImageNet-sized models run a fifth of the steps.
+    c.steps = sample.num_classes == 1000 ? std::max(2, absl::GetFlag(FLAGS_steps) / 5)
+                                         : absl::GetFlag(FLAGS_steps);
     c.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
     auto r = cohort::RunTrainingBenchmark(c);
     if (!r.ok()) {

@@ -12,9 +12,9 @@ namespace cohort::cuda {
 
 absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> gpu, CudaBackend::Create(c.backend));
-  const int64_t side = ModelImageSize(c.model);
-  const Shape sample = side == 0 ? Shape{1, 28, 28} : Shape{3, side, side};
-  const int classes = side == 224 ? 1000 : 10;
+  const BenchmarkSample input = BenchmarkSampleFor(c.model);
+  const Shape& sample = input.shape;
+  const int classes = input.num_classes;
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(c.model, gpu.get(), sample, classes));
   model->InitParameters(1);
   SoftmaxCrossEntropyLoss loss(gpu.get());

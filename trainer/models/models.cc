@@ -95,6 +95,12 @@ int64_t ModelImageSize(const std::string& name) {
   return 0;
 }
 
+BenchmarkSample BenchmarkSampleFor(const std::string& name) {
+  const int64_t side = ModelImageSize(name);
+  if (side == 0) return {Shape{1, 28, 28}, 10};
+  return {Shape{3, side, side}, side == 224 ? 1000 : 10};
+}
+
 absl::StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, Backend* backend,
                                                   const Shape& input_shape, int num_classes) {
   ModelBuilder b(backend, name, input_shape);

@@ -17,6 +17,15 @@ std::vector<std::string> ModelNames();
 // 0 when any size fits. The trainer pads smaller images up to it.
 int64_t ModelImageSize(const std::string& name);
 
+// What a model is benchmarked on, with synthetic data: Fashion-MNIST's shape (1, 28, 28) and 10
+// classes for the models of any size, CIFAR-10's for the CIFAR ResNets, ImageNet's with 1000
+// classes for ResNet-50.
+struct BenchmarkSample {
+  Shape shape;  // (C, H, W)
+  int num_classes = 10;
+};
+BenchmarkSample BenchmarkSampleFor(const std::string& name);
+
 // Builds a named model on the backend for samples of input_shape (C, H, W) and num_classes.
 // Parameters are zero until Model::InitParameters. Unknown names are an InvalidArgument
 // listing the known ones. Layer names follow PyTorch's, so the export loads there unchanged.

@@ -134,6 +134,14 @@ TEST(ModelsTest, ResnetParameterCountsMatchPublishedOnes) {
   EXPECT_EQ(ModelImageSize("lenet"), 0);
 }
 
+TEST(ModelsTest, BenchmarkSamplesFollowTheModelsDatasets) {
+  EXPECT_EQ(BenchmarkSampleFor("lenet").shape, (Shape{1, 28, 28}));
+  EXPECT_EQ(BenchmarkSampleFor("resnet56").shape, (Shape{3, 32, 32}));
+  EXPECT_EQ(BenchmarkSampleFor("resnet56").num_classes, 10);
+  EXPECT_EQ(BenchmarkSampleFor("resnet50").shape, (Shape{3, 224, 224}));
+  EXPECT_EQ(BenchmarkSampleFor("resnet50").num_classes, 1000);
+}
+
 TEST(ModelsTest, Resnet20ExportsTorchNamesInModelOrder) {
   OnednnBackend dnn;
   auto model = *BuildModel("resnet20", &dnn, Shape{1, 32, 32}, 10);

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "trainer/base/random.h"
 #include "trainer/ops/cuda/gpu_probe.h"
+#include "trainer/tensor/tensor.h"
 
 namespace cohort {
 namespace {
@@ -25,53 +26,13 @@ size_t Size(Elem t) { return t == Elem::kF32 ? 4 : 2; }
 // Unit roundoff: half an ulp, relative.
 double Eps(Elem t) { return t == Elem::kF32 ? 0x1p-24 : t == Elem::kBF16 ? 0x1p-8 : 0x1p-11; }
 
-// Host conversions written independently of cuda_bf16.h / cuda_fp16.h, round to nearest even.
-uint16_t ToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffff) > 0x7f800000) return 0x7fc0;
-  return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
-}
-
-float FromBf16(uint16_t b) {
-  const uint32_t x = uint32_t{b} << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
-uint16_t ToF16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint16_t sign = (x >> 16) & 0x8000;
-  x &= 0x7fffffff;
-  if (x > 0x7f800000) return 0x7e00;
-  if (x >= 0x477ff000) return sign | 0x7c00;  // ≥ 65520 rounds to Inf
-  if (x < 0x38800000) {                       // below 2^-14: subnormal steps of 2^-24
-    return sign | static_cast<uint16_t>(std::nearbyint(std::fabs(f) * 0x1p24f));
-  }
-  uint32_t h = ((x >> 23) - 112) << 10 | (x & 0x7fffff) >> 13;
-  const uint32_t rest = x & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;  // a carry moves into the exponent
-  return sign | static_cast<uint16_t>(h);
-}
-
-float FromF16(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  const float mag = exp == 0    ? std::ldexp(static_cast<float>(man), -24)
-                    : exp == 31 ? (man ? std::numeric_limits<float>::quiet_NaN()
-                                       : std::numeric_limits<float>::infinity())
-                                : std::ldexp(static_cast<float>(man | 0x400), exp - 25);
-  return h & 0x8000 ? -mag : mag;
-}
-
 std::vector<uint8_t> Encode(const std::vector<float>& v, Elem t) {
   std::vector<uint8_t> bytes(v.size() * Size(t));
   for (size_t i = 0; i < v.size(); ++i) {
     if (t == Elem::kF32) {
       std::memcpy(&bytes[4 * i], &v[i], 4);
     } else {
-      const uint16_t h = t == Elem::kBF16 ? ToBf16(v[i]) : ToF16(v[i]);
+      const uint16_t h = t == Elem::kBF16 ? FloatToBf16(v[i]) : FloatToF16(v[i]);
       std::memcpy(&bytes[2 * i], &h, 2);
     }
   }
@@ -86,7 +47,7 @@ std::vector<float> Decode(const std::vector<uint8_t>& bytes, Elem t) {
     } else {
       uint16_t h;
       std::memcpy(&h, &bytes[2 * i], 2);
-      v[i] = t == Elem::kBF16 ? FromBf16(h) : FromF16(h);
+      v[i] = t == Elem::kBF16 ? Bf16ToFloat(h) : F16ToFloat(h);
     }
   }
   return v;
