@@ -24,6 +24,7 @@
 #include "tools/launch/launcher.h"
 #include "tools/launch/programs.h"
 #include "tools/launch/status_table.h"
+#include "trainer/kvstore/kvstore_mode.h"
 
 extern char** environ;
 
@@ -162,7 +163,8 @@ int main(int argc, char** argv) {
   if (o.num_shards == 0) o.num_shards = o.num_workers;
   if (o.num_shards < 1) return UsageError("the number of shards, -s N, must be at least 1");
   o.mode = absl::GetFlag(FLAGS_mode);
-  if (o.mode != "dist_sync" && o.mode != "dist_async") {
+  if (const auto mode = cohort::ParseKVStoreMode(o.mode);
+      !mode.ok() || *mode == cohort::KVStoreMode::kLocal) {
     return UsageError(absl::StrCat("unknown --mode '", o.mode, "'; use dist_sync or dist_async"));
   }
   o.metrics_targets = absl::GetFlag(FLAGS_metrics_targets);

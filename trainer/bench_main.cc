@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "trainer/benchmark.h"
+#include "trainer/loop/benchmark.h"
 #include "trainer/models/models.h"
 
 ABSL_FLAG(std::string, cases, "lenet:64,lenet:128,resnet20:64,resnet20:128,resnet50:32",

@@ -5,7 +5,7 @@
 #include "absl/flags/usage.h"
 #include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
-#include "trainer/training.h"
+#include "trainer/loop/training.h"
 
 COHORT_DEFINE_TRAIN_FLAGS();
 

@@ -344,7 +344,7 @@ std::string SchedulerCore::StatusJson() const {
   nlohmann::json j = {{"job_id", spec_.job_id},
                       {"state", JobStateName(state_)},
                       {"reason", reason_},
-                      {"mode", spec_.mode},
+                      {"mode", std::string(KVStoreModeName(spec_.mode))},
                       {"num_workers", spec_.num_workers},
                       {"num_shards", spec_.num_shards},
                       {"seconds_since_start", absl::ToDoubleSeconds(now - started_)},

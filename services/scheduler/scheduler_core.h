@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/common/clock.h"
+#include "trainer/kvstore/kvstore_mode.h"
 
 namespace cohort {
 
@@ -49,7 +50,7 @@ struct JobSpec {
   std::string job_id;
   int num_workers = 1;
   int num_shards = 1;
-  std::string mode = "dist_sync";
+  KVStoreMode mode = KVStoreMode::kDistSync;
   // A member that has not sent a heartbeat for this long is dead and the job fails (fail-fast).
   absl::Duration heartbeat_timeout = absl::Seconds(3);
   // How often members send one (MemberSessionOptions): a longer silence counts missed beats.

@@ -58,7 +58,6 @@ int main(int argc, char** argv) {
   }
   spec.num_workers = absl::GetFlag(FLAGS_num_workers);
   spec.num_shards = absl::GetFlag(FLAGS_num_shards);
-  spec.mode = absl::GetFlag(FLAGS_mode);
   spec.heartbeat_timeout = absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
   spec.form_timeout = absl::Seconds(absl::GetFlag(FLAGS_form_timeout));
   const absl::Duration linger = absl::Seconds(absl::GetFlag(FLAGS_linger));
@@ -66,10 +65,13 @@ int main(int argc, char** argv) {
     std::cerr << "scheduler: error: --num_workers and --num_shards must be >= 1\n";
     return 2;
   }
-  if (spec.mode != "dist_sync" && spec.mode != "dist_async") {
-    std::cerr << "scheduler: error: --mode=" << spec.mode << ": expected dist_sync or dist_async\n";
+  const absl::StatusOr<cohort::KVStoreMode> mode = cohort::ParseKVStoreMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok() || *mode == cohort::KVStoreMode::kLocal) {
+    std::cerr << "scheduler: error: --mode=" << absl::GetFlag(FLAGS_mode)
+              << ": expected dist_sync or dist_async\n";
     return 2;
   }
+  spec.mode = *mode;
 
   cohort::RealClock clock;
   cohort::SchedulerCore core(spec, &clock);
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
   std::cout << absl::StrFormat(
                    "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d; status on "
                    "http://%s:%d/status, metrics on /metrics\n",
-                   spec.job_id, spec.num_workers, spec.num_shards, spec.mode, bind, server->port,
+                   spec.job_id, spec.num_workers, spec.num_shards, cohort::KVStoreModeName(spec.mode), bind, server->port,
                    bind, (*http)->port())
             << std::flush;
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {

@@ -57,7 +57,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   reply->set_rank(*rank);
   reply->set_num_workers(spec.num_workers);
   reply->set_num_shards(spec.num_shards);
-  reply->set_mode(spec.mode);
+  reply->set_mode(std::string(KVStoreModeName(spec.mode)));
   return grpc::Status::OK;
 }
 
@@ -69,7 +69,7 @@ grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*, const v1::Cl
   spec->set_job_id(job.job_id);
   spec->set_num_workers(job.num_workers);
   spec->set_num_shards(job.num_shards);
-  spec->set_mode(job.mode);
+  spec->set_mode(std::string(KVStoreModeName(job.mode)));
   for (const std::string& a : view->shard_addresses) spec->add_shard_addresses(a);
   return grpc::Status::OK;
 }

@@ -8,7 +8,7 @@
 
 namespace cohort {
 
-absl::Status ShardCore::Configure(const ShardConfig& config, int num_parts) {
+absl::Status ShardCore::Configure(const ShardConfig& config) {
   absl::MutexLock lock(&mu_);
   if (configured_) {
     return absl::FailedPreconditionError(
@@ -18,16 +18,16 @@ absl::Status ShardCore::Configure(const ShardConfig& config, int num_parts) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard ", shard_rank_.load(), ": ", config.num_workers, " workers"));
   }
-  if (config.mode != "dist_sync" && config.mode != "dist_async") {
+  if (config.mode == KVStoreMode::kLocal) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shard ", shard_rank_.load(), ": mode '", config.mode, "', expected dist_sync or dist_async"));
+        "shard ", shard_rank_.load(), ": mode local, expected dist_sync or dist_async"));
   }
   RETURN_IF_ERROR(
       MakeOptimizer(config.optimizer.optimizer, config.optimizer.optimizer_options).status());
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config.optimizer.lr_schedule));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
   config_ = config;
-  expected_parts_ = num_parts;
+  expected_parts_ = config.num_parts;
   configured_ = true;
   return absl::OkStatus();
 }
@@ -49,7 +49,7 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
     p->value->data.assign(value.begin(), value.end());
     p->optimizer =
         *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
-    if (config_.mode == "dist_sync") {
+    if (config_.mode == KVStoreMode::kDistSync) {
       p->slots.resize(config_.num_workers);  // allocated on first use
       p->pushed.assign(config_.num_workers, 0);
       p->waiting.assign(config_.num_workers, nullptr);
@@ -110,7 +110,7 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
                       where(), " has ", bytes, " bytes; the part has ", elements,
                       " F32 elements (", elements * sizeof(float), " bytes)")));
   }
-  if (config_.mode == "dist_async") {
+  if (config_.mode == KVStoreMode::kDistAsync) {
     // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
     const float lr = static_cast<float>(schedule_->At(p->version / num_workers));
     // Stale pushes are what asynchronous training accepts; a version never produced is a bug.
@@ -211,7 +211,7 @@ void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::S
   ForEachFloatBlock(grad, absl::MakeSpan(block), [&](size_t first, absl::Span<const float> g) {
     const size_t n = g.size();
     absl::Span<const float> update = g;  // x · 1 == x: W = 1 needs no pass
-    if (config_.mode == "dist_async" && num_workers > 1) {
+    if (config_.mode == KVStoreMode::kDistAsync && num_workers > 1) {
       for (size_t i = 0; i < n; ++i) reduced[i] = g[i] * scale;
       update = absl::MakeConstSpan(reduced.data(), n);
     } else if (num_workers > 1) {

@@ -12,11 +12,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "services/common/byte_chunks.h"
-#include "services/common/part_id.h"
-#include "services/common/pin_count.h"
+#include "services/wire/byte_chunks.h"
+#include "services/wire/part_id.h"
+#include "services/wire/pin_count.h"
+#include "services/wire/shard_config.h"
 #include "services/shard/shard_metrics.h"
-#include "trainer/kvstore/kvstore.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
 
@@ -31,13 +31,6 @@ class PartSink {
   // the sink may keep reading value after it returns, holding pin (PinCount::Pin) until done:
   // the core changes value only when every pin is released. Without pin, it must copy value.
   virtual void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) = 0;
-};
-
-struct ShardConfig {
-  int num_workers = 1;
-  std::string mode = "dist_sync";  // dist_sync | dist_async
-  uint64_t partition_fingerprint = 0;
-  OptimizerSpec optimizer;
 };
 
 // A parameter shard without gRPC: the parts it holds, their optimizer state and the update
@@ -58,7 +51,7 @@ class ShardCore {
   ShardMetrics* metrics() const { return metrics_.load(); }
 
   // Once, before any push: the update rule and the number of parts that will be added.
-  absl::Status Configure(const ShardConfig& config, int num_parts);
+  absl::Status Configure(const ShardConfig& config);
   // A part's initial value (part ids unique).
   absl::Status AddPart(PartId id, absl::Span<const float> value);
   // True once every announced part has been added.

@@ -27,10 +27,11 @@ class RecordingSink final : public PartSink {
   std::vector<std::vector<float>> values;
 };
 
-ShardConfig Config(int workers, const std::string& mode) {
+ShardConfig Config(int workers, KVStoreMode mode, int parts = 1) {
   ShardConfig c;
   c.num_workers = workers;
   c.mode = mode;
+  c.num_parts = parts;
   c.optimizer.optimizer = "sgd";
   c.optimizer.optimizer_options.momentum = 0.9;
   c.optimizer.optimizer_options.weight_decay = 0.01;
@@ -53,12 +54,12 @@ TEST(ShardCoreTest, SyncUpdateIsTheRankOrderMeanWhateverTheArrivalOrder) {
   const int workers = 3;
   const size_t n = 5;
   ShardCore core(1);
-  ASSERT_TRUE(core.Configure(Config(workers, "dist_sync"), 1).ok());
+  ASSERT_TRUE(core.Configure(Config(workers, KVStoreMode::kDistSync)).ok());
   std::vector<float> weights = {1, -2, 3, -4, 5};
   ASSERT_TRUE(core.AddPart({7, 2}, weights).ok());
   ASSERT_TRUE(core.ready());
   auto sgd = *MakeOptimizer("sgd", {0.9, 0.01});
-  auto schedule = *LrSchedule::Create(Config(1, "").optimizer.lr_schedule);
+  auto schedule = *LrSchedule::Create(Config(1, KVStoreMode::kDistSync).optimizer.lr_schedule);
   std::vector<RecordingSink> sinks(workers);
   const std::vector<std::vector<int>> orders = {{2, 0, 1}, {1, 2, 0}, {0, 1, 2}, {2, 1, 0}};
   for (int step = 0; step < 4; ++step) {
@@ -90,7 +91,7 @@ TEST(ShardCoreTest, SyncUpdateIsTheRankOrderMeanWhateverTheArrivalOrder) {
 TEST(ShardCoreTest, ConcurrentPushesOfManyPartsAllComplete) {
   const int workers = 4, parts = 16;
   ShardCore core(0);
-  ASSERT_TRUE(core.Configure(Config(workers, "dist_sync"), parts).ok());
+  ASSERT_TRUE(core.Configure(Config(workers, KVStoreMode::kDistSync, parts)).ok());
   for (int p = 0; p < parts; ++p) ASSERT_TRUE(core.AddPart({p, 0}, std::vector<float>(100, 1)).ok());
   std::vector<RecordingSink> sinks(workers);
   std::vector<std::thread> threads;
@@ -120,8 +121,8 @@ TEST(ShardCoreTest, BadPushesAreRejectedSayingWhy) {
   RecordingSink sink;
   EXPECT_EQ(core.Push(0, {1, 0}, 0, std::vector<float>(3), &sink).message(),
             "shard 2: push of key 1 part 0 before rank 0 finished initialising the shard");
-  ASSERT_TRUE(core.Configure(Config(2, "dist_sync"), 1).ok());
-  EXPECT_FALSE(core.Configure(Config(2, "dist_sync"), 1).ok());
+  ASSERT_TRUE(core.Configure(Config(2, KVStoreMode::kDistSync)).ok());
+  EXPECT_FALSE(core.Configure(Config(2, KVStoreMode::kDistSync)).ok());
   ASSERT_TRUE(core.AddPart({1, 0}, std::vector<float>(3)).ok());
   EXPECT_EQ(core.Push(0, {9, 0}, 0, std::vector<float>(3), &sink).code(),
             absl::StatusCode::kNotFound);
@@ -145,7 +146,7 @@ TEST(ShardCoreTest, ShuffledArrivalOrdersGiveBitwiseEqualResults) {
   const size_t n = 257;
   const auto run = [&](uint32_t seed) {
     ShardCore core(0);
-    EXPECT_TRUE(core.Configure(Config(workers, "dist_sync"), parts).ok());
+    EXPECT_TRUE(core.Configure(Config(workers, KVStoreMode::kDistSync, parts)).ok());
     for (int p = 0; p < parts; ++p) {
       std::vector<float> init(n);
       for (size_t i = 0; i < n; ++i) init[i] = std::sin(0.1f * i + p);
@@ -186,7 +187,7 @@ TEST(ShardCoreTest, ShuffledArrivalOrdersGiveBitwiseEqualResults) {
 TEST(ShardCoreTest, PushesArriveInByteChunksCutAnywhere) {
   ShardCore whole(0), chunked(0);
   for (ShardCore* core : {&whole, &chunked}) {
-    ASSERT_TRUE(core->Configure(Config(1, "dist_sync"), 1).ok());
+    ASSERT_TRUE(core->Configure(Config(1, KVStoreMode::kDistSync)).ok());
     ASSERT_TRUE(core->AddPart({0, 0}, std::vector<float>(5, 1.0f)).ok());
   }
   const std::vector<float> g = Gradient(0, 0, 5);
@@ -200,10 +201,10 @@ TEST(ShardCoreTest, PushesArriveInByteChunksCutAnywhere) {
 
 TEST(ShardCoreTest, AsyncAppliesEachPushAtOnceScaledByOneOverW) {
   ShardCore core(0);
-  ShardConfig config = Config(2, "dist_async");
+  ShardConfig config = Config(2, KVStoreMode::kDistAsync);
   config.optimizer.optimizer_options = {};
   config.optimizer.lr_schedule.kind = LrScheduleKind::kConstant;
-  ASSERT_TRUE(core.Configure(config, 1).ok());
+  ASSERT_TRUE(core.Configure(config).ok());
   ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{1, 1}).ok());
   RecordingSink a, b;
   ASSERT_TRUE(core.Push(1, {0, 0}, 0, std::vector<float>{2, 4}, &a).ok());
@@ -227,13 +228,13 @@ TEST(ShardCoreTest, AsyncAppliesEachPushAtOnceScaledByOneOverW) {
 // the 4th push of a 2-worker job, and at the 5th the rate has reached its end (0 for cosine).
 TEST(ShardCoreTest, AsyncScheduleAdvancesOneStepPerWPushes) {
   ShardCore core(0);
-  ShardConfig config = Config(2, "dist_async");
+  ShardConfig config = Config(2, KVStoreMode::kDistAsync);
   config.optimizer.optimizer_options = {};
   config.optimizer.lr_schedule.kind = LrScheduleKind::kCosine;
   config.optimizer.lr_schedule.base_lr = 1;
   config.optimizer.lr_schedule.epochs = 1;
   config.optimizer.lr_schedule.steps_per_epoch = 2;
-  ASSERT_TRUE(core.Configure(config, 1).ok());
+  ASSERT_TRUE(core.Configure(config).ok());
   ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{0}).ok());
   auto schedule = *LrSchedule::Create(config.optimizer.lr_schedule);
   RecordingSink sink;
@@ -264,11 +265,11 @@ class PinningSink final : public PartSink {
 // An update never waits for replies that still read the old value: they keep it, unchanged.
 TEST(ShardCoreTest, UpdatesDoNotDisturbValuesRepliesStillRead) {
   ShardCore core(0);
-  ShardConfig config = Config(1, "dist_sync");
+  ShardConfig config = Config(1, KVStoreMode::kDistSync);
   config.optimizer.optimizer_options = {};
   config.optimizer.lr_schedule.kind = LrScheduleKind::kConstant;
   config.optimizer.lr_schedule.base_lr = 1;
-  ASSERT_TRUE(core.Configure(config, 1).ok());
+  ASSERT_TRUE(core.Configure(config).ok());
   ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{10, 20}).ok());
   PinningSink sink;
   for (int step = 0; step < 3; ++step) {
@@ -284,7 +285,7 @@ TEST(ShardCoreTest, UpdatesDoNotDisturbValuesRepliesStillRead) {
 
 TEST(ShardCoreTest, DetachedSinkGetsNoAnswer) {
   ShardCore core(0);
-  ASSERT_TRUE(core.Configure(Config(2, "dist_sync"), 1).ok());
+  ASSERT_TRUE(core.Configure(Config(2, KVStoreMode::kDistSync)).ok());
   ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{1}).ok());
   RecordingSink gone, stays;
   ASSERT_TRUE(core.Push(0, {0, 0}, 0, std::vector<float>{1}, &gone).ok());
@@ -310,7 +311,7 @@ TEST(ShardCoreTest, MetricsCountUpdatesWaitsAndRefusalsByReason) {
   ShardMetrics metrics(process);
   ShardCore core(0);
   core.set_metrics(&metrics);
-  ASSERT_TRUE(core.Configure(Config(2, "dist_sync"), 1).ok());
+  ASSERT_TRUE(core.Configure(Config(2, KVStoreMode::kDistSync)).ok());
   ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>(4, 1.0f)).ok());
   RecordingSink a, b;
   ASSERT_TRUE(core.Push(0, {0, 0}, 0, std::vector<float>(4, 0.5f), &a).ok());

@@ -11,7 +11,7 @@
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
 #include "services/common/malloc_tuning.h"
-#include "services/common/member_session.h"
+#include "services/membership/member_session.h"
 #include "services/common/metrics.h"
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_metrics.h"

@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_util.h"
-#include "services/common/optimizer_config.h"
-#include "services/common/part_codec.h"
-#include "services/common/part_write_queue.h"
+#include "services/wire/config_proto.h"
+#include "services/wire/part_codec.h"
+#include "services/wire/part_write_queue.h"
 
 namespace cohort {
 namespace {
@@ -137,15 +137,9 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "shard init: the first message must carry the config");
   }
-  const v1::InitMessage::Config& c = message.config();
-  ShardConfig config;
-  config.num_workers = c.num_workers();
-  config.mode = c.mode();
-  config.partition_fingerprint = c.partition_fingerprint();
-  absl::StatusOr<OptimizerSpec> spec = FromProto(c.optimizer());
-  if (!spec.ok()) return ToGrpcStatus(spec.status());
-  config.optimizer = *spec;
-  if (absl::Status s = core_->Configure(config, c.num_parts()); !s.ok()) return ToGrpcStatus(s);
+  absl::StatusOr<ShardConfig> config = FromProto(message.config());
+  if (!config.ok()) return ToGrpcStatus(config.status());
+  if (absl::Status s = core_->Configure(*config); !s.ok()) return ToGrpcStatus(s);
   std::vector<float> value;
   while (reader->Read(&message)) {
     absl::StatusOr<DecodedPart> part = DecodePart(message.part(), &value);

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_util.h"
-#include "services/common/part_codec.h"
+#include "services/wire/part_codec.h"
 
 namespace cohort {
 namespace {
@@ -20,9 +20,10 @@ class ShardServiceTest : public ::testing::Test {
   void SetUp() override {
     ShardConfig config;
     config.num_workers = 2;
+    config.num_parts = 2;
     config.optimizer.lr_schedule.base_lr = 0.5;
     config.optimizer.lr_schedule.steps_per_epoch = 10;
-    ASSERT_TRUE(core_.Configure(config, 2).ok());
+    ASSERT_TRUE(core_.Configure(config).ok());
     ASSERT_TRUE(core_.AddPart({0, 0}, initial_key0_).ok());
     ASSERT_TRUE(core_.AddPart({1, 0}, initial_key1_).ok());
     auto server = StartServer("127.0.0.1", 0, {&service_});

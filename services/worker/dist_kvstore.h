@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "services/common/member_session.h"
+#include "services/membership/member_session.h"
 #include "trainer/kvstore/kvstore.h"
 
 namespace cohort {

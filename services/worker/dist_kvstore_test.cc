@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "services/common/member_session.h"
-#include "services/worker/local_cluster.h"
+#include "services/membership/member_session.h"
+#include "services/testing/local_cluster.h"
 
 namespace cohort {
 namespace {
@@ -19,7 +19,7 @@ constexpr int kShards = 2;
 // The scheduler and the shards of a kWorkers × kShards job, in this process.
 class Cluster : public LocalCluster {
  public:
-  explicit Cluster(const std::string& mode) : LocalCluster(mode, kWorkers, kShards) {}
+  explicit Cluster(KVStoreMode mode) : LocalCluster(mode, kWorkers, kShards) {}
 };
 
 OptimizerSpec Sgd() {
@@ -90,7 +90,7 @@ absl::Status RunWorker(const std::string& address, int rank, int steps, Trace* t
 // dist_sync equals one process applying the optimizer to (g_0 + g_1) × 1/2 at each step,
 // bit for bit, on every rank, with the tensors split over both shards.
 TEST(DistKVStoreTest, SyncTrainingEqualsTheSingleProcessUpdateOnEveryRank) {
-  Cluster cluster("dist_sync");
+  Cluster cluster(KVStoreMode::kDistSync);
   const int steps = 5;
   std::vector<Trace> traces(kWorkers);
   std::vector<absl::Status> results(kWorkers);
@@ -127,7 +127,7 @@ TEST(DistKVStoreTest, SyncTrainingEqualsTheSingleProcessUpdateOnEveryRank) {
 }
 
 TEST(DistKVStoreTest, WorkerWithTheWrongJobModeIsTold) {
-  Cluster cluster("dist_sync");
+  Cluster cluster(KVStoreMode::kDistSync);
   JobOptions job;
   job.scheduler_address = cluster.address();
   auto kv = kvstore::Create("dist_async", job);
@@ -140,7 +140,7 @@ TEST(DistKVStoreTest, WorkerWithTheWrongJobModeIsTold) {
 // When one worker fails, the other, blocked waiting for the shards, is released with the
 // scheduler's message naming the failed worker.
 TEST(DistKVStoreTest, FailureOfOneWorkerReleasesTheOtherWithItsName) {
-  Cluster cluster("dist_sync");
+  Cluster cluster(KVStoreMode::kDistSync);
   absl::Status blocked;
   std::thread worker0([&] {
     JobOptions job;

@@ -11,11 +11,11 @@
 
 #include "gtest/gtest.h"
 #include "services/worker/dist_kvstore.h"
-#include "services/worker/local_cluster.h"
+#include "services/testing/local_cluster.h"
 #include "trainer/base/random.h"
 #include "trainer/models/models.h"
 #include "trainer/ops/cpu/onednn_backend.h"
-#include "trainer/step.h"
+#include "trainer/loop/step.h"
 
 namespace cohort {
 namespace {
@@ -93,7 +93,7 @@ TEST(EquivalenceTest, DistSyncTwoWorkersEqualsOneProcessWithTheGlobalBatch) {
   auto reference = Train(local->get(), batches);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
-  LocalCluster cluster("dist_sync", kWorkers, /*num_shards=*/2);
+  LocalCluster cluster(KVStoreMode::kDistSync, kWorkers, /*num_shards=*/2);
   std::vector<absl::StatusOr<std::vector<std::vector<float>>>> results(
       kWorkers, absl::UnknownError("not run"));
   std::vector<std::thread> workers;

@@ -8,13 +8,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "services/common/malloc_tuning.h"
-#include "services/common/member_session.h"
+#include "services/membership/member_session.h"
 #include "services/common/metrics.h"
 #include "services/worker/dist_kvstore.h"
 #include "services/worker/worker_metrics.h"
 #include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
-#include "trainer/training.h"
+#include "trainer/loop/training.h"
 
 COHORT_DEFINE_TRAIN_FLAGS();
 ABSL_FLAG(std::string, scheduler, "",

@@ -13,7 +13,7 @@
 #include "absl/flags/parse.h"
 #include "services/common/metrics.h"
 #include "services/worker/worker_metrics.h"
-#include "trainer/benchmark.h"
+#include "trainer/loop/benchmark.h"
 
 ABSL_FLAG(int64_t, iterations, 2000000, "metric updates timed per kind");
 

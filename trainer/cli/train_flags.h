@@ -6,7 +6,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
-#include "trainer/training.h"
+#include "trainer/loop/training.h"
 
 // The training flags (Contracts, "Flags") shared by //trainer:train and //services:worker.
 // Each binary's <binary>_main.cc expands COHORT_DEFINE_TRAIN_FLAGS() at file scope: the flags

@@ -1,7 +1,7 @@
 // Linked into the binaries that train on GPUs (//trainer:train_gpu): registers the cuDNN/cuBLAS
 // backend for --devices=gpu:I, channels-last.
 
-#include "trainer/devices.h"
+#include "trainer/loop/devices.h"
 #include "trainer/ops/cuda/cuda_backend.h"
 
 namespace cohort {

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "trainer/io/safetensors.h"
-#include "trainer/training.h"
+#include "trainer/loop/training.h"
 
 namespace cohort {
 namespace {

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "trainer/base/status_macros.h"
+#include "trainer/kvstore/kvstore_mode.h"
 
 namespace cohort {
 namespace {
@@ -99,14 +100,15 @@ class LocalKVStore final : public KVStore {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type) {
-  if (type == "dist_sync" || type == "dist_async") {
+  const absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(type);
+  if (!mode.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_store=", type, ": expected local, dist_sync or dist_async"));
+  }
+  if (*mode != KVStoreMode::kLocal) {
     return absl::UnimplementedError(absl::StrCat(
         "--kv_store=", type, ": the distributed kvstores run in workers (bazel run "
         "//services:worker, or //tools:launch); this process supports --kv_store=local"));
-  }
-  if (type != "local") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv_store=", type, ": expected local, dist_sync or dist_async"));
   }
   return std::unique_ptr<KVStore>(new LocalKVStore());
 }

@@ -8,20 +8,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "trainer/optim/lr_schedule.h"
-#include "trainer/optim/optimizer.h"
+#include "trainer/optim/optimizer_spec.h"
 #include "trainer/tensor/tensor.h"
 
 namespace cohort {
-
-// What a kvstore needs to update parameters where they are held: the optimizer (name and
-// options) and the learning-rate schedule, run on the holder's side (a shard, for the
-// distributed types).
-struct OptimizerSpec {
-  std::string optimizer = "sgd";
-  OptimizerOptions optimizer_options;
-  LrScheduleOptions lr_schedule;
-};
 
 // The parameter store a training loop talks to, as MXNet's kvstore: every parameter has a key
 // (its index in model order); a worker pushes the gradient of its mean loss for a step and

@@ -1,0 +1,84 @@
+#include "trainer/loop/devices.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+int OpenMpThreadsAfterBinding(Backend* backend) {
+  int threads = 0;
+  std::thread t([&] {
+    backend->BindCallingThread();
+    threads = omp_get_max_threads();
+  });
+  t.join();
+  return threads;
+}
+
+TEST(DevicesTest, CpuIsOneContextOnEveryCore) {
+  for (const char* devices : {"cpu", "cpu:1"}) {
+    auto backends = MakeDeviceBackends(devices);
+    ASSERT_TRUE(backends.ok()) << devices << ": " << backends.status();
+    ASSERT_EQ(backends->size(), 1u) << devices;
+    EXPECT_EQ((*backends)[0]->name(), "onednn");
+    EXPECT_EQ(OpenMpThreadsAfterBinding((*backends)[0].get()), omp_get_max_threads());
+  }
+}
+
+TEST(DevicesTest, CpuNSharesTheCoresBetweenNContexts) {
+  auto backends = MakeDeviceBackends("cpu:2");
+  ASSERT_TRUE(backends.ok()) << backends.status();
+  ASSERT_EQ(backends->size(), 2u);
+  const int share = std::max(1, omp_get_max_threads() / 2);
+  for (auto& b : *backends) EXPECT_EQ(OpenMpThreadsAfterBinding(b.get()), share);
+}
+
+TEST(DevicesTest, RefusesWhatItCannotRunNamingTheFlag) {
+  for (const char* devices : {"cpu:0", "cpu:x", "cpu:-1", "cpu:65", "tpu", ""}) {
+    auto backends = MakeDeviceBackends(devices);
+    ASSERT_FALSE(backends.ok()) << devices;
+    EXPECT_EQ(backends.status().code(), absl::StatusCode::kInvalidArgument) << devices;
+    EXPECT_NE(backends.status().message().find("--devices="), std::string::npos);
+  }
+  // One GPU per process, named by its index.
+  for (const char* devices : {"gpu:0,1", "gpu:x", "gpu:-1"}) {
+    EXPECT_EQ(MakeDeviceBackends(devices).status().code(), absl::StatusCode::kInvalidArgument)
+        << devices;
+  }
+  // A build without the GPU backend says which binary has it.
+  auto gpu = MakeDeviceBackends("gpu:0");
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(gpu.status().message().find("//trainer:train_gpu"), std::string::npos);
+  // CPUs compute in fp32.
+  auto bf16 = MakeDeviceBackends("cpu", Precision::kBf16);
+  EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bf16.status().message().find("--precision=bf16 needs a GPU"), std::string::npos);
+}
+
+// A registered factory makes the GPU backends, with the index and precision asked for.
+TEST(DevicesTest, GpuBackendsComeFromTheRegisteredFactory) {
+  int asked_index = -1;
+  Precision asked_precision = Precision::kFp32;
+  RegisterGpuBackendFactory([&](int index, Precision precision) -> absl::StatusOr<std::unique_ptr<Backend>> {
+    asked_index = index;
+    asked_precision = precision;
+    auto cpu = MakeDeviceBackends("cpu");
+    if (!cpu.ok()) return cpu.status();
+    return std::move((*cpu)[0]);
+  });
+  auto backends = MakeDeviceBackends("gpu:3", Precision::kBf16);
+  RegisterGpuBackendFactory(nullptr);
+  ASSERT_TRUE(backends.ok()) << backends.status();
+  EXPECT_EQ(backends->size(), 1u);
+  EXPECT_EQ(asked_index, 3);
+  EXPECT_EQ(asked_precision, Precision::kBf16);
+  EXPECT_EQ(MakeDeviceBackends("gpu:0").status().code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace cohort

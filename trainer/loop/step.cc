@@ -1,0 +1,318 @@
+#include "trainer/loop/step.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/base/check.h"
+#include "trainer/base/status_macros.h"
+
+namespace cohort {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int64_t NumKeys(const std::vector<Replica>& replicas) {
+  COHORT_CHECK(!replicas.empty(), "a step runner needs at least one replica");
+  return static_cast<int64_t>(replicas[0].model->parameters().size());
+}
+
+}  // namespace
+
+absl::Status InitKVStore(const Model& model, KVStore* kvstore) {
+  const auto& params = model.parameters();
+  // The kvstore holds F32 host values; a device's parameters go through host copies.
+  for (size_t k = 0; k < params.size(); ++k) {
+    const Tensor& value = params[k]->value;
+    if (IsHostTensorOf(value, DType::kF32)) {
+      RETURN_IF_ERROR(kvstore->Init(static_cast<int64_t>(k), value));
+    } else {
+      RETURN_IF_ERROR(kvstore->Init(static_cast<int64_t>(k), ToHost(value, DType::kF32)));
+    }
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    Tensor& value = params[k]->value;
+    if (IsHostTensorOf(value, DType::kF32)) {
+      RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k), &value));
+    } else {
+      Tensor host(value.shape());
+      RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k), &host));
+      value.CopyFrom(ConvertTo(host, value.dtype()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool overlap)
+    : replicas_(std::move(replicas)),
+      kvstore_(kvstore),
+      overlap_(overlap),
+      num_keys_(NumKeys(replicas_)) {
+  for (const Replica& replica : replicas_) {
+    const auto& params = replica.model->parameters();
+    COHORT_CHECK(static_cast<int64_t>(params.size()) == num_keys_, "replicas of different models");
+    for (size_t k = 0; k < params.size(); ++k) keys_[params[k]] = static_cast<int64_t>(k);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.assign(num_keys_, 0);
+    gradients_ready_.assign(num_keys_, 0);
+    pulls_.assign(num_keys_, 0);
+    copied_.assign(replicas_.size(), std::vector<int64_t>(num_keys_, 0));
+  }
+  slices_.resize(replicas_.size());
+  if (replicas_[0].backend != nullptr) {
+    std::vector<ParameterTensors> tensors;
+    for (Parameter* p : replicas_[0].model->parameters()) tensors.push_back({&p->value, &p->grad});
+    exchange_ = replicas_[0].backend->MakeParameterExchange(std::move(tensors));
+    COHORT_CHECK(exchange_ == nullptr || num_replicas() == 1,
+                 "a replica on a device trains alone (one GPU per process)");
+  }
+  if (num_replicas() > 1) {
+    for (int r = 1; r < num_replicas(); ++r) {
+      CopyParameters(0, r);
+      CopyState(0, r);
+    }
+    team_ = std::make_unique<ThreadTeam>(num_replicas(), [this](int r) {
+      if (replicas_[r].backend != nullptr) replicas_[r].backend->BindCallingThread();
+    });
+  }
+  if (!overlap_) return;
+  for (int r = 0; r < num_replicas(); ++r) {
+    Model* model = replicas_[r].model;
+    model->SetGradientReadyHook([this, r](Parameter& p) { GradientReady(r, keys_.at(&p)); });
+    model->SetBeforeForwardHook([this, r](int, Layer& layer) {
+      for (Parameter& p : layer.parameters()) Receive(r, keys_.at(&p));
+    });
+  }
+}
+
+StepRunner::~StepRunner() {
+  team_.reset();
+  if (exchange_ != nullptr) {
+    // A failed step may leave exchanges in flight: the kvstore may still write into the
+    // device's pinned buffers, which go with the exchange.
+    absl::MutexLock lock(&mu_);
+    for (int64_t k = 0; k < num_keys_; ++k) {
+      if (in_flight_[k]) kvstore_->Wait(k).IgnoreError();
+    }
+  }
+  if (!overlap_) return;
+  for (const Replica& replica : replicas_) {
+    replica.model->SetGradientReadyHook(nullptr);
+    replica.model->SetBeforeForwardHook(nullptr);
+  }
+}
+
+void StepRunner::CopyParameters(int from, int to) {
+  const auto& src = replicas_[from].model->parameters();
+  const auto& dst = replicas_[to].model->parameters();
+  for (size_t k = 0; k < src.size(); ++k) dst[k]->value.CopyFrom(src[k]->value);
+}
+
+void StepRunner::CopyState(int from, int to) {
+  const auto& src = replicas_[from].model->state();
+  const auto& dst = replicas_[to].model->state();
+  for (size_t s = 0; s < src.size(); ++s) dst[s].value->CopyFrom(*src[s].value);
+}
+
+void StepRunner::GradientReady(int r, int64_t key) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok() || ++gradients_ready_[key] < num_replicas()) return;
+    gradients_ready_[key] = 0;
+  }
+  // Every replica is done with this gradient: nobody else touches it until the next step.
+  if (num_replicas() > 1) ReduceGradient(key);
+  if (exchange_ != nullptr) exchange_->SendGradient(key);
+  absl::MutexLock lock(&mu_);
+  if (exchange_ == nullptr) {
+    Send(key);
+    return;
+  }
+  moving_.push_back(key);
+  SendArrived(/*wait=*/false);
+}
+
+void StepRunner::SendArrived(bool wait) {
+  // The device's copies land in the order they were queued: stop at the first still moving.
+  size_t sent = 0;
+  while (sent < moving_.size() && (wait || exchange_->GradientArrived(moving_[sent]))) {
+    Send(moving_[sent++]);
+  }
+  moving_.erase(moving_.begin(), moving_.begin() + static_cast<std::ptrdiff_t>(sent));
+}
+
+void StepRunner::ReduceGradient(int64_t key) {
+  float* out = replicas_[0].model->parameters()[key]->grad.data<float>();
+  const int64_t n = replicas_[0].model->parameters()[key]->grad.numel();
+  const float w0 = slices_[0].weight;
+  for (int64_t i = 0; i < n; ++i) out[i] *= w0;
+  for (int r = 1; r < num_replicas(); ++r) {
+    const float* g = replicas_[r].model->parameters()[key]->grad.data<float>();
+    const float w = slices_[r].weight;
+    for (int64_t i = 0; i < n; ++i) out[i] += w * g[i];
+  }
+}
+
+void StepRunner::Send(int64_t key) {
+  if (!status_.ok()) return;
+  Parameter* p = replicas_[0].model->parameters()[key];
+  // Waiting for a device's gradient is its backward, not communication: timed from here.
+  const Tensor& grad = exchange_ != nullptr ? exchange_->HostGradient(key) : p->grad;
+  Tensor* value = exchange_ != nullptr ? exchange_->HostValue(key) : &p->value;
+  const auto start = Clock::now();
+  status_ = kvstore_->PushPull(key, grad, value);
+  in_flight_[key] = status_.ok();
+  push_seconds_ += SecondsSince(start);
+  pushed_bytes_ += static_cast<int64_t>(grad.nbytes());
+}
+
+void StepRunner::Receive(int r, int64_t key) {
+  absl::MutexLock lock(&mu_);
+  if (!status_.ok()) return;
+  if (in_flight_[key]) {
+    const auto start = Clock::now();
+    status_ = kvstore_->Wait(key);
+    in_flight_[key] = 0;
+    pull_seconds_ += SecondsSince(start);
+    if (!status_.ok()) return;
+    ++pulls_[key];
+    // The kvstore's values are F32, whatever the replica stores.
+    pulled_bytes_ += static_cast<int64_t>(
+        replicas_[0].model->parameters()[key]->value.numel() * sizeof(float));
+    if (exchange_ != nullptr) exchange_->ReceiveValue(key);
+  }
+  // The kvstore wrote replica 0's value; the others copy it once per pull.
+  if (r == 0 || copied_[r][key] == pulls_[key]) return;
+  copied_[r][key] = pulls_[key];
+  replicas_[r].model->parameters()[key]->value.CopyFrom(
+      replicas_[0].model->parameters()[key]->value);
+}
+
+double StepRunner::CommSecondsSoFar() {
+  absl::MutexLock lock(&mu_);
+  return push_seconds_ + pull_seconds_;
+}
+
+void StepRunner::RunReplica(int r, const Tensor& images, const Tensor& labels) {
+  const Replica& replica = replicas_[r];
+  Slice& slice = slices_[r];
+  const auto start = Clock::now();
+  const double comm_before = CommSecondsSoFar();
+  slice.loss = replica.loss->Forward(replica.model->Forward(Mode::kTrain, images), labels);
+  const double comm_after_forward = CommSecondsSoFar();
+  slice.forward_seconds = std::max(0.0, SecondsSince(start) - (comm_after_forward - comm_before));
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok()) return;  // a wait before some layer failed: this forward used stale values
+  }
+  const auto backward_start = Clock::now();
+  replica.model->Backward(replica.loss->Backward());
+  slice.backward_seconds = std::max(
+      0.0, SecondsSince(backward_start) - (CommSecondsSoFar() - comm_after_forward));
+}
+
+absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& labels) {
+  const int64_t batch = images.shape()[0];
+  if (batch < num_replicas()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a local batch of ", batch, " cannot be split over ", num_replicas(),
+        " device contexts; raise --batch_size or use fewer --devices"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    status_ = absl::OkStatus();
+    push_seconds_ = pull_seconds_ = 0;
+    pushed_bytes_ = pulled_bytes_ = 0;
+    for (int& ready : gradients_ready_) ready = 0;
+  }
+  if (exchange_ != nullptr) {
+    if (const float scale = exchange_->BeginStep(); scale != gradient_scale_) {
+      replicas_[0].loss->set_gradient_scale(scale);
+      gradient_scale_ = scale;
+    }
+  }
+  if (num_replicas() == 1) {
+    slices_[0].weight = 1;
+    RunReplica(0, images, labels);
+  } else {
+    int64_t first = 0;
+    for (int r = 0; r < num_replicas(); ++r) {
+      const int64_t rows = batch / num_replicas() + (r < batch % num_replicas() ? 1 : 0);
+      CopyRows(images, first, rows, &slices_[r].images);
+      CopyRows(labels, first, rows, &slices_[r].labels);
+      slices_[r].weight = static_cast<float>(rows) / static_cast<float>(batch);
+      first += rows;
+    }
+    team_->Run([this](int r) { RunReplica(r, slices_[r].images, slices_[r].labels); });
+  }
+  if (!overlap_) {
+    for (int64_t k = num_keys_ - 1; k >= 0; --k) {
+      for (int r = 0; r < num_replicas(); ++r) GradientReady(r, k);
+    }
+  }
+  if (exchange_ != nullptr) {
+    // The gradients still on their way from the device; the wait for its backward to finish
+    // counts as backward.
+    const auto start = Clock::now();
+    const double comm_before = CommSecondsSoFar();
+    {
+      absl::MutexLock lock(&mu_);
+      SendArrived(/*wait=*/true);
+    }
+    slices_[0].backward_seconds +=
+        std::max(0.0, SecondsSince(start) - (CommSecondsSoFar() - comm_before));
+  }
+  if (!overlap_) {
+    for (int64_t k = 0; k < num_keys_; ++k) {
+      for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
+    }
+  }
+  StepResult result;
+  for (const Slice& slice : slices_) result.loss += slice.weight * slice.loss;
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(status_);
+  result.forward_seconds = slices_[0].forward_seconds;
+  result.backward_seconds = slices_[0].backward_seconds;
+  result.push_seconds = push_seconds_;
+  result.pull_seconds = pull_seconds_;
+  result.pushed_bytes = pushed_bytes_;
+  result.pulled_bytes = pulled_bytes_;
+  return result;
+}
+
+absl::Status StepRunner::WaitForParameters() {
+  {
+    absl::MutexLock lock(&mu_);
+    status_ = absl::OkStatus();
+  }
+  for (int64_t k = 0; k < num_keys_; ++k) {
+    for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
+  }
+  if (num_replicas() > 1) AverageState();
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+void StepRunner::AverageState() {
+  const auto& state = replicas_[0].model->state();
+  const float scale = 1.0f / static_cast<float>(num_replicas());
+  for (size_t s = 0; s < state.size(); ++s) {
+    float* mean = state[s].value->data<float>();
+    const int64_t n = state[s].value->numel();
+    for (int r = 1; r < num_replicas(); ++r) {
+      const float* v = replicas_[r].model->state()[s].value->data<float>();
+      for (int64_t i = 0; i < n; ++i) mean[i] += v[i];
+    }
+    for (int64_t i = 0; i < n; ++i) mean[i] *= scale;
+  }
+  for (int r = 1; r < num_replicas(); ++r) CopyState(0, r);
+}
+
+}  // namespace cohort

@@ -1,0 +1,137 @@
+#ifndef COHORT_TRAINER_LOOP_STEP_H_
+#define COHORT_TRAINER_LOOP_STEP_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "trainer/base/thread_team.h"
+#include "trainer/kvstore/kvstore.h"
+#include "trainer/nn/loss.h"
+#include "trainer/nn/model.h"
+
+namespace cohort {
+
+// Registers every parameter with the kvstore under its key (its index in model order), with
+// its current value, then pulls every key back, so all ranks of a distributed job start from
+// the same (rank 0's) weights.
+absl::Status InitKVStore(const Model& model, KVStore* kvstore);
+
+// One step, timed: the phases add up to the step's time on its caller (with several replicas,
+// forward and backward are the first replica's, less the kvstore calls made meanwhile).
+struct StepResult {
+  double loss = 0;  // the batch's mean loss
+  double forward_seconds = 0;   // forward and loss, waits for pulled values excluded
+  double backward_seconds = 0;  // backward, pushes excluded
+  double push_seconds = 0;      // in the kvstore's PushPull calls
+  double pull_seconds = 0;      // waiting for pulled values
+  int64_t pushed_bytes = 0;     // gradients handed to the kvstore
+  int64_t pulled_bytes = 0;     // values received from it
+
+  // Time in kvstore calls, waiting included: communication not hidden behind computation.
+  double comm_seconds() const { return push_seconds + pull_seconds; }
+};
+
+// One copy of the model on one device context, with the backend that runs it (nullptr: the
+// host's default).
+struct Replica {
+  Model* model;
+  SoftmaxCrossEntropyLoss* loss;
+  Backend* backend;
+};
+
+// Runs training steps, the same for the trainer, the benchmark and the worker: forward, loss,
+// backward, and the exchange of every parameter with the kvstore (PushPull into the first
+// replica's own value).
+//  - overlapped (the default): each gradient is pushed as soon as backward produces it (last
+//    layer first, through the model's gradient-ready hook), and the next step's forward waits
+//    before each layer only for that layer's values (first layer first, through the
+//    before-forward hook), so communication runs behind backward and the next forward;
+//  - not overlapped: every gradient is pushed after backward, then every value waited for.
+// With several replicas (--devices cpu:2), each trains on its own thread on a contiguous slice
+// of the local batch (sizes differ by at most one); a parameter's gradients are reduced
+// locally, weighted by slice size in replica order (the gradient of the mean loss over the
+// whole local batch), and pushed once the last replica has produced its own; each replica
+// copies the pulled value before its forward needs it. A replica on a device (a GPU) is
+// alone, and its parameters reach the kvstore through its backend's ParameterExchange: each
+// gradient starts down to the host when the hook reports it and is pushed once it has arrived
+// (checked at every later hook, waited for at the end of backward); each pulled value goes back
+// up before the forward that reads it. The replicas start from the first one's values; batch-norm running statistics are averaged across them in
+// WaitForParameters. After a step, values may still be arriving: call WaitForParameters
+// before reading the first replica's weights (evaluation, export). Installs the models' hooks
+// for its lifetime; the replicas and kvstore must outlive it.
+class StepRunner {
+ public:
+  StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool overlap);
+  StepRunner(Model* model, SoftmaxCrossEntropyLoss* loss, KVStore* kvstore, bool overlap)
+      : StepRunner({Replica{model, loss, nullptr}}, kvstore, overlap) {}
+  ~StepRunner();
+  StepRunner(const StepRunner&) = delete;
+  StepRunner& operator=(const StepRunner&) = delete;
+
+  // images: (N, C, H, W); labels: (N) I32; N ≥ the number of replicas.
+  absl::StatusOr<StepResult> Step(const Tensor& images, const Tensor& labels);
+  // Returns once every replica holds every parameter's latest pulled value (and the averaged
+  // batch-norm statistics).
+  absl::Status WaitForParameters();
+
+ private:
+  struct Slice {
+    Tensor images, labels;  // this replica's rows of the local batch
+    float weight = 0;       // rows / local batch
+    double loss = 0;
+    double forward_seconds = 0, backward_seconds = 0;  // less the kvstore calls meanwhile
+  };
+
+  int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  // Forward, loss and backward of replica r on its slice.
+  void RunReplica(int r, const Tensor& images, const Tensor& labels);
+  // Replica r's gradient of key is final: once every replica's is, reduce and push it.
+  void GradientReady(int r, int64_t key);
+  void ReduceGradient(int64_t key);
+  void Send(int64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for key's pulled value and copies it into replica r.
+  void Receive(int r, int64_t key);
+  void AverageState();
+  void CopyParameters(int from, int to);
+  void CopyState(int from, int to);
+  // Pushes the gradients a device has finished moving to the host (all of them, waiting, when
+  // wait is true).
+  void SendArrived(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Seconds spent in kvstore calls so far in this step.
+  double CommSecondsSoFar();
+
+  const std::vector<Replica> replicas_;
+  KVStore* const kvstore_;
+  const bool overlap_;
+  const int64_t num_keys_;
+  std::vector<Slice> slices_;
+  std::unique_ptr<ThreadTeam> team_;  // several replicas: one thread each
+  absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
+  // The first replica's way to the host kvstore when it lives on a device (else nullptr).
+  std::unique_ptr<ParameterExchange> exchange_;
+  float gradient_scale_ = 1.0f;  // what the first replica's loss gradient is multiplied by
+
+  // Serialises the kvstore (one caller at a time) and the exchange's bookkeeping.
+  absl::Mutex mu_;
+  std::vector<char> in_flight_ ABSL_GUARDED_BY(mu_);  // by key
+  std::vector<int> gradients_ready_ ABSL_GUARDED_BY(mu_);  // by key: replicas done this step
+  std::vector<int64_t> moving_ ABSL_GUARDED_BY(mu_);  // keys on their way down from a device
+  // By key: how many values were pulled, and per replica how many it has copied.
+  std::vector<int64_t> pulls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<int64_t>> copied_ ABSL_GUARDED_BY(mu_);
+  // Within a step: the first kvstore error (hooks cannot return one), the time in calls and
+  // the bytes they moved.
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  double push_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double pull_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pushed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pulled_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_TRAINER_LOOP_STEP_H_

@@ -1,0 +1,351 @@
+// Several device contexts per worker (--devices cpu:2): replicas trained on slices of the
+// local batch and reduced before the push equal one context trained on the whole batch.
+
+#include "trainer/loop/step.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "trainer/base/random.h"
+#include "trainer/loop/devices.h"
+#include "trainer/models/models.h"
+
+namespace cohort {
+namespace {
+
+constexpr int kSteps = 20;
+constexpr int kClasses = 10;
+
+struct Batch {
+  Tensor images;  // (N, 1, 28, 28)
+  Tensor labels;  // (N) I32
+};
+
+std::vector<Batch> MakeBatches(int64_t batch) {
+  Rng rng(7);
+  std::vector<Batch> batches;
+  for (int s = 0; s < kSteps; ++s) {
+    Batch b{Tensor(Shape{batch, 1, 28, 28}), Tensor(Shape{batch}, DType::kI32)};
+    for (float& v : b.images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
+    for (int32_t& l : b.labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(kClasses));
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+using Values = std::vector<std::vector<float>>;
+
+Values Copy(const std::vector<Tensor*>& tensors) {
+  Values out;
+  for (const Tensor* t : tensors) out.emplace_back(t->data<float>(), t->data<float>() + t->numel());
+  return out;
+}
+
+std::vector<Tensor*> ParameterValues(const Model& m) {
+  std::vector<Tensor*> out;
+  for (Parameter* p : m.parameters()) out.push_back(&p->value);
+  return out;
+}
+
+std::vector<Tensor*> StateValues(const Model& m) {
+  std::vector<Tensor*> out;
+  for (const StateTensor& s : m.state()) out.push_back(s.value);
+  return out;
+}
+
+// A small network with batch norm, so running statistics are part of the replicas' state.
+absl::StatusOr<std::unique_ptr<Model>> ConvBnNet(Backend* backend) {
+  return ModelBuilder(backend, "conv_bn", Shape{1, 28, 28})
+      .Conv2d("conv1", 4, 5, 2, 0)
+      .BatchNorm("bn1")
+      .Relu("relu1")
+      .Flatten("flatten")
+      .Linear("fc", kClasses)
+      .Build();
+}
+
+struct Trained {
+  std::vector<Values> parameters, state;  // per replica
+  double last_loss = 0;
+  std::vector<StepResult> steps;
+  int64_t parameter_bytes = 0;
+};
+
+// The local store, with every Wait taking `wait` longer: a slow network.
+class SlowWaitKVStore : public KVStore {
+ public:
+  SlowWaitKVStore(std::unique_ptr<KVStore> inner, absl::Duration wait)
+      : inner_(std::move(inner)), wait_(wait) {}
+  absl::string_view type() const override { return inner_->type(); }
+  int rank() const override { return 0; }
+  int num_workers() const override { return 1; }
+  absl::Status SetOptimizer(const OptimizerSpec& spec) override {
+    return inner_->SetOptimizer(spec);
+  }
+  absl::Status Init(int64_t key, const Tensor& value) override { return inner_->Init(key, value); }
+  absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override {
+    return inner_->PushPull(key, grad, out);
+  }
+  absl::Status Wait(int64_t key) override {
+    absl::SleepFor(wait_);
+    return inner_->Wait(key);
+  }
+  absl::Status Push(int64_t key, const Tensor& grad) override { return inner_->Push(key, grad); }
+  absl::Status Pull(int64_t key, Tensor* out) override { return inner_->Pull(key, out); }
+  absl::Status Barrier() override { return absl::OkStatus(); }
+
+ private:
+  std::unique_ptr<KVStore> inner_;
+  const absl::Duration wait_;
+};
+
+// What a HostCopyExchange moved; outlives the exchange and the runner that owns it.
+struct ExchangeCounts {
+  int made = 0, sent = 0, received = 0;
+};
+
+// A device's exchange, played on the host: gradients are copied to host buffers (and the
+// model's own poisoned, so only the copies can be pushed) and arrive only at the second look;
+// values are copied back. It scales the loss as fp16 loss scaling does, by powers of two that
+// change every step, and unscales the copies, so training is exactly that of the host.
+class HostCopyExchange final : public ParameterExchange {
+ public:
+  HostCopyExchange(std::vector<ParameterTensors> params, ExchangeCounts* counts)
+      : params_(std::move(params)), counts_(counts) {
+    ++counts_->made;
+    for (const ParameterTensors& p : params_) {
+      grads_.emplace_back(p.grad->shape());
+      values_.emplace_back(p.value->shape());
+    }
+    looks_.assign(params_.size(), 0);
+  }
+  float BeginStep() override {
+    scale_ = steps_++ % 2 == 0 ? 4.0f : 0.5f;
+    return scale_;
+  }
+  void SendGradient(int64_t key) override {
+    grads_[key].CopyFrom(*params_[key].grad);
+    for (float& g : grads_[key].span<float>()) g /= scale_;
+    for (float& g : params_[key].grad->span<float>()) g = std::nanf("");
+    looks_[key] = 0;
+    ++counts_->sent;
+  }
+  bool GradientArrived(int64_t key) override { return ++looks_[key] > 1; }
+  const Tensor& HostGradient(int64_t key) override { return grads_[key]; }
+  Tensor* HostValue(int64_t key) override { return &values_[key]; }
+  void ReceiveValue(int64_t key) override {
+    params_[key].value->CopyFrom(values_[key]);
+    ++counts_->received;
+  }
+
+ private:
+  std::vector<ParameterTensors> params_;
+  ExchangeCounts* counts_;
+  std::vector<Tensor> grads_, values_;
+  std::vector<int> looks_;
+  float scale_ = 1.0f;
+  int steps_ = 0;
+};
+
+// The CPU backend, but with its parameters kept apart from the kvstore as a device's are.
+class ExchangingBackend final : public Backend {
+ public:
+  ExchangingBackend(Backend* inner, ExchangeCounts* counts) : inner_(inner), counts_(counts) {}
+  absl::string_view name() const override { return inner_->name(); }
+  DType dtype() const override { return inner_->dtype(); }
+  std::unique_ptr<ParameterExchange> MakeParameterExchange(
+      std::vector<ParameterTensors> params) override {
+    return std::make_unique<HostCopyExchange>(std::move(params), counts_);
+  }
+  std::unique_ptr<Op> Conv2d(const Conv2dSpec& s) override { return inner_->Conv2d(s); }
+  std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& s) override { return inner_->MaxPool2d(s); }
+  std::unique_ptr<Op> AvgPool2d(const Pool2dSpec& s) override { return inner_->AvgPool2d(s); }
+  std::unique_ptr<Op> GlobalAvgPool() override { return inner_->GlobalAvgPool(); }
+  std::unique_ptr<Op> BatchNorm(const BatchNormSpec& s) override { return inner_->BatchNorm(s); }
+  std::unique_ptr<Op> Add() override { return inner_->Add(); }
+  std::unique_ptr<Op> Dropout(const DropoutSpec& s) override { return inner_->Dropout(s); }
+  std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& s) override {
+    return inner_->SubsamplePad(s);
+  }
+  std::unique_ptr<Op> Relu() override { return inner_->Relu(); }
+  std::unique_ptr<Op> Linear() override { return inner_->Linear(); }
+  std::unique_ptr<Op> SoftmaxCrossEntropy() override { return inner_->SoftmaxCrossEntropy(); }
+ private:
+  Backend* inner_;
+  ExchangeCounts* counts_;
+};
+
+// Trains `model` on every batch with the local kvstore (SGD with momentum and weight decay)
+// over the device contexts `devices` names (with counts, through an ExchangingBackend).
+absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& devices,
+                              const std::vector<Batch>& batches, bool overlap,
+                              absl::Duration wait = absl::ZeroDuration(),
+                              ExchangeCounts* counts = nullptr) {
+  auto backends = MakeDeviceBackends(devices);
+  if (!backends.ok()) return backends.status();
+  Backend* exchanging = nullptr;
+  if (counts != nullptr) {
+    backends->push_back(std::make_unique<ExchangingBackend>((*backends)[0].get(), counts));
+    exchanging = backends->back().get();
+  }
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
+  std::vector<Replica> replicas;
+  for (auto& owned : *backends) {
+    Backend* backend = owned.get();
+    if (exchanging != nullptr && backend != exchanging) continue;  // served by the wrapper
+    auto model = model_name == "conv_bn"
+                     ? ConvBnNet(backend)
+                     : BuildModel(model_name, backend, Shape{1, 28, 28}, kClasses);
+    if (!model.ok()) return model.status();
+    models.push_back(std::move(*model));
+    // Replicas other than the first start from other weights: the runner must copy them.
+    models.back()->InitParameters(42 + models.size() - 1);
+    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend));
+    replicas.push_back({models.back().get(), losses.back().get(), backend});
+  }
+  auto local = CreateKVStore("local");
+  if (!local.ok()) return local.status();
+  absl::StatusOr<std::unique_ptr<KVStore>> kv =
+      std::make_unique<SlowWaitKVStore>(std::move(*local), wait);
+  OptimizerSpec spec;
+  spec.optimizer_options = {0.9, 1e-4};
+  spec.lr_schedule.base_lr = 0.05;
+  if (absl::Status s = (*kv)->SetOptimizer(spec); !s.ok()) return s;
+  if (absl::Status s = InitKVStore(*models[0], kv->get()); !s.ok()) return s;
+  StepRunner runner(std::move(replicas), kv->get(), overlap);
+  Trained out;
+  for (const Batch& batch : batches) {
+    auto step = runner.Step(batch.images, batch.labels);
+    if (!step.ok()) return step.status();
+    out.last_loss = step->loss;
+    out.steps.push_back(*step);
+  }
+  for (Tensor* t : ParameterValues(*models[0])) out.parameter_bytes += t->nbytes();
+  if (absl::Status s = runner.WaitForParameters(); !s.ok()) return s;
+  for (const auto& m : models) {
+    out.parameters.push_back(Copy(ParameterValues(*m)));
+    out.state.push_back(Copy(StateValues(*m)));
+  }
+  return out;
+}
+
+double RelativeDifference(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
+void ExpectClose(const Values& got, const Values& want, double tolerance, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_EQ(got[k].size(), want[k].size()) << what << " " << k;
+    EXPECT_LE(RelativeDifference(got[k], want[k]), tolerance) << what << " " << k;
+  }
+}
+
+class TwoContextsTest : public ::testing::TestWithParam<bool> {};  // overlap or not
+
+// An odd batch (17 + 16 rows) checks that the reduce weighs each slice by its size.
+TEST_P(TwoContextsTest, EqualOneContextOnTheWholeBatch) {
+  const std::vector<Batch> batches = MakeBatches(33);
+  auto one = Train("lenet", "cpu", batches, GetParam());
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto two = Train("lenet", "cpu:2", batches, GetParam());
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->parameters.size(), 2u);
+  ExpectClose(two->parameters[0], one->parameters[0], 1e-5, "parameter");
+  EXPECT_EQ(two->parameters[0], two->parameters[1]);  // both contexts hold the pulled values
+  EXPECT_NEAR(two->last_loss, one->last_loss, 1e-4 * std::abs(one->last_loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, TwoContextsTest, ::testing::Bool());
+
+// Each context normalises with its own slice's statistics (as per-device batch norm does), so
+// training differs from one context; the running statistics are averaged. After one step from
+// equal weights, running_mean = momentum · batch mean is linear in the batch mean, so the average
+// of the two halves' equals the whole batch's; running_var is not (each half has its own spread).
+TEST(StepRunnerTest, BatchNormStatisticsAreAveragedAcrossContexts) {
+  std::vector<Batch> batches = MakeBatches(32);
+  batches.resize(1);
+  auto one = Train("conv_bn", "cpu", batches, true);
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto two = Train("conv_bn", "cpu:2", batches, true);
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->state[0].size(), 2u);
+  EXPECT_LE(RelativeDifference(two->state[0][0], one->state[0][0]), 1e-6) << "running_mean";
+  EXPECT_LE(RelativeDifference(two->state[0][1], one->state[0][1]), 0.1) << "running_var";
+  EXPECT_EQ(two->state[0], two->state[1]);
+  EXPECT_EQ(two->parameters[0], two->parameters[1]);
+}
+
+class StepTimingTest : public ::testing::TestWithParam<bool> {};  // overlap or not
+
+// Every Wait takes 30 ms: the step reports that time as pull wait, not as forward, and counts
+// the bytes each way once per step. (The wait is long so that a forward slowed down by a busy
+// machine still stays far below the waits it must not include.)
+TEST_P(StepTimingTest, ReportsPhasesAndBytes) {
+  const bool overlap = GetParam();
+  std::vector<Batch> batches = MakeBatches(8);
+  batches.resize(3);
+  constexpr double kWait = 0.03;
+  auto run = Train("lenet", "cpu", batches, overlap, absl::Seconds(kWait));
+  ASSERT_TRUE(run.ok()) << run.status();
+  const int64_t keys = static_cast<int64_t>(run->parameters[0].size());
+  for (size_t s = 0; s < run->steps.size(); ++s) {
+    const StepResult& step = run->steps[s];
+    EXPECT_EQ(step.pushed_bytes, run->parameter_bytes) << "step " << s;
+    // Overlapped, a step's values are waited for by the next step's forward.
+    EXPECT_EQ(step.pulled_bytes, overlap && s == 0 ? 0 : run->parameter_bytes) << "step " << s;
+    EXPECT_GT(step.forward_seconds, 0) << "step " << s;
+    EXPECT_GT(step.backward_seconds, 0) << "step " << s;
+    EXPECT_GE(step.push_seconds, 0) << "step " << s;
+    if (step.pulled_bytes == 0) continue;
+    EXPECT_GE(step.pull_seconds, kWait * keys) << "step " << s;
+    EXPECT_LT(step.forward_seconds, kWait * keys) << "step " << s;
+    EXPECT_DOUBLE_EQ(step.comm_seconds(), step.push_seconds + step.pull_seconds);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, StepTimingTest, ::testing::Bool());
+
+class ExchangeTest : public ::testing::TestWithParam<bool> {};  // overlap or not
+
+// Parameters kept apart from the kvstore (a GPU's) train exactly as host parameters do: every
+// gradient goes down and every value comes back once per step, late arrivals included.
+TEST_P(ExchangeTest, TrainsAsTheHostParametersDo) {
+  std::vector<Batch> batches = MakeBatches(16);
+  batches.resize(4);
+  auto direct = Train("lenet", "cpu", batches, GetParam());
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  ExchangeCounts counts;
+  auto exchanged = Train("lenet", "cpu", batches, GetParam(), absl::ZeroDuration(), &counts);
+  ASSERT_TRUE(exchanged.ok()) << exchanged.status();
+  EXPECT_EQ(counts.made, 1);
+  EXPECT_EQ(exchanged->parameters[0], direct->parameters[0]);
+  EXPECT_EQ(exchanged->last_loss, direct->last_loss);
+  const int keys = static_cast<int>(direct->parameters[0].size());
+  EXPECT_EQ(counts.sent, 4 * keys);
+  EXPECT_EQ(counts.received, 4 * keys);
+  EXPECT_EQ(exchanged->steps.back().pushed_bytes, direct->steps.back().pushed_bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, ExchangeTest, ::testing::Bool());
+
+TEST(StepRunnerTest, RefusesABatchSmallerThanTheContexts) {
+  const std::vector<Batch> batches = MakeBatches(1);
+  auto two = Train("lenet", "cpu:2", batches, true);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("cannot be split over 2 device contexts"),
+            std::string::npos)
+      << two.status();
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,256 @@
+#include "trainer/loop/training.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "trainer/base/status_macros.h"
+#include "trainer/data/dataset.h"
+#include "trainer/loop/devices.h"
+#include "trainer/data/prefetch.h"
+#include "trainer/eval/accuracy.h"
+#include "trainer/io/model_file.h"
+#include "trainer/kvstore/kvstore_mode.h"
+#include "trainer/models/models.h"
+#include "trainer/nn/loss.h"
+#include "trainer/kvstore/kvstore.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/loop/progress_log.h"
+#include "trainer/loop/step.h"
+
+namespace cohort {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+constexpr int64_t kEvalBatch = 1000;
+
+}  // namespace
+
+absl::Status ValidateTrainOptions(const TrainOptions& o) {
+  auto positive = [](const char* flag, double v) {
+    return v > 0 ? absl::OkStatus()
+                 : absl::InvalidArgumentError(absl::StrCat("--", flag, "=", v, ": must be > 0"));
+  };
+  RETURN_IF_ERROR(positive("batch_size", o.batch_size));
+  RETURN_IF_ERROR(ParsePrecision(o.precision).status());
+  RETURN_IF_ERROR(positive("epochs", o.epochs));
+  RETURN_IF_ERROR(positive("lr", o.lr));
+  RETURN_IF_ERROR(positive("log_interval", o.log_interval));
+  if (o.warmup_epochs < 0 || o.warmup_epochs >= o.epochs) {
+    return absl::InvalidArgumentError(absl::StrCat("--warmup_epochs=", o.warmup_epochs,
+                                                   ": must be in [0, --epochs=", o.epochs, ")"));
+  }
+  RETURN_IF_ERROR(MakeOptimizer(o.optimizer, {o.momentum, o.wd}).status());
+  if (!ParseKVStoreMode(o.kv_store).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_store=", o.kv_store, ": expected local, dist_sync or dist_async"));
+  }
+  RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
+  RETURN_IF_ERROR(ParseAugment(o.augment, 32).status());
+  if (o.momentum < 0 || o.momentum >= 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--momentum=", o.momentum, ": must be in [0, 1)"));
+  }
+  if (o.wd < 0) return absl::InvalidArgumentError(absl::StrCat("--wd=", o.wd, ": must be >= 0"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t image_side) {
+  Augmentation a;
+  if (augment == "none") return a;
+  a.horizontal_flip = true;
+  if (augment == "flip") return a;
+  a.crop_padding = static_cast<int>(image_side / 8);
+  if (augment == "crop_flip") return a;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--augment=", augment, ": expected none, flip or crop_flip"));
+}
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
+                                  std::ostream& out, TrainingObserver* observer) {
+  RETURN_IF_ERROR(ValidateTrainOptions(options));
+  ASSIGN_OR_RETURN(const Precision precision, ParsePrecision(options.precision));
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Backend>> backends,
+                   MakeDeviceBackends(options.devices, precision));
+  if (options.batch_size < static_cast<int64_t>(backends.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch_size=", options.batch_size, " cannot be split over the ", backends.size(),
+        " device contexts of --devices=", options.devices));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, make_kvstore(options.kv_store));
+  const int rank = kvstore->rank();
+  const int num_workers = kvstore->num_workers();
+  // Rank 0 speaks for the job: the table, evaluation and the model file.
+  const bool lead = rank == 0;
+  ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
+  // Statistics of the images as published, before any padding.
+  const Normalization norm = ComputeNormalization(data.train);
+  if (const int64_t side = ModelImageSize(options.model);
+      side > data.train.sample_shape[1] || side > data.train.sample_shape[2]) {
+    if (lead) out << absl::StrFormat("train: zero-padding %s images to %dx%d for %s\n",
+                           data.train.sample_shape.ToString(), side, side, options.model);
+    ASSIGN_OR_RETURN(data.train, PadImages(data.train, side, side));
+    ASSIGN_OR_RETURN(data.test, PadImages(data.test, side, side));
+  }
+  const Shape& sample = data.train.sample_shape;
+  // One replica per device context; the first is the one evaluated and exported.
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
+  std::vector<Replica> replicas;
+  for (const auto& backend : backends) {
+    ASSIGN_OR_RETURN(models.emplace_back(),
+                     BuildModel(options.model, backend.get(), sample, data.train.num_classes));
+    models.back()->InitParameters(options.seed);
+    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
+    replicas.push_back({models.back().get(), losses.back().get(), backend.get()});
+  }
+  Model* model = models[0].get();
+
+  // Every rank runs the same steps over the global batch (Contracts, "Sampler").
+  const int64_t global_batch = options.batch_size * num_workers;
+  const int64_t steps_per_epoch = data.train.size() / global_batch;
+  if (steps_per_epoch == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch_size=", options.batch_size, " × ", num_workers,
+        " workers is larger than the training set (", data.train.size(), " samples)"));
+  }
+  LrScheduleOptions lr_options;
+  ASSIGN_OR_RETURN(lr_options.kind, ParseLrScheduleKind(options.lr_schedule));
+  lr_options.base_lr =
+      options.scale_lr ? LinearScaledLr(options.lr, global_batch) : options.lr;
+  lr_options.epochs = options.epochs;
+  lr_options.steps_per_epoch = steps_per_epoch;
+  lr_options.warmup_epochs = options.warmup_epochs;
+  // The progress table shows the rate the kvstore applies (the same schedule).
+  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr_options));
+  OptimizerSpec optimizer;
+  optimizer.optimizer = options.optimizer;
+  optimizer.optimizer_options = {options.momentum, options.wd};
+  optimizer.lr_schedule = lr_options;
+  RETURN_IF_ERROR(kvstore->SetOptimizer(optimizer));
+  RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
+  PrefetchOptions prefetch;
+  prefetch.seed = options.seed;
+  prefetch.rank = rank;
+  prefetch.num_workers = num_workers;
+  prefetch.batch_size = options.batch_size;
+  ASSIGN_OR_RETURN(prefetch.augmentation, ParseAugment(options.augment, sample[1]));
+  prefetch.end_epoch = options.epochs;
+  BatchPrefetcher batches(data.train, norm, prefetch);
+  StepRunner runner(std::move(replicas), kvstore.get(), options.overlap);
+  std::ofstream json_log;
+  if (lead && !options.log_json.empty()) {
+    json_log.open(options.log_json, std::ios::trunc);
+    if (!json_log) {
+      return absl::InvalidArgumentError(absl::StrCat("--log_json=", options.log_json,
+                                                     ": cannot open it for writing: ",
+                                                     strerror(errno)));
+    }
+  }
+  ProgressLog progress(&out, json_log.is_open() ? &json_log : nullptr);
+
+  if (lead) {
+    out << absl::StrFormat(
+        "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d x %d "
+        "worker(s), %d epochs, %s, lr %g %s (warm-up %g epochs), augment %s, kvstore %s, "
+        "backend %s on %s (%s), %d hardware threads\n",
+        options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
+        model->num_parameter_elements(), options.batch_size, num_workers, options.epochs,
+        options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
+        options.augment, kvstore->type(), backends[0]->name(), options.devices,
+        options.precision, std::thread::hardware_concurrency());
+    progress.Header();
+  }
+
+  TrainResult result;
+  double train_seconds = 0;
+  int64_t step = 0, images_seen = 0;
+  for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
+    auto interval_start = epoch_start;
+    double interval_loss = 0, interval_comm = 0;
+    int64_t interval_steps = 0;
+    double data_wait_seconds = 0;  // steps that found their batch not yet assembled
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      const auto wait_start = Clock::now();
+      const Batch& batch = batches.Next();
+      const double data_seconds = Seconds(Clock::now() - wait_start);
+      data_wait_seconds += data_seconds;
+      const float lr = static_cast<float>(schedule.At(step));
+      ASSIGN_OR_RETURN(const StepResult r, runner.Step(batch.images, batch.labels));
+      interval_loss += r.loss;
+      interval_comm += r.comm_seconds();
+      ++step;
+      ++interval_steps;
+      if (observer != nullptr) {
+        observer->StepDone({step, epoch, batch.images.shape()[0], lr,
+                            Seconds(Clock::now() - wait_start), data_seconds, r});
+      }
+      if (step % options.log_interval == 0) {
+        const auto now = Clock::now();
+        const double seconds = Seconds(now - interval_start);
+        // Speed counts the whole job: every rank ran these steps on its own batch.
+        if (lead) {
+          progress.Row({step, epoch, interval_steps * global_batch / seconds,
+                        interval_loss / interval_steps, lr, interval_comm / seconds,
+                        absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())});
+        }
+        interval_start = now;
+        interval_loss = interval_comm = 0;
+        interval_steps = 0;
+      }
+    }
+    RETURN_IF_ERROR(runner.WaitForParameters());
+    const double epoch_seconds = Seconds(Clock::now() - epoch_start);
+    train_seconds += epoch_seconds;
+    images_seen += steps_per_epoch * global_batch;
+    if (!lead) continue;
+    const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
+    result.test_top1 = acc.top1_percent();
+    result.test_top5 = acc.top5_percent();
+    out << absl::StrFormat(
+        "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
+        "%.2f%%\n",
+        epoch, epoch_seconds, data_wait_seconds, steps_per_epoch * global_batch / epoch_seconds,
+        result.test_top1, result.test_top5);
+  }
+  result.seconds_per_epoch = train_seconds / options.epochs;
+  result.images_per_second = images_seen / train_seconds;
+  if (!lead) {
+    out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", rank, num_workers,
+                           result.seconds_per_epoch);
+    return result;
+  }
+  out << absl::StrFormat("Test top-1 %.2f%% top-5 %.2f%% (%d images); %.1f s/epoch, %.1f img/s\n",
+                         result.test_top1, result.test_top5, data.test.size(),
+                         result.seconds_per_epoch, result.images_per_second);
+  if (!options.output.empty()) {
+    // A model computing in 16 bits exports the kvstore's fp32 master weights.
+    std::vector<Tensor> masters;
+    if (model->parameters()[0]->value.dtype() != DType::kF32) {
+      for (size_t k = 0; k < model->parameters().size(); ++k) {
+        RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k),
+                                      &masters.emplace_back(model->parameters()[k]->value.shape())));
+      }
+    }
+    RETURN_IF_ERROR(SaveModel(*model,
+                              {{"dataset", options.dataset},
+                               {"input_mean", absl::StrFormat("%.9g", norm.mean)},
+                               {"input_std", absl::StrFormat("%.9g", norm.std)},
+                               {"format", "pt"}},
+                              options.output, masters.empty() ? nullptr : &masters));
+    out << "Wrote " << options.output << "\n";
+  }
+  return result;
+}
+
+}  // namespace cohort

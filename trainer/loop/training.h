@@ -1,0 +1,89 @@
+#ifndef COHORT_TRAINER_LOOP_TRAINING_H_
+#define COHORT_TRAINER_LOOP_TRAINING_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "trainer/data/augment.h"
+#include "trainer/kvstore/kvstore.h"
+#include "trainer/ops/op.h"
+#include "trainer/loop/step.h"
+
+namespace cohort {
+
+// What `train` does; flag names follow the Contracts.
+struct TrainOptions {
+  std::string model = "lenet";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;  // empty: the dataset's default directory
+  int64_t batch_size = 64;
+  int64_t epochs = 10;
+  std::string optimizer = "sgd";         // sgd | adam
+  double lr = 0.02;
+  std::string lr_schedule = "cosine";  // constant | step | cosine | poly
+  double warmup_epochs = 0;              // linear warm-up before the schedule
+  bool scale_lr = false;  // linear scaling rule: lr × global batch / 256
+  double momentum = 0.9;
+  double wd = 1e-4;
+  std::string kv_store = "local";  // local (this process) | dist_sync | dist_async
+  std::string augment = "none";  // none | flip | crop_flip (crop padding = image side / 8)
+  uint64_t seed = 42;
+  int64_t log_interval = 100;  // steps between progress rows
+  std::string output = "model.safetensors";  // empty: don't write the model
+  std::string devices = "cpu";  // cpu | cpu:N (the local batch split over N contexts) | gpu:I
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (GPUs)
+  // Push each gradient as backward produces it and wait for each layer's values only before
+  // its forward (false: push everything after backward, then wait for everything).
+  bool overlap = true;
+  std::string log_json;  // rank 0 also writes the progress rows here as JSON lines (empty: no)
+};
+
+// Checks option values, naming the flag that is wrong.
+absl::Status ValidateTrainOptions(const TrainOptions& options);
+
+struct TrainResult {
+  double test_top1 = 0;  // percent; rank 0 only
+  double test_top5 = 0;
+  double seconds_per_epoch = 0;  // training steps only, evaluation excluded
+  double images_per_second = 0;
+};
+
+// One training step of this rank, as its metrics see it.
+struct StepReport {
+  int64_t step = 0;   // steps done, this one included
+  int64_t epoch = 0;  // the epoch it belongs to
+  int64_t images = 0;  // this rank's local batch
+  double lr = 0;
+  double step_seconds = 0;  // the whole iteration: waiting for data, then the step
+  double data_seconds = 0;  // waiting for the batch
+  StepResult step_result;   // loss, phases and bytes of the step itself
+};
+
+// Told about every step, on the training thread: keep it cheap.
+class TrainingObserver {
+ public:
+  virtual ~TrainingObserver() = default;
+  virtual void StepDone(const StepReport& report) = 0;
+};
+
+// The augmentation an --augment value names for images of the given side.
+absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t image_side);
+
+// The training loop of the single-process trainer and of every worker of a job. It trains on
+// this rank's share of the data (Contracts, "Sampler") through the kvstore make_kvstore builds
+// for options.kv_store: images smaller than the model's designed size are zero-padded up to
+// it; batches are assembled (and augmented) on a background thread. Rank 0 prints the progress
+// table `Step Epoch Speed(img/s) Loss LR Comm%` every log_interval steps (speed of the whole
+// job; Comm% = share of the time spent in kvstore calls, i.e. communication not hidden behind
+// computation; also as JSON lines to options.log_json), test top-1/top-5 after each epoch,
+// then writes the model to options.output. Everything goes to out. observer, when given, is
+// told about every step of this rank.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
+                                  std::ostream& out, TrainingObserver* observer = nullptr);
+
+}  // namespace cohort
+
+#endif  // COHORT_TRAINER_LOOP_TRAINING_H_
