@@ -107,15 +107,25 @@ void MemberSession::Leave(const absl::Status& status) {
   heartbeat_.join();
 }
 
-void MemberSession::OnEnd(std::function<void()> f) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!ended_) {
-      listeners_.push_back(std::move(f));
+int MemberSession::OnEnd(std::function<void()> f) {
+  absl::MutexLock listeners(&listeners_mu_);
+  const int id = next_listener_++;
+  if (ended()) {
+    f();
+  } else {
+    listeners_.emplace_back(id, std::move(f));
+  }
+  return id;
+}
+
+void MemberSession::RemoveEndListener(int id) {
+  absl::MutexLock listeners(&listeners_mu_);
+  for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
+    if (it->first == id) {
+      listeners_.erase(it);
       return;
     }
   }
-  f();
 }
 
 absl::Status MemberSession::end_status() const {
@@ -134,7 +144,7 @@ bool MemberSession::WaitUntilEnded(absl::Duration timeout) {
 }
 
 void MemberSession::End(v1::JobState state, const std::string& reason) {
-  std::vector<std::function<void()>> listeners;
+  absl::MutexLock listeners(&listeners_mu_);
   {
     absl::MutexLock lock(&mu_);
     if (ended_) return;
@@ -144,9 +154,9 @@ void MemberSession::End(v1::JobState state, const std::string& reason) {
     } else if (state != v1::DONE) {
       end_status_ = absl::UnavailableError(reason);
     }
-    listeners.swap(listeners_);
   }
-  for (auto& f : listeners) f();
+  for (auto& [id, f] : listeners_) f();
+  listeners_.clear();
 }
 
 std::string MemberSession::RunControlStream() {

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/scheduler.grpc.pb.h"
+#include "services/membership/job_membership.h"
 
 namespace cohort {
 
@@ -36,26 +37,26 @@ struct MemberSessionOptions {
 // on the control stream from a background thread, and learns there when the job ends. The
 // end (DONE, FAILED with the scheduler's reason, or the scheduler lost) is reported once to
 // the listeners, from the heartbeat thread. Thread-safe.
-class MemberSession {
+class MemberSession final : public JobMembership {
  public:
   // Registers (waiting up to connect_timeout for the scheduler to answer) and starts the
   // heartbeat.
   static absl::StatusOr<std::unique_ptr<MemberSession>> Join(const MemberSessionOptions& options);
-  ~MemberSession();  // leaves as finished if Leave was not called
+  ~MemberSession() override;  // leaves as finished if Leave was not called
 
-  int rank() const { return rank_; }
-  int num_workers() const { return reply_.num_workers(); }
+  int rank() const override { return rank_; }
+  int num_workers() const override { return reply_.num_workers(); }
   int num_shards() const { return reply_.num_shards(); }
   const std::string& job_id() const { return reply_.job_id(); }
   const std::string& mode() const { return reply_.mode(); }
   const std::string& scheduler_address() const { return options_.scheduler_address; }
   // "worker 1", "shard 0": how messages name this member.
-  std::string name() const;
+  std::string name() const override;
 
   // Waits until every member has registered; shard addresses by shard rank.
   absl::StatusOr<std::vector<std::string>> WaitForCluster();
   // Waits until every worker reached the barrier; see SchedulerCore::Barrier.
-  absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint);
+  absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint) override;
   // Tells the scheduler this member leaves (OK: finished; else failed with the status's
   // message) and stops the heartbeat.
   void Leave(const absl::Status& status);
@@ -63,11 +64,11 @@ class MemberSession {
   // Workers: how far training is; sent with the following heartbeats.
   void SetProgress(const v1::Progress& progress);
 
-  // Calls f once when the job ends (at once if it already has). f must not block.
-  void OnEnd(std::function<void()> f);
+  int OnEnd(std::function<void()> f) override;
+  void RemoveEndListener(int id) override;
   // OK while running and after DONE; Aborted with the reason after FAILED; Unavailable after
   // the scheduler was lost.
-  absl::Status end_status() const;
+  absl::Status end_status() const override;
   bool ended() const;
   // Blocks until the job ends; false after timeout.
   bool WaitUntilEnded(absl::Duration timeout);
@@ -92,7 +93,10 @@ class MemberSession {
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::Progress> progress_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::function<void()>> listeners_ ABSL_GUARDED_BY(mu_);
+  // Held while listeners run, so that one removed is not running any more.
+  absl::Mutex listeners_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<std::pair<int, std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  int next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 0;
   grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread heartbeat_;
 };

@@ -94,7 +94,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
       return absl::Status(parsed.code(), absl::StrCat("shard: a push from ", peer_, ": ",
                                                       parsed.message()));
     }
-    const DecodedPart& h = part_.header();
+    const PartHeader& h = part_.header();
     if (rank_ < 0) rank_ = h.rank;
     if (h.rank != rank_) {
       if (metrics != nullptr) metrics->Reject(Rejection::kWrongRank);
@@ -142,7 +142,7 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
   if (absl::Status s = core_->Configure(*config); !s.ok()) return ToGrpcStatus(s);
   std::vector<float> value;
   while (reader->Read(&message)) {
-    absl::StatusOr<DecodedPart> part = DecodePart(message.part(), &value);
+    absl::StatusOr<PartHeader> part = DecodePart(message.part(), &value);
     if (!part.ok()) return ToGrpcStatus(part.status());
     if (absl::Status s = core_->AddPart(part->id, value); !s.ok()) return ToGrpcStatus(s);
   }

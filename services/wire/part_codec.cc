@@ -19,8 +19,8 @@ void FillHeader(PartId id, int64_t version, int rank, size_t bytes, v1::PartHead
   h->set_rank(rank);
 }
 
-DecodedPart HeaderFields(const v1::PartHeader& h) {
-  return DecodedPart{PartId{h.key(), h.part()}, h.version(), h.rank()};
+PartHeader HeaderFields(const v1::PartHeader& h) {
+  return PartHeader{PartId{h.key(), h.part()}, h.version(), h.rank()};
 }
 
 absl::Status CheckHeader(const v1::PartHeader& h, size_t data_bytes) {
@@ -79,7 +79,7 @@ void EncodePart(PartId id, int64_t version, int rank, absl::Span<const float> va
                               values.size() * sizeof(float));
 }
 
-absl::StatusOr<DecodedPart> DecodePart(const v1::Part& part, std::vector<float>* out) {
+absl::StatusOr<PartHeader> DecodePart(const v1::Part& part, std::vector<float>* out) {
   const absl::Status valid = CheckHeader(part.header(), part.data().size());
   if (!valid.ok()) return valid;
   out->resize(part.data().size() / sizeof(float));

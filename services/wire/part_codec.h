@@ -22,15 +22,9 @@ namespace cohort {
 void EncodePart(PartId id, int64_t version, int rank, absl::Span<const float> values,
                 v1::Part* out);
 
-struct DecodedPart {
-  PartId id;
-  int64_t version = 0;
-  int rank = -1;
-};
-
 // Checks the header against the data and copies the values into out (resized). Errors name
 // the key and part.
-absl::StatusOr<DecodedPart> DecodePart(const v1::Part& part, std::vector<float>* out);
+absl::StatusOr<PartHeader> DecodePart(const v1::Part& part, std::vector<float>* out);
 
 // The bulk path (the PushPull stream) without copying values: the same v1::Part on the wire,
 // built as a small encoded header followed by a slice aliasing `values`. With pin, values are
@@ -47,7 +41,7 @@ class ReceivedPart {
   // it said even when the check fails). A message whose fields are laid out otherwise (any
   // valid v1::Part) is parsed by protobuf instead.
   absl::Status Parse(grpc::ByteBuffer* message);
-  const DecodedPart& header() const { return header_; }
+  const PartHeader& header() const { return header_; }
   // The values' bytes, in order.
   ByteChunks chunks() const { return chunks_; }
   size_t bytes() const { return bytes_; }
@@ -58,7 +52,7 @@ class ReceivedPart {
   // The common layout: field 1 (header), then field 2 (data). False if it is not that.
   bool ParseFast(size_t total);
 
-  DecodedPart header_;
+  PartHeader header_;
   size_t bytes_ = 0;
   std::vector<grpc::Slice> slices_;
   std::vector<absl::Span<const char>> chunks_;

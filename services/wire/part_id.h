@@ -17,6 +17,13 @@ struct PartId {
   }
 };
 
+// What a part's header says besides its byte count (Contracts, "Parts on the wire").
+struct PartHeader {
+  PartId id;
+  int64_t version = 0;  // the value's version, or the one a pushed gradient was computed on
+  int rank = -1;        // the pushing worker; -1 on a shard's answer
+};
+
 }  // namespace cohort
 
 #endif  // COHORT_SERVICES_WIRE_PART_ID_H_

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "services/membership/member_session.h"
+#include "services/worker/dist_kvstore_core.h"
 #include "trainer/kvstore/kvstore.h"
 
 namespace cohort {
@@ -17,26 +18,25 @@ namespace cohort {
 struct JobOptions {
   // The session options of a worker with these settings.
   MemberSessionOptions SessionOptions() const;
+  // The data path's settings.
+  DistKVStoreOptions KVStoreOptions() const;
 
   std::string scheduler_address;  // host:port
   int requested_rank = -1;        // -1: the scheduler assigns one
   int64_t part_bytes = 1 << 20;   // parameters are split into parts of at most this
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration scheduler_grace = absl::Seconds(3);
-  // Tests of order independence: nonzero holds each part's push back a little on one rank
-  // picked at random from this seed, so parts reach the shards in shuffled orders.
-  uint64_t delay_pushes_seed = 0;
   // Where the worker serves /metrics, and writes the port it got (empty: nowhere).
   std::string metrics_bind = "0.0.0.0";
   std::string metrics_port_file;
 };
 
 // The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
-// training program"): COHORT_SCHEDULER (required), COHORT_RANK, COHORT_PART_BYTES,
-// COHORT_METRICS_BIND, COHORT_METRICS_PORT_FILE. The one
-// place that reads the environment; InvalidArgument naming the variable when it is missing or
-// malformed.
-absl::StatusOr<JobOptions> JobOptionsFromEnvironment();
+// training program"): COHORT_SCHEDULER, COHORT_RANK, COHORT_PART_BYTES, COHORT_METRICS_BIND,
+// COHORT_METRICS_PORT_FILE. The one place that reads the environment. scheduler: the address
+// given on the command line, if any; without it COHORT_SCHEDULER must name one.
+// InvalidArgument naming the variable when it is missing or malformed.
+absl::StatusOr<JobOptions> JobOptionsFromEnvironment(const std::string& scheduler = "");
 
 namespace kvstore {
 
@@ -51,12 +51,16 @@ absl::StatusOr<std::unique_ptr<KVStore>> Create(absl::string_view type, const Jo
 
 }  // namespace kvstore
 
-// A distributed kvstore ("dist_sync" or "dist_async") on a membership the caller holds (and
-// ends with MemberSession::Leave, reporting how the program went). The session must outlive
-// the store. The job's mode must equal type. Of options, only the data-path settings count.
-absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(absl::string_view type,
-                                                           MemberSession* session,
-                                                           const JobOptions& options);
+// A distributed kvstore ("dist_sync" or "dist_async") over gRPC on a membership the caller
+// holds (and ends with MemberSession::Leave, reporting how the program went). The session must
+// outlive the store. The job's mode must equal type. Of options, only the data-path settings
+// count. wrap_transport, when given, takes the gRPC transport and returns the one the store
+// uses (tests put a delaying or failing transport around it).
+using TransportWrapper =
+    std::function<std::unique_ptr<ShardTransport>(std::unique_ptr<ShardTransport>)>;
+absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(
+    absl::string_view type, MemberSession* session, const JobOptions& options,
+    const TransportWrapper& wrap_transport = nullptr);
 
 }  // namespace cohort
 

@@ -22,9 +22,6 @@ ABSL_FLAG(std::string, scheduler, "",
 ABSL_FLAG(int, rank, -1, "worker rank to ask for (-1: COHORT_RANK, else the scheduler assigns)");
 ABSL_FLAG(int64_t, part_bytes, 0,
           "largest parameter part on the wire, in bytes (0: COHORT_PART_BYTES, else 1 MiB)");
-ABSL_FLAG(uint64_t, delay_pushes_seed, 0,
-          "for tests of order independence: hold each part's push back up to 3 ms on one rank "
-          "picked at random from this seed (0: off)");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 ABSL_FLAG(std::string, metrics_bind, "",
@@ -42,21 +39,17 @@ int main(int argc, char** argv) {
   absl::SetFlag(&FLAGS_kv_store, "dist_sync");
   if (!cohort::ParseCanonicalCommandLine("worker", argc, argv, cohort::StandardFlagAliases())) return 2;
 
-  cohort::JobOptions job;
-  if (absl::GetFlag(FLAGS_scheduler).empty()) {
-    auto from_env = cohort::JobOptionsFromEnvironment();
-    if (!from_env.ok()) {
-      std::cerr << "worker: error: no --scheduler, and " << from_env.status().message() << "\n";
-      return 2;
-    }
-    job = *from_env;
-  } else {
-    job.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  auto from_env = cohort::JobOptionsFromEnvironment(absl::GetFlag(FLAGS_scheduler));
+  if (!from_env.ok()) {
+    std::cerr << "worker: error: "
+              << (absl::GetFlag(FLAGS_scheduler).empty() ? "no --scheduler, and " : "")
+              << from_env.status().message() << "\n";
+    return 2;
   }
+  cohort::JobOptions job = *from_env;
   if (absl::GetFlag(FLAGS_rank) >= 0) job.requested_rank = absl::GetFlag(FLAGS_rank);
   if (absl::GetFlag(FLAGS_part_bytes) > 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
   job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
-  job.delay_pushes_seed = absl::GetFlag(FLAGS_delay_pushes_seed);
   if (!absl::GetFlag(FLAGS_metrics_bind).empty()) job.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
   if (!absl::GetFlag(FLAGS_metrics_port_file).empty()) {
     job.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);

@@ -1,0 +1,36 @@
+#ifndef COHORT_SERVICES_MEMBERSHIP_JOB_MEMBERSHIP_H_
+#define COHORT_SERVICES_MEMBERSHIP_JOB_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace cohort {
+
+// What a worker's data path needs of its membership in a job (MemberSession in a process, a
+// fake in tests): its place, the job-wide barrier, and word of the job's end. Thread-safe.
+class JobMembership {
+ public:
+  virtual ~JobMembership() = default;
+
+  virtual int rank() const = 0;
+  virtual int num_workers() const = 0;
+  // "worker 1": how messages name this member.
+  virtual std::string name() const = 0;
+  // Waits until every worker reached the barrier `name`; returns the fingerprint they agreed
+  // on (FailedPrecondition naming the ranks when they differ).
+  virtual absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint) = 0;
+  // Calls f once when the job ends (at once, before returning, if it already has); f must not
+  // block. Returns an id for RemoveEndListener.
+  virtual int OnEnd(std::function<void()> f) = 0;
+  // After this returns, the listener is not running and will not be called.
+  virtual void RemoveEndListener(int id) = 0;
+  // OK while running and after DONE; why it ended otherwise.
+  virtual absl::Status end_status() const = 0;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_MEMBERSHIP_JOB_MEMBERSHIP_H_

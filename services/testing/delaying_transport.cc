@@ -1,0 +1,48 @@
+#include "services/testing/delaying_transport.h"
+
+#include "absl/time/clock.h"
+#include "trainer/base/random.h"
+
+namespace cohort {
+namespace {
+
+class DelayingTransport final : public ShardTransport {
+ public:
+  DelayingTransport(std::unique_ptr<ShardTransport> inner, uint64_t seed, int num_workers)
+      : inner_(std::move(inner)), seed_(seed), num_workers_(num_workers) {}
+
+  int num_shards() const override { return inner_->num_shards(); }
+  std::string shard_address(int shard) const override { return inner_->shard_address(shard); }
+  absl::Status InitShard(int shard, const ShardConfig& config,
+                         absl::Span<const InitialPart> parts) override {
+    return inner_->InitShard(shard, config, parts);
+  }
+  void Open(AnswerReceiver* receiver) override { inner_->Open(receiver); }
+  void Send(int shard, PartId id, int64_t version, int rank, absl::Span<const float> values,
+            PinCount* pin) override {
+    const uint64_t h = MixKeys({seed_, static_cast<uint64_t>(version),
+                                static_cast<uint64_t>(id.key), static_cast<uint64_t>(id.part)});
+    if (static_cast<int>(h % num_workers_) == rank) {
+      absl::SleepFor(absl::Microseconds((h >> 16) % 3000));
+    }
+    inner_->Send(shard, id, version, rank, values, pin);
+  }
+  void Close() override { inner_->Close(); }
+  absl::StatusOr<PartHeader> Pull(int shard, PartId id, std::vector<float>* out) override {
+    return inner_->Pull(shard, id, out);
+  }
+
+ private:
+  const std::unique_ptr<ShardTransport> inner_;
+  const uint64_t seed_;
+  const int num_workers_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardTransport> MakeDelayingTransport(std::unique_ptr<ShardTransport> inner,
+                                                      uint64_t seed, int num_workers) {
+  return std::make_unique<DelayingTransport>(std::move(inner), seed, num_workers);
+}
+
+}  // namespace cohort

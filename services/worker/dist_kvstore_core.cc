@@ -1,0 +1,351 @@
+#include "services/worker/dist_kvstore_core.h"
+
+#include <cstring>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/base/status_macros.h"
+
+namespace cohort {
+
+DistKVStoreCore::DistKVStoreCore(KVStoreMode mode, JobMembership* membership,
+                                 std::unique_ptr<ShardTransport> transport,
+                                 const DistKVStoreOptions& options)
+    : mode_(mode), membership_(membership), transport_(std::move(transport)), options_(options) {
+  end_listener_ = membership_->OnEnd([this] {
+    absl::MutexLock lock(&mu_);
+    job_ended_ = true;
+  });
+}
+
+DistKVStoreCore::~DistKVStoreCore() {
+  membership_->RemoveEndListener(end_listener_);
+  StopStreams();
+}
+
+absl::Status DistKVStoreCore::SetOptimizer(const OptimizerSpec& spec) {
+  RETURN_IF_ERROR(MakeOptimizer(spec.optimizer, spec.optimizer_options).status());
+  RETURN_IF_ERROR(LrSchedule::Create(spec.lr_schedule).status());
+  optimizer_ = spec;
+  has_optimizer_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::Init(int64_t key, const Tensor& value) {
+  if (committed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kvstore init of key ", key, " after the first push or pull; init every key first"));
+  }
+  if (value.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kvstore init of key ", key, ": ", DTypeName(value.dtype()), ", not F32"));
+  }
+  if (key != static_cast<int64_t>(keys_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kvstore init of key ", key, ": the distributed kvstore takes keys 0, 1, 2... in order "
+        "(next expected ", keys_.size(), ")"));
+  }
+  auto k = std::make_unique<Key>();
+  k->shape = value.shape();
+  k->initial.assign(value.data<float>(), value.data<float>() + value.numel());
+  keys_.push_back(std::move(k));
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::PushPull(int64_t key, const Tensor& grad, Tensor* out) {
+  RETURN_IF_ERROR(Commit());
+  ASSIGN_OR_RETURN(Key * k, Find(key, grad, "push"));
+  RETURN_IF_ERROR(Find(key, *out, "pull").status());
+  return Start(key, k, grad, out->data<float>());
+}
+
+absl::Status DistKVStoreCore::Wait(int64_t key) {
+  RETURN_IF_ERROR(Commit());
+  if (key < 0 || key >= static_cast<int64_t>(keys_.size())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kvstore wait of key ", key, " before its init"));
+  }
+  Key& k = *keys_[key];
+  if (!k.in_flight) return absl::OkStatus();
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto answered = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return k.awaiting == 0 || job_ended_ || !stream_error_.ok();
+    };
+    while (true) {
+      const int64_t seen = answers_;
+      if (mu_.AwaitWithTimeout(absl::Condition(&answered), options_.answer_timeout)) break;
+      if (answers_ == seen) {
+        stream_error_ = TimedOut(key, k);
+        break;
+      }
+    }
+    if (k.awaiting == 0) {
+      k.in_flight = false;
+    } else {
+      failure = Interrupted();
+    }
+  }
+  if (!failure.ok()) {
+    // The caller may free its tensors once this returns: nothing may touch them any more.
+    StopStreams();
+    return failure;
+  }
+  // Every answer is in, so the shard has read the whole push: the transport lets go of the
+  // gradient's memory at once, if it has not already.
+  k.pins.WaitUnpinned();
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::Push(int64_t key, const Tensor& grad) {
+  RETURN_IF_ERROR(Commit());
+  ASSIGN_OR_RETURN(Key * k, Find(key, grad, "push"));
+  if (k->in_flight) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kvstore push of key ", key, " while its last push is in flight; wait for "
+                     "it (Wait or Pull) first"));
+  }
+  if (k->pushed_copy.shape() != grad.shape()) {  // allocated once per key
+    k->pushed_copy = Tensor(grad.shape());
+    k->pushed_result.resize(grad.numel());
+  }
+  std::memcpy(k->pushed_copy.raw(), grad.raw(), grad.numel() * sizeof(float));
+  RETURN_IF_ERROR(Start(key, k, k->pushed_copy, k->pushed_result.data()));
+  k->result_unread = true;
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::Pull(int64_t key, Tensor* out) {
+  RETURN_IF_ERROR(Commit());
+  ASSIGN_OR_RETURN(Key * k, Find(key, *out, "pull"));
+  RETURN_IF_ERROR(Wait(key));
+  if (!k->result_unread) return PullCurrent(key, out);
+  std::memcpy(out->raw(), k->pushed_result.data(), k->pushed_result.size() * sizeof(float));
+  k->result_unread = false;
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::Barrier() {
+  RETURN_IF_ERROR(Commit());
+  return membership_->Barrier(absl::StrCat("user barrier ", ++barriers_), 0).status();
+}
+
+void DistKVStoreCore::OnAnswer(int shard, const PartHeader& h, ByteChunks values) {
+  float* destination = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    const Part* part = nullptr;
+    const absl::Status valid = CheckAnswer(shard, h, TotalBytes(values), &part);
+    if (!valid.ok()) {
+      if (stream_error_.ok()) stream_error_ = valid;
+      return;
+    }
+    Key& k = *keys_[h.id.key];
+    k.pending[h.id.part] = 0;  // claimed: a duplicate arriving meanwhile is refused
+    destination = k.destination + part->offset;
+  }
+  // Outside the lock: the part's destination is this answer's alone.
+  CopyChunks(values, destination);
+  absl::MutexLock lock(&mu_);
+  Key& k = *keys_[h.id.key];
+  k.versions[h.id.part] = h.version;
+  --k.awaiting;
+  ++answers_;
+}
+
+void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (closing_ || job_ended_ || !stream_error_.ok()) return;
+  stream_error_ = absl::UnavailableError(absl::StrCat(
+      membership_->name(), ": the stream to shard ", shard, " at ",
+      transport_->shard_address(shard), " ended: ",
+      status.ok() ? "closed by the shard" : status.message(),
+      absl::IsUnavailable(status) ? " (did the shard die?)" : ""));
+}
+
+absl::StatusOr<DistKVStoreCore::Key*> DistKVStoreCore::Find(int64_t key, const Tensor& t,
+                                                            absl::string_view what) {
+  if (key < 0 || key >= static_cast<int64_t>(keys_.size())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kvstore ", what, " of key ", key, " before its init"));
+  }
+  Key& k = *keys_[key];
+  if (t.shape() != k.shape || t.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat("kvstore ", what, " of key ", key, ": ",
+                                                   DTypeName(t.dtype()), " ", t.shape().ToString(),
+                                                   ", the key holds F32 ", k.shape.ToString()));
+  }
+  return &k;
+}
+
+absl::Status DistKVStoreCore::Start(int64_t key, Key* k, const Tensor& grad, float* destination) {
+  if (k->in_flight) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kvstore push of key ", key, " while its last push is in flight; wait for "
+                     "it (Wait or Pull) first"));
+  }
+  const std::vector<int>& parts = map_.key_parts[key];
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_ || !stream_error_.ok() || job_ended_) {
+      failure = Interrupted();
+    } else {
+      k->destination = destination;
+      k->awaiting = static_cast<int>(parts.size());
+      k->pending.assign(parts.size(), 1);
+      k->in_flight = true;
+    }
+  }
+  if (!failure.ok()) {  // other keys may be in flight: stop them before the caller gives up
+    StopStreams();
+    return failure;
+  }
+  k->result_unread = false;
+  const absl::Span<const float> values = grad.span<float>();
+  for (int index : parts) {
+    const Part& p = map_.parts[index];
+    k->sent[p.index] = k->versions[p.index];
+    transport_->Send(p.shard, {key, p.index}, k->sent[p.index], rank(),
+                     values.subspan(p.offset, p.elements), &k->pins);
+  }
+  return absl::OkStatus();
+}
+
+void DistKVStoreCore::StopStreams() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return;
+    closing_ = true;
+  }
+  transport_->Close();
+  for (size_t key = 0; key < keys_.size(); ++key) {
+    if (!keys_[key]->pins.WaitUnpinnedFor(absl::Seconds(10))) {
+      std::cerr << membership_->name() << ": the transport still holds key " << key
+                << "'s pushed gradient 10 s after its streams ended\n";
+    }
+  }
+}
+
+absl::Status DistKVStoreCore::CheckAnswer(int shard, const PartHeader& h, size_t bytes,
+                                          const Part** part) {
+  const auto unexpected = [&](absl::string_view why) {
+    return absl::InternalError(absl::StrCat(membership_->name(), ": shard ", shard,
+                                            " answered key ", h.id.key, " part ", h.id.part,
+                                            " version ", h.version, ", but ", why));
+  };
+  if (!committed_ || h.id.key < 0 || h.id.key >= static_cast<int64_t>(keys_.size()) ||
+      h.id.part < 0 || h.id.part >= static_cast<int>(map_.key_parts[h.id.key].size())) {
+    return unexpected("this worker has no such part");
+  }
+  *part = &map_.parts[map_.key_parts[h.id.key][h.id.part]];
+  const Key& k = *keys_[h.id.key];
+  if ((*part)->shard != shard) return unexpected("another shard holds it");
+  if (bytes != static_cast<size_t>((*part)->elements) * sizeof(float)) {
+    return unexpected(absl::StrCat("it has ", (*part)->elements, " elements, not ",
+                                   bytes / sizeof(float)));
+  }
+  if (!k.in_flight || !k.pending[h.id.part]) {
+    return unexpected("this worker has no push of it waiting for an answer");
+  }
+  const int64_t sent = k.sent[h.id.part];
+  if (mode_ == KVStoreMode::kDistSync ? h.version != sent + 1 : h.version <= sent) {
+    return unexpected(absl::StrCat("the push was computed on version ", sent));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::Interrupted() {
+  if (!stream_error_.ok()) return stream_error_;
+  absl::Status end = membership_->end_status();
+  if (!end.ok()) return end;
+  return absl::AbortedError(
+      absl::StrCat("the job ended while ", membership_->name(), " waited for the shards"));
+}
+
+absl::Status DistKVStoreCore::TimedOut(int64_t key, const Key& k) {
+  int part = 0;
+  while (part < static_cast<int>(k.pending.size()) && !k.pending[part]) ++part;
+  const int shard = map_.parts[map_.key_parts[key][part]].shard;
+  return absl::DeadlineExceededError(absl::StrCat(
+      membership_->name(), ": no answer from any shard for ",
+      absl::FormatDuration(options_.answer_timeout), " while waiting for key ", key, " part ",
+      part, " from shard ", shard, " at ", transport_->shard_address(shard),
+      " (version ", k.sent[part] + 1, "); is a worker stuck, or was the answer lost?"));
+}
+
+absl::Status DistKVStoreCore::Commit() {
+  if (committed_) return absl::OkStatus();
+  if (keys_.empty()) return absl::FailedPreconditionError("kvstore used before any init");
+  std::vector<TensorSize> sizes;
+  for (const auto& k : keys_) sizes.push_back({k->shape.numel(), 4});
+  ASSIGN_OR_RETURN(PartitionMap map,
+                   PartitionParameters(sizes, transport_->num_shards(), options_.part_bytes));
+  {
+    absl::MutexLock lock(&mu_);  // answers read the map
+    map_ = std::move(map);
+    committed_ = true;
+  }
+  fingerprint_ = map_.Fingerprint();
+  if (rank() == 0) RETURN_IF_ERROR(InitShards());
+  for (size_t key = 0; key < keys_.size(); ++key) {
+    Key& k = *keys_[key];
+    k.versions.assign(map_.key_parts[key].size(), 0);
+    k.sent.assign(map_.key_parts[key].size(), 0);
+    std::vector<float>().swap(k.initial);
+  }
+  RETURN_IF_ERROR(membership_->Barrier("kvstore init", fingerprint_).status());
+  transport_->Open(this);
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::InitShards() {
+  if (!has_optimizer_) {
+    return absl::FailedPreconditionError("kvstore: rank 0 must call SetOptimizer before Init");
+  }
+  for (int s = 0; s < transport_->num_shards(); ++s) {
+    ShardConfig config;
+    config.num_workers = num_workers();
+    config.mode = mode_;
+    config.partition_fingerprint = fingerprint_;
+    config.optimizer = optimizer_;
+    std::vector<InitialPart> parts;
+    for (const Part& p : map_.parts) {
+      if (p.shard != s) continue;
+      parts.push_back({{p.key, p.index},
+                       absl::MakeConstSpan(keys_[p.key]->initial).subspan(p.offset, p.elements)});
+    }
+    config.num_parts = static_cast<int>(parts.size());
+    RETURN_IF_ERROR(transport_->InitShard(s, config, parts));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::PullCurrent(int64_t key, Tensor* out) {
+  float* dst = out->data<float>();
+  Key& k = *keys_[key];
+  std::vector<float> values;
+  for (int index : map_.key_parts[key]) {
+    const Part& p = map_.parts[index];
+    const PartId id{key, p.index};
+    absl::StatusOr<PartHeader> h = transport_->Pull(p.shard, id, &values);
+    if (!h.ok()) {
+      return absl::Status(h.status().code(),
+                          absl::StrCat(membership_->name(), ": pull of key ", key, " part ",
+                                       p.index, " from shard ", p.shard, " at ",
+                                       transport_->shard_address(p.shard), ": ",
+                                       h.status().message()));
+    }
+    if (!(h->id == id) || static_cast<int64_t>(values.size()) != p.elements) {
+      return absl::InternalError(absl::StrCat(membership_->name(), ": shard ", p.shard,
+                                              " answered a pull of key ", key, " part ", p.index,
+                                              " with another part"));
+    }
+    std::memcpy(dst + p.offset, values.data(), values.size() * sizeof(float));
+    k.versions[p.index] = h->version;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cohort

@@ -1,0 +1,125 @@
+#ifndef COHORT_SERVICES_WORKER_DIST_KVSTORE_CORE_H_
+#define COHORT_SERVICES_WORKER_DIST_KVSTORE_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "services/membership/job_membership.h"
+#include "services/wire/pin_count.h"
+#include "services/worker/shard_transport.h"
+#include "trainer/kvstore/kvstore.h"
+#include "trainer/kvstore/kvstore_mode.h"
+#include "trainer/kvstore/partition.h"
+
+namespace cohort {
+
+struct DistKVStoreOptions {
+  int64_t part_bytes = 1 << 20;  // parameters are split into parts of at most this
+  // A wait with no answer at all for this long fails, naming a part still missing, instead of
+  // hanging: a dist_sync answer waits for the slowest worker's push, so this bounds how far
+  // behind a worker may fall, not a step's time.
+  absl::Duration answer_timeout = absl::Minutes(5);
+};
+
+// The worker's side of the data path without gRPC: the distributed kvstore ("dist_sync",
+// "dist_async") on a job membership and a transport to the shards, both injected.
+//
+// Parameters live on the shards as parts (trainer/kvstore/partition.h). On the first push or
+// pull every rank computes the partition map; rank 0 sends each shard its settings and its
+// parts' initial values; a barrier checks that every rank computed the same map; then the
+// streams open. PushPull sends every part of a key on its shard's stream straight from the
+// gradient's memory; each answer is checked (a part of a key in flight, from the shard holding
+// it, of its size, not answered yet, one version past the push in dist_sync or later in
+// dist_async) and its bytes copied straight into the destination. Wait returns once every part
+// is in and the transport has let go of the gradient; it fails (and stops every stream, so
+// that nothing touches the caller's tensors afterwards) when an answer is refused, a stream
+// ends, the job ends, or no answer comes for answer_timeout. A pull of a key with nothing in
+// flight asks the shards for the current values.
+//
+// Calls come from one thread (KVStore's contract); answers arrive on the transport's threads.
+class DistKVStoreCore : public KVStore, private AnswerReceiver {
+ public:
+  // mode: dist_sync or dist_async. membership outlives the store.
+  DistKVStoreCore(KVStoreMode mode, JobMembership* membership,
+                  std::unique_ptr<ShardTransport> transport, const DistKVStoreOptions& options);
+  ~DistKVStoreCore() override;
+
+  absl::string_view type() const override { return KVStoreModeName(mode_); }
+  int rank() const override { return membership_->rank(); }
+  int num_workers() const override { return membership_->num_workers(); }
+
+  absl::Status SetOptimizer(const OptimizerSpec& spec) override;
+  absl::Status Init(int64_t key, const Tensor& value) override;
+  absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override;
+  absl::Status Wait(int64_t key) override;
+  absl::Status Push(int64_t key, const Tensor& grad) override;
+  absl::Status Pull(int64_t key, Tensor* out) override;
+  absl::Status Barrier() override;
+
+ private:
+  struct Key {
+    Shape shape;
+    std::vector<float> initial;        // until committed
+    std::vector<int64_t> versions;     // by part index: the version of the value this worker has
+    std::vector<int64_t> sent;         // by part index: the version the pushed gradient was on
+    std::vector<char> pending;         // by part index: pushed, not answered (guarded by mu_)
+    PinCount pins;                     // the transport still reading the pushed gradient
+    bool in_flight = false;            // between PushPull and Wait (written under mu_)
+    float* destination = nullptr;      // where the answers go (guarded by mu_ while in flight)
+    int awaiting = 0;                  // parts not answered yet (guarded by mu_)
+    Tensor pushed_copy;                // what Push sends (the caller may reuse its gradient)
+    std::vector<float> pushed_result;  // Push's answers, for the next Pull
+    bool result_unread = false;
+  };
+
+  void OnAnswer(int shard, const PartHeader& header, ByteChunks values) override;
+  void OnStreamEnd(int shard, const absl::Status& status) override;
+
+  absl::StatusOr<Key*> Find(int64_t key, const Tensor& t, absl::string_view what);
+  // Sends every part of the key's gradient; their answers will go to destination.
+  absl::Status Start(int64_t key, Key* k, const Tensor& grad, float* destination);
+  // Ends every stream and waits until the transport has let go of every tensor it was given,
+  // so that after a failed Wait, and before the store goes away, nothing writes into the
+  // caller's tensors or reads them. A transport stuck on a dead link may hold on to sent
+  // bytes: after a bounded wait the store says so and goes on.
+  void StopStreams();
+  absl::Status CheckAnswer(int shard, const PartHeader& h, size_t bytes, const Part** part)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a wait ended early: a refused answer, a stream's end, the job's end.
+  absl::Status Interrupted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The error of a wait for key k that saw no answer for answer_timeout.
+  absl::Status TimedOut(int64_t key, const Key& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Commit();
+  absl::Status InitShards();
+  absl::Status PullCurrent(int64_t key, Tensor* out);
+
+  const KVStoreMode mode_;
+  JobMembership* const membership_;
+  const std::unique_ptr<ShardTransport> transport_;
+  const DistKVStoreOptions options_;
+  int end_listener_ = -1;
+  OptimizerSpec optimizer_;
+  bool has_optimizer_ = false;
+  bool committed_ = false;
+  bool opened_ = false;
+  PartitionMap map_;  // fixed once committed
+  uint64_t fingerprint_ = 0;
+  std::vector<std::unique_ptr<Key>> keys_;  // stable addresses: answers and pins refer to them
+  int64_t barriers_ = 0;
+
+  absl::Mutex mu_;  // guards the Key fields marked so, and the job and stream state below
+  bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status stream_error_ ABSL_GUARDED_BY(mu_);
+  int64_t answers_ ABSL_GUARDED_BY(mu_) = 0;  // answers accepted so far: a wait's progress
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_WORKER_DIST_KVSTORE_CORE_H_

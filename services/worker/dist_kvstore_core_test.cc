@@ -1,0 +1,454 @@
+// The worker's kvstore core against a fake transport (playing the shards) and a fake job
+// membership: no sockets. Every failure a shard or the network can cause ends a wait with its
+// documented error, the streams closed and the caller's tensors released.
+
+#include "services/worker/dist_kvstore_core.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "trainer/kvstore/partition.h"
+
+namespace cohort {
+namespace {
+
+class FakeMembership final : public JobMembership {
+ public:
+  FakeMembership(int rank, int num_workers) : rank_(rank), num_workers_(num_workers) {}
+
+  int rank() const override { return rank_; }
+  int num_workers() const override { return num_workers_; }
+  std::string name() const override { return absl::StrCat("worker ", rank_); }
+  absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint) override {
+    absl::MutexLock lock(&mu_);
+    barriers_.push_back(name);
+    return fingerprint;
+  }
+  int OnEnd(std::function<void()> f) override {
+    absl::MutexLock lock(&listeners_mu_);
+    listeners_.emplace_back(next_, std::move(f));
+    return next_++;
+  }
+  void RemoveEndListener(int id) override {
+    absl::MutexLock lock(&listeners_mu_);
+    for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
+      if (it->first == id) {
+        listeners_.erase(it);
+        return;
+      }
+    }
+  }
+  absl::Status end_status() const override {
+    absl::MutexLock lock(&mu_);
+    return end_;
+  }
+
+  // The scheduler ends the job. Listeners run under their own lock, as MemberSession's do.
+  void End(absl::Status why) {
+    {
+      absl::MutexLock lock(&mu_);
+      end_ = why;
+    }
+    absl::MutexLock lock(&listeners_mu_);
+    for (auto& [id, f] : listeners_) f();
+  }
+  std::vector<std::string> barriers() const {
+    absl::MutexLock lock(&mu_);
+    return barriers_;
+  }
+  int listeners() const {
+    absl::MutexLock lock(&listeners_mu_);
+    return static_cast<int>(listeners_.size());
+  }
+
+ private:
+  const int rank_, num_workers_;
+  mutable absl::Mutex listeners_mu_;
+  std::vector<std::pair<int, std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  int next_ ABSL_GUARDED_BY(listeners_mu_) = 0;
+  mutable absl::Mutex mu_;
+  absl::Status end_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> barriers_ ABSL_GUARDED_BY(mu_);
+};
+
+// One push as the fake shards received it.
+struct Pushed {
+  int shard;
+  PartId id;
+  int64_t version;
+  int rank;
+  std::vector<float> values;
+};
+
+// The shards, played by the test: it records what the store sends (holding each push's pin, as
+// a transport still writing would, until answered or closed) and answers when, how and in
+// what order the test says.
+class FakeTransport final : public ShardTransport {
+ public:
+  explicit FakeTransport(int num_shards) : num_shards_(num_shards) {}
+
+  int num_shards() const override { return num_shards_; }
+  std::string shard_address(int shard) const override { return absl::StrCat("fake-", shard); }
+  absl::Status InitShard(int shard, const ShardConfig& config,
+                         absl::Span<const InitialPart> parts) override {
+    absl::MutexLock lock(&mu_);
+    configs_.push_back(config);
+    for (const InitialPart& p : parts) {
+      initial_[{p.id.key, p.id.part}] = std::vector<float>(p.value.begin(), p.value.end());
+      init_shard_[{p.id.key, p.id.part}] = shard;
+    }
+    return absl::OkStatus();
+  }
+  void Open(AnswerReceiver* receiver) override {
+    absl::MutexLock lock(&mu_);
+    receiver_ = receiver;
+  }
+  void Send(int shard, PartId id, int64_t version, int rank, absl::Span<const float> values,
+            PinCount* pin) override {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    pin->Pin();
+    pins_.push_back(pin);
+    pushed_.push_back({shard, id, version, rank, {values.begin(), values.end()}});
+  }
+  void Close() override {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    ReleasePins();
+  }
+  absl::StatusOr<PartHeader> Pull(int shard, PartId id, std::vector<float>* out) override {
+    absl::MutexLock lock(&mu_);
+    if (dead_) return absl::UnavailableError("connection refused");
+    *out = initial_.at({id.key, id.part});
+    return PartHeader{id, 0, -1};
+  }
+
+  // Delivers an answer as the stream would (nothing after Close). values: the part's new value.
+  void Answer(int shard, PartId id, int64_t version, const std::vector<float>& values) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    const absl::Span<const char> bytes(reinterpret_cast<const char*>(values.data()),
+                                       values.size() * sizeof(float));
+    receiver_->OnAnswer(shard, PartHeader{id, version, -1}, ByteChunks(&bytes, 1));
+  }
+  // Answers a recorded push as a correct dist_sync shard would: version + 1, value = push × 10.
+  void AnswerCorrectly(const Pushed& p) {
+    std::vector<float> value = p.values;
+    for (float& v : value) v *= 10;
+    Answer(p.shard, p.id, p.version + 1, value);
+  }
+  // The shard's stream ends (it died, or the network cut it).
+  void EndStream(int shard, absl::Status why) {
+    absl::MutexLock lock(&mu_);
+    dead_ = true;
+    if (!closed_) receiver_->OnStreamEnd(shard, why);
+  }
+  // The transport has written every push: pins go.
+  void ReleasePins() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (PinCount* pin : pins_) pin->Unpin();
+    pins_.clear();
+  }
+  void WrittenAll() {
+    absl::MutexLock lock(&mu_);
+    ReleasePins();
+  }
+
+  std::vector<Pushed> TakePushed() {
+    absl::MutexLock lock(&mu_);
+    return std::move(pushed_);
+  }
+  bool closed() const {
+    absl::MutexLock lock(&mu_);
+    return closed_;
+  }
+  std::vector<ShardConfig> configs() const {
+    absl::MutexLock lock(&mu_);
+    return configs_;
+  }
+  int init_shard(PartId id) const {
+    absl::MutexLock lock(&mu_);
+    return init_shard_.at({id.key, id.part});
+  }
+
+ private:
+  const int num_shards_;
+  mutable absl::Mutex mu_;
+  AnswerReceiver* receiver_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<PinCount*> pins_ ABSL_GUARDED_BY(mu_);
+  std::vector<Pushed> pushed_ ABSL_GUARDED_BY(mu_);
+  std::vector<ShardConfig> configs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, int>, std::vector<float>> initial_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, int>, int> init_shard_ ABSL_GUARDED_BY(mu_);
+};
+
+constexpr int kShards = 2;
+constexpr int64_t kPartBytes = 8;  // 2 floats: key 0 (6 floats) in 3 parts, key 1 (3) in 2
+
+OptimizerSpec Sgd() {
+  OptimizerSpec spec;
+  spec.lr_schedule.base_lr = 0.1;
+  spec.lr_schedule.steps_per_epoch = 10;
+  return spec;
+}
+
+Tensor Filled(const Shape& shape, float first) {
+  Tensor t(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = first + i;
+  return t;
+}
+
+// A store of rank `rank` of 2 on the fakes, with keys 0 (6,) and 1 (3,) initialised.
+class DistKVStoreCoreTest : public ::testing::Test {
+ protected:
+  void Make(int rank = 0, KVStoreMode mode = KVStoreMode::kDistSync,
+            absl::Duration answer_timeout = absl::Seconds(30)) {
+    membership_ = std::make_unique<FakeMembership>(rank, 2);
+    auto transport = std::make_unique<FakeTransport>(kShards);
+    transport_ = transport.get();
+    DistKVStoreOptions options;
+    options.part_bytes = kPartBytes;
+    options.answer_timeout = answer_timeout;
+    kv_ = std::make_unique<DistKVStoreCore>(mode, membership_.get(), std::move(transport),
+                                            options);
+    ASSERT_TRUE(kv_->SetOptimizer(Sgd()).ok());
+    ASSERT_TRUE(kv_->Init(0, Filled(Shape{6}, 1)).ok());
+    ASSERT_TRUE(kv_->Init(1, Filled(Shape{3}, 100)).ok());
+  }
+
+  // Pushes key 0's gradient (1..6) and returns the parts that reached the fake shards.
+  std::vector<Pushed> PushKey0() {
+    grad_ = Filled(Shape{6}, 1);
+    out_ = Tensor(Shape{6});
+    EXPECT_TRUE(kv_->PushPull(0, grad_, &out_).ok());
+    std::vector<Pushed> pushed = transport_->TakePushed();
+    EXPECT_EQ(pushed.size(), 3u);
+    return pushed;
+  }
+
+  // Waits for key 0 on another thread while `answer` runs here; returns the wait's status.
+  absl::Status WaitWhile(const std::function<void()>& answer) {
+    absl::Status status;
+    std::thread waiter([&] { status = kv_->Wait(0); });
+    answer();
+    waiter.join();
+    return status;
+  }
+
+  std::unique_ptr<FakeMembership> membership_;
+  FakeTransport* transport_ = nullptr;
+  std::unique_ptr<DistKVStoreCore> kv_;
+  Tensor grad_, out_;
+};
+
+TEST_F(DistKVStoreCoreTest, RankZeroInitialisesEveryShardThenAllRanksMeetAtABarrier) {
+  Make(0);
+  std::vector<Pushed> pushed = PushKey0();
+  const auto map = PartitionParameters({{6, 4}, {3, 4}}, kShards, kPartBytes);
+  ASSERT_TRUE(map.ok());
+  ASSERT_EQ(transport_->configs().size(), 2u);
+  int parts = 0;
+  for (const ShardConfig& c : transport_->configs()) {
+    EXPECT_EQ(c.num_workers, 2);
+    EXPECT_EQ(c.mode, KVStoreMode::kDistSync);
+    EXPECT_EQ(c.partition_fingerprint, map->Fingerprint());
+    EXPECT_EQ(c.optimizer.lr_schedule.base_lr, 0.1);
+    parts += c.num_parts;
+  }
+  EXPECT_EQ(parts, 5);
+  for (const Part& p : map->parts) EXPECT_EQ(transport_->init_shard({p.key, p.index}), p.shard);
+  EXPECT_EQ(membership_->barriers(), std::vector<std::string>{"kvstore init"});
+  // Each part went to the shard holding it, from the gradient's own values, on version 0.
+  for (const Pushed& p : pushed) {
+    const Part& part = map->parts[map->key_parts[0][p.id.part]];
+    EXPECT_EQ(p.shard, part.shard);
+    EXPECT_EQ(p.version, 0);
+    EXPECT_EQ(p.rank, 0);
+    EXPECT_EQ(p.values, std::vector<float>(grad_.data<float>() + part.offset,
+                                           grad_.data<float>() + part.offset + part.elements));
+  }
+}
+
+TEST_F(DistKVStoreCoreTest, OtherRanksDoNotInitialiseShards) {
+  Make(1);
+  PushKey0();
+  EXPECT_TRUE(transport_->configs().empty());
+  EXPECT_EQ(membership_->barriers(), std::vector<std::string>{"kvstore init"});
+}
+
+TEST_F(DistKVStoreCoreTest, AnswersDelayedAndReorderedLandInPlace) {
+  Make();
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(30));  // the waiter is waiting by now
+    for (auto it = pushed.rbegin(); it != pushed.rend(); ++it) transport_->AnswerCorrectly(*it);
+    transport_->WrittenAll();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out_.data<float>()[i], 10.0f * (i + 1)) << i;
+  // The next push is computed on the versions the answers carried.
+  std::vector<Pushed> next = PushKey0();
+  for (const Pushed& p : next) EXPECT_EQ(p.version, 1);
+  EXPECT_FALSE(transport_->closed());
+}
+
+// Every wait that fails must leave the streams closed and every pin released, so the caller
+// may free its tensors.
+void ExpectStopped(FakeTransport* transport, KVStore* kv) {
+  EXPECT_TRUE(transport->closed());
+  Tensor grad(Shape{3}), out(Shape{3});
+  const absl::Status again = kv->PushPull(1, grad, &out);
+  EXPECT_FALSE(again.ok()) << "a store that failed keeps failing";
+}
+
+TEST_F(DistKVStoreCoreTest, ALostAnswerEndsTheWaitAfterTheTimeoutNamingThePart) {
+  Make(0, KVStoreMode::kDistSync, absl::Milliseconds(200));
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    transport_->AnswerCorrectly(pushed[0]);
+    transport_->AnswerCorrectly(pushed[2]);  // part 1's answer is lost
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "worker 0")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), absl::StrCat("key 0 part 1 from shard ",
+                                                               pushed[1].shard, " at fake-")))
+      << status;
+  ExpectStopped(transport_, kv_.get());
+}
+
+TEST_F(DistKVStoreCoreTest, ADuplicateAnswerIsRefused) {
+  Make();
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    transport_->AnswerCorrectly(pushed[0]);
+    transport_->AnswerCorrectly(pushed[0]);  // would otherwise count for part 1 or 2
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "key 0 part 0 version 1, but this worker has "
+                                                  "no push of it waiting"))
+      << status;
+  ExpectStopped(transport_, kv_.get());
+}
+
+TEST_F(DistKVStoreCoreTest, AnAnswerOnTheWrongVersionIsRefused) {
+  Make();
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    transport_->Answer(pushed[1].shard, pushed[1].id, 2, pushed[1].values);  // skipped one
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "the push was computed on version 0")) << status;
+  ExpectStopped(transport_, kv_.get());
+}
+
+TEST_F(DistKVStoreCoreTest, AsyncAcceptsAnyLaterVersionButNotAnEarlierOne) {
+  Make(0, KVStoreMode::kDistAsync);
+  std::vector<Pushed> pushed = PushKey0();
+  absl::Status status = WaitWhile([&] {
+    for (const Pushed& p : pushed) transport_->Answer(p.shard, p.id, 7, p.values);
+    transport_->WrittenAll();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  pushed = PushKey0();
+  for (const Pushed& p : pushed) EXPECT_EQ(p.version, 7);
+  status = WaitWhile([&] { transport_->Answer(pushed[0].shard, pushed[0].id, 7, pushed[0].values); });
+  EXPECT_TRUE(absl::StrContains(status.message(), "computed on version 7")) << status;
+}
+
+TEST_F(DistKVStoreCoreTest, AnAnswerForAnUnknownPartIsRefused) {
+  Make();
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    transport_->Answer(0, PartId{0, 9}, 1, {1, 2});
+  });
+  EXPECT_TRUE(absl::StrContains(status.message(), "key 0 part 9 version 1, but this worker has "
+                                                  "no such part"))
+      << status;
+  ExpectStopped(transport_, kv_.get());
+}
+
+TEST_F(DistKVStoreCoreTest, AnAnswerFromAShardNotHoldingThePartIsRefused) {
+  Make();
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    transport_->Answer(1 - pushed[0].shard, pushed[0].id, 1, pushed[0].values);
+  });
+  EXPECT_TRUE(absl::StrContains(status.message(), "another shard holds it")) << status;
+  ExpectStopped(transport_, kv_.get());
+}
+
+TEST_F(DistKVStoreCoreTest, ACorruptAnswerOfTheWrongSizeIsRefused) {
+  Make();
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    transport_->Answer(pushed[0].shard, pushed[0].id, 1, {1, 2, 3});  // part 0 has 2 elements
+  });
+  EXPECT_TRUE(absl::StrContains(status.message(), "it has 2 elements, not 3")) << status;
+  // Nothing was written into the caller's tensor.
+  for (int i = 0; i < 2; ++i) EXPECT_NE(out_.data<float>()[i], static_cast<float>(i + 1));
+  ExpectStopped(transport_, kv_.get());
+}
+
+TEST_F(DistKVStoreCoreTest, AShardDyingMidWaitEndsTheWaitNamingIt) {
+  Make();
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    transport_->AnswerCorrectly(pushed[0]);
+    absl::SleepFor(absl::Milliseconds(20));
+    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "worker 0: the stream to shard 1 at fake-1 "
+                                                  "ended: Socket closed (did the shard die?)"))
+      << status;
+  ExpectStopped(transport_, kv_.get());
+}
+
+TEST_F(DistKVStoreCoreTest, TheJobEndingMidWaitEndsTheWaitWithItsReason) {
+  Make();
+  PushKey0();
+  const absl::Status status = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    membership_->End(absl::AbortedError("the job failed: worker 1 is dead"));
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "worker 1 is dead")) << status;
+  ExpectStopped(transport_, kv_.get());
+}
+
+TEST_F(DistKVStoreCoreTest, PullWithNothingInFlightReadsTheShardsAndNamesAnUnreachableOne) {
+  Make();
+  Tensor out(Shape{6});
+  ASSERT_TRUE(kv_->Pull(0, &out).ok());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out.data<float>()[i], 1.0f + i);
+  transport_->EndStream(0, absl::UnavailableError("gone"));
+  const absl::Status status = kv_->Pull(0, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "pull of key 0 part 0 from shard")) << status;
+}
+
+TEST_F(DistKVStoreCoreTest, DestroyingTheStoreStopsItsStreamsAndItsEndListener) {
+  Make();
+  PushKey0();  // in flight, never answered
+  EXPECT_EQ(membership_->listeners(), 1);
+  kv_.reset();
+  EXPECT_EQ(membership_->listeners(), 0);
+}
+
+TEST_F(DistKVStoreCoreTest, PushingAKeyStillInFlightIsRefused) {
+  Make();
+  PushKey0();
+  Tensor grad(Shape{6}), out(Shape{6});
+  const absl::Status status = kv_->PushPull(0, grad, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_FALSE(transport_->closed());
+}
+
+}  // namespace
+}  // namespace cohort

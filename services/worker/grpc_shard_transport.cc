@@ -1,0 +1,212 @@
+#include "services/worker/grpc_shard_transport.h"
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/client_callback.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/shard.grpc.pb.h"
+#include "services/common/grpc_util.h"
+#include "services/wire/config_proto.h"
+#include "services/wire/part_codec.h"
+#include "services/wire/part_write_queue.h"
+
+namespace cohort {
+namespace {
+
+constexpr char kPushPullMethod[] = "/cohort.v1.Shard/PushPull";
+
+// A worker's PushPull stream to one shard (the bulk path). Parts queue here and go out one
+// write at a time, in model order (PartWriteQueue); answers are parsed in place and handed to
+// the receiver on gRPC's thread.
+class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver)
+      : shard_(shard), receiver_(receiver) {
+    stub->PrepareBidiStreamingCall(&context_, kPushPullMethod, grpc::StubOptions(), this);
+    AddHold();  // writes start from the caller's thread: the call stays until Close
+    StartRead(&in_);
+    StartCall();
+  }
+
+  void Send(PartId id, grpc::ByteBuffer message) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_) return;  // the stream's end is (or will be) reported; the message is dropped
+      queue_.Push(id, std::move(message));
+      if (writing_) return;
+      writing_ = true;
+      current_ = queue_.Pop();
+    }
+    StartWrite(&current_);
+  }
+
+  // Ends the call and waits until gRPC is done with it: no answer arrives after this, and
+  // every message sent has been released.
+  void Cancel() {
+    context_.TryCancel();
+    Close();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool release = false, next = false;
+    {
+      absl::MutexLock lock(&mu_);
+      current_.Clear();
+      if (!ok) queue_.Clear();  // the stream is broken: OnDone reports why
+      if (closing_ || queue_.empty()) {
+        writing_ = false;
+        release = ReleaseHoldIfIdle();
+      } else {
+        current_ = queue_.Pop();
+        next = true;
+      }
+    }
+    if (release) RemoveHold();
+    if (next) StartWrite(&current_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the call is ending: OnDone follows once the hold is gone
+      Close();
+      return;
+    }
+    const absl::Status parsed = part_.Parse(&in_);
+    if (parsed.ok()) receiver_->OnAnswer(shard_, part_.header(), part_.chunks());
+    part_.Clear();
+    if (parsed.ok()) {
+      StartRead(&in_);
+      return;
+    }
+    failure_ = parsed;
+    context_.TryCancel();
+    Close();
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    receiver_->OnStreamEnd(shard_, failure_.ok() ? FromGrpcStatus(status) : failure_);
+    absl::MutexLock lock(&mu_);
+    queue_.Clear();
+    done_ = true;
+  }
+
+ private:
+  // No more writes; the call may end once none is in flight.
+  void Close() {
+    bool release;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      queue_.Clear();
+      release = ReleaseHoldIfIdle();
+    }
+    if (release) RemoveHold();
+  }
+
+  bool ReleaseHoldIfIdle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!closing_ || writing_ || hold_released_) return false;
+    hold_released_ = true;
+    return true;
+  }
+
+  const int shard_;
+  AnswerReceiver* const receiver_;
+  grpc::ClientContext context_;
+  grpc::ByteBuffer in_;
+  ReceivedPart part_;
+  absl::Status failure_;  // an answer that could not be parsed
+
+  absl::Mutex mu_;
+  PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class GrpcShardTransport final : public ShardTransport {
+ public:
+  explicit GrpcShardTransport(std::vector<std::string> addresses)
+      : addresses_(std::move(addresses)) {
+    for (const std::string& address : addresses_) {
+      channels_.push_back(MakeChannel(address));
+      stubs_.push_back(v1::Shard::NewStub(channels_.back()));
+    }
+  }
+  ~GrpcShardTransport() override { Close(); }
+
+  int num_shards() const override { return static_cast<int>(addresses_.size()); }
+  std::string shard_address(int shard) const override { return addresses_[shard]; }
+
+  absl::Status InitShard(int shard, const ShardConfig& config,
+                         absl::Span<const InitialPart> parts) override {
+    grpc::ClientContext context;
+    v1::InitReply reply;
+    auto writer = stubs_[shard]->Init(&context, &reply);
+    v1::InitMessage message;
+    *message.mutable_config() = ToProto(config);
+    bool ok = writer->Write(message);
+    message.clear_config();
+    for (const InitialPart& p : parts) {
+      if (!ok) break;
+      EncodePart(p.id, /*version=*/0, /*rank=*/0, p.value, message.mutable_part());
+      ok = writer->Write(message);
+    }
+    writer->WritesDone();
+    const grpc::Status status = writer->Finish();
+    if (status.ok()) return absl::OkStatus();
+    return absl::Status(FromGrpcStatus(status).code(),
+                        absl::StrCat("worker 0: initialising shard ", shard, " at ",
+                                     addresses_[shard], ": ", status.error_message()));
+  }
+
+  void Open(AnswerReceiver* receiver) override {
+    for (int s = 0; s < num_shards(); ++s) {
+      generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_[s]));
+      streams_.push_back(std::make_unique<ShardStream>(s, generic_stubs_[s].get(), receiver));
+    }
+  }
+
+  void Send(int shard, PartId id, int64_t version, int rank, absl::Span<const float> values,
+            PinCount* pin) override {
+    streams_[shard]->Send(id, SerializePart(id, version, rank, values, pin));
+  }
+
+  void Close() override {
+    for (auto& stream : streams_) stream->Cancel();
+  }
+
+  absl::StatusOr<PartHeader> Pull(int shard, PartId id, std::vector<float>* out) override {
+    v1::PullRequest request;
+    v1::PullRequest::PartId* wanted = request.add_parts();
+    wanted->set_key(id.key);
+    wanted->set_part(id.part);
+    grpc::ClientContext context;
+    auto reader = stubs_[shard]->Pull(&context, request);
+    v1::Part answer;
+    absl::StatusOr<PartHeader> got = absl::UnavailableError("the shard answered nothing");
+    while (reader->Read(&answer)) got = DecodePart(answer, out);
+    const grpc::Status status = reader->Finish();
+    if (!status.ok()) return absl::UnavailableError(status.error_message());
+    return got;
+  }
+
+ private:
+  const std::vector<std::string> addresses_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<v1::Shard::Stub>> stubs_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;
+  std::vector<std::unique_ptr<ShardStream>> streams_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardTransport> MakeGrpcShardTransport(std::vector<std::string> shard_addresses) {
+  return std::make_unique<GrpcShardTransport>(std::move(shard_addresses));
+}
+
+}  // namespace cohort

@@ -1,0 +1,67 @@
+#ifndef COHORT_SERVICES_WORKER_SHARD_TRANSPORT_H_
+#define COHORT_SERVICES_WORKER_SHARD_TRANSPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "services/wire/byte_chunks.h"
+#include "services/wire/part_id.h"
+#include "services/wire/pin_count.h"
+#include "services/wire/shard_config.h"
+
+namespace cohort {
+
+// Where a worker's shard streams deliver what they receive.
+class AnswerReceiver {
+ public:
+  virtual ~AnswerReceiver() = default;
+  // Shard `shard` answered a push with the part's value at header.version. values: its bytes,
+  // valid only during the call. One shard's answers come one at a time, in its stream's order.
+  virtual void OnAnswer(int shard, const PartHeader& header, ByteChunks values) = 0;
+  // Shard `shard`'s stream ended (OK: the shard closed it; else why, e.g. an answer that could
+  // not be parsed, or Unavailable when the shard went away). Once per stream, after its last
+  // OnAnswer.
+  virtual void OnStreamEnd(int shard, const absl::Status& status) = 0;
+};
+
+// A part's initial value, as rank 0 sends it.
+struct InitialPart {
+  PartId id;
+  absl::Span<const float> value;
+};
+
+// The worker's data path to the parameter shards, without the kvstore's logic: the gRPC streams
+// and stubs in a process (grpc_shard_transport.h), a fake in tests. The kvstore calls Init and
+// Pull from its caller's thread; Send from that thread too, and Close once.
+class ShardTransport {
+ public:
+  virtual ~ShardTransport() = default;
+
+  virtual int num_shards() const = 0;
+  // How messages name the shard (its address).
+  virtual std::string shard_address(int shard) const = 0;
+
+  // Rank 0, before Open: the shard's settings, then its parts' initial values (version 0).
+  virtual absl::Status InitShard(int shard, const ShardConfig& config,
+                                 absl::Span<const InitialPart> parts) = 0;
+  // Opens one bulk stream per shard; answers and stream ends go to receiver until Close.
+  virtual void Open(AnswerReceiver* receiver) = 0;
+  // Queues a push on shard's stream: part id's gradient, computed on `version` by `rank`.
+  // values are sent without copying: the transport holds pin (PinCount::Pin) until it is done
+  // with them. Pushes go out in model order. After the stream ended, or after Close, the push
+  // is dropped (OnStreamEnd has said, or will say, why).
+  virtual void Send(int shard, PartId id, int64_t version, int rank,
+                    absl::Span<const float> values, PinCount* pin) = 0;
+  // Ends every stream and waits until none calls the receiver any more. Idempotent.
+  virtual void Close() = 0;
+  // Asks the shard for the part's current value outside the streams: its header, the values
+  // in out (resized). Unavailable when the shard cannot be reached.
+  virtual absl::StatusOr<PartHeader> Pull(int shard, PartId id, std::vector<float>* out) = 0;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_WORKER_SHARD_TRANSPORT_H_
