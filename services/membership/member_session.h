@@ -3,9 +3,7 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -15,7 +13,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/scheduler.grpc.pb.h"
+#include "services/common/clock.h"
 #include "services/membership/job_membership.h"
+#include "services/membership/membership_core.h"
 
 namespace cohort {
 
@@ -33,16 +33,15 @@ struct MemberSessionOptions {
   absl::Duration scheduler_grace = absl::Seconds(3);
 };
 
-// A shard's or worker's membership in a job: registers with the scheduler, keeps a heartbeat
-// on the control stream from a background thread, and learns there when the job ends. The
-// end (DONE, FAILED with the scheduler's reason, or the scheduler lost) is reported once to
-// the listeners, from the heartbeat thread. Thread-safe.
+// A shard's or worker's membership in a job over gRPC: registers with the scheduler, keeps a
+// heartbeat on the control stream (MembershipCore) and learns there when the job ends; the
+// cluster spec, barriers and leaving are calls to the scheduler. Thread-safe.
 class MemberSession final : public JobMembership {
  public:
   // Registers (waiting up to connect_timeout for the scheduler to answer) and starts the
   // heartbeat.
   static absl::StatusOr<std::unique_ptr<MemberSession>> Join(const MemberSessionOptions& options);
-  ~MemberSession() override;  // leaves as finished if Leave was not called
+  ~MemberSession() override;  // leaves as failed if Leave was not called
 
   int rank() const override { return rank_; }
   int num_workers() const override { return reply_.num_workers(); }
@@ -62,43 +61,27 @@ class MemberSession final : public JobMembership {
   void Leave(const absl::Status& status);
 
   // Workers: how far training is; sent with the following heartbeats.
-  void SetProgress(const v1::Progress& progress);
+  void SetProgress(const v1::Progress& progress) { core_.SetProgress(progress); }
 
-  int OnEnd(std::function<void()> f) override;
-  void RemoveEndListener(int id) override;
-  // OK while running and after DONE; Aborted with the reason after FAILED; Unavailable after
-  // the scheduler was lost.
-  absl::Status end_status() const override;
-  bool ended() const;
-  // Blocks until the job ends; false after timeout.
-  bool WaitUntilEnded(absl::Duration timeout);
+  int OnEnd(std::function<void()> f) override { return core_.OnEnd(std::move(f)); }
+  void RemoveEndListener(int id) override { core_.RemoveEndListener(id); }
+  absl::Status end_status() const override { return core_.end_status(); }
+  bool ended() const { return core_.ended(); }
+  bool WaitUntilEnded(absl::Duration timeout) { return core_.WaitUntilEnded(timeout); }
 
  private:
   MemberSession(MemberSessionOptions options, std::unique_ptr<v1::Scheduler::Stub> stub,
                 v1::RegisterReply reply);
-  void HeartbeatLoop();
-  // One control stream's life: heartbeats until it breaks, the job ends or we leave. Returns
-  // why it ended when it broke.
-  std::string RunControlStream();
-  void End(v1::JobState state, const std::string& reason);
 
   const MemberSessionOptions options_;
   const std::unique_ptr<v1::Scheduler::Stub> stub_;
   const v1::RegisterReply reply_;
   const int rank_;
+  RealClock clock_;
+  MembershipCore core_;
 
-  mutable absl::Mutex mu_;
-  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status end_status_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
-  std::optional<v1::Progress> progress_ ABSL_GUARDED_BY(mu_);
-  // Held while listeners run, so that one removed is not running any more.
-  absl::Mutex listeners_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::vector<std::pair<int, std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
-  int next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 0;
-  grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::thread heartbeat_;
+  absl::Mutex mu_;
+  bool left_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cohort

@@ -6,25 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "services/common/fake_clock.h"
 
 namespace cohort {
 namespace {
-
-class FakeClock final : public Clock {
- public:
-  absl::Time Now() override {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Time now_ = absl::UnixEpoch() + absl::Hours(1000);
-};
 
 JobSpec Spec(int workers, int shards) {
   JobSpec s;
