@@ -66,13 +66,14 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     copied_.assign(replicas_.size(), std::vector<int64_t>(num_keys_, 0));
   }
   slices_.resize(replicas_.size());
-  if (replicas_[0].backend != nullptr) {
-    std::vector<ParameterTensors> tensors;
-    for (Parameter* p : replicas_[0].model->parameters()) tensors.push_back({&p->value, &p->grad});
-    exchange_ = replicas_[0].backend->MakeParameterExchange(std::move(tensors));
-    COHORT_CHECK(exchange_ == nullptr || num_replicas() == 1,
-                 "a replica on a device trains alone (one GPU per process)");
-  }
+  std::vector<ParameterTensors> tensors;
+  for (Parameter* p : replicas_[0].model->parameters()) tensors.push_back({&p->value, &p->grad});
+  exchange_ = replicas_[0].backend != nullptr
+                  ? replicas_[0].backend->MakeParameterExchange(std::move(tensors))
+                  : MakeInPlaceExchange(std::move(tensors));
+  COHORT_CHECK(num_replicas() == 1 ||
+                   IsHostTensorOf(replicas_[0].model->parameters()[0]->value, DType::kF32),
+               "a replica on a device trains alone (one GPU per process)");
   if (num_replicas() > 1) {
     for (int r = 1; r < num_replicas(); ++r) {
       CopyParameters(0, r);
@@ -94,9 +95,9 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
 
 StepRunner::~StepRunner() {
   team_.reset();
-  if (exchange_ != nullptr) {
+  {
     // A failed step may leave exchanges in flight: the kvstore may still write into the
-    // device's pinned buffers, which go with the exchange.
+    // exchange's host values (a device's pinned buffers go with the exchange).
     absl::MutexLock lock(&mu_);
     for (int64_t k = 0; k < num_keys_; ++k) {
       if (in_flight_[k]) kvstore_->Wait(k).IgnoreError();
@@ -129,12 +130,8 @@ void StepRunner::GradientReady(int r, int64_t key) {
   }
   // Every replica is done with this gradient: nobody else touches it until the next step.
   if (num_replicas() > 1) ReduceGradient(key);
-  if (exchange_ != nullptr) exchange_->SendGradient(key);
+  exchange_->SendGradient(key);
   absl::MutexLock lock(&mu_);
-  if (exchange_ == nullptr) {
-    Send(key);
-    return;
-  }
   moving_.push_back(key);
   SendArrived(/*wait=*/false);
 }
@@ -162,10 +159,9 @@ void StepRunner::ReduceGradient(int64_t key) {
 
 void StepRunner::Send(int64_t key) {
   if (!status_.ok()) return;
-  Parameter* p = replicas_[0].model->parameters()[key];
   // Waiting for a device's gradient is its backward, not communication: timed from here.
-  const Tensor& grad = exchange_ != nullptr ? exchange_->HostGradient(key) : p->grad;
-  Tensor* value = exchange_ != nullptr ? exchange_->HostValue(key) : &p->value;
+  const Tensor& grad = exchange_->HostGradient(key);
+  Tensor* value = exchange_->HostValue(key);
   const auto start = Clock::now();
   status_ = kvstore_->PushPull(key, grad, value);
   in_flight_[key] = status_.ok();
@@ -186,7 +182,7 @@ void StepRunner::Receive(int r, int64_t key) {
     // The kvstore's values are F32, whatever the replica stores.
     pulled_bytes_ += static_cast<int64_t>(
         replicas_[0].model->parameters()[key]->value.numel() * sizeof(float));
-    if (exchange_ != nullptr) exchange_->ReceiveValue(key);
+    exchange_->ReceiveValue(key);
   }
   // The kvstore wrote replica 0's value; the others copy it once per pull.
   if (r == 0 || copied_[r][key] == pulls_[key]) return;
@@ -232,11 +228,9 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     pushed_bytes_ = pulled_bytes_ = 0;
     for (int& ready : gradients_ready_) ready = 0;
   }
-  if (exchange_ != nullptr) {
-    if (const float scale = exchange_->BeginStep(); scale != gradient_scale_) {
-      replicas_[0].loss->set_gradient_scale(scale);
-      gradient_scale_ = scale;
-    }
+  if (const float scale = exchange_->BeginStep(); scale != gradient_scale_) {
+    replicas_[0].loss->set_gradient_scale(scale);
+    gradient_scale_ = scale;
   }
   if (num_replicas() == 1) {
     slices_[0].weight = 1;
@@ -257,8 +251,8 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
       for (int r = 0; r < num_replicas(); ++r) GradientReady(r, k);
     }
   }
-  if (exchange_ != nullptr) {
-    // The gradients still on their way from the device; the wait for its backward to finish
+  {
+    // The gradients still on their way from a device; the wait for its backward to finish
     // counts as backward.
     const auto start = Clock::now();
     const double comm_before = CommSecondsSoFar();

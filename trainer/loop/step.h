@@ -111,7 +111,7 @@ class StepRunner {
   std::vector<Slice> slices_;
   std::unique_ptr<ThreadTeam> team_;  // several replicas: one thread each
   absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
-  // The first replica's way to the host kvstore when it lives on a device (else nullptr).
+  // The first replica's way to the host kvstore (in place for F32 host parameters).
   std::unique_ptr<ParameterExchange> exchange_;
   float gradient_scale_ = 1.0f;  // what the first replica's loss gradient is multiplied by
 

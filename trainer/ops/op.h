@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "trainer/ops/parameter_exchange.h"
 #include "trainer/tensor/tensor.h"
 
 namespace cohort {
@@ -81,33 +82,6 @@ struct Pool2dSpec {
   int padding = 0;
 };
 
-// Carries the parameters of a model on a device to and from a kvstore on the host, which
-// holds F32 host tensors. Keys index the parameter list it was made for. Used from one thread
-// at a time.
-class ParameterExchange {
- public:
-  virtual ~ParameterExchange() = default;
-  // Called before each step: returns what the loss gradient is multiplied by in this step
-  // (fp16 loss scaling; 1 otherwise), having taken in what the last step's gradients showed.
-  virtual float BeginStep() { return 1.0f; }
-  // The key's gradient is final on the device: start moving it to the host.
-  virtual void SendGradient(int64_t key) = 0;
-  // Whether that move is done, without waiting.
-  virtual bool GradientArrived(int64_t key) = 0;
-  // The key's gradient on the host (F32), once it has arrived (waits for it).
-  virtual const Tensor& HostGradient(int64_t key) = 0;
-  // Where the kvstore writes the key's next value (F32 on the host).
-  virtual Tensor* HostValue(int64_t key) = 0;
-  // HostValue holds the key's new value: move it into the parameter, ahead of the next reads.
-  virtual void ReceiveValue(int64_t key) = 0;
-};
-
-// A parameter's value and gradient tensors, as a backend sees them.
-struct ParameterTensors {
-  Tensor* value;
-  Tensor* grad;
-};
-
 // Makes the ops of one backend. Tensors its ops take are of dtype() and live on its
 // allocator's device. Every backend implements every op with the same semantics as the
 // reference backend, which the tests hold the others to.
@@ -144,11 +118,11 @@ class Backend {
   // which the caller keeps until the step's ops are done with it.
   virtual const Tensor& ImportImages(const Tensor& images, Tensor* scratch) { return images; }
   virtual const Tensor& ImportLabels(const Tensor& labels, Tensor* scratch) { return labels; }
-  // How the parameters of a model on this backend reach a host kvstore; nullptr where they
+  // How the parameters of a model on this backend reach a host kvstore: in place where they
   // already are F32 host tensors (the CPU backends).
   virtual std::unique_ptr<ParameterExchange> MakeParameterExchange(
       std::vector<ParameterTensors> params) {
-    return nullptr;
+    return MakeInPlaceExchange(std::move(params));
   }
 
   virtual std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) = 0;
