@@ -75,6 +75,131 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
       absl::StrCat("--augment=", augment, ": expected none, flip or crop_flip"));
 }
 
+namespace {
+
+// This rank's model replicas, one per device context; the first is evaluated and exported.
+struct Replicas {
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
+  std::vector<Replica> views;  // what the step runner trains
+};
+
+absl::StatusOr<Replicas> BuildReplicas(const TrainOptions& options,
+                                       std::vector<std::unique_ptr<Backend>> backends,
+                                       const Shape& sample, int num_classes) {
+  Replicas r;
+  r.backends = std::move(backends);
+  for (const auto& backend : r.backends) {
+    ASSIGN_OR_RETURN(r.models.emplace_back(),
+                     BuildModel(options.model, backend.get(), sample, num_classes));
+    r.models.back()->InitParameters(options.seed);
+    r.losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
+    r.views.push_back({r.models.back().get(), r.losses.back().get(), backend.get()});
+  }
+  return r;
+}
+
+// The dataset, zero-padded up to the model's designed image size where it is smaller, and the
+// statistics of its images as published (before any padding).
+absl::StatusOr<TrainTestData> LoadTrainingData(const TrainOptions& options, bool lead,
+                                               std::ostream& out, Normalization* norm) {
+  ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
+  *norm = ComputeNormalization(data.train);
+  if (const int64_t side = ModelImageSize(options.model);
+      side > data.train.sample_shape[1] || side > data.train.sample_shape[2]) {
+    if (lead) {
+      out << absl::StrFormat("train: zero-padding %s images to %dx%d for %s\n",
+                             data.train.sample_shape.ToString(), side, side, options.model);
+    }
+    ASSIGN_OR_RETURN(data.train, PadImages(data.train, side, side));
+    ASSIGN_OR_RETURN(data.test, PadImages(data.test, side, side));
+  }
+  return data;
+}
+
+// What stays fixed while the epochs run.
+struct EpochLoop {
+  const TrainOptions& options;
+  StepRunner* runner;
+  BatchPrefetcher* batches;
+  const LrSchedule* schedule;
+  ProgressLog* progress;  // rank 0's; null on the others
+  TrainingObserver* observer;
+  int64_t steps_per_epoch;
+  int64_t global_batch;
+};
+
+struct EpochTimes {
+  double seconds = 0;
+  double data_wait_seconds = 0;  // steps that found their batch not yet assembled
+};
+
+// One epoch's steps (step counts them across epochs), then every replica holds the latest
+// parameters.
+absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_t* step) {
+  EpochTimes times;
+  const auto epoch_start = Clock::now();
+  auto interval_start = epoch_start;
+  double interval_loss = 0, interval_comm = 0;
+  int64_t interval_steps = 0;
+  for (int64_t s = 0; s < loop.steps_per_epoch; ++s) {
+    const auto wait_start = Clock::now();
+    const Batch& batch = loop.batches->Next();
+    const double data_seconds = Seconds(Clock::now() - wait_start);
+    times.data_wait_seconds += data_seconds;
+    const float lr = static_cast<float>(loop.schedule->At(*step));
+    ASSIGN_OR_RETURN(const StepResult r, loop.runner->Step(batch.images, batch.labels));
+    interval_loss += r.loss;
+    interval_comm += r.comm_seconds();
+    ++*step;
+    ++interval_steps;
+    if (loop.observer != nullptr) {
+      loop.observer->StepDone({*step, epoch, batch.images.shape()[0], lr,
+                               Seconds(Clock::now() - wait_start), data_seconds, r});
+    }
+    if (*step % loop.options.log_interval == 0) {
+      const auto now = Clock::now();
+      const double seconds = Seconds(now - interval_start);
+      // Speed counts the whole job: every rank ran these steps on its own batch.
+      if (loop.progress != nullptr) {
+        loop.progress->Row({*step, epoch, interval_steps * loop.global_batch / seconds,
+                            interval_loss / interval_steps, lr, interval_comm / seconds,
+                            absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())});
+      }
+      interval_start = now;
+      interval_loss = interval_comm = 0;
+      interval_steps = 0;
+    }
+  }
+  RETURN_IF_ERROR(loop.runner->WaitForParameters());
+  times.seconds = Seconds(Clock::now() - epoch_start);
+  return times;
+}
+
+// Writes the first replica to options.output (a model computing in 16 bits exports the
+// kvstore's fp32 master weights).
+absl::Status ExportModel(const TrainOptions& options, const Model& model, KVStore* kvstore,
+                         const Normalization& norm, std::ostream& out) {
+  std::vector<Tensor> masters;
+  if (model.parameters()[0]->value.dtype() != DType::kF32) {
+    for (size_t k = 0; k < model.parameters().size(); ++k) {
+      RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k),
+                                    &masters.emplace_back(model.parameters()[k]->value.shape())));
+    }
+  }
+  RETURN_IF_ERROR(SaveModel(model,
+                            {{"dataset", options.dataset},
+                             {"input_mean", absl::StrFormat("%.9g", norm.mean)},
+                             {"input_std", absl::StrFormat("%.9g", norm.std)},
+                             {"format", "pt"}},
+                            options.output, masters.empty() ? nullptr : &masters));
+  out << "Wrote " << options.output << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
                                   std::ostream& out, TrainingObserver* observer) {
   RETURN_IF_ERROR(ValidateTrainOptions(options));
@@ -91,29 +216,12 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   const int num_workers = kvstore->num_workers();
   // Rank 0 speaks for the job: the table, evaluation and the model file.
   const bool lead = rank == 0;
-  ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
-  // Statistics of the images as published, before any padding.
-  const Normalization norm = ComputeNormalization(data.train);
-  if (const int64_t side = ModelImageSize(options.model);
-      side > data.train.sample_shape[1] || side > data.train.sample_shape[2]) {
-    if (lead) out << absl::StrFormat("train: zero-padding %s images to %dx%d for %s\n",
-                           data.train.sample_shape.ToString(), side, side, options.model);
-    ASSIGN_OR_RETURN(data.train, PadImages(data.train, side, side));
-    ASSIGN_OR_RETURN(data.test, PadImages(data.test, side, side));
-  }
+  Normalization norm;
+  ASSIGN_OR_RETURN(const TrainTestData data, LoadTrainingData(options, lead, out, &norm));
   const Shape& sample = data.train.sample_shape;
-  // One replica per device context; the first is the one evaluated and exported.
-  std::vector<std::unique_ptr<Model>> models;
-  std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
-  std::vector<Replica> replicas;
-  for (const auto& backend : backends) {
-    ASSIGN_OR_RETURN(models.emplace_back(),
-                     BuildModel(options.model, backend.get(), sample, data.train.num_classes));
-    models.back()->InitParameters(options.seed);
-    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
-    replicas.push_back({models.back().get(), losses.back().get(), backend.get()});
-  }
-  Model* model = models[0].get();
+  ASSIGN_OR_RETURN(Replicas replicas, BuildReplicas(options, std::move(backends), sample,
+                                                    data.train.num_classes));
+  Model* model = replicas.models[0].get();
 
   // Every rank runs the same steps over the global batch (Contracts, "Sampler").
   const int64_t global_batch = options.batch_size * num_workers;
@@ -131,7 +239,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   lr_options.steps_per_epoch = steps_per_epoch;
   lr_options.warmup_epochs = options.warmup_epochs;
   // The progress table shows the rate the kvstore applies (the same schedule).
-  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(lr_options));
+  ASSIGN_OR_RETURN(const LrSchedule schedule, LrSchedule::Create(lr_options));
   OptimizerSpec optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.optimizer_options = {options.momentum, options.wd};
@@ -146,7 +254,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   ASSIGN_OR_RETURN(prefetch.augmentation, ParseAugment(options.augment, sample[1]));
   prefetch.end_epoch = options.epochs;
   BatchPrefetcher batches(data.train, norm, prefetch);
-  StepRunner runner(std::move(replicas), kvstore.get(), options.overlap);
+  StepRunner runner(replicas.views, kvstore.get(), options.overlap);
   std::ofstream json_log;
   if (lead && !options.log_json.empty()) {
     json_log.open(options.log_json, std::ios::trunc);
@@ -166,53 +274,19 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
         model->num_parameter_elements(), options.batch_size, num_workers, options.epochs,
         options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
-        options.augment, kvstore->type(), backends[0]->name(), options.devices,
+        options.augment, kvstore->type(), replicas.backends[0]->name(), options.devices,
         options.precision, std::thread::hardware_concurrency());
     progress.Header();
   }
 
+  const EpochLoop loop{options, &runner, &batches, &schedule, lead ? &progress : nullptr,
+                       observer, steps_per_epoch, global_batch};
   TrainResult result;
   double train_seconds = 0;
-  int64_t step = 0, images_seen = 0;
+  int64_t step = 0;
   for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
-    const auto epoch_start = Clock::now();
-    auto interval_start = epoch_start;
-    double interval_loss = 0, interval_comm = 0;
-    int64_t interval_steps = 0;
-    double data_wait_seconds = 0;  // steps that found their batch not yet assembled
-    for (int64_t s = 0; s < steps_per_epoch; ++s) {
-      const auto wait_start = Clock::now();
-      const Batch& batch = batches.Next();
-      const double data_seconds = Seconds(Clock::now() - wait_start);
-      data_wait_seconds += data_seconds;
-      const float lr = static_cast<float>(schedule.At(step));
-      ASSIGN_OR_RETURN(const StepResult r, runner.Step(batch.images, batch.labels));
-      interval_loss += r.loss;
-      interval_comm += r.comm_seconds();
-      ++step;
-      ++interval_steps;
-      if (observer != nullptr) {
-        observer->StepDone({step, epoch, batch.images.shape()[0], lr,
-                            Seconds(Clock::now() - wait_start), data_seconds, r});
-      }
-      if (step % options.log_interval == 0) {
-        const auto now = Clock::now();
-        const double seconds = Seconds(now - interval_start);
-        // Speed counts the whole job: every rank ran these steps on its own batch.
-        if (lead) {
-          progress.Row({step, epoch, interval_steps * global_batch / seconds,
-                        interval_loss / interval_steps, lr, interval_comm / seconds,
-                        absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())});
-        }
-        interval_start = now;
-        interval_loss = interval_comm = 0;
-        interval_steps = 0;
-      }
-    }
-    RETURN_IF_ERROR(runner.WaitForParameters());
-    const double epoch_seconds = Seconds(Clock::now() - epoch_start);
-    train_seconds += epoch_seconds;
-    images_seen += steps_per_epoch * global_batch;
+    ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, &step));
+    train_seconds += times.seconds;
     if (!lead) continue;
     const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
     result.test_top1 = acc.top1_percent();
@@ -220,11 +294,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
     out << absl::StrFormat(
         "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
         "%.2f%%\n",
-        epoch, epoch_seconds, data_wait_seconds, steps_per_epoch * global_batch / epoch_seconds,
-        result.test_top1, result.test_top5);
+        epoch, times.seconds, times.data_wait_seconds,
+        steps_per_epoch * global_batch / times.seconds, result.test_top1, result.test_top5);
   }
   result.seconds_per_epoch = train_seconds / options.epochs;
-  result.images_per_second = images_seen / train_seconds;
+  result.images_per_second = options.epochs * steps_per_epoch * global_batch / train_seconds;
   if (!lead) {
     out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", rank, num_workers,
                            result.seconds_per_epoch);
@@ -234,21 +308,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
                          result.test_top1, result.test_top5, data.test.size(),
                          result.seconds_per_epoch, result.images_per_second);
   if (!options.output.empty()) {
-    // A model computing in 16 bits exports the kvstore's fp32 master weights.
-    std::vector<Tensor> masters;
-    if (model->parameters()[0]->value.dtype() != DType::kF32) {
-      for (size_t k = 0; k < model->parameters().size(); ++k) {
-        RETURN_IF_ERROR(kvstore->Pull(static_cast<int64_t>(k),
-                                      &masters.emplace_back(model->parameters()[k]->value.shape())));
-      }
-    }
-    RETURN_IF_ERROR(SaveModel(*model,
-                              {{"dataset", options.dataset},
-                               {"input_mean", absl::StrFormat("%.9g", norm.mean)},
-                               {"input_std", absl::StrFormat("%.9g", norm.std)},
-                               {"format", "pt"}},
-                              options.output, masters.empty() ? nullptr : &masters));
-    out << "Wrote " << options.output << "\n";
+    RETURN_IF_ERROR(ExportModel(options, *model, kvstore.get(), norm, out));
   }
   return result;
 }
