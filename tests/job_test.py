@@ -60,6 +60,8 @@ class LauncherJobTest(JobTestCase):
         self.assertRegex(out, r"\[worker 0\]\s+Step\s+Epoch\s+Speed\(img/s\)\s+Loss\s+LR\s+Comm%")
         self.assertRegex(out, r"\[worker 0\] train: lenet .*batch 64 x 2 worker\(s\).*kvstore dist_sync")
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        # The workers' last lines are out before the scheduler hears that they finished.
+        self.assertLess(out.index("[worker 0] Test top-1"), out.index("job DONE"), out)
         top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))
         self.assertGreaterEqual(top1, 80.0, out)  # one epoch; ten reach >= 90 (benchmarks.md)
         checked = subprocess.run(["/usr/bin/python3", CHECK_MODEL, model, "--data_dir", FASHION],
@@ -151,6 +153,14 @@ class FailFastTest(JobTestCase):
 
 
 class ManualStartTest(JobTestCase):
+    def test_every_role_answers_help_with_its_flags_and_success(self):
+        for binary, flag in ((SCHEDULER, "--num_workers"), (SHARD, "--scheduler"),
+                             (WORKER, "--scheduler"), (LAUNCH, "--num_shards")):
+            with self.subTest(binary=os.path.basename(binary)):
+                r = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn(flag.lstrip("-"), r.stdout)
+
     def test_roles_started_by_hand_train(self):
         port_file = os.path.join(self.dir, "scheduler.port")
         scheduler = self.start("scheduler", [SCHEDULER, "--bind=127.0.0.1", "--port=0",

@@ -7,11 +7,11 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,6 +24,7 @@
 #include "tools/launch/launcher.h"
 #include "tools/launch/programs.h"
 #include "tools/launch/status_table.h"
+#include "trainer/cli/args.h"
 #include "trainer/kvstore/kvstore_mode.h"
 
 extern char** environ;
@@ -33,7 +34,8 @@ const cohort::launch::LaunchOptions kDefaults;
 }  // namespace
 
 ABSL_FLAG(int, num_workers, 0, "workers to start, at least 1 (-n)");
-ABSL_FLAG(int, num_shards, 0, "parameter shards to start (-s); default: as many as workers");
+ABSL_FLAG(std::optional<int>, num_shards, std::nullopt,
+          "parameter shards to start (-s); default: as many as workers");
 ABSL_FLAG(std::string, launcher, "local",
           "where the processes run: local (this machine; ssh is not supported yet)");
 ABSL_FLAG(std::string, mode, kDefaults.mode, "kvstore mode: dist_sync or dist_async");
@@ -140,7 +142,7 @@ int main(int argc, char** argv) {
   std::vector<char*> flags;
   for (std::string& a : args->flags) flags.push_back(a.data());
   const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(flags.size()), flags.data());
+      cohort::ParseCommandLine(static_cast<int>(flags.size()), flags.data());
   if (positional.size() > 1) {
     return UsageError(absl::StrCat("unexpected argument '", positional[1],
                                    "' (put the workers' flags or command after --)"));
@@ -159,8 +161,7 @@ int main(int argc, char** argv) {
   cohort::launch::LaunchOptions o;
   o.num_workers = absl::GetFlag(FLAGS_num_workers);
   if (o.num_workers < 1) return UsageError("give the number of workers with -n N (at least 1)");
-  o.num_shards = absl::GetFlag(FLAGS_num_shards);
-  if (o.num_shards == 0) o.num_shards = o.num_workers;
+  o.num_shards = absl::GetFlag(FLAGS_num_shards).value_or(o.num_workers);
   if (o.num_shards < 1) return UsageError("the number of shards, -s N, must be at least 1");
   o.mode = absl::GetFlag(FLAGS_mode);
   if (const auto mode = cohort::ParseKVStoreMode(o.mode);

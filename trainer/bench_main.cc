@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "trainer/cli/args.h"
 #include "trainer/loop/benchmark.h"
 #include "trainer/models/models.h"
 
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Times CPU training steps (oneDNN) on synthetic data and the share of each step spent "
       "outside oneDNN primitives.\n  bazel run //trainer:bench");
-  absl::ParseCommandLine(argc, argv);
+  cohort::ParseCommandLine(argc, argv);
   std::cout << absl::StrFormat("%d hardware threads\n", std::thread::hardware_concurrency());
   std::cout << absl::StrFormat("%-10s %6s %14s %10s %10s\n", "Model", "Batch", "Images/sec",
                                "Step(ms)", "Overhead");

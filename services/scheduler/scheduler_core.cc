@@ -234,7 +234,8 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
     if (!w.stopped) return;
   }
   state_ = JobState::kDone;
-  reason_ = absl::StrCat("all ", workers_.size(), " workers finished");
+  reason_ = workers_.size() == 1 ? std::string("the worker finished")
+                                 : absl::StrCat("all ", workers_.size(), " workers finished");
 }
 
 void SchedulerCore::CheckLiveness() {

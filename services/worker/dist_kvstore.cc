@@ -41,6 +41,14 @@ absl::StatusOr<KVStoreMode> DistMode(absl::string_view type, const MemberSession
   return *mode;
 }
 
+absl::Status ValidateDataPath(const JobOptions& options) {
+  if (options.part_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--part_bytes=", options.part_bytes, " (or COHORT_PART_BYTES): must be at least 1"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ShardTransport>> ConnectToShards(
     MemberSession* session, const TransportWrapper& wrap_transport) {
   ASSIGN_OR_RETURN(std::vector<std::string> addresses, session->WaitForCluster());
@@ -104,6 +112,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(absl::string_view typ
                                                            const JobOptions& options,
                                                            const TransportWrapper& wrap_transport) {
   ASSIGN_OR_RETURN(const KVStoreMode mode, DistMode(type, *session));
+  RETURN_IF_ERROR(ValidateDataPath(options));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardTransport> transport,
                    ConnectToShards(session, wrap_transport));
   return std::unique_ptr<KVStore>(std::make_unique<DistKVStoreCore>(
@@ -114,6 +123,7 @@ namespace kvstore {
 
 absl::StatusOr<std::unique_ptr<KVStore>> Create(absl::string_view type, const JobOptions& options) {
   if (type == "local") return CreateKVStore(type);
+  RETURN_IF_ERROR(ValidateDataPath(options));
   ASSIGN_OR_RETURN(std::unique_ptr<MemberSession> session,
                    MemberSession::Join(options.SessionOptions()));
   ASSIGN_OR_RETURN(const KVStoreMode mode, DistMode(type, *session));

@@ -1,5 +1,6 @@
 #include "services/worker/dist_kvstore_core.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 
@@ -7,6 +8,15 @@
 #include "trainer/base/status_macros.h"
 
 namespace cohort {
+namespace {
+
+absl::Status InFlight(int64_t key) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("kvstore push of key ", key, " while its last push is in flight; wait for "
+                   "it (Wait or Pull) first"));
+}
+
+}  // namespace
 
 DistKVStoreCore::DistKVStoreCore(KVStoreMode mode, JobMembership* membership,
                                  std::unique_ptr<ShardTransport> transport,
@@ -102,9 +112,7 @@ absl::Status DistKVStoreCore::Push(int64_t key, const Tensor& grad) {
   RETURN_IF_ERROR(Commit());
   ASSIGN_OR_RETURN(Key * k, Find(key, grad, "push"));
   if (k->in_flight) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("kvstore push of key ", key, " while its last push is in flight; wait for "
-                     "it (Wait or Pull) first"));
+    return InFlight(key);
   }
   if (k->pushed_copy.shape() != grad.shape()) {  // allocated once per key
     k->pushed_copy = Tensor(grad.shape());
@@ -181,9 +189,7 @@ absl::StatusOr<DistKVStoreCore::Key*> DistKVStoreCore::Find(int64_t key, const T
 
 absl::Status DistKVStoreCore::Start(int64_t key, Key* k, const Tensor& grad, float* destination) {
   if (k->in_flight) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("kvstore push of key ", key, " while its last push is in flight; wait for "
-                     "it (Wait or Pull) first"));
+    return InFlight(key);
   }
   const std::vector<int>& parts = map_.key_parts[key];
   absl::Status failure;
@@ -235,7 +241,7 @@ absl::Status DistKVStoreCore::CheckAnswer(int shard, const PartHeader& h, size_t
                                             " answered key ", h.id.key, " part ", h.id.part,
                                             " version ", h.version, ", but ", why));
   };
-  if (!committed_ || h.id.key < 0 || h.id.key >= static_cast<int64_t>(keys_.size()) ||
+  if (h.id.key < 0 || h.id.key >= static_cast<int64_t>(keys_.size()) ||
       h.id.part < 0 || h.id.part >= static_cast<int>(map_.key_parts[h.id.key].size())) {
     return unexpected("this worker has no such part");
   }
@@ -276,19 +282,23 @@ absl::Status DistKVStoreCore::TimedOut(int64_t key, const Key& k) {
 }
 
 absl::Status DistKVStoreCore::Commit() {
-  if (committed_) return absl::OkStatus();
+  if (committed_) return commit_status_;
   if (keys_.empty()) return absl::FailedPreconditionError("kvstore used before any init");
+  committed_ = true;
+  commit_status_ = CommitOnce();
+  return commit_status_;
+}
+
+absl::Status DistKVStoreCore::CommitOnce() {
   std::vector<TensorSize> sizes;
   for (const auto& k : keys_) sizes.push_back({k->shape.numel(), 4});
-  ASSIGN_OR_RETURN(PartitionMap map,
+  ASSIGN_OR_RETURN(map_,
                    PartitionParameters(sizes, transport_->num_shards(), options_.part_bytes));
-  {
-    absl::MutexLock lock(&mu_);  // answers read the map
-    map_ = std::move(map);
-    committed_ = true;
-  }
   fingerprint_ = map_.Fingerprint();
-  if (rank() == 0) RETURN_IF_ERROR(InitShards());
+  if (rank() == 0) {
+    WarnAboutIdleShards();
+    RETURN_IF_ERROR(InitShards());
+  }
   for (size_t key = 0; key < keys_.size(); ++key) {
     Key& k = *keys_[key];
     k.versions.assign(map_.key_parts[key].size(), 0);
@@ -298,6 +308,17 @@ absl::Status DistKVStoreCore::Commit() {
   RETURN_IF_ERROR(membership_->Barrier("kvstore init", fingerprint_).status());
   transport_->Open(this);
   return absl::OkStatus();
+}
+
+void DistKVStoreCore::WarnAboutIdleShards() const {
+  const int idle = static_cast<int>(
+      std::count(map_.shard_bytes.begin(), map_.shard_bytes.end(), int64_t{0}));
+  if (idle == 0) return;
+  // The partition splits tensors down to single elements before it leaves a shard empty.
+  std::cerr << membership_->name() << ": " << idle << " of " << map_.num_shards
+            << " shards hold no parameters: the model's parameters split into only "
+            << map_.parts.size() << " parts; start at most " << map_.parts.size()
+            << " shards\n";
 }
 
 absl::Status DistKVStoreCore::InitShards() {

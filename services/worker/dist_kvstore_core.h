@@ -95,7 +95,13 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   absl::Status Interrupted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The error of a wait for key k that saw no answer for answer_timeout.
   absl::Status TimedOut(int64_t key, const Key& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // On the first push or pull (and its outcome ever after): every rank computes the partition
+  // map; rank 0 sends each shard its settings and initial values; a barrier checks that every
+  // rank computed the same map; then the streams open. Answers come only after that.
   absl::Status Commit();
+  absl::Status CommitOnce();
+  // Rank 0 says so when some shards hold no part (more shards than parts).
+  void WarnAboutIdleShards() const;
   absl::Status InitShards();
   absl::Status PullCurrent(int64_t key, Tensor* out);
 
@@ -107,7 +113,7 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   OptimizerSpec optimizer_;
   bool has_optimizer_ = false;
   bool committed_ = false;
-  bool opened_ = false;
+  absl::Status commit_status_;
   PartitionMap map_;  // fixed once committed
   uint64_t fingerprint_ = 0;
   std::vector<std::unique_ptr<Key>> keys_;  // stable addresses: answers and pins refer to them

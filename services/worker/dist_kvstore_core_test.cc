@@ -96,6 +96,7 @@ class FakeTransport final : public ShardTransport {
   absl::Status InitShard(int shard, const ShardConfig& config,
                          absl::Span<const InitialPart> parts) override {
     absl::MutexLock lock(&mu_);
+    if (dead_) return absl::UnavailableError("connection refused");
     configs_.push_back(config);
     for (const InitialPart& p : parts) {
       initial_[{p.id.key, p.id.part}] = std::vector<float>(p.value.begin(), p.value.end());
@@ -146,7 +147,7 @@ class FakeTransport final : public ShardTransport {
   void EndStream(int shard, absl::Status why) {
     absl::MutexLock lock(&mu_);
     dead_ = true;
-    if (!closed_) receiver_->OnStreamEnd(shard, why);
+    if (!closed_ && receiver_ != nullptr) receiver_->OnStreamEnd(shard, why);
   }
   // The transport has written every push: pins go.
   void ReleasePins() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -439,6 +440,35 @@ TEST_F(DistKVStoreCoreTest, DestroyingTheStoreStopsItsStreamsAndItsEndListener) 
   EXPECT_EQ(membership_->listeners(), 1);
   kv_.reset();
   EXPECT_EQ(membership_->listeners(), 0);
+}
+
+TEST_F(DistKVStoreCoreTest, AFailedInitKeepsFailingWithoutSendingAnything) {
+  Make(0);
+  transport_->EndStream(1, absl::UnavailableError("down"));  // before the streams open
+  Tensor grad(Shape{6}), out(Shape{6});
+  const absl::Status first = kv_->PushPull(0, grad, &out);
+  EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable) << first;
+  EXPECT_EQ(kv_->PushPull(0, grad, &out), first);
+  EXPECT_TRUE(transport_->TakePushed().empty());
+  EXPECT_TRUE(membership_->barriers().empty());
+}
+
+TEST_F(DistKVStoreCoreTest, RankZeroSaysWhenShardsHoldNoParameters) {
+  membership_ = std::make_unique<FakeMembership>(0, 2);
+  auto transport = std::make_unique<FakeTransport>(4);
+  transport_ = transport.get();
+  DistKVStoreOptions options;  // one key of 3 floats splits into 3 parts at most, for 4 shards
+  kv_ = std::make_unique<DistKVStoreCore>(KVStoreMode::kDistSync, membership_.get(),
+                                          std::move(transport), options);
+  ASSERT_TRUE(kv_->SetOptimizer(Sgd()).ok());
+  ASSERT_TRUE(kv_->Init(0, Filled(Shape{3}, 1)).ok());
+  Tensor grad(Shape{3}), out(Shape{3});
+  testing::internal::CaptureStderr();
+  ASSERT_TRUE(kv_->PushPull(0, grad, &out).ok());
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(absl::StrContains(said, "worker 0: 1 of 4 shards hold no parameters: the model's "
+                                      "parameters split into only 3 parts; start at most 3"))
+      << said;
 }
 
 TEST_F(DistKVStoreCoreTest, PushingAKeyStillInFlightIsRefused) {

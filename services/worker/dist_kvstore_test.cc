@@ -177,5 +177,16 @@ TEST(DistKVStoreTest, FailureOfOneWorkerReleasesTheOtherWithItsName) {
   EXPECT_TRUE(absl::StrContains(blocked.message(), "failed: out of disk space")) << blocked;
 }
 
+TEST(DistKVStoreTest, APartSizeBelowOneByteIsRefusedBeforeJoining) {
+  JobOptions job;
+  job.scheduler_address = "127.0.0.1:1";  // never dialled
+  job.part_bytes = 0;
+  auto kv = kvstore::Create("dist_sync", job);
+  ASSERT_FALSE(kv.ok());
+  EXPECT_EQ(kv.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(kv.status().message(), "--part_bytes=0 (or COHORT_PART_BYTES)"))
+      << kv.status();
+}
+
 }  // namespace
 }  // namespace cohort

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   }
   cohort::JobOptions job = *from_env;
   if (absl::GetFlag(FLAGS_rank) >= 0) job.requested_rank = absl::GetFlag(FLAGS_rank);
-  if (absl::GetFlag(FLAGS_part_bytes) > 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
+  if (absl::GetFlag(FLAGS_part_bytes) != 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
   job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
   if (!absl::GetFlag(FLAGS_metrics_bind).empty()) job.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
   if (!absl::GetFlag(FLAGS_metrics_port_file).empty()) {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "services/common/metrics.h"
 #include "services/worker/worker_metrics.h"
+#include "trainer/cli/args.h"
 #include "trainer/loop/benchmark.h"
 
 ABSL_FLAG(int64_t, iterations, 2000000, "metric updates timed per kind");
@@ -32,7 +32,7 @@ double NanosecondsPerCall(int64_t n, F f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  cohort::ParseCommandLine(argc, argv);
   const int64_t n = absl::GetFlag(FLAGS_iterations);
   cohort::ProcessMetrics process("bench", "worker", 0);
   auto& counter = process.Counter("cohort_bench_total", "bench");

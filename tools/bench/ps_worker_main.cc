@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "services/common/malloc_tuning.h"
 #include "services/worker/dist_kvstore.h"
 #include "trainer/base/status_macros.h"
+#include "trainer/cli/args.h"
 
 ABSL_FLAG(int, tensors, 25, "tensors in the model");
 ABSL_FLAG(int64_t, tensor_bytes, 4 << 20, "bytes per tensor (a multiple of 4)");
@@ -96,7 +96,7 @@ absl::StatusOr<Outcome> Run(int tensors, int64_t elements, int warmup, int round
 int main(int argc, char** argv) {
   cohort::TuneMallocForBulkTransfers();
   absl::SetProgramUsageMessage("One worker of the push/pull benchmark (run by //tools:bench_ps).");
-  absl::ParseCommandLine(argc, argv);
+  cohort::ParseCommandLine(argc, argv);
   const int tensors = absl::GetFlag(FLAGS_tensors);
   const int64_t bytes = absl::GetFlag(FLAGS_tensor_bytes);
   if (tensors < 1 || bytes < 4 || bytes % 4 != 0 || absl::GetFlag(FLAGS_rounds) < 1) {

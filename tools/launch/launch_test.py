@@ -173,6 +173,7 @@ class LaunchTest(LaunchTestCase):
             ([], "launch: error: give the number of workers with -n N (at least 1)"),
             (["-n", "0"], "launch: error: give the number of workers with -n N (at least 1)"),
             (["-n", "1", "-s", "-1"], "launch: error: the number of shards, -s N, must be at"),
+            (["-n", "1", "-s", "0"], "launch: error: the number of shards, -s N, must be at"),
             (["-n", "1", "--launcher", "ssh"],
              "launch: error: --launcher ssh is not supported yet; use --launcher local"),
             (["-n", "1", "--mode=sync"], "launch: error: unknown --mode 'sync'"),
@@ -189,6 +190,7 @@ class LaunchTest(LaunchTestCase):
     def test_help_lists_the_launchers_flags(self):
         rc, lines, _ = self.run_launch("--help", fakes=False)
         text = "\n".join(lines)
+        self.assertEqual(rc, 0, text)  # asking for help is not an error
         for flag in ("-num_workers", "-num_shards", "-launcher", "-mode", "-linger", "-job_id",
                      "-scheduler_binary", "-shard_binary", "-worker_binary", "-start_timeout"):
             self.assertIn(flag, text)

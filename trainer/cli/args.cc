@@ -1,9 +1,12 @@
 #include "trainer/cli/args.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 
-#include "absl/flags/parse.h"
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
+#include "absl/flags/usage.h"
 
 namespace cohort {
 
@@ -29,13 +32,24 @@ std::vector<std::string> CanonicalFlagArgs(int argc, char** argv,
   return out;
 }
 
+std::vector<char*> ParseCommandLine(int argc, char** argv) {
+  std::vector<char*> positional = absl::flags_internal::ParseCommandLineImpl(
+      argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+  if (absl::flags_internal::HandleUsageFlags(std::cout, absl::ProgramUsageMessage()) != -1) {
+    std::exit(0);
+  }
+  return positional;
+}
+
 bool ParseCanonicalCommandLine(const char* program, int argc, char** argv,
                                const std::map<std::string, std::string>& aliases) {
   std::vector<std::string> args = CanonicalFlagArgs(argc, argv, aliases);
   std::vector<char*> canonical;
   for (std::string& a : args) canonical.push_back(a.data());
   const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(canonical.size()), canonical.data());
+      ParseCommandLine(static_cast<int>(canonical.size()), canonical.data());
   if (positional.size() > 1) {
     std::cerr << program << ": error: unexpected argument '" << positional[1]
               << "' (flags are --name=value; see --help)\n";

@@ -13,7 +13,11 @@ namespace cohort {
 std::vector<std::string> CanonicalFlagArgs(int argc, char** argv,
                                            const std::map<std::string, std::string>& aliases);
 
-// Parses argv with Abseil after CanonicalFlagArgs. Prints an error naming the program and
+// absl::ParseCommandLine, except that --help (and Abseil's other usage flags) print their text
+// and exit 0: asking for help is not an error (Debian's Abseil exits 1).
+std::vector<char*> ParseCommandLine(int argc, char** argv);
+
+// Parses argv with ParseCommandLine after CanonicalFlagArgs. Prints an error naming the program and
 // returns false when positional arguments are left.
 bool ParseCanonicalCommandLine(const char* program, int argc, char** argv,
                                const std::map<std::string, std::string>& aliases);

@@ -1,5 +1,6 @@
 #include "trainer/data/idx.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -13,6 +14,11 @@ namespace {
 
 // The whole (decompressed) file; gzread passes plain files through unchanged.
 absl::StatusOr<std::vector<uint8_t>> ReadGzipOrPlain(const std::string& path) {
+  // zlib opens a directory and then reports its read as corrupt data.
+  if (struct stat st; stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is a directory or another non-file; it should be an IDX file"));
+  }
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) {
     return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));

@@ -1,5 +1,6 @@
 #include "trainer/data/idx.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -66,6 +67,12 @@ void ExpectError(const std::string& path, int rank, const std::string& fragment)
 }
 
 TEST(IdxTest, MissingFile) { ExpectError(TempPath("nope.gz"), 3, "cannot open"); }
+
+TEST(IdxTest, ADirectoryWhereTheFileShouldBeIsNamedSo) {
+  const std::string dir = TempPath("images-idx3-ubyte.gz");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ExpectError(dir, 3, "is a directory or another non-file; it should be an IDX file");
+}
 
 TEST(IdxTest, WrongMagic) {
   WriteGzip(TempPath("magic.gz"), IdxBytes(0x801, {60}, 60));

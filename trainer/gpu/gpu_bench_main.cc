@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "trainer/cli/args.h"
 #include "trainer/gpu/gpu_benchmark.h"
 
 ABSL_FLAG(std::string, model, "resnet50", "model to train (resnet50, resnet56, resnet20, lenet, ...)");
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Times training steps (forward, loss, backward, SGD) of a model on one GPU on synthetic "
       "data.\n  gpu_bench --model resnet50 --batch_size 256 --precision bf16");
-  absl::ParseCommandLine(argc, argv);
+  cohort::ParseCommandLine(argc, argv);
   auto precision = cohort::ParsePrecision(absl::GetFlag(FLAGS_precision));
   const std::string layout = absl::GetFlag(FLAGS_layout);
   if (!precision.ok() || (layout != "nhwc" && layout != "nchw")) {

@@ -75,7 +75,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
     return backends;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--devices=", devices, ": expected cpu, cpu:N or gpu:I[,J...]"));
+      absl::StrCat("--devices=", devices, ": expected cpu, cpu:N or gpu:I"));
 }
 
 }  // namespace cohort

@@ -194,7 +194,7 @@ absl::Status ExportModel(const TrainOptions& options, const Model& model, KVStor
                              {"input_std", absl::StrFormat("%.9g", norm.std)},
                              {"format", "pt"}},
                             options.output, masters.empty() ? nullptr : &masters));
-  out << "Wrote " << options.output << "\n";
+  out << "Wrote " << options.output << "\n" << std::flush;
   return absl::OkStatus();
 }
 
@@ -296,17 +296,20 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         "%.2f%%\n",
         epoch, times.seconds, times.data_wait_seconds,
         steps_per_epoch * global_batch / times.seconds, result.test_top1, result.test_top5);
+    out.flush();  // a job's launcher shows each line as it comes, in order with the others
   }
   result.seconds_per_epoch = train_seconds / options.epochs;
   result.images_per_second = options.epochs * steps_per_epoch * global_batch / train_seconds;
   if (!lead) {
     out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", rank, num_workers,
-                           result.seconds_per_epoch);
+                           result.seconds_per_epoch)
+        << std::flush;
     return result;
   }
   out << absl::StrFormat("Test top-1 %.2f%% top-5 %.2f%% (%d images); %.1f s/epoch, %.1f img/s\n",
                          result.test_top1, result.test_top5, data.test.size(),
-                         result.seconds_per_epoch, result.images_per_second);
+                         result.seconds_per_epoch, result.images_per_second)
+      << std::flush;
   if (!options.output.empty()) {
     RETURN_IF_ERROR(ExportModel(options, *model, kvstore.get(), norm, out));
   }

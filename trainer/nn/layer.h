@@ -49,7 +49,6 @@ class Layer {
         Allocator* allocator, std::vector<int> inputs);
 
   const std::string& name() const { return name_; }
-  absl::string_view op_name() const { return op_->name(); }
   const std::vector<int>& inputs() const { return inputs_; }
   std::vector<Parameter>& parameters() { return params_; }
   std::vector<StateTensor>& state() { return state_; }

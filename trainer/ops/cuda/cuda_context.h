@@ -37,7 +37,6 @@ class CudaContext {
   // At least `bytes` of scratch, valid until the next call with a larger size (stream order
   // keeps earlier users safe).
   void* Workspace(size_t bytes);
-  size_t workspace_bytes() const { return workspace_bytes_; }
   // Waits for everything queued on the compute stream.
   void Synchronize() const;
 
