@@ -105,6 +105,14 @@ class LauncherJobTest(JobTestCase):
                              2, self.output())
             self.procs.clear()
 
+    def test_bad_worker_flags_are_said_once_and_nothing_starts(self):
+        p = self.launch("-n", "2", "-s", "2", worker=["--epochs=-1"])
+        self.assertEqual(p.wait(timeout=60), 2, self.output())
+        out = self.output()
+        self.assertEqual(out.count("worker: error: --epochs=-1: must be > 0"), 1, out)
+        self.assertNotIn("[scheduler]", out)
+        self.assertEqual(wait_job_gone(self.job_id, 5), [])
+
     def test_users_own_program_runs_as_the_workers(self):
         p = self.launch("-n", "2", "-s", "2", worker=[LINEAR_REGRESSION])
         self.assertEqual(p.wait(timeout=120), 0, self.output())

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "services/common/http_server.h"
+#include "tools/launch/child_process.h"
 #include "tools/launch/command_line.h"
 #include "tools/launch/launcher.h"
 #include "tools/launch/programs.h"
@@ -135,6 +136,27 @@ int PrintStatus(const std::string& address) {
 
 }  // namespace
 
+// The workers' flags, checked once by the worker binary before anything starts: a mistake is
+// said once, instead of by every worker after the scheduler and the shards came up.
+int CheckWorkerFlags(const cohort::launch::LaunchOptions& o) {
+  cohort::launch::SpawnOptions check;
+  check.path = o.worker_program;
+  check.argv = o.worker_argv;
+  check.argv.insert(check.argv.begin() + 1, "--validate_only");
+  check.env = o.environment;
+  check.working_dir = o.working_dir;
+  absl::StatusOr<cohort::launch::CompletedProcess> done =
+      cohort::launch::RunToCompletion(check, absl::Seconds(60));
+  if (!done.ok()) {
+    std::cerr << "launch: error: checking the workers' flags: " << done.status().message() << "\n";
+    return 1;
+  }
+  if (cohort::launch::ExitCodeOf(done->wait_status) == 0) return 0;
+  std::cerr << done->output << "launch: error: the workers' flags are wrong (above); nothing "
+            << "was started\n";
+  return 2;
+}
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   absl::StatusOr<cohort::launch::LauncherArgs> args = cohort::launch::SplitLauncherArgs(argc, argv);
@@ -224,6 +246,9 @@ int main(int argc, char** argv) {
   }
 
   for (char** e = environ; *e != nullptr; ++e) o.environment.emplace_back(*e);
+  if (!cohort::launch::IsUserProgram(args->worker_words)) {
+    if (const int rc = CheckWorkerFlags(o); rc != 0) return rc;
+  }
   o.cores = cohort::launch::AvailableCores();
   o.temp_root = Env("TMPDIR").empty() ? "/tmp" : Env("TMPDIR");
   // A closed stdout must not kill the launcher before it has stopped its children.

@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, scheduler, "",
 ABSL_FLAG(int, rank, -1, "worker rank to ask for (-1: COHORT_RANK, else the scheduler assigns)");
 ABSL_FLAG(int64_t, part_bytes, 0,
           "largest parameter part on the wire, in bytes (0: COHORT_PART_BYTES, else 1 MiB)");
+ABSL_FLAG(bool, validate_only, false,
+          "check the training flags, say what is wrong, and exit (the launcher does this once "
+          "before it starts a job)");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 ABSL_FLAG(std::string, metrics_bind, "",
@@ -38,6 +41,12 @@ int main(int argc, char** argv) {
   cohort::TuneMallocForBulkTransfers();
   absl::SetFlag(&FLAGS_kv_store, "dist_sync");
   if (!cohort::ParseCanonicalCommandLine("worker", argc, argv, cohort::StandardFlagAliases())) return 2;
+  const cohort::TrainOptions options = cohort::TrainOptionsFromFlags();
+  if (absl::Status s = cohort::ValidateTrainOptions(options); !s.ok()) {
+    std::cerr << "worker: error: " << s.message() << "\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_validate_only)) return 0;
 
   auto from_env = cohort::JobOptionsFromEnvironment(absl::GetFlag(FLAGS_scheduler));
   if (!from_env.ok()) {
@@ -55,11 +64,6 @@ int main(int argc, char** argv) {
     job.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   }
 
-  const cohort::TrainOptions options = cohort::TrainOptionsFromFlags();
-  if (absl::Status s = cohort::ValidateTrainOptions(options); !s.ok()) {
-    std::cerr << "worker: error: " << s.message() << "\n";
-    return 2;
-  }
   auto session = cohort::MemberSession::Join(job.SessionOptions());
   if (!session.ok()) {
     std::cerr << "worker: error: " << session.status().message() << "\n";

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace cohort::launch {
 namespace {
@@ -179,6 +181,48 @@ bool ChildProcess::TryReap() {
 }
 
 void ChildProcess::SignalGroup(int sig) const { kill(-pid_, sig); }
+
+absl::StatusOr<CompletedProcess> RunToCompletion(const SpawnOptions& options,
+                                                 absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(options);
+  if (!child.ok()) return child.status();
+  ChildProcess& p = **child;
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string out[2];
+  const ChildProcess::Stream streams[2] = {ChildProcess::Stream::kStdout,
+                                           ChildProcess::Stream::kStderr};
+  while (p.fd(streams[0]) >= 0 || p.fd(streams[1]) >= 0) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          options.path, " did not finish within ", absl::FormatDuration(timeout)));
+    }
+    pollfd fds[2];
+    for (int i = 0; i < 2; ++i) fds[i] = {p.fd(streams[i]), POLLIN, 0};
+    if (poll(fds, 2, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) < 0 &&
+        errno != EINTR) {
+      return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        out[i].append(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        p.Close(streams[i]);
+      }
+    }
+  }
+  while (!p.TryReap()) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          options.path, " did not exit within ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return CompletedProcess{p.wait_status(), out[0] + out[1]};
+}
 
 std::string DescribeWaitStatus(int wait_status) {
   if (WIFSIGNALED(wait_status)) {

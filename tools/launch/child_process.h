@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace cohort::launch {
 
@@ -64,6 +65,16 @@ class ChildProcess {
   int fds_[2];
   std::optional<int> wait_status_;
 };
+
+// A program run to its end (a short check, not a job's process).
+struct CompletedProcess {
+  int wait_status = 0;
+  std::string output;  // stdout, then stderr
+};
+// Spawns the program, collects its output and waits for it; after timeout its group is
+// killed and DeadlineExceeded names the program.
+absl::StatusOr<CompletedProcess> RunToCompletion(const SpawnOptions& options,
+                                                 absl::Duration timeout);
 
 // "exited with status 3" or "was killed by signal 9 (Killed)", for a waitpid status.
 std::string DescribeWaitStatus(int wait_status);

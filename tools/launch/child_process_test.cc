@@ -85,6 +85,31 @@ TEST(ChildProcessTest, CapturesStdoutAndStderrSeparately) {
   EXPECT_EQ(WaitForExit(*child), 0);
 }
 
+SpawnOptions Shell(const std::string& script) {
+  SpawnOptions o;
+  o.path = "/bin/sh";
+  o.argv = {"/bin/sh", "-c", script};
+  o.env = {"PATH=/bin:/usr/bin"};
+  return o;
+}
+
+TEST(ChildProcessTest, RunToCompletionCollectsBothStreamsAndTheExitStatus) {
+  absl::StatusOr<CompletedProcess> done =
+      RunToCompletion(Shell("echo out; echo err >&2; exit 3"), absl::Seconds(30));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->output, "out\nerr\n");
+  EXPECT_EQ(DescribeWaitStatus(done->wait_status), "exited with status 3");
+}
+
+TEST(ChildProcessTest, RunToCompletionStopsAProgramThatOverstays) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<CompletedProcess> done =
+      RunToCompletion(Shell("exec sleep 30"), absl::Milliseconds(300));
+  EXPECT_EQ(done.status().code(), absl::StatusCode::kDeadlineExceeded) << done.status();
+  EXPECT_THAT(done.status().message(), HasSubstr("/bin/sh did not finish within 300ms"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 TEST(ChildProcessTest, PassesExactlyTheGivenEnvironmentAndWorkingDirectory) {
   const std::string dir = TmpDir();
   auto child = MustSpawn({"/bin/sh", "-c", "echo \"$A|$HOME|$(pwd -P)\""}, {"A=1"}, dir);

@@ -168,6 +168,14 @@ class LaunchTest(LaunchTestCase):
         self.assertEqual(rc, 2)
         self.assert_line_starting(lines, "launch: error: --worker_binary runs with the flags")
 
+    def test_bad_worker_flags_are_said_once_before_anything_starts(self):
+        rc, lines, _ = self.run_launch("-n", "2", worker=["--bad_flags"])
+        self.assertEqual(rc, 2, "\n".join(lines))
+        self.assertEqual(lines.count("worker: error: --bad_flags: not a flag"), 1, "\n".join(lines))
+        self.assert_line_starting(lines, "launch: error: the workers' flags are wrong")
+        self.assertEqual(os.listdir(self.fake_dir), [], "a role was started")
+        self.assert_job_gone()
+
     def test_usage_errors(self):
         cases = [
             ([], "launch: error: give the number of workers with -n N (at least 1)"),

@@ -8,7 +8,13 @@
 #   --kill_rank=R                 rank R kills itself with SIGKILL instead
 #   --hang                        never finishes
 #   --partial                     the last line printed has no newline
+#   --bad_flags                   fails the launcher's check of the flags (--validate_only)
 set -u
+case " $* " in
+  *" --validate_only "*)
+    case " $* " in *" --bad_flags "*) echo "worker: error: --bad_flags: not a flag" >&2; exit 2 ;; esac
+    exit 0 ;;
+esac
 rank=$COHORT_RANK
 fail_rank=none fail_code=1 kill_rank=none hang=0 partial=0
 for arg in "$@"; do
