@@ -202,6 +202,10 @@ class ManualStartTest(JobTestCase):
                             and 0 <= r["comm_overhead"] <= 1 for r in rows), rows)
         self.assertLess(rows[1]["loss"], rows[0]["loss"] * 1.2)
         self.assertIn("job DONE: all 2 workers finished", self.log("scheduler"))
+        # Both workers took every core of the one host (no OMP_NUM_THREADS): the scheduler says so.
+        self.assertRegex(self.log("scheduler"),
+                         r"scheduler: warning: host \S+: workers 0, 1 run \d+ compute threads on "
+                         r"its \d+ cores")
         self.assertTrue(os.path.getsize(model) > 0)
         self.assertEqual(wait_job_gone(self.job_id, 5), [])
 

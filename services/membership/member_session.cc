@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
   request.set_pid(getpid());
   request.set_port(options.port);
   request.set_advertise_host(options.advertise_host);
+  request.set_threads(options.threads);
+  request.set_cores(options.cores);
   grpc::ClientContext context;
   context.set_wait_for_ready(true);  // the scheduler may start after us
   context.set_deadline(absl::ToChronoTime(absl::Now() + options.connect_timeout));

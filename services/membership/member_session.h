@@ -26,6 +26,10 @@ struct MemberSessionOptions {
   // Shards: the port their service listens on and, optionally, the host workers should dial.
   int port = 0;
   std::string advertise_host;
+  // Workers: the compute threads they run and their host's cores (0: unknown), for the
+  // scheduler's warning when the workers on one host take more threads than it has cores.
+  int threads = 0;
+  int cores = 0;
   absl::Duration connect_timeout = absl::Seconds(60);  // to reach the scheduler at first
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   // Without an answer from the scheduler for this long the member gives up (Contracts,

@@ -1,5 +1,7 @@
 #include "services/scheduler/scheduler_core.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -98,7 +100,10 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   m.host = r.host;
   m.pid = r.pid;
   m.address = r.address;
+  m.threads = r.threads;
+  m.cores = r.cores;
   m.last_heartbeat = clock_->Now();
+  if (r.role == MemberRole::kWorker) CheckHostThreads(r.host);
   auto all = [](const std::vector<Member>& ms) {
     for (const Member& x : ms) {
       if (!x.registered) return false;
@@ -107,6 +112,31 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   };
   if (all(shards_) && all(workers_)) state_ = JobState::kRunning;
   return rank;
+}
+
+void SchedulerCore::CheckHostThreads(const std::string& host) {
+  if (oversubscribed_hosts_.contains(host)) return;
+  int threads = 0, cores = 0;
+  std::vector<std::string> ranks;
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    const Member& w = workers_[r];
+    if (!w.registered || w.host != host || w.threads <= 0) continue;
+    threads += w.threads;
+    cores = std::max(cores, w.cores);
+    ranks.push_back(absl::StrCat(r));
+  }
+  if (ranks.size() < 2 || cores <= 0 || threads <= cores) return;
+  oversubscribed_hosts_.insert(host);
+  notices_.push_back(absl::StrCat(
+      "host ", host, ": workers ", absl::StrJoin(ranks, ", "), " run ", threads,
+      " compute threads on its ", cores, " cores and will slow each other down; give each ",
+      "OMP_NUM_THREADS=", std::max<size_t>(1, cores / ranks.size()),
+      " (the launcher does), or start fewer workers there"));
+}
+
+std::vector<std::string> SchedulerCore::TakeNotices() {
+  absl::MutexLock lock(&mu_);
+  return std::move(notices_);
 }
 
 absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {

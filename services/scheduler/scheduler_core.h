@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -65,6 +66,8 @@ struct MemberRegistration {
   std::string host;         // for messages
   int64_t pid = 0;
   std::string address;  // shards: host:port workers dial
+  int threads = 0;       // workers: compute threads (0: unknown)
+  int cores = 0;         // workers: their host's cores (0: unknown)
 };
 
 struct ClusterView {
@@ -83,6 +86,9 @@ class SchedulerCore {
 
   // Gives the member its rank. The job becomes RUNNING when every member has registered.
   absl::StatusOr<int> Register(const MemberRegistration& member);
+  // What the scheduler should say (once each) since the last call: a host whose workers run
+  // more compute threads than it has cores.
+  std::vector<std::string> TakeNotices();
   // Waits until the job is RUNNING (or returns the reason it never will be).
   absl::StatusOr<ClusterView> WaitForCluster();
   // A heartbeat from a registered member (a worker's may carry its progress); returns the job
@@ -121,6 +127,8 @@ class SchedulerCore {
     std::string host;
     int64_t pid = 0;
     std::string address;
+    int threads = 0;
+    int cores = 0;
     absl::Time last_heartbeat;
     bool stream_open = false;
     bool stopped = false;
@@ -139,6 +147,8 @@ class SchedulerCore {
   void CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a worker on `host` registered: a notice if the workers there now oversubscribe it.
+  void CheckHostThreads(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == JobState::kDone || state_ == JobState::kFailed;
   }
@@ -161,6 +171,8 @@ class SchedulerCore {
   absl::Time barrier_started_ ABSL_GUARDED_BY(mu_);  // the current barrier's first arrival
   std::vector<absl::Duration> barrier_waits_ ABSL_GUARDED_BY(mu_);  // not yet taken
   int64_t missed_heartbeats_[kNumMemberRoles] ABSL_GUARDED_BY(mu_) = {};
+  std::vector<std::string> notices_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> oversubscribed_hosts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cohort

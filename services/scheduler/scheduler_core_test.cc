@@ -270,5 +270,39 @@ TEST(SchedulerCoreTest, SnapshotCountsMembersByStateMissedHeartbeatsAndBarrierWa
   EXPECT_EQ(s.members[shard][static_cast<int>(MemberState::kDead)], 1);
 }
 
+MemberRegistration WorkerOn(const std::string& host, int threads, int cores) {
+  MemberRegistration r;
+  r.role = MemberRole::kWorker;
+  r.host = host;
+  r.threads = threads;
+  r.cores = cores;
+  return r;
+}
+
+TEST(SchedulerCoreTest, SaysOnceWhenTheWorkersOfAHostTakeMoreThreadsThanItsCores) {
+  FakeClock clock;
+  SchedulerCore core(Spec(4, 1), &clock);
+  ASSERT_TRUE(core.Register(WorkerOn("a", 2, 2)).ok());
+  ASSERT_TRUE(core.Register(WorkerOn("b", 2, 2)).ok());  // one per host: fine
+  EXPECT_TRUE(core.TakeNotices().empty());
+  ASSERT_TRUE(core.Register(WorkerOn("a", 2, 2)).ok());
+  const std::vector<std::string> notices = core.TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0],
+            "host a: workers 0, 2 run 4 compute threads on its 2 cores and will slow each other "
+            "down; give each OMP_NUM_THREADS=1 (the launcher does), or start fewer workers there");
+  ASSERT_TRUE(core.Register(WorkerOn("a", 2, 2)).ok());
+  EXPECT_TRUE(core.TakeNotices().empty()) << "said once per host";
+}
+
+TEST(SchedulerCoreTest, WorkersSharingTheCoresOrNotSayingAreNoNotice) {
+  FakeClock clock;
+  SchedulerCore core(Spec(3, 1), &clock);
+  ASSERT_TRUE(core.Register(WorkerOn("a", 1, 2)).ok());
+  ASSERT_TRUE(core.Register(WorkerOn("a", 1, 2)).ok());  // the launcher's share
+  ASSERT_TRUE(core.Register(WorkerOn("a", 0, 0)).ok());  // a program that does not say
+  EXPECT_TRUE(core.TakeNotices().empty());
+}
+
 }  // namespace
 }  // namespace cohort

@@ -1,5 +1,7 @@
 #include "services/scheduler/scheduler_service.h"
 
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_util.h"
 
@@ -38,6 +40,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   r.requested_rank = request->requested_rank();
   r.host = request->host();
   r.pid = request->pid();
+  r.threads = request->threads();
+  r.cores = request->cores();
   if (r.role == MemberRole::kShard) {
     // Workers dial the shard where the scheduler saw it come from, unless it says otherwise.
     const std::string host = request->advertise_host().empty() ? PeerHost(context->peer())
@@ -51,6 +55,9 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
     r.address = absl::StrCat(host, ":", request->port());
   }
   absl::StatusOr<int> rank = core_->Register(r);
+  for (const std::string& notice : core_->TakeNotices()) {
+    std::cerr << "scheduler: warning: " << notice << "\n";
+  }
   if (!rank.ok()) return ToGrpcStatus(rank.status());
   const JobSpec& spec = core_->spec();
   reply->set_job_id(spec.job_id);

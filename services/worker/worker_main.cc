@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -14,6 +15,7 @@
 #include "services/worker/worker_metrics.h"
 #include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
+#include "trainer/loop/devices.h"
 #include "trainer/loop/training.h"
 
 COHORT_DEFINE_TRAIN_FLAGS();
@@ -64,7 +66,10 @@ int main(int argc, char** argv) {
     job.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   }
 
-  auto session = cohort::MemberSession::Join(job.SessionOptions());
+  cohort::MemberSessionOptions session_options = job.SessionOptions();
+  session_options.threads = cohort::ProcessComputeThreads();
+  session_options.cores = static_cast<int>(std::thread::hardware_concurrency());
+  auto session = cohort::MemberSession::Join(session_options);
   if (!session.ok()) {
     std::cerr << "worker: error: " << session.status().message() << "\n";
     return 1;

@@ -40,6 +40,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeGpuBackends(const std:
 
 }  // namespace
 
+int ProcessComputeThreads() { return omp_get_max_threads(); }
+
 bool RegisterGpuBackendFactory(GpuBackendFactory factory) {
   GpuFactory() = std::move(factory);
   return true;
@@ -67,8 +69,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
           "--devices=", devices, ": expected cpu:N with N from 1 to ", kMaxCpuContexts));
     }
     if (n == 1) return MakeDeviceBackends("cpu");
-    // The process's OpenMP threads (every core, or the launcher's OMP_NUM_THREADS share).
-    const int threads = omp_get_max_threads();
+    const int threads = ProcessComputeThreads();
     for (int i = 0; i < n; ++i) {
       backends.push_back(std::make_unique<OnednnBackend>(std::max(1, threads / n)));
     }

@@ -22,6 +22,10 @@ namespace cohort {
 absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
     const std::string& devices, Precision precision = Precision::kFp32);
 
+// The compute threads this process's CPU contexts share: OpenMP's (every core, or the
+// launcher's OMP_NUM_THREADS share).
+int ProcessComputeThreads();
+
 // Makes the backend of GPU `index`. Registered by //trainer/gpu:gpu_devices when it is linked
 // in, so CPU builds carry no CUDA library; returns true (for a static initialiser).
 using GpuBackendFactory =
