@@ -1,0 +1,152 @@
+// The scheduler's gRPC adapter over a real core, on a loopback port: what each call carries
+// into the core and back out, and how errors become gRPC statuses.
+
+#include "services/scheduler/scheduler_service.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "services/common/fake_clock.h"
+#include "services/common/grpc_util.h"
+
+namespace cohort {
+namespace {
+
+class SchedulerServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    JobSpec spec;
+    spec.job_id = "job-service-test";
+    spec.num_workers = 1;
+    spec.num_shards = 1;
+    spec.mode = KVStoreMode::kDistAsync;
+    core_ = std::make_unique<SchedulerCore>(spec, &clock_);
+    service_ = std::make_unique<SchedulerService>(core_.get());
+    auto server = StartServer("127.0.0.1", 0, {service_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    stub_ = v1::Scheduler::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", server_.port)));
+  }
+  void TearDown() override { server_.server->Shutdown(); }
+
+  grpc::Status Register(v1::Role role, int port, v1::RegisterReply* reply,
+                        const std::string& advertise = "") {
+    v1::RegisterRequest request;
+    request.set_role(role);
+    request.set_requested_rank(-1);
+    request.set_host("host-a");
+    request.set_pid(42);
+    request.set_port(port);
+    request.set_advertise_host(advertise);
+    grpc::ClientContext context;
+    return stub_->Register(&context, request, reply);
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<SchedulerCore> core_;
+  std::unique_ptr<SchedulerService> service_;
+  RunningServer server_;
+  std::unique_ptr<v1::Scheduler::Stub> stub_;
+};
+
+TEST_F(SchedulerServiceTest, RegistrationCarriesTheJobAndTheShardsReachableAddress) {
+  v1::RegisterReply shard, worker;
+  ASSERT_TRUE(Register(v1::SHARD, 7001, &shard).ok());
+  EXPECT_EQ(shard.job_id(), "job-service-test");
+  EXPECT_EQ(shard.rank(), 0);
+  EXPECT_EQ(shard.num_workers(), 1);
+  EXPECT_EQ(shard.num_shards(), 1);
+  EXPECT_EQ(shard.mode(), "dist_async");
+  ASSERT_TRUE(Register(v1::WORKER, 0, &worker).ok());
+  EXPECT_EQ(worker.rank(), 0);
+
+  v1::ClusterSpecRequest request;
+  request.set_role(v1::WORKER);
+  grpc::ClientContext context;
+  v1::ClusterSpec spec;
+  ASSERT_TRUE(stub_->GetClusterSpec(&context, request, &spec).ok());
+  EXPECT_EQ(spec.mode(), "dist_async");
+  ASSERT_EQ(spec.shard_addresses_size(), 1);
+  // Where the scheduler saw the shard come from, with the port it listens on.
+  EXPECT_EQ(spec.shard_addresses(0), "127.0.0.1:7001");
+}
+
+TEST_F(SchedulerServiceTest, AnAdvertisedHostWinsOverThePeerAddress) {
+  v1::RegisterReply reply;
+  ASSERT_TRUE(Register(v1::SHARD, 7002, &reply, "shard0.example").ok());
+  ASSERT_TRUE(Register(v1::WORKER, 0, &reply).ok());
+  grpc::ClientContext context;
+  v1::ClusterSpec spec;
+  ASSERT_TRUE(stub_->GetClusterSpec(&context, v1::ClusterSpecRequest(), &spec).ok());
+  EXPECT_EQ(spec.shard_addresses(0), "shard0.example:7002");
+}
+
+TEST_F(SchedulerServiceTest, AShardWithoutAPortIsRefusedNamingWhatToPass) {
+  v1::RegisterReply reply;
+  const grpc::Status status = Register(v1::SHARD, 0, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "pass --advertise_host"))
+      << status.error_message();
+}
+
+TEST_F(SchedulerServiceTest, AnUnknownRoleAndATakenRankAreRefusedAsTheCoreSays) {
+  v1::RegisterReply reply;
+  EXPECT_EQ(Register(v1::ROLE_UNSPECIFIED, 0, &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(Register(v1::WORKER, 0, &reply).ok());
+  const grpc::Status again = Register(v1::WORKER, 0, &reply);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << again.error_message();
+}
+
+TEST_F(SchedulerServiceTest, HeartbeatsAreAnsweredWithTheJobStateAndItsEndWithTheReason) {
+  v1::RegisterReply reply;
+  ASSERT_TRUE(Register(v1::SHARD, 7003, &reply).ok());
+  ASSERT_TRUE(Register(v1::WORKER, 0, &reply).ok());
+  grpc::ClientContext context;
+  auto stream = stub_->Control(&context);
+  v1::Heartbeat heartbeat;
+  heartbeat.set_role(v1::WORKER);
+  heartbeat.set_rank(0);
+  heartbeat.mutable_progress()->set_step(12);
+  heartbeat.mutable_progress()->set_images_per_second(345);
+  ASSERT_TRUE(stream->Write(heartbeat));
+  v1::ControlMessage answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.state(), v1::RUNNING);
+  // The progress reached the core: the status page shows it.
+  EXPECT_TRUE(absl::StrContains(core_->StatusJson(), "\"step\":12")) << core_->StatusJson();
+
+  v1::StopRequest stop;
+  stop.set_role(v1::WORKER);
+  stop.set_rank(0);
+  stop.set_error("out of memory on host-a");
+  grpc::ClientContext stop_context;
+  v1::StopReply stopped;
+  ASSERT_TRUE(stub_->Stop(&stop_context, stop, &stopped).ok());
+  ASSERT_TRUE(stream->Write(heartbeat));
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.state(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(answer.reason(), "out of memory on host-a")) << answer.reason();
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(SchedulerServiceTest, ABarrierReturnsTheAgreedFingerprint) {
+  v1::RegisterReply reply;
+  ASSERT_TRUE(Register(v1::SHARD, 7004, &reply).ok());
+  ASSERT_TRUE(Register(v1::WORKER, 0, &reply).ok());
+  v1::BarrierRequest request;
+  request.set_rank(0);
+  request.set_name("kvstore init");
+  request.set_partition_fingerprint(0xfeed);
+  grpc::ClientContext context;
+  v1::BarrierReply agreed;
+  ASSERT_TRUE(stub_->Barrier(&context, request, &agreed).ok());
+  EXPECT_EQ(agreed.partition_fingerprint(), 0xfeedu);
+}
+
+}  // namespace
+}  // namespace cohort
