@@ -271,8 +271,10 @@ absl::Status DistKVStoreCore::Interrupted() {
 }
 
 absl::Status DistKVStoreCore::TimedOut(int64_t key, const Key& k) {
+  // The first part not answered (every part may be claimed, its bytes still being copied).
   int part = 0;
   while (part < static_cast<int>(k.pending.size()) && !k.pending[part]) ++part;
+  if (part == static_cast<int>(k.pending.size())) part = 0;
   const int shard = map_.parts[map_.key_parts[key][part]].shard;
   return absl::DeadlineExceededError(absl::StrCat(
       membership_->name(), ": no answer from any shard for ",

@@ -1,0 +1,121 @@
+// The membership client over gRPC against a scheduler service in this process (loopback): joining,
+// the cluster spec, barriers, leaving, learning of the job's end, and a scheduler that is not there.
+
+#include "services/membership/member_session.h"
+
+#include <memory>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "services/common/clock.h"
+#include "services/common/grpc_util.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_service.h"
+
+namespace cohort {
+namespace {
+
+class MemberSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    JobSpec spec;
+    spec.job_id = "job-session-test";
+    spec.num_workers = 2;
+    spec.num_shards = 1;
+    core_ = std::make_unique<SchedulerCore>(spec, &clock_);
+    service_ = std::make_unique<SchedulerService>(core_.get());
+    auto server = StartServer("127.0.0.1", 0, {service_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+  void TearDown() override { server_.server->Shutdown(); }
+
+  MemberSessionOptions Options(v1::Role role, int rank) const {
+    MemberSessionOptions o;
+    o.scheduler_address = absl::StrCat("127.0.0.1:", server_.port);
+    o.role = role;
+    o.requested_rank = rank;
+    o.port = role == v1::SHARD ? 7100 : 0;
+    o.connect_timeout = absl::Seconds(10);
+    o.heartbeat_interval = absl::Milliseconds(20);
+    return o;
+  }
+  std::unique_ptr<MemberSession> Join(v1::Role role, int rank) {
+    auto session = MemberSession::Join(Options(role, rank));
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? *std::move(session) : nullptr;
+  }
+
+  RealClock clock_;
+  std::unique_ptr<SchedulerCore> core_;
+  std::unique_ptr<SchedulerService> service_;
+  RunningServer server_;
+};
+
+TEST_F(MemberSessionTest, MembersJoinMeetAtBarriersAndLeaveAJobThatEndsDone) {
+  auto shard = Join(v1::SHARD, 0);
+  auto w0 = Join(v1::WORKER, 0);
+  auto w1 = Join(v1::WORKER, 1);
+  ASSERT_TRUE(shard && w0 && w1);
+  EXPECT_EQ(w1->rank(), 1);
+  EXPECT_EQ(w1->num_workers(), 2);
+  EXPECT_EQ(w1->num_shards(), 1);
+  EXPECT_EQ(w1->job_id(), "job-session-test");
+  EXPECT_EQ(w1->mode(), "dist_sync");
+  EXPECT_EQ(w1->name(), "worker 1");
+  auto cluster = w0->WaitForCluster();
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_EQ(*cluster, std::vector<std::string>{"127.0.0.1:7100"});
+
+  absl::StatusOr<uint64_t> other;
+  std::thread t([&] { other = w1->Barrier("kvstore init", 99); });
+  const absl::StatusOr<uint64_t> mine = w0->Barrier("kvstore init", 99);
+  t.join();
+  ASSERT_TRUE(mine.ok() && other.ok()) << mine.status() << " " << other.status();
+  EXPECT_EQ(*mine, 99u);
+
+  w0->Leave(absl::OkStatus());
+  w1->Leave(absl::OkStatus());
+  EXPECT_EQ(core_->state(), JobState::kDone);
+  // The shard hears it on its control stream.
+  ASSERT_TRUE(shard->WaitUntilEnded(absl::Seconds(10)));
+  EXPECT_TRUE(shard->end_status().ok()) << shard->end_status();
+  shard->Leave(absl::OkStatus());
+}
+
+TEST_F(MemberSessionTest, AFailingMemberEndsTheJobForTheOthersWithItsReason) {
+  auto shard = Join(v1::SHARD, 0);
+  auto w0 = Join(v1::WORKER, 0);
+  auto w1 = Join(v1::WORKER, 1);
+  ASSERT_TRUE(shard && w0 && w1);
+  int calls = 0;
+  w0->OnEnd([&] { ++calls; });
+  w1->Leave(absl::InternalError("the loss is NaN at step 7"));
+  ASSERT_TRUE(w0->WaitUntilEnded(absl::Seconds(10)));
+  EXPECT_EQ(w0->end_status().code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(absl::StrContains(w0->end_status().message(), "the loss is NaN at step 7"))
+      << w0->end_status();
+  EXPECT_EQ(calls, 1);
+  w0->Leave(absl::OkStatus());
+  shard->Leave(absl::OkStatus());
+}
+
+TEST_F(MemberSessionTest, JoiningASchedulerThatIsNotThereSaysWhereItLooked) {
+  MemberSessionOptions o = Options(v1::WORKER, 0);
+  server_.server->Shutdown();
+  o.connect_timeout = absl::Milliseconds(300);
+  auto session = MemberSession::Join(o);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kDeadlineExceeded) << session.status();
+  EXPECT_TRUE(absl::StrContains(session.status().message(),
+                                absl::StrCat("cannot join the job at scheduler ",
+                                             o.scheduler_address, " as a worker")))
+      << session.status();
+  EXPECT_TRUE(absl::StrContains(session.status().message(), "is the scheduler running there?"))
+      << session.status();
+}
+
+}  // namespace
+}  // namespace cohort
