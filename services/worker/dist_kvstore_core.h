@@ -37,9 +37,15 @@ struct DistKVStoreOptions {
 // gradient's memory; each answer is checked (a part of a key in flight, from the shard holding
 // it, of its size, not answered yet, one version past the push in dist_sync or later in
 // dist_async) and its bytes copied straight into the destination. Wait returns once every part
-// is in and the transport has let go of the gradient; it fails (and stops every stream, so
-// that nothing touches the caller's tensors afterwards) when an answer is refused, a stream
-// ends, the job ends, or no answer comes for answer_timeout. A pull of a key with nothing in
+// is in and the transport has let go of the gradient. It fails, and stops every stream so that
+// nothing touches the caller's tensors afterwards, with:
+//  - Internal naming the shard, key, part and version when an answer is refused (unknown part,
+//    another shard's part, wrong size, a duplicate, the wrong version);
+//  - Unavailable naming the shard and its address when a stream ends ("did the shard die?");
+//  - the membership's end status when the job ends (Aborted with the scheduler's reason);
+//  - DeadlineExceeded naming a missing part and its shard when no answer at all comes for
+//    answer_timeout (a lost answer).
+// After a failure every push and wait fails the same way. A pull of a key with nothing in
 // flight asks the shards for the current values.
 //
 // Calls come from one thread (KVStore's contract); answers arrive on the transport's threads.
