@@ -118,6 +118,29 @@ absl::StatusOr<TrainTestData> LoadTrainingData(const TrainOptions& options, bool
   return data;
 }
 
+// The update rule the kvstore runs: the optimizer and the learning-rate schedule over the
+// job's steps (the linear scaling rule with --scale_lr).
+absl::StatusOr<OptimizerSpec> UpdateRule(const TrainOptions& options, int64_t global_batch,
+                                         int64_t steps_per_epoch) {
+  OptimizerSpec spec;
+  spec.optimizer = options.optimizer;
+  spec.optimizer_options = {options.momentum, options.wd};
+  LrScheduleOptions& lr = spec.lr_schedule;
+  ASSIGN_OR_RETURN(lr.kind, ParseLrScheduleKind(options.lr_schedule));
+  lr.base_lr = options.scale_lr ? LinearScaledLr(options.lr, global_batch) : options.lr;
+  lr.epochs = options.epochs;
+  lr.steps_per_epoch = steps_per_epoch;
+  lr.warmup_epochs = options.warmup_epochs;
+  return spec;
+}
+
+absl::Status OpenJsonLog(const std::string& path, std::ofstream* log) {
+  log->open(path, std::ios::trunc);
+  if (*log) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--log_json=", path, ": cannot open it for writing: ", strerror(errno)));
+}
+
 // What stays fixed while the epochs run.
 struct EpochLoop {
   const TrainOptions& options;
@@ -231,19 +254,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         "--batch_size=", options.batch_size, " × ", num_workers,
         " workers is larger than the training set (", data.train.size(), " samples)"));
   }
-  LrScheduleOptions lr_options;
-  ASSIGN_OR_RETURN(lr_options.kind, ParseLrScheduleKind(options.lr_schedule));
-  lr_options.base_lr =
-      options.scale_lr ? LinearScaledLr(options.lr, global_batch) : options.lr;
-  lr_options.epochs = options.epochs;
-  lr_options.steps_per_epoch = steps_per_epoch;
-  lr_options.warmup_epochs = options.warmup_epochs;
+  ASSIGN_OR_RETURN(const OptimizerSpec optimizer,
+                   UpdateRule(options, global_batch, steps_per_epoch));
+  const LrScheduleOptions& lr_options = optimizer.lr_schedule;
   // The progress table shows the rate the kvstore applies (the same schedule).
   ASSIGN_OR_RETURN(const LrSchedule schedule, LrSchedule::Create(lr_options));
-  OptimizerSpec optimizer;
-  optimizer.optimizer = options.optimizer;
-  optimizer.optimizer_options = {options.momentum, options.wd};
-  optimizer.lr_schedule = lr_options;
   RETURN_IF_ERROR(kvstore->SetOptimizer(optimizer));
   RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
   PrefetchOptions prefetch;
@@ -256,14 +271,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   BatchPrefetcher batches(data.train, norm, prefetch);
   StepRunner runner(replicas.views, kvstore.get(), options.overlap);
   std::ofstream json_log;
-  if (lead && !options.log_json.empty()) {
-    json_log.open(options.log_json, std::ios::trunc);
-    if (!json_log) {
-      return absl::InvalidArgumentError(absl::StrCat("--log_json=", options.log_json,
-                                                     ": cannot open it for writing: ",
-                                                     strerror(errno)));
-    }
-  }
+  if (lead && !options.log_json.empty()) RETURN_IF_ERROR(OpenJsonLog(options.log_json, &json_log));
   ProgressLog progress(&out, json_log.is_open() ? &json_log : nullptr);
 
   if (lead) {
