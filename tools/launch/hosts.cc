@@ -1,0 +1,142 @@
+#include "tools/launch/hosts.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace cohort::launch {
+namespace {
+
+constexpr int kMaxSlots = 1 << 16;
+
+// where: "hosts.txt:3" or "-H entry 2".
+absl::Status LineError(absl::string_view where, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+}
+
+absl::StatusOr<int> ParseSlots(absl::string_view text, absl::string_view where) {
+  int slots = 0;
+  if (!absl::SimpleAtoi(text, &slots) || slots < 1 || slots > kMaxSlots) {
+    return LineError(where, absl::StrCat("slots '", text, "': expected a whole number from 1 to ",
+                                         kMaxSlots));
+  }
+  return slots;
+}
+
+// "host" or "host:N"; an IPv6 address goes in brackets ("[fe80::1]:2"). *has_slots says
+// whether the word gave the slots.
+absl::StatusOr<Host> ParseHostWord(absl::string_view word, absl::string_view where,
+                                   bool* has_slots) {
+  *has_slots = false;
+  Host host;
+  absl::string_view name = word;
+  const size_t bracket = word.rfind(']');
+  const size_t colon = word.rfind(':');
+  if (colon != absl::string_view::npos && (bracket == absl::string_view::npos || colon > bracket)) {
+    name = word.substr(0, colon);
+    absl::StatusOr<int> slots = ParseSlots(word.substr(colon + 1), where);
+    if (!slots.ok()) return slots.status();
+    host.slots = *slots;
+    *has_slots = true;
+  }
+  if (name.empty() || (name.front() != '[' && absl::StrContains(name, ':'))) {
+    return LineError(where, absl::StrCat("host '", word, "': expected host, host:N or [IPv6]:N"));
+  }
+  host.name = std::string(name);
+  return host;
+}
+
+// Appends host unless it is there already.
+absl::Status AddHost(Host host, absl::string_view where, std::vector<Host>* hosts,
+                     absl::flat_hash_set<std::string>* seen) {
+  if (!seen->insert(host.name).second) {
+    return LineError(where, absl::StrCat("host ", host.name,
+                                         " is listed twice; give it once, with all its slots"));
+  }
+  hosts->push_back(std::move(host));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Host>> ParseHostsFile(absl::string_view text,
+                                                 absl::string_view source) {
+  std::vector<Host> hosts;
+  absl::flat_hash_set<std::string> seen;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = line.substr(0, line.find('#'));
+    const std::vector<absl::string_view> words =
+        absl::StrSplit(absl::StripAsciiWhitespace(line), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (words.empty()) continue;
+    const std::string where = absl::StrCat(source, ":", line_number);
+    bool has_slots;
+    absl::StatusOr<Host> host = ParseHostWord(words[0], where, &has_slots);
+    if (!host.ok()) return host.status();
+    for (size_t i = 1; i < words.size(); ++i) {
+      if (!absl::StartsWith(words[i], "slots=")) {
+        return LineError(where,
+                         absl::StrCat("unknown option '", words[i], "' (hosts take slots=N)"));
+      }
+      if (has_slots) {
+        return LineError(where, absl::StrCat("host ", host->name, " gives its slots twice"));
+      }
+      has_slots = true;
+      absl::StatusOr<int> slots = ParseSlots(words[i].substr(6), where);
+      if (!slots.ok()) return slots.status();
+      host->slots = *slots;
+    }
+    if (absl::Status s = AddHost(*std::move(host), where, &hosts, &seen); !s.ok()) return s;
+  }
+  if (hosts.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": no host in it"));
+  }
+  return hosts;
+}
+
+absl::StatusOr<std::vector<Host>> ParseHostList(absl::string_view list) {
+  std::vector<Host> hosts;
+  absl::flat_hash_set<std::string> seen;
+  int entry = 0;
+  for (absl::string_view word : absl::StrSplit(list, ',')) {
+    ++entry;
+    word = absl::StripAsciiWhitespace(word);
+    if (word.empty()) continue;
+    const std::string where = absl::StrCat("-H entry ", entry);
+    bool has_slots;
+    absl::StatusOr<Host> host = ParseHostWord(word, where, &has_slots);
+    if (!host.ok()) return host.status();
+    if (absl::Status s = AddHost(*std::move(host), where, &hosts, &seen); !s.ok()) return s;
+  }
+  if (hosts.empty()) return absl::InvalidArgumentError("-H: no host in it");
+  return hosts;
+}
+
+absl::StatusOr<Placement> PlaceJob(const std::vector<Host>& hosts, int num_workers,
+                                   int num_shards) {
+  int slots = 0;
+  for (const Host& h : hosts) slots += h.slots;
+  if (slots < num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        num_workers, " workers, but the ", hosts.size(), " hosts have ", slots,
+        " slots; add hosts or slots, or start fewer workers (-n)"));
+  }
+  const int n = static_cast<int>(hosts.size());
+  Placement p;
+  for (int s = 0; s < num_shards; ++s) p.shards.push_back(s % n);
+  std::vector<int> taken(n, 0);
+  int next = 0;
+  for (int w = 0; w < num_workers; ++w) {
+    while (taken[next] == hosts[next].slots) next = (next + 1) % n;
+    p.workers.push_back(next);
+    ++taken[next];
+    next = (next + 1) % n;
+  }
+  return p;
+}
+
+}  // namespace cohort::launch
