@@ -12,6 +12,7 @@ packages=(
   dataset-fashion-mnist                     # the main job's data
   python3 python3-numpy                     # tools/check_model.py
   iperf3 iproute2                           # benchmarks: TCP baseline, network namespaces
+  openssl                                   # tools/make_job_certs.sh (TLS tests)
   prometheus                                # promtool and the server, for the metrics tests
 )
 

@@ -22,19 +22,22 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                          const TransportSecurity& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  security.AddChannelArguments(&args);
+  return grpc::CreateCustomChannel(address, security.ChannelCredentials(), args);
 }
 
 absl::StatusOr<RunningServer> StartServer(const std::string& bind_host, int port,
-                                          const std::vector<grpc::Service*>& services) {
+                                          const std::vector<grpc::Service*>& services,
+                                          const TransportSecurity& security) {
   const std::string address = absl::StrCat(bind_host, ":", port);
   RunningServer running;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &running.port);
+  builder.AddListeningPort(address, security.ServerCredentials(), &running.port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // gRPC sets SO_REUSEPORT by default: a second server would share a taken port silently.

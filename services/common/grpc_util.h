@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "services/common/transport_security.h"
 
 namespace cohort {
 
@@ -20,8 +21,10 @@ constexpr int kMaxMessageBytes = 16 << 20;
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// A channel to host:port with the raised message limit.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// A channel to host:port with the raised message limit, authenticated as security says.
+std::shared_ptr<grpc::Channel> MakeChannel(
+    const std::string& address,
+    const TransportSecurity& security = *TransportSecurity::Plaintext());
 
 struct RunningServer {
   std::unique_ptr<grpc::Server> server;
@@ -30,8 +33,9 @@ struct RunningServer {
 
 // Starts a server for the services on bind_host:port (port 0: the kernel picks one; Contracts,
 // "Ports"). Error naming the address when it cannot listen.
-absl::StatusOr<RunningServer> StartServer(const std::string& bind_host, int port,
-                                          const std::vector<grpc::Service*>& services);
+absl::StatusOr<RunningServer> StartServer(
+    const std::string& bind_host, int port, const std::vector<grpc::Service*>& services,
+    const TransportSecurity& security = *TransportSecurity::Plaintext());
 
 // The host part of a gRPC peer string ("ipv4:10.0.0.2:5000" → "10.0.0.2",
 // "ipv6:[::1]:5000" → "[::1]"); empty when it is not an IP peer.
