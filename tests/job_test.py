@@ -6,7 +6,7 @@ the member and leaves no process behind; the three roles started by hand train; 
 program runs under the launcher.
 
 Usage: job_test.py LAUNCH SCHEDULER SHARD WORKER LINEAR_REGRESSION CHECK_MODEL JOB_PROCESSES_PY
-                   PS_WORKER
+                   PS_WORKER MAKE_JOB_CERTS
 """
 
 import json
@@ -18,8 +18,8 @@ import sys
 import time
 import unittest
 
-LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES, PS_WORKER = (
-    os.path.abspath(p) for p in sys.argv[1:9])
+(LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES, PS_WORKER,
+ MAKE_JOB_CERTS) = (os.path.abspath(p) for p in sys.argv[1:10])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
@@ -169,24 +169,42 @@ class ManualStartTest(JobTestCase):
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                 self.assertIn(flag.lstrip("-"), r.stdout)
 
-    def test_roles_started_by_hand_train(self):
+    def test_a_role_without_tls_or_insecure_says_which_to_give(self):
+        for binary in (SCHEDULER, SHARD, WORKER):
+            with self.subTest(binary=os.path.basename(binary)):
+                r = subprocess.run([binary, "--scheduler=127.0.0.1:1"] if binary != SCHEDULER
+                                   else [binary], capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn("--tls_dir", r.stderr)
+                self.assertIn("--insecure", r.stderr)
+
+    def test_roles_started_by_hand_train_over_mutual_tls(self):
+        tls = os.path.join(self.dir, "tls")
+        subprocess.run([MAKE_JOB_CERTS, tls, "scheduler", "shard", "worker"], check=True,
+                       capture_output=True, timeout=60)
+        token = os.path.join(self.dir, "token")
+        with open(token, "w") as f:
+            f.write("job-token-for-this-test\n")
+        secure = [f"--tls_dir={tls}", f"--token_file={token}"]
         port_file = os.path.join(self.dir, "scheduler.port")
         scheduler = self.start("scheduler", [SCHEDULER, "--bind=127.0.0.1", "--port=0",
                                              f"--port_file={port_file}", "--num_workers=2",
-                                             "--num_shards=2"])
+                                             "--num_shards=2", *secure])
         deadline = time.monotonic() + 30
         while not os.path.exists(port_file) and time.monotonic() < deadline:
             time.sleep(0.05)
         with open(port_file) as f:
             address = f"127.0.0.1:{int(f.read())}"
-        shards = [self.start(f"shard{i}", [SHARD, f"--scheduler={address}", "--bind=127.0.0.1"])
+        shards = [self.start(f"shard{i}", [SHARD, f"--scheduler={address}", "--bind=127.0.0.1",
+                                           *secure])
                   for i in range(2)]
         model = os.path.join(self.dir, "model.safetensors")
         log_json = os.path.join(self.dir, "log.jsonl")
         workers = [self.start(f"worker{r}", [WORKER, f"--scheduler={address}", f"--rank={r}",
                                              "--epochs=1", "--batch_size=256", "--log_interval=40",
                                              "--part_bytes=65536", f"--output={model}",
-                                             "--metrics_bind=127.0.0.1", f"--log_json={log_json}"])
+                                             "--metrics_bind=127.0.0.1", f"--log_json={log_json}",
+                                             *secure])
                    for r in range(2)]
         for name, p in [("worker0", workers[0]), ("worker1", workers[1]), ("scheduler", scheduler),
                         ("shard0", shards[0]), ("shard1", shards[1])]:

@@ -37,7 +37,7 @@ MembershipTiming Timing(const MemberSessionOptions& options) {
 
 absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
     const MemberSessionOptions& options) {
-  auto stub = v1::Scheduler::NewStub(MakeChannel(options.scheduler_address));
+  auto stub = v1::Scheduler::NewStub(MakeChannel(options.scheduler_address, *options.security));
   v1::RegisterRequest request;
   request.set_role(options.role);
   request.set_requested_rank(options.requested_rank);

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "services/common/clock.h"
+#include "services/common/transport_security.h"
 #include "services/membership/job_membership.h"
 #include "services/membership/membership_core.h"
 
@@ -35,6 +36,8 @@ struct MemberSessionOptions {
   // Without an answer from the scheduler for this long the member gives up (Contracts,
   // "Failure": it waits this grace period to reconnect, then exits).
   absl::Duration scheduler_grace = absl::Seconds(3);
+  // How the scheduler is dialled (plaintext unless given).
+  std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext();
 };
 
 // A shard's or worker's membership in a job over gRPC: registers with the scheduler, keeps a

@@ -20,6 +20,7 @@
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
 #include "services/common/port_file.h"
+#include "services/common/security_flags.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_service.h"
@@ -46,11 +47,18 @@ ABSL_FLAG(double, baseline_images_per_second, 0,
           "images/sec of one worker training alone, for the scaling-efficiency metric (0: "
           "unknown)");
 
+COHORT_DEFINE_SECURITY_FLAGS();
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a job's scheduler; shards and workers join it with --scheduler=HOST:PORT.\n"
       "  bazel run //services:scheduler -- --num_workers=2 --num_shards=2 --port=9000");
   if (!cohort::ParseCanonicalCommandLine("scheduler", argc, argv, {})) return 2;
+  auto security = cohort::SecurityFromFlags("scheduler");
+  if (!security.ok()) {
+    std::cerr << "scheduler: error: " << security.status().message() << "\n";
+    return 2;
+  }
   cohort::JobSpec spec;
   spec.job_id = absl::GetFlag(FLAGS_job_id);
   if (spec.job_id.empty()) {
@@ -89,7 +97,7 @@ int main(int argc, char** argv) {
     std::cerr << "scheduler: error: " << http.status().message() << "\n";
     return 1;
   }
-  auto server = cohort::StartServer(bind, absl::GetFlag(FLAGS_port), {&service});
+  auto server = cohort::StartServer(bind, absl::GetFlag(FLAGS_port), {&service}, **security);
   if (!server.ok()) {
     std::cerr << "scheduler: error: " << server.status().message() << "\n";
     return 1;

@@ -11,8 +11,9 @@
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
 #include "services/common/malloc_tuning.h"
-#include "services/membership/member_session.h"
 #include "services/common/metrics.h"
+#include "services/common/security_flags.h"
+#include "services/membership/member_session.h"
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_metrics.h"
 #include "services/shard/shard_service.h"
@@ -30,12 +31,19 @@ ABSL_FLAG(std::string, metrics_port_file, "", "also write the metrics port to th
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 
+COHORT_DEFINE_SECURITY_FLAGS();
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a parameter shard of a job.\n"
       "  bazel run //services:shard -- --scheduler=HOST:PORT");
   cohort::TuneMallocForBulkTransfers();
   if (!cohort::ParseCanonicalCommandLine("shard", argc, argv, {})) return 2;
+  auto security = cohort::SecurityFromFlags("shard");
+  if (!security.ok()) {
+    std::cerr << "shard: error: " << security.status().message() << "\n";
+    return 2;
+  }
   cohort::MemberSessionOptions session_options;
   session_options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   if (session_options.scheduler_address.empty()) {
@@ -46,12 +54,14 @@ int main(int argc, char** argv) {
   session_options.requested_rank = absl::GetFlag(FLAGS_rank);
   session_options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
   session_options.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
+  session_options.security = *security;
 
   // The rank is known only after registering, which needs the port: the core learns it late.
   cohort::ShardCore core;
   cohort::ShardService service(&core);
   auto server =
-      cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service});
+      cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service},
+                          **security);
   if (!server.ok()) {
     std::cerr << "shard: error: " << server.status().message() << "\n";
     return 1;

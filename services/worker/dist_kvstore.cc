@@ -50,9 +50,10 @@ absl::Status ValidateDataPath(const JobOptions& options) {
 }
 
 absl::StatusOr<std::unique_ptr<ShardTransport>> ConnectToShards(
-    MemberSession* session, const TransportWrapper& wrap_transport) {
+    MemberSession* session, const JobOptions& options, const TransportWrapper& wrap_transport) {
   ASSIGN_OR_RETURN(std::vector<std::string> addresses, session->WaitForCluster());
-  std::unique_ptr<ShardTransport> transport = MakeGrpcShardTransport(std::move(addresses));
+  std::unique_ptr<ShardTransport> transport =
+      MakeGrpcShardTransport(std::move(addresses), options.security);
   if (wrap_transport) transport = wrap_transport(std::move(transport));
   return transport;
 }
@@ -66,6 +67,7 @@ MemberSessionOptions JobOptions::SessionOptions() const {
   o.requested_rank = requested_rank;
   o.connect_timeout = connect_timeout;
   o.scheduler_grace = scheduler_grace;
+  o.security = security;
   return o;
 }
 
@@ -75,7 +77,8 @@ DistKVStoreOptions JobOptions::KVStoreOptions() const {
   return o;
 }
 
-absl::StatusOr<JobOptions> JobOptionsFromEnvironment(const std::string& scheduler) {
+absl::StatusOr<JobOptions> JobOptionsFromEnvironment(
+    const std::string& scheduler, std::shared_ptr<const TransportSecurity> security) {
   JobOptions o;
   o.scheduler_address = scheduler;
   if (o.scheduler_address.empty()) {
@@ -104,6 +107,26 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment(const std::string& schedule
   if (const char* path = std::getenv("COHORT_METRICS_PORT_FILE"); path != nullptr) {
     o.metrics_port_file = path;
   }
+  if (security != nullptr) {
+    o.security = std::move(security);
+    return o;
+  }
+  SecurityOptions from_env;
+  from_env.cert_name = "worker";
+  if (const char* dir = std::getenv("COHORT_TLS_DIR"); dir != nullptr) from_env.tls_dir = dir;
+  if (const char* token = std::getenv("COHORT_TOKEN_FILE"); token != nullptr) {
+    from_env.token_file = token;
+  }
+  const char* insecure = std::getenv("COHORT_INSECURE");
+  from_env.insecure = insecure != nullptr && std::string(insecure) == "1";
+  if (from_env.insecure == !from_env.tls_dir.empty()) {
+    return absl::InvalidArgumentError(
+        from_env.insecure ? "COHORT_INSECURE=1 and COHORT_TLS_DIR are both set: choose one"
+                          : "neither COHORT_TLS_DIR nor COHORT_INSECURE=1 is set: say how the "
+                            "job's services are reached (the launcher sets one; by hand, "
+                            "--tls_dir or --insecure)");
+  }
+  ASSIGN_OR_RETURN(o.security, TransportSecurity::Load(from_env));
   return o;
 }
 
@@ -114,7 +137,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(absl::string_view typ
   ASSIGN_OR_RETURN(const KVStoreMode mode, DistMode(type, *session));
   RETURN_IF_ERROR(ValidateDataPath(options));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardTransport> transport,
-                   ConnectToShards(session, wrap_transport));
+                   ConnectToShards(session, options, wrap_transport));
   return std::unique_ptr<KVStore>(std::make_unique<DistKVStoreCore>(
       mode, session, std::move(transport), options.KVStoreOptions()));
 }
@@ -128,7 +151,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> Create(absl::string_view type, const Jo
                    MemberSession::Join(options.SessionOptions()));
   ASSIGN_OR_RETURN(const KVStoreMode mode, DistMode(type, *session));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardTransport> transport,
-                   ConnectToShards(session.get(), nullptr));
+                   ConnectToShards(session.get(), options, nullptr));
   return std::unique_ptr<KVStore>(std::make_unique<SessionOwningKVStore>(
       std::move(session), mode, std::move(transport), options.KVStoreOptions()));
 }

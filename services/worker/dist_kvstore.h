@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "services/common/transport_security.h"
 #include "services/membership/member_session.h"
 #include "services/worker/dist_kvstore_core.h"
 #include "trainer/kvstore/kvstore.h"
@@ -26,6 +27,8 @@ struct JobOptions {
   int64_t part_bytes = 1 << 20;   // parameters are split into parts of at most this
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration scheduler_grace = absl::Seconds(3);
+  // How the scheduler and the shards are dialled.
+  std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext();
   // Where the worker serves /metrics, and writes the port it got (empty: nowhere).
   std::string metrics_bind = "0.0.0.0";
   std::string metrics_port_file;
@@ -33,10 +36,15 @@ struct JobOptions {
 
 // The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
 // training program"): COHORT_SCHEDULER, COHORT_RANK, COHORT_PART_BYTES, COHORT_METRICS_BIND,
-// COHORT_METRICS_PORT_FILE. The one place that reads the environment. scheduler: the address
-// given on the command line, if any; without it COHORT_SCHEDULER must name one.
-// InvalidArgument naming the variable when it is missing or malformed.
-absl::StatusOr<JobOptions> JobOptionsFromEnvironment(const std::string& scheduler = "");
+// COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
+// certificate, worker.pem/worker.key) and COHORT_TOKEN_FILE, or COHORT_INSECURE=1 for
+// plaintext; one of the two must be given. The one place that reads the environment.
+// scheduler: the address given on the command line, if any; without it COHORT_SCHEDULER must
+// name one. InvalidArgument naming the variable when it is missing or malformed.
+// security: given on the command line, if at all; then the COHORT_* security is not read.
+absl::StatusOr<JobOptions> JobOptionsFromEnvironment(
+    const std::string& scheduler = "",
+    std::shared_ptr<const TransportSecurity> security = nullptr);
 
 namespace kvstore {
 

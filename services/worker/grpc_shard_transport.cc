@@ -130,10 +130,11 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
 
 class GrpcShardTransport final : public ShardTransport {
  public:
-  explicit GrpcShardTransport(std::vector<std::string> addresses)
-      : addresses_(std::move(addresses)) {
+  GrpcShardTransport(std::vector<std::string> addresses,
+                     std::shared_ptr<const TransportSecurity> security)
+      : addresses_(std::move(addresses)), security_(std::move(security)) {
     for (const std::string& address : addresses_) {
-      channels_.push_back(MakeChannel(address));
+      channels_.push_back(MakeChannel(address, *security_));
       stubs_.push_back(v1::Shard::NewStub(channels_.back()));
     }
   }
@@ -197,6 +198,7 @@ class GrpcShardTransport final : public ShardTransport {
 
  private:
   const std::vector<std::string> addresses_;
+  const std::shared_ptr<const TransportSecurity> security_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Shard::Stub>> stubs_;
   std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;
@@ -205,8 +207,9 @@ class GrpcShardTransport final : public ShardTransport {
 
 }  // namespace
 
-std::unique_ptr<ShardTransport> MakeGrpcShardTransport(std::vector<std::string> shard_addresses) {
-  return std::make_unique<GrpcShardTransport>(std::move(shard_addresses));
+std::unique_ptr<ShardTransport> MakeGrpcShardTransport(
+    std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security) {
+  return std::make_unique<GrpcShardTransport>(std::move(shard_addresses), std::move(security));
 }
 
 }  // namespace cohort

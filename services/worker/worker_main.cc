@@ -9,8 +9,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "services/common/malloc_tuning.h"
-#include "services/membership/member_session.h"
 #include "services/common/metrics.h"
+#include "services/common/security_flags.h"
+#include "services/membership/member_session.h"
 #include "services/worker/dist_kvstore.h"
 #include "services/worker/worker_metrics.h"
 #include "trainer/cli/args.h"
@@ -19,6 +20,7 @@
 #include "trainer/loop/training.h"
 
 COHORT_DEFINE_TRAIN_FLAGS();
+COHORT_DEFINE_SECURITY_FLAGS();
 ABSL_FLAG(std::string, scheduler, "",
           "the job's scheduler, HOST:PORT (default: COHORT_SCHEDULER, set by the launcher)");
 ABSL_FLAG(int, rank, -1, "worker rank to ask for (-1: COHORT_RANK, else the scheduler assigns)");
@@ -50,7 +52,17 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_validate_only)) return 0;
 
-  auto from_env = cohort::JobOptionsFromEnvironment(absl::GetFlag(FLAGS_scheduler));
+  // The flags' security, else the job's from the environment (the launcher's).
+  std::shared_ptr<const cohort::TransportSecurity> security;
+  if (cohort::SecurityFlagsGiven()) {
+    auto from_flags = cohort::SecurityFromFlags("worker");
+    if (!from_flags.ok()) {
+      std::cerr << "worker: error: " << from_flags.status().message() << "\n";
+      return 2;
+    }
+    security = *from_flags;
+  }
+  auto from_env = cohort::JobOptionsFromEnvironment(absl::GetFlag(FLAGS_scheduler), security);
   if (!from_env.ok()) {
     std::cerr << "worker: error: "
               << (absl::GetFlag(FLAGS_scheduler).empty() ? "no --scheduler, and " : "")

@@ -33,6 +33,8 @@ std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
       {"COHORT_NUM_WORKERS", absl::StrCat(spec.num_workers)},
       {"COHORT_NUM_SHARDS", absl::StrCat(spec.num_shards)},
       {"COHORT_MODE", spec.mode},
+      // A job on this machine's loopback: plaintext (Contracts, "Names shared").
+      {"COHORT_INSECURE", "1"},
   };
   if (spec.role != Role::kScheduler) {
     set["COHORT_RANK"] = absl::StrCat(spec.rank);

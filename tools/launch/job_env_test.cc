@@ -34,7 +34,8 @@ TEST(JobEnvironmentTest, WorkerLearnsTheJob) {
       env, IsSupersetOf({"PATH=/bin", "HOME=/root", "COHORT_JOB_ID=job-1", "COHORT_ROLE=worker",
                          "COHORT_RANK=2", "COHORT_NUM_WORKERS=3", "COHORT_NUM_SHARDS=2",
                          "COHORT_SCHEDULER=127.0.0.1:4242", "COHORT_MODE=dist_sync",
-                         "OMP_WAIT_POLICY=passive", "OMP_NUM_THREADS=2"}));  // 8 cores / 3 workers
+                         "COHORT_INSECURE=1", "OMP_WAIT_POLICY=passive",
+                         "OMP_NUM_THREADS=2"}));  // 8 cores / 3 workers
 }
 
 TEST(JobEnvironmentTest, WhereToServeMetricsWhenSet) {

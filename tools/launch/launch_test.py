@@ -21,7 +21,10 @@ class LaunchTest(LaunchTestCase):
         scheduler_args = next(l for l in lines if l.startswith("[scheduler] args: "))
         self.assertTrue(scheduler_args.endswith(
             f" --num_workers=2 --num_shards=2 --mode=dist_sync --linger=0"
-            f" --job_id={self.job_id} --baseline_images_per_second=0"), scheduler_args)
+            f" --job_id={self.job_id} --baseline_images_per_second=0 --insecure"), scheduler_args)
+        # A job on this machine's loopback runs in plaintext; the shards are told so too.
+        self.assertTrue(any(l.startswith("[shard 0] args: ") and l.endswith(" --insecure")
+                            for l in lines), "\n".join(lines))
         for i in range(2):
             self.assert_line_starting(lines, f"[shard {i}] args: --scheduler=127.0.0.1:4242"
                                       f" --bind=127.0.0.1 --rank={i} --metrics_port_file=")

@@ -99,7 +99,8 @@ class Job {
                 absl::StrCat("--num_workers=", o_.num_workers),
                 absl::StrCat("--num_shards=", o_.num_shards), absl::StrCat("--mode=", o_.mode),
                 absl::StrCat("--linger=", o_.linger_s), absl::StrCat("--job_id=", o_.job_id),
-                absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second)})) {
+                absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second),
+                "--insecure"})) {
       return 1;
     }
     deadline_ = absl::Now() + o_.start_timeout;
@@ -414,7 +415,8 @@ class Job {
       if (!Spawn(Role::kShard, i, o_.shard_binary,
                  {o_.shard_binary, absl::StrCat("--scheduler=", scheduler_address_),
                   absl::StrCat("--bind=", kLoopback), absl::StrCat("--rank=", i),
-                  absl::StrCat("--metrics_port_file=", MetricsPortFile(Role::kShard, i))})) {
+                  absl::StrCat("--metrics_port_file=", MetricsPortFile(Role::kShard, i)),
+                  "--insecure"})) {
         return Abort();
       }
     }
