@@ -30,7 +30,7 @@ void CloseFd(int& fd) {
 }
 
 // Runs in the forked child, so it calls only async-signal-safe functions; never returns.
-[[noreturn]] void RunChild(pid_t parent, int devnull, int out_w, int err_w, int report_w,
+[[noreturn]] void RunChild(pid_t parent, int in_r, int out_w, int err_w, int report_w,
                            const char* path, char* const* argv, char* const* envp,
                            const char* working_dir) {
   auto fail = [report_w](SpawnFailure::Step step) {
@@ -53,7 +53,7 @@ void CloseFd(int& fd) {
   }
 
   const int targets[3] = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO};
-  const int sources[3] = {devnull, out_w, err_w};
+  const int sources[3] = {in_r, out_w, err_w};
   for (int i = 0; i < 3; ++i) {
     // dup2 clears close-on-exec, except when the descriptor already has the target number.
     const int ok =
@@ -87,13 +87,15 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
   int out[2] = {-1, -1};
   int err[2] = {-1, -1};
   int report[2] = {-1, -1};
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int in[2] = {-1, -1};  // [0]: the child's stdin; [1]: ours to write, with a pipe
   auto close_all = [&] {
-    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &report[0], &report[1], &devnull}) {
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &report[0], &report[1], &in[0], &in[1]}) {
       CloseFd(*fd);
     }
   };
-  if (devnull < 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
+  const bool in_ok = options.stdin_pipe ? pipe2(in, O_CLOEXEC) == 0
+                                        : (in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;
+  if (!in_ok || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
       pipe2(report, O_CLOEXEC) != 0) {
     const int error = errno;
     close_all();
@@ -109,13 +111,13 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
         absl::StrCat("cannot fork to run ", options.path, ": ", strerror(error)));
   }
   if (pid == 0) {
-    RunChild(parent, devnull, out[1], err[1], report[1], options.path.c_str(), argv.data(),
+    RunChild(parent, in[0], out[1], err[1], report[1], options.path.c_str(), argv.data(),
              envp.data(), options.working_dir.c_str());
   }
   CloseFd(out[1]);
   CloseFd(err[1]);
   CloseFd(report[1]);
-  CloseFd(devnull);
+  CloseFd(in[0]);
   // The report pipe closes on a successful exec, or carries why the child could not get there.
   SpawnFailure failure;
   ssize_t n;
@@ -123,9 +125,11 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
     n = read(report[0], &failure, sizeof(failure));
   } while (n < 0 && errno == EINTR);
   CloseFd(report[0]);
-  auto child = std::unique_ptr<ChildProcess>(new ChildProcess(pid, out[0], err[0]));
+  auto child = std::unique_ptr<ChildProcess>(new ChildProcess(pid, in[1], out[0], err[0]));
   if (n == 0) {
-    for (int fd : child->fds_) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    for (int fd : {child->stdin_fd_, child->fds_[0], child->fds_[1]}) {
+      if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    }
     return child;
   }
   if (n != static_cast<ssize_t>(sizeof(failure))) {
@@ -154,10 +158,11 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
       absl::StrCat("cannot set up the process for ", options.path, ": ", why));
 }
 
-ChildProcess::ChildProcess(pid_t pid, int stdout_fd, int stderr_fd)
-    : pid_(pid), fds_{stdout_fd, stderr_fd} {}
+ChildProcess::ChildProcess(pid_t pid, int stdin_fd, int stdout_fd, int stderr_fd)
+    : pid_(pid), stdin_fd_(stdin_fd), fds_{stdout_fd, stderr_fd} {}
 
 ChildProcess::~ChildProcess() {
+  CloseStdin();
   Close(Stream::kStdout);
   Close(Stream::kStderr);
   if (reaped()) return;
@@ -168,6 +173,8 @@ ChildProcess::~ChildProcess() {
 }
 
 void ChildProcess::Close(Stream s) { CloseFd(fds_[static_cast<int>(s)]); }
+
+void ChildProcess::CloseStdin() { CloseFd(stdin_fd_); }
 
 bool ChildProcess::TryReap() {
   if (reaped()) return true;

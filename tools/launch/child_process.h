@@ -18,6 +18,8 @@ struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] first
   std::vector<std::string> env;   // the child's whole environment, "NAME=value"
   std::string working_dir;        // empty: the launcher's own
+  // stdin: a pipe whose non-blocking write end the launcher holds (stdin_fd()), or /dev/null.
+  bool stdin_pipe = false;
 };
 
 // One process the launcher started, set up so that it can never outlive the launcher and can be
@@ -26,7 +28,8 @@ struct SpawnOptions {
 //    the job in order; signals to the group reach the child's own children too);
 //  - it gets SIGKILL when the thread that spawned it ends (PR_SET_PDEATHSIG), so spawn only from
 //    a thread that lives as long as the launcher (its main thread);
-//  - stdin is /dev/null; stdout and stderr are separate non-blocking pipes the launcher reads;
+//  - stdin is /dev/null or a pipe the launcher writes; stdout and stderr are separate
+//    non-blocking pipes the launcher reads;
 //  - it starts with no blocked and no ignored signals, whatever the launcher's were.
 // Not thread-safe: the spawning thread owns it. Destroying a ChildProcess that was not reaped
 // kills its process group with SIGKILL and waits for it, so no error path leaves a child behind.
@@ -48,6 +51,11 @@ class ChildProcess {
   int fd(Stream s) const { return fds_[static_cast<int>(s)]; }
   void Close(Stream s);
 
+  // The non-blocking write end of the child's stdin (SpawnOptions::stdin_pipe), or -1 once
+  // closed or without one. Closing it gives the child end-of-file.
+  int stdin_fd() const { return stdin_fd_; }
+  void CloseStdin();
+
   // Collects the exit status if the child has ended (waitpid WNOHANG); returns whether it has.
   bool TryReap();
   bool reaped() const { return wait_status_.has_value(); }
@@ -59,9 +67,10 @@ class ChildProcess {
   void SignalGroup(int sig) const;
 
  private:
-  explicit ChildProcess(pid_t pid, int stdout_fd, int stderr_fd);
+  ChildProcess(pid_t pid, int stdin_fd, int stdout_fd, int stderr_fd);
 
   const pid_t pid_;
+  int stdin_fd_;
   int fds_[2];
   std::optional<int> wait_status_;
 };

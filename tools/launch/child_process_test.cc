@@ -77,6 +77,30 @@ bool BecomesDead(pid_t pid) {
   return false;
 }
 
+TEST(ChildProcessTest, StdinIsDevNullUnlessAPipeIsAskedFor) {
+  std::unique_ptr<ChildProcess> quiet = MustSpawn({"/bin/cat"});
+  ASSERT_NE(quiet, nullptr);
+  EXPECT_EQ(quiet->stdin_fd(), -1);
+  EXPECT_EQ(ReadStream(*quiet, Stream::kStdout), "");
+  EXPECT_EQ(WaitForExit(*quiet), 0);
+
+  SpawnOptions o;
+  o.path = "/bin/cat";
+  o.argv = {"/bin/cat"};
+  o.stdin_pipe = true;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> cat = ChildProcess::Spawn(o);
+  ASSERT_TRUE(cat.ok()) << cat.status();
+  ASSERT_GE((*cat)->stdin_fd(), 0);
+  EXPECT_TRUE(fcntl((*cat)->stdin_fd(), F_GETFL) & O_NONBLOCK);
+  ASSERT_EQ(write((*cat)->stdin_fd(), "hello\n", 6), 6);
+  EXPECT_EQ(ReadStream(**cat, Stream::kStdout, "\n"), "hello\n");
+  // Closing our end is the child's end-of-file.
+  (*cat)->CloseStdin();
+  EXPECT_EQ((*cat)->stdin_fd(), -1);
+  EXPECT_EQ(ReadStream(**cat, Stream::kStdout), "");
+  EXPECT_EQ(WaitForExit(**cat), 0);
+}
+
 TEST(ChildProcessTest, CapturesStdoutAndStderrSeparately) {
   auto child = MustSpawn({"/bin/sh", "-c", "echo out; echo err >&2; printf tail"});
   ASSERT_NE(child, nullptr);

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -20,9 +21,15 @@ class LinePrefixer {
 
   explicit LinePrefixer(std::string prefix) : prefix_(std::move(prefix)) {}
 
+  // Starts a line meant for the launcher, not the user (the remote wrapper's announcements,
+  // remote.h): an ASCII record separator, which no log line starts with.
+  static constexpr char kControl = '\x1e';
+
   // Appends to *out every line that `bytes` completes, each as prefix + line + '\n' (empty lines
-  // too); keeps a trailing partial line for the next call.
-  void Feed(absl::string_view bytes, std::string* out);
+  // too); keeps a trailing partial line for the next call. When `control` is given, a line that
+  // starts with kControl goes there instead, without kControl and '\n'.
+  void Feed(absl::string_view bytes, std::string* out,
+            std::vector<std::string>* control = nullptr);
 
   // Appends the held partial line, prefixed and ended with '\n', if there is one. For the end of
   // the stream.

@@ -27,6 +27,20 @@ TEST(LinePrefixerTest, HoldsAPartialLineUntilItsNewlineArrives) {
   EXPECT_EQ(out, "[shard 0] hello world\n[shard 0] next\n");
 }
 
+TEST(LinePrefixerTest, DivertsControlLinesWhenAskedTo) {
+  LinePrefixer p("[h1 scheduler] ");
+  std::string out;
+  std::vector<std::string> control;
+  p.Feed("up\n\x1eport sched", &out, &control);
+  p.Feed("uler.port 9000\nnext\n", &out, &control);
+  EXPECT_EQ(out, "[h1 scheduler] up\n[h1 scheduler] next\n");
+  EXPECT_EQ(control, std::vector<std::string>{"port scheduler.port 9000"});
+  // Without a place for them they are output like any line.
+  out.clear();
+  p.Feed("\x1eport x 1\n", &out);
+  EXPECT_EQ(out, "[h1 scheduler] \x1eport x 1\n");
+}
+
 TEST(LinePrefixerTest, KeepsEmptyLines) {
   LinePrefixer p("[s] ");
   std::string out;
