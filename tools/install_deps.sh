@@ -13,6 +13,8 @@ packages=(
   python3 python3-numpy                     # tools/check_model.py
   iperf3 iproute2                           # benchmarks: TCP baseline, network namespaces
   openssl                                   # tools/make_job_certs.sh (TLS tests)
+  openssh-client rsync                      # launch --launcher ssh, --sync_dst_dir
+  openssh-server                            # the multi-host test's hosts
   prometheus                                # promtool and the server, for the metrics tests
 )
 

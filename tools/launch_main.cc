@@ -5,8 +5,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <set>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,14 +23,19 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "services/common/http_server.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/command_line.h"
+#include "tools/launch/hosts.h"
 #include "tools/launch/launcher.h"
 #include "tools/launch/programs.h"
+#include "tools/launch/remote.h"
 #include "tools/launch/status_table.h"
+#include "tools/launch/sync.h"
 #include "trainer/cli/args.h"
 #include "trainer/kvstore/kvstore_mode.h"
 
@@ -37,8 +48,36 @@ const cohort::launch::LaunchOptions kDefaults;
 ABSL_FLAG(int, num_workers, 0, "workers to start, at least 1 (-n)");
 ABSL_FLAG(std::optional<int>, num_shards, std::nullopt,
           "parameter shards to start (-s); default: as many as workers");
-ABSL_FLAG(std::string, launcher, "local",
-          "where the processes run: local (this machine; ssh is not supported yet)");
+ABSL_FLAG(std::string, launcher, "",
+          "where the processes run: local (this machine) or ssh (the hosts of -H, each reached "
+          "with ssh; default when -H is given)");
+ABSL_FLAG(std::string, hosts, "",
+          "(-H) the job's hosts: a hosts file (lines 'host', 'host slots=N' or 'host:N'; # "
+          "comments) or a list host1,host2:2. The scheduler goes on the first host, shards one "
+          "per host in turn, workers spread over the hosts in turn within their slots");
+ABSL_FLAG(int, ssh_port, 0, "port of the hosts' ssh servers (default: ssh's own)");
+ABSL_FLAG(std::string, ssh_identity, "", "ssh's private key file (-i; default: ssh's own)");
+ABSL_FLAG(std::string, ssh_options, "",
+          "more ssh arguments, split at spaces, e.g. \"-o StrictHostKeyChecking=accept-new\"");
+ABSL_FLAG(std::string, sync_dst_dir, "",
+          "first copy, with rsync, the working directory's contents (without .git and bazel-* "
+          "links) to this folder on every host, and the role binaries (or your program, when it "
+          "lies outside the working directory) into its .cohort-bin; processes then run there. "
+          "Without it every host must have the working directory and the programs at the same "
+          "paths as here (a shared file system)");
+ABSL_FLAG(std::vector<std::string>, env, {},
+          "NAME or NAME=VALUE, comma-separated: more environment variables for the processes on "
+          "other hosts (they get COHORT_* and OMP_* anyway); NAME=VALUE also sets it here");
+ABSL_FLAG(bool, tls, false,
+          "mutual TLS and a job token between every pair of processes; the default over ssh");
+ABSL_FLAG(bool, insecure, false,
+          "plaintext with no token even over ssh (only on a network you trust entirely)");
+ABSL_FLAG(std::string, tls_dir, "",
+          "the job's TLS files (ca.pem and scheduler/shard/worker .pem and .key, as "
+          "tools/make_job_certs.sh makes them); default: new ones made for the job and deleted "
+          "after it");
+ABSL_FLAG(std::string, token_file, "",
+          "file with the job's token; default: a new random one, deleted after the job");
 ABSL_FLAG(std::string, mode, kDefaults.mode, "kvstore mode: dist_sync or dist_async");
 ABSL_FLAG(int, linger, kDefaults.linger_s,
           "seconds the scheduler keeps serving its status and metrics after the job ends; the "
@@ -61,18 +100,24 @@ ABSL_FLAG(double, baseline_images_per_second, 0,
 ABSL_FLAG(std::string, status, "",
           "print the status of the job whose scheduler serves /status at HOST:PORT (its log "
           "line says where) as a table, and exit");
+ABSL_FLAG(std::string, make_job_certs, "",
+          "the program that makes a job's TLS files; default: tools/make_job_certs.sh from the "
+          "launcher's runfiles");
 ABSL_FLAG(int, start_timeout, static_cast<int>(absl::ToInt64Seconds(kDefaults.start_timeout)),
           "seconds to wait for the scheduler to listen (write its port file)");
 
 namespace {
 
 constexpr char kUsage[] =
-    "Starts a Cohort job on this machine: one scheduler, S parameter shards, W workers.\n"
+    "Starts a Cohort job: one scheduler, S parameter shards, W workers.\n"
     "  bazel run //tools:launch -- -n 2 -s 2 -- --model lenet --dataset fashion-mnist\n"
-    "      workers run //services:worker with the flags after --\n"
+    "      on this machine; workers run //services:worker with the flags after --\n"
+    "  bazel run //tools:launch -- -n 4 -s 2 -H hosts --sync_dst_dir /tmp/job -- --model lenet\n"
+    "      on the hosts in the file 'hosts', over ssh, with mutual TLS\n"
     "  bazel run //tools:launch -- -n 2 -s 2 -- ./my_trainer --epochs 3\n"
     "      workers run your own program; it learns the job from COHORT_* environment variables\n"
-    "Every line the processes print is shown prefixed with [scheduler], [shard i], [worker r].\n"
+    "Every line the processes print is shown prefixed with [scheduler], [shard i], [worker r]\n"
+    "(and the host, over ssh).\n"
     "Ctrl-C stops the whole job.\n"
     "  bazel run //tools:launch -- --status 127.0.0.1:PORT\n"
     "      prints a running job's state and per-worker speed (PORT: from the scheduler's\n"
@@ -136,6 +181,155 @@ int PrintStatus(const std::string& address) {
 
 }  // namespace
 
+std::string CurrentDir() {
+  char dir[4096];
+  return getcwd(dir, sizeof(dir)) != nullptr ? dir : "";
+}
+
+// A path the user typed, relative to the directory they ran the command in.
+std::string UserPath(const std::string& path, const std::string& user_dir) {
+  if (path.empty() || path[0] == '/' || user_dir.empty()) return path;
+  return absl::StrCat(user_dir, "/", path);
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// --env: NAME forwards the launcher's value to other hosts; NAME=VALUE sets it too.
+int ConfigureEnvironment(cohort::launch::LaunchOptions& o) {
+  for (const std::string& entry : absl::GetFlag(FLAGS_env)) {
+    const size_t eq = entry.find('=');
+    const std::string name = entry.substr(0, eq);
+    if (name.empty()) return UsageError(absl::StrCat("--env '", entry, "': expected NAME or NAME=VALUE"));
+    if (eq != std::string::npos) {
+      o.environment.erase(std::remove_if(o.environment.begin(), o.environment.end(),
+                                         [&](const std::string& e) {
+                                           return absl::StartsWith(e, name + "=");
+                                         }),
+                          o.environment.end());
+      o.environment.push_back(entry);
+    }
+    o.forwarded_env.push_back(name);
+  }
+  return 0;
+}
+
+// Mutual TLS and a token by default over ssh; plaintext by default on this machine's loopback.
+int ConfigureSecurity(cohort::launch::LaunchOptions& o, bool ssh,
+                      const std::vector<std::string>& runfiles) {
+  const bool insecure = absl::GetFlag(FLAGS_insecure);
+  o.tls_dir = UserPath(absl::GetFlag(FLAGS_tls_dir), o.working_dir);
+  o.token_file = UserPath(absl::GetFlag(FLAGS_token_file), o.working_dir);
+  const bool asked_for_tls = absl::GetFlag(FLAGS_tls) || !o.tls_dir.empty() || !o.token_file.empty();
+  if (insecure && asked_for_tls) {
+    return UsageError("--insecure and --tls (or --tls_dir, --token_file) contradict each other");
+  }
+  o.tls = asked_for_tls || (ssh && !insecure);
+  if (!o.tls) return 0;
+  if (!o.tls_dir.empty() && !IsFile(absl::StrCat(o.tls_dir, "/ca.pem"))) {
+    return UsageError(absl::StrCat("--tls_dir ", o.tls_dir,
+                                   " has no ca.pem; make the files with tools/make_job_certs.sh "
+                                   "DIR scheduler shard worker"));
+  }
+  if (!o.token_file.empty() && !IsFile(o.token_file)) {
+    return UsageError(absl::StrCat("--token_file ", o.token_file, ": no such file"));
+  }
+  o.make_job_certs = absl::GetFlag(FLAGS_make_job_certs);
+  for (const std::string& dir : runfiles) {
+    if (!o.make_job_certs.empty()) break;
+    if (const std::string p = absl::StrCat(dir, "/cohort/tools/make_job_certs.sh"); IsFile(p)) {
+      o.make_job_certs = p;
+    }
+  }
+  if (o.tls_dir.empty() && o.make_job_certs.empty()) {
+    std::cerr << "launch: error: cannot find tools/make_job_certs.sh in the launcher's runfiles; "
+                 "pass --make_job_certs or --tls_dir\n";
+    return 1;
+  }
+  return 0;
+}
+
+// -H: the hosts (a file, or a list), where each process goes, and how to reach them.
+int ConfigureHosts(cohort::launch::LaunchOptions& o, const std::string& hosts_flag) {
+  const std::string path = UserPath(hosts_flag, o.working_dir);
+  absl::StatusOr<std::vector<cohort::launch::Host>> hosts;
+  if (IsFile(path)) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    hosts = cohort::launch::ParseHostsFile(text.str(), hosts_flag);
+  } else if (absl::StrContains(hosts_flag, '/')) {
+    return UsageError(absl::StrCat("-H ", hosts_flag, ": no such hosts file"));
+  } else {
+    hosts = cohort::launch::ParseHostList(hosts_flag);
+  }
+  if (!hosts.ok()) return UsageError(hosts.status().message());
+  absl::StatusOr<cohort::launch::Placement> placement =
+      cohort::launch::PlaceJob(*hosts, o.num_workers, o.num_shards);
+  if (!placement.ok()) return UsageError(placement.status().message());
+  o.hosts = *std::move(hosts);
+  o.placement = *std::move(placement);
+  std::set<int> used(o.placement.shards.begin(), o.placement.shards.end());
+  used.insert(o.placement.workers.begin(), o.placement.workers.end());
+  used.insert(o.placement.scheduler);
+  const std::string scheduler_host =
+      cohort::launch::AddressOfHost(o.hosts[o.placement.scheduler].name);
+  if (used.size() > 1 && cohort::launch::IsLoopbackAddress(scheduler_host)) {
+    return UsageError(absl::StrCat(
+        "the scheduler's host '", scheduler_host,
+        "' is a loopback name, which the processes on the other hosts cannot reach; name it in "
+        "the hosts list by an address or name every host can reach"));
+  }
+  o.ssh.port = absl::GetFlag(FLAGS_ssh_port);
+  o.ssh.identity = UserPath(absl::GetFlag(FLAGS_ssh_identity), o.working_dir);
+  o.ssh.extra = absl::StrSplit(absl::GetFlag(FLAGS_ssh_options), ' ', absl::SkipEmpty());
+  return 0;
+}
+
+// --sync_dst_dir: copies the working directory and the programs to every host first; the job
+// then runs them there.
+int SyncToHosts(cohort::launch::LaunchOptions& o, const std::string& dst_dir,
+                const std::vector<std::string>& worker_words) {
+  if (dst_dir[0] != '/') {
+    return UsageError(absl::StrCat("--sync_dst_dir ", dst_dir,
+                                   ": give an absolute path (it is a folder on every host)"));
+  }
+  cohort::launch::SyncPlan plan;
+  plan.working_dir = o.working_dir;
+  plan.dst_dir = dst_dir;
+  plan.programs = {o.scheduler_binary, o.shard_binary};
+  // A program found on the PATH is the host's own (python3): it is not copied.
+  const bool copy_worker = !cohort::launch::IsUserProgram(worker_words) ||
+                           absl::StrContains(worker_words[0], '/');
+  if (copy_worker) plan.programs.push_back(o.worker_program);
+  std::set<std::string> hosts;
+  std::vector<cohort::launch::Host> used;
+  for (int h : o.placement.workers) hosts.insert(o.hosts[h].name);
+  for (int h : o.placement.shards) hosts.insert(o.hosts[h].name);
+  hosts.insert(o.hosts[o.placement.scheduler].name);
+  for (const auto& h : o.hosts) {
+    if (hosts.count(h.name) > 0) used.push_back(h);
+  }
+  std::cout << "launch: copying " << o.working_dir << " and " << plan.programs.size()
+            << " programs to " << dst_dir << " on " << used.size() << " host(s)\n"
+            << std::flush;
+  if (absl::Status s = cohort::launch::SyncToHosts(plan, o.ssh, used, o.environment); !s.ok()) {
+    std::cerr << "launch: error: " << s.message() << "\n";
+    return 1;
+  }
+  const std::vector<std::string> synced = cohort::launch::SyncedPrograms(plan);
+  o.scheduler_binary = synced[0];
+  o.shard_binary = synced[1];
+  if (copy_worker) {
+    o.worker_program = synced[2];
+    if (!cohort::launch::IsUserProgram(worker_words)) o.worker_argv[0] = synced[2];
+  }
+  o.working_dir = dst_dir;
+  return 0;
+}
+
 // The workers' flags, checked once by the worker binary before anything starts: a mistake is
 // said once, instead of by every worker after the scheduler and the shards came up.
 int CheckWorkerFlags(const cohort::launch::LaunchOptions& o) {
@@ -173,13 +367,19 @@ int main(int argc, char** argv) {
     return PrintStatus(status);
   }
 
-  const std::string launcher = absl::GetFlag(FLAGS_launcher);
-  if (launcher == "ssh") {
-    return UsageError("--launcher ssh is not supported yet; use --launcher local");
+  const std::string hosts_flag = absl::GetFlag(FLAGS_hosts);
+  std::string launcher = absl::GetFlag(FLAGS_launcher);
+  if (launcher.empty()) launcher = hosts_flag.empty() ? "local" : "ssh";
+  if (launcher != "local" && launcher != "ssh") {
+    return UsageError(absl::StrCat("unknown --launcher '", launcher, "'; use local or ssh"));
   }
-  if (launcher != "local") {
-    return UsageError(absl::StrCat("unknown --launcher '", launcher, "'; use local"));
+  if (launcher == "local" && !hosts_flag.empty()) {
+    return UsageError("-H names hosts, which only --launcher ssh uses");
   }
+  if (launcher == "ssh" && hosts_flag.empty()) {
+    return UsageError("--launcher ssh needs the hosts: -H FILE, or -H host1,host2:2");
+  }
+  const bool ssh = launcher == "ssh";
   cohort::launch::LaunchOptions o;
   o.num_workers = absl::GetFlag(FLAGS_num_workers);
   if (o.num_workers < 1) return UsageError("give the number of workers with -n N (at least 1)");
@@ -209,8 +409,9 @@ int main(int argc, char** argv) {
   }
 
   // Relative paths are relative to where the user ran the command, even under `bazel run`; the
-  // children run there too.
+  // children run there too (over ssh: at the same path, or in --sync_dst_dir).
   o.working_dir = Env("BUILD_WORKING_DIRECTORY");
+  if (o.working_dir.empty() && ssh) o.working_dir = CurrentDir();
   const std::vector<std::string> runfiles = RunfilesDirs();
   auto fail = [](const absl::Status& status) {
     std::cerr << "launch: error: " << status.message() << "\n";
@@ -246,8 +447,19 @@ int main(int argc, char** argv) {
   }
 
   for (char** e = environ; *e != nullptr; ++e) o.environment.emplace_back(*e);
+  if (const int rc = ConfigureEnvironment(o); rc != 0) return rc;
+  if (const int rc = ConfigureSecurity(o, ssh, runfiles); rc != 0) return rc;
+  if (ssh) {
+    if (const int rc = ConfigureHosts(o, hosts_flag); rc != 0) return rc;
+  }
   if (!cohort::launch::IsUserProgram(args->worker_words)) {
     if (const int rc = CheckWorkerFlags(o); rc != 0) return rc;
+  }
+  if (ssh && !absl::GetFlag(FLAGS_sync_dst_dir).empty()) {
+    if (const int rc = SyncToHosts(o, absl::GetFlag(FLAGS_sync_dst_dir), args->worker_words);
+        rc != 0) {
+      return rc;
+    }
   }
   o.cores = cohort::launch::AvailableCores();
   o.temp_root = Env("TMPDIR").empty() ? "/tmp" : Env("TMPDIR");

@@ -12,7 +12,8 @@ namespace cohort::launch {
 
 absl::StatusOr<LauncherArgs> SplitLauncherArgs(int argc, const char* const* argv) {
   static const auto* const kShortFlags =
-      new std::map<std::string, std::string>{{"-n", "num_workers"}, {"-s", "num_shards"}};
+      new std::map<std::string, std::string>{
+          {"-n", "num_workers"}, {"-s", "num_shards"}, {"-H", "hosts"}};
   LauncherArgs out;
   if (argc > 0) out.flags.push_back(argv[0]);
   for (int i = 1; i < argc; ++i) {
@@ -23,9 +24,11 @@ absl::StatusOr<LauncherArgs> SplitLauncherArgs(int argc, const char* const* argv
     }
     const auto short_flag = kShortFlags->find(arg.substr(0, 2));
     std::string value = arg.size() > 2 ? arg.substr(2) : "";
-    // -n, -n=V, -n<digits>; not a single-dash long name such as -num_workers=2.
+    // -n, -n=V, -n<digits> (-H: -H V, -H=V); not a single-dash long name such as
+    // -num_workers=2.
     if (short_flag != kShortFlags->end() &&
-        (value.empty() || value[0] == '=' || absl::ascii_isdigit(value[0]))) {
+        (value.empty() || value[0] == '=' ||
+         (short_flag->first != "-H" && absl::ascii_isdigit(value[0])))) {
       if (absl::StartsWith(value, "=")) value.erase(0, 1);
       if (value.empty()) {
         if (i + 1 >= argc || std::string(argv[i + 1]) == "--") {

@@ -17,7 +17,8 @@ struct LauncherArgs {
 
 // Splits `launch -n 2 -s 2 --job-id x -- cmd args` at the first bare "--" and makes the
 // launcher's part parseable by Abseil, which knows neither single-dash short flags nor hyphens
-// in names: `-n V`, `-n=V`, `-nV` become `--num_workers=V` (`-s`: `--num_shards`), and hyphens
+// in names: `-n V`, `-n=V`, `-nV` become `--num_workers=V` (`-s`: `--num_shards`; `-H V` and
+// `-H=V`: `--hosts=V`), and hyphens
 // in flag names become underscores (`--job-id` → `--job_id`); values are left alone. Fails when
 // -n or -s has no value.
 absl::StatusOr<LauncherArgs> SplitLauncherArgs(int argc, const char* const* argv);

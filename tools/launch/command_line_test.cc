@@ -17,6 +17,15 @@ absl::StatusOr<LauncherArgs> Split(std::vector<const char*> args) {
   return SplitLauncherArgs(static_cast<int>(args.size()), args.data());
 }
 
+TEST(SplitLauncherArgsTest, HostsAndLaunchPySpellings) {
+  auto a = Split({"launch", "-H", "hosts.txt", "-H=a,b:2", "--sync-dst-dir", "/tmp/x", "--",
+                  "-H", "y"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->flags, ElementsAre("launch", "--hosts=hosts.txt", "--hosts=a,b:2",
+                                    "--sync_dst_dir", "/tmp/x"));
+  EXPECT_THAT(a->worker_words, ElementsAre("-H", "y"));
+}
+
 TEST(SplitLauncherArgsTest, TranslatesShortFlagsInEverySpelling) {
   auto a = Split({"launch", "-n", "2", "-s=3", "-n4", "-s", "5"});
   ASSERT_TRUE(a.ok()) << a.status();

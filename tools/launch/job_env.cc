@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -33,32 +34,54 @@ std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
       {"COHORT_NUM_WORKERS", absl::StrCat(spec.num_workers)},
       {"COHORT_NUM_SHARDS", absl::StrCat(spec.num_shards)},
       {"COHORT_MODE", spec.mode},
-      // A job on this machine's loopback: plaintext (Contracts, "Names shared").
-      {"COHORT_INSECURE", "1"},
   };
+  if (spec.tls_dir.empty()) {
+    set["COHORT_INSECURE"] = "1";
+  } else {
+    set["COHORT_TLS_DIR"] = spec.tls_dir;
+    set["COHORT_TOKEN_FILE"] = spec.token_file;
+  }
   if (spec.role != Role::kScheduler) {
     set["COHORT_RANK"] = absl::StrCat(spec.rank);
     set["COHORT_SCHEDULER"] = spec.scheduler_address;
   }
   if (!spec.metrics_bind.empty()) set["COHORT_METRICS_BIND"] = spec.metrics_bind;
   if (!spec.metrics_port_file.empty()) set["COHORT_METRICS_PORT_FILE"] = spec.metrics_port_file;
-  std::map<std::string, std::string> defaults = {
-      {"OMP_WAIT_POLICY", "passive"},
-      {"OMP_NUM_THREADS", absl::StrCat(spec.role == Role::kWorker
-                                           ? std::max(1, spec.cores / std::max(1, spec.num_workers))
-                                           : 1)},
-  };
+  std::map<std::string, std::string> defaults = {{"OMP_WAIT_POLICY", "passive"}};
+  if (spec.role != Role::kWorker) {
+    defaults["OMP_NUM_THREADS"] = "1";
+  } else if (spec.cores > 0) {
+    defaults["OMP_NUM_THREADS"] =
+        absl::StrCat(std::max(1, spec.cores / std::max(1, spec.num_workers)));
+  }
 
   std::vector<std::string> env;
   for (const std::string& entry : base) {
     const std::string name(NameOf(entry));
-    if (set.count(name) > 0) continue;
+    // The job's own security settings replace any inherited ones, whichever they are.
+    if (set.count(name) > 0 || name == "COHORT_INSECURE" || name == "COHORT_TLS_DIR" ||
+        name == "COHORT_TOKEN_FILE") {
+      continue;
+    }
     defaults.erase(name);  // the user's choice wins
     env.push_back(entry);
   }
   for (const auto& [name, value] : set) env.push_back(absl::StrCat(name, "=", value));
   for (const auto& [name, value] : defaults) env.push_back(absl::StrCat(name, "=", value));
   return env;
+}
+
+std::vector<std::string> RemoteEnvironment(const std::vector<std::string>& env,
+                                           const std::vector<std::string>& forwarded) {
+  std::vector<std::string> out;
+  for (const std::string& entry : env) {
+    const absl::string_view name = NameOf(entry);
+    if (absl::StartsWith(name, "COHORT_") || absl::StartsWith(name, "OMP_") ||
+        std::find(forwarded.begin(), forwarded.end(), name) != forwarded.end()) {
+      out.push_back(entry);
+    }
+  }
+  return out;
 }
 
 }  // namespace cohort::launch

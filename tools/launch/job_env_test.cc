@@ -76,6 +76,32 @@ TEST(JobEnvironmentTest, KeepsTheUsersOpenMpSettings) {
   EXPECT_THAT(env, Not(Contains("OMP_WAIT_POLICY=passive")));
 }
 
+TEST(JobEnvironmentTest, TlsFilesInsteadOfInsecureWhenTheJobHasThem) {
+  JobEnvSpec s = Spec(Role::kWorker, 0);
+  s.tls_dir = "/run/job/tls";
+  s.token_file = "/run/job/token";
+  const std::vector<std::string> env = JobEnvironment({"COHORT_INSECURE=1"}, s);
+  EXPECT_THAT(env, IsSupersetOf({"COHORT_TLS_DIR=/run/job/tls",
+                                 "COHORT_TOKEN_FILE=/run/job/token"}));
+  EXPECT_THAT(env, Not(Contains(StartsWith("COHORT_INSECURE"))));
+  s.tls_dir = s.token_file = "";
+  EXPECT_THAT(JobEnvironment({"COHORT_TLS_DIR=/old"}, s),
+              Not(Contains(StartsWith("COHORT_TLS_DIR"))));
+}
+
+TEST(JobEnvironmentTest, RemoteWorkersLeaveTheirThreadsToTheirHost) {
+  JobEnvSpec s = Spec(Role::kWorker, 0);
+  s.cores = 0;
+  EXPECT_THAT(JobEnvironment({}, s), Not(Contains(StartsWith("OMP_NUM_THREADS="))));
+}
+
+TEST(JobEnvironmentTest, RemoteEnvironmentCarriesTheJobOpenMpAndForwardedNames) {
+  EXPECT_THAT(RemoteEnvironment({"PATH=/bin", "COHORT_RANK=1", "OMP_NUM_THREADS=1", "HOME=/r",
+                                 "NCCL_DEBUG=INFO", "NCCL_DEBUG_X=1"},
+                                {"NCCL_DEBUG"}),
+              ::testing::ElementsAre("COHORT_RANK=1", "OMP_NUM_THREADS=1", "NCCL_DEBUG=INFO"));
+}
+
 TEST(JobEnvironmentTest, ReplacesInheritedJobVariables) {
   // A launcher started from inside another job must not hand that job's identity down.
   const std::vector<std::string> env = JobEnvironment(

@@ -1,6 +1,7 @@
 #include "tools/launch/launcher.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
 #include <sched.h>
@@ -9,10 +10,12 @@
 #include <string.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -26,6 +29,7 @@
 #include "tools/launch/job_env.h"
 #include "tools/launch/metrics_targets.h"
 #include "tools/launch/line_prefixer.h"
+#include "tools/launch/remote.h"
 #include "tools/launch/signal_fd.h"
 
 namespace cohort::launch {
@@ -37,6 +41,8 @@ constexpr absl::Duration kEndAfterFailure = absl::Seconds(3);
 constexpr absl::Duration kEndAfterWorkers = absl::Seconds(10);
 // From SIGTERM to SIGKILL, when the launcher stops the job and when the user interrupts it.
 constexpr absl::Duration kTermGrace = absl::Seconds(2);
+// With hosts: a remote member's wrapper needs up to 2 s itself, and its last words travel back.
+constexpr absl::Duration kRemoteTermGrace = absl::Seconds(4);
 constexpr absl::Duration kInterruptGrace = absl::Seconds(5);
 // Once every child has ended, how long to wait for the rest of their output.
 constexpr absl::Duration kOutputDrain = absl::Seconds(1);
@@ -47,6 +53,8 @@ constexpr absl::Duration kPortFilePoll = absl::Milliseconds(20);
 constexpr int kMaxReadsPerTurn = 16;
 
 constexpr char kLoopback[] = "127.0.0.1";
+constexpr char kSchedulerPortFile[] = "scheduler.port";
+constexpr char kAnyAddress[] = "0.0.0.0";
 
 // Writes all of `text`, whatever the descriptor takes at a time. Errors are dropped: a closed
 // stdout must not stop the launcher from supervising its children.
@@ -64,43 +72,57 @@ std::string Count(size_t n, absl::string_view noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : absl::EndsWith(noun, "s") ? "es" : "s");
 }
 
+// The whole contents of a (small) file, or an error naming it.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// "[worker 1] " or, on another host, "[node2 worker 1] ".
+std::string PrefixOf(absl::string_view name, absl::string_view host) {
+  return absl::StrCat("[", host, host.empty() ? "" : " ", name, "] ");
+}
+
 // One process of the job.
 struct Member {
-  Member(Role role, int rank, std::unique_ptr<ChildProcess> process)
+  Member(Role role, int rank, std::string host, std::unique_ptr<ChildProcess> process)
       : role(role),
         rank(rank),
         name(role == Role::kScheduler ? "scheduler" : absl::StrCat(RoleName(role), " ", rank)),
+        host(std::move(host)),
         process(std::move(process)),
-        prefixers{LinePrefixer(absl::StrCat("[", name, "] ")),
-                  LinePrefixer(absl::StrCat("[", name, "] "))} {}
+        prefixers{LinePrefixer(PrefixOf(name, this->host)),
+                  LinePrefixer(PrefixOf(name, this->host))} {}
 
-  std::string Describe() const { return absl::StrCat(name, " (pid ", process->pid(), ")"); }
+  bool remote() const { return !host.empty(); }
+  std::string Describe() const {
+    return remote() ? absl::StrCat(name, " on ", host, " (ssh pid ", process->pid(), ")")
+                    : absl::StrCat(name, " (pid ", process->pid(), ")");
+  }
 
   const Role role;
   const int rank;
   const std::string name;  // "scheduler", "shard 0", "worker 1"
+  const std::string host;  // where it runs, as the hosts list names it; empty: here
   const std::unique_ptr<ChildProcess> process;
   LinePrefixer prefixers[2];  // by ChildProcess::Stream
+  std::map<std::string, int> ports;  // the port files a remote wrapper announced, by name
 };
 
 class Job {
  public:
   Job(const LaunchOptions& options, SignalFd& signals, std::string scratch_dir)
-      : o_(options),
-        signals_(signals),
-        scratch_dir_(std::move(scratch_dir)),
-        port_file_(absl::StrCat(scratch_dir_, "/scheduler.port")) {}
+      : o_(options), signals_(signals), scratch_dir_(std::move(scratch_dir)) {}
 
   int Run() {
     if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary,
-               {o_.scheduler_binary, absl::StrCat("--bind=", kLoopback), "--port=0",
-                absl::StrCat("--port_file=", port_file_),
-                absl::StrCat("--metrics_port_file=", MetricsPortFile(Role::kScheduler, 0)),
-                absl::StrCat("--num_workers=", o_.num_workers),
+               {o_.scheduler_binary, "--port=0", absl::StrCat("--num_workers=", o_.num_workers),
                 absl::StrCat("--num_shards=", o_.num_shards), absl::StrCat("--mode=", o_.mode),
                 absl::StrCat("--linger=", o_.linger_s), absl::StrCat("--job_id=", o_.job_id),
-                absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second),
-                "--insecure"})) {
+                absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second)})) {
       return 1;
     }
     deadline_ = absl::Now() + o_.start_timeout;
@@ -108,6 +130,7 @@ class Job {
     while (std::any_of(members_.begin(), members_.end(),
                        [](const auto& m) { return !m->process->reaped(); })) {
       Wait();
+      Beat();
       for (int sig : signals_.Read()) {
         if (sig == SIGINT || sig == SIGTERM) Interrupt(sig);
       }
@@ -118,7 +141,7 @@ class Job {
           OnExit(*m);
         }
       }
-      if (phase_ == Phase::kStarting) CheckPortFile();
+      if (phase_ == Phase::kStarting) CheckSchedulerPort();
       CheckMetricsPorts();
       if (deadline_.has_value() && absl::Now() >= *deadline_) OnDeadline();
     }
@@ -151,8 +174,56 @@ class Job {
     WriteAll(o_.output_fd, absl::StrCat("launch: ", message, "\n"));
   }
 
-  // Starts one member, or says why it could not.
+  // The host a member runs on (its index in o_.hosts), or -1 for this machine.
+  int HostOf(Role role, int rank) const {
+    if (o_.hosts.empty()) return -1;
+    switch (role) {
+      case Role::kScheduler:
+        return o_.placement.scheduler;
+      case Role::kShard:
+        return o_.placement.shards[rank];
+      case Role::kWorker:
+        return o_.placement.workers[rank];
+    }
+    return -1;
+  }
+
+  // Where a member's port files go: the scratch folder here, its run folder on a host (which
+  // its wrapper makes, fills and removes).
+  std::string FolderOf(Role role, int rank) const {
+    return HostOf(role, rank) < 0
+               ? scratch_dir_
+               : absl::StrCat("/tmp/cohort-", o_.job_id, "-", RoleName(role), "-", rank);
+  }
+  static std::string MetricsPortFileName(Role role, int rank) {
+    return absl::StrCat(RoleName(role), "-", rank, "-metrics.port");
+  }
+
+  // Starts one member, or says why it could not. argv: argv[0] and the program's own flags;
+  // where it listens, its port files and its security are added here.
   bool Spawn(Role role, int rank, const std::string& program, std::vector<std::string> argv) {
+    const int host = HostOf(role, rank);
+    const std::string folder = FolderOf(role, rank);
+    const std::string metrics_port_file =
+        absl::StrCat(folder, "/", MetricsPortFileName(role, rank));
+    // Remote members listen on every address (their peers are elsewhere), with TLS.
+    const std::string bind = host < 0 ? kLoopback : kAnyAddress;
+    const std::string tls_dir = !o_.tls ? "" : host < 0 ? o_.tls_dir : folder;
+    const std::string token_file =
+        !o_.tls ? "" : host < 0 ? o_.token_file : absl::StrCat(folder, "/token");
+    if (role != Role::kWorker) {
+      argv.push_back(absl::StrCat("--bind=", bind));
+      argv.push_back(absl::StrCat("--metrics_port_file=", metrics_port_file));
+      if (o_.tls) {
+        argv.push_back(absl::StrCat("--tls_dir=", tls_dir));
+        argv.push_back(absl::StrCat("--token_file=", token_file));
+      } else {
+        argv.push_back("--insecure");
+      }
+    }
+    if (role == Role::kScheduler) {
+      argv.push_back(absl::StrCat("--port_file=", folder, "/", kSchedulerPortFile));
+    }
     JobEnvSpec env;
     env.job_id = o_.job_id;
     env.role = role;
@@ -161,14 +232,40 @@ class Job {
     env.num_shards = o_.num_shards;
     env.mode = o_.mode;
     env.scheduler_address = scheduler_address_;
-    env.cores = o_.cores;
-    env.metrics_bind = kLoopback;
-    env.metrics_port_file = MetricsPortFile(role, rank);
+    env.cores = host < 0 ? o_.cores : 0;
+    env.metrics_bind = bind;
+    env.metrics_port_file = metrics_port_file;
+    env.tls_dir = tls_dir;
+    env.token_file = token_file;
     SpawnOptions spawn;
-    spawn.path = program;
-    spawn.argv = std::move(argv);
-    spawn.env = JobEnvironment(o_.environment, env);
-    spawn.working_dir = o_.working_dir;
+    std::string run_dir_files;
+    if (host < 0) {
+      spawn.path = program;
+      spawn.argv = std::move(argv);
+      spawn.env = JobEnvironment(o_.environment, env);
+      spawn.working_dir = o_.working_dir;
+    } else {
+      RemoteMember remote;
+      remote.run_dir = folder;
+      remote.working_dir = o_.working_dir;
+      if (role == Role::kWorker) {
+        remote.workers_on_host = static_cast<int>(
+            std::count(o_.placement.workers.begin(), o_.placement.workers.end(), host));
+      }
+      remote.env = RemoteEnvironment(JobEnvironment(o_.environment, env), o_.forwarded_env);
+      remote.argv = std::move(argv);
+      remote.argv[0] = program;
+      absl::StatusOr<std::string> files = CredentialsFor(role);
+      if (!files.ok()) {
+        Say(absl::StrCat("cannot start the ", RoleName(role), ": ", files.status().message()));
+        return false;
+      }
+      run_dir_files = *std::move(files);
+      spawn.path = o_.ssh.binary;
+      spawn.argv = SshArgv(o_.ssh, o_.hosts[host].name, RemoteCommand(remote));
+      spawn.env = o_.environment;
+      spawn.stdin_pipe = true;
+    }
     absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(spawn);
     if (!child.ok()) {
       Say(absl::StrCat("cannot start the ", RoleName(role),
@@ -176,8 +273,49 @@ class Job {
                        child.status().message()));
       return false;
     }
-    members_.push_back(std::make_unique<Member>(role, rank, *std::move(child)));
+    // A few KB into an empty pipe: written whole at once.
+    if (!run_dir_files.empty() &&
+        write((*child)->stdin_fd(), run_dir_files.data(), run_dir_files.size()) !=
+            static_cast<ssize_t>(run_dir_files.size())) {
+      Say(absl::StrCat("cannot send the ", RoleName(role), " of rank ", rank,
+                       " its files: ", strerror(errno)));
+      return false;
+    }
+    members_.push_back(std::make_unique<Member>(
+        role, rank, host < 0 ? "" : AddressOfHost(o_.hosts[host].name), *std::move(child)));
     return true;
+  }
+
+  // What a remote member's wrapper writes into its run folder: with TLS, the job's CA, the
+  // role's certificate and key, and the token.
+  absl::StatusOr<std::string> CredentialsFor(Role role) {
+    std::vector<std::pair<std::string, std::string>> files;
+    if (o_.tls) {
+      const std::string name = RoleName(role);
+      for (const auto& [file, path] :
+           std::vector<std::pair<std::string, std::string>>{
+               {"ca.pem", absl::StrCat(o_.tls_dir, "/ca.pem")},
+               {name + ".pem", absl::StrCat(o_.tls_dir, "/", name, ".pem")},
+               {name + ".key", absl::StrCat(o_.tls_dir, "/", name, ".key")},
+               {"token", o_.token_file}}) {
+        absl::StatusOr<std::string> contents = ReadSmallFile(path);
+        if (!contents.ok()) return contents.status();
+        files.emplace_back(file, *std::move(contents));
+      }
+    }
+    return RunDirFiles(files);
+  }
+
+  // Every kRemoteHeartbeat, a line to each remote member's wrapper: it stops its process when
+  // they stop coming (remote.h).
+  void Beat() {
+    const absl::Time now = absl::Now();
+    if (now < next_beat_) return;
+    next_beat_ = now + kRemoteHeartbeat;
+    for (const auto& m : members_) {
+      // A full pipe (EAGAIN) means the host is slow to read, not gone: the next beat retries.
+      if (m->process->stdin_fd() >= 0) (void)!write(m->process->stdin_fd(), "\n", 1);
+    }
   }
 
   // Sleeps until output, a signal or the next deadline.
@@ -206,7 +344,14 @@ class Job {
       for (int i = 0; i < kMaxReadsPerTurn && m.process->fd(stream) >= 0; ++i) {
         const ssize_t n = read(m.process->fd(stream), buffer, sizeof(buffer));
         if (n > 0) {
-          m.prefixers[s].Feed(absl::string_view(buffer, static_cast<size_t>(n)), &lines);
+          std::vector<std::string> control;
+          m.prefixers[s].Feed(absl::string_view(buffer, static_cast<size_t>(n)), &lines,
+                              m.remote() ? &control : nullptr);
+          for (const std::string& line : control) {
+            if (auto port = ParsePortAnnouncement(line); port.has_value()) {
+              m.ports[port->file] = port->port;
+            }
+          }
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
           m.prefixers[s].Flush(&lines);
           m.process->Close(stream);
@@ -252,13 +397,18 @@ class Job {
     if (phase_ == Phase::kTerminating || phase_ == Phase::kKilling) return;  // we stopped it
     const int status = m.process->wait_status();
     if (status != 0) {
+      // ssh's own status when it cannot reach the host or loses it (a program's is passed on).
+      const bool ssh_failed = m.remote() && ExitCodeOf(status) == 255;
       Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status),
-                       phase_ == Phase::kStarting ? " before it wrote its port file" : ""));
+                       phase_ == Phase::kStarting ? " before it wrote its port file" : "",
+                       ssh_failed ? " (ssh's status: the host could not be reached, refused the "
+                                    "login, or the connection to it was lost; see above)"
+                                  : ""));
       Fail(ExitCodeOf(status), absl::StrCat(m.name, " failed"));
       return;
     }
     if (m.role == Role::kScheduler && phase_ == Phase::kStarting) {
-      Say(absl::StrCat(m.Describe(), " exited before it wrote its port file ", port_file_));
+      Say(absl::StrCat(m.Describe(), " exited before it wrote its port file"));
       Fail(1, "the scheduler ended");
     } else if (m.role == Role::kScheduler) {
       EndWithin(kEndAfterWorkers, "the scheduler ended");
@@ -300,7 +450,7 @@ class Job {
   // Stops the job now: something it needs went wrong.
   void Abort() {
     if (!failure_.has_value()) failure_ = 1;
-    Terminate(kTermGrace);
+    Terminate(o_.hosts.empty() ? kTermGrace : kRemoteTermGrace);
   }
 
   void Interrupt(int sig) {
@@ -318,9 +468,10 @@ class Job {
     switch (phase_) {
       case Phase::kStarting:
         Say(absl::StrFormat(
-            "the scheduler did not write its port file %s within %s; stopping the job (see the "
-            "scheduler's output above)",
-            port_file_, absl::FormatDuration(o_.start_timeout)));
+            "the scheduler did not write its port file %s/%s within %s; stopping the job (see "
+            "the scheduler's output above)",
+            FolderOf(Role::kScheduler, 0), kSchedulerPortFile,
+            absl::FormatDuration(o_.start_timeout)));
         Abort();
         break;
       case Phase::kEnding:
@@ -339,8 +490,16 @@ class Job {
     }
   }
 
+  // SIGTERM, or for a remote member the end of its stdin: its wrapper stops it, and its last
+  // output still comes back.
   void Terminate(absl::Duration grace) {
-    for (const Member* m : Running()) m->process->SignalGroup(SIGTERM);
+    for (const Member* m : Running()) {
+      if (m->remote()) {
+        m->process->CloseStdin();
+      } else {
+        m->process->SignalGroup(SIGTERM);
+      }
+    }
     phase_ = Phase::kTerminating;
     deadline_ = absl::Now() + grace;
   }
@@ -364,13 +523,17 @@ class Job {
                          [](std::string* out, const Member* m) { out->append(m->Describe()); });
   }
 
-  std::string MetricsPortFile(Role role, int rank) const {
-    return absl::StrCat(scratch_dir_, "/", RoleName(role), "-", rank, ".metrics_port");
+  // The port a member wrote to its port file `name`, once it has: read here, or announced by
+  // its remote wrapper.
+  absl::StatusOr<std::optional<int>> PortOf(const Member& m, const std::string& name) const {
+    if (!m.remote()) return ReadPortFile(absl::StrCat(scratch_dir_, "/", name));
+    const auto it = m.ports.find(name);
+    return it == m.ports.end() ? std::nullopt : std::optional<int>(it->second);
   }
 
   // Once the scheduler has written its port: starts the shards, then the workers.
-  void CheckPortFile() {
-    absl::StatusOr<std::optional<int>> port = ReadPortFile(port_file_);
+  void CheckSchedulerPort() {
+    absl::StatusOr<std::optional<int>> port = PortOf(*members_.front(), kSchedulerPortFile);
     if (!port.ok()) {
       Say(absl::StrCat("the scheduler's ", port.status().message(), "; stopping the job"));
       Abort();
@@ -386,7 +549,7 @@ class Job {
     bool found = false;
     for (const auto& m : members_) {
       if (metrics_ports_.count(m->name) > 0) continue;
-      absl::StatusOr<std::optional<int>> port = ReadPortFile(MetricsPortFile(m->role, m->rank));
+      absl::StatusOr<std::optional<int>> port = PortOf(*m, MetricsPortFileName(m->role, m->rank));
       if (!port.ok() || !port->has_value()) continue;
       metrics_ports_[m->name] = **port;
       found = true;
@@ -396,7 +559,8 @@ class Job {
     for (const auto& m : members_) {
       auto it = metrics_ports_.find(m->name);
       if (it == metrics_ports_.end()) continue;
-      targets.push_back({absl::StrCat(kLoopback, ":", it->second), o_.job_id, m->role, m->rank});
+      targets.push_back({absl::StrCat(m->remote() ? m->host : kLoopback, ":", it->second),
+                         o_.job_id, m->role, m->rank});
     }
     if (absl::Status s = WriteFileAtomically(o_.metrics_targets, FileSdTargets(targets));
         !s.ok()) {
@@ -408,15 +572,16 @@ class Job {
   }
 
   void StartMembers(int port) {
-    scheduler_address_ = absl::StrCat(kLoopback, ":", port);
+    const Member& scheduler = *members_.front();
+    // With hosts, the address the hosts list gives the scheduler's host (checked in main not to
+    // be a loopback address when the job spans hosts).
+    scheduler_address_ = absl::StrCat(scheduler.remote() ? scheduler.host : kLoopback, ":", port);
     phase_ = Phase::kRunning;
     deadline_.reset();
     for (int i = 0; i < o_.num_shards; ++i) {
       if (!Spawn(Role::kShard, i, o_.shard_binary,
                  {o_.shard_binary, absl::StrCat("--scheduler=", scheduler_address_),
-                  absl::StrCat("--bind=", kLoopback), absl::StrCat("--rank=", i),
-                  absl::StrCat("--metrics_port_file=", MetricsPortFile(Role::kShard, i)),
-                  "--insecure"})) {
+                  absl::StrCat("--rank=", i)})) {
         return Abort();
       }
     }
@@ -424,15 +589,17 @@ class Job {
       if (!Spawn(Role::kWorker, r, o_.worker_program, o_.worker_argv)) return Abort();
     }
     Say(absl::StrCat("job ", o_.job_id, ": scheduler at ", scheduler_address_, " (pid ",
-                     members_.front()->process->pid(), "), ", Count(o_.num_shards, "shard"), ", ",
-                     Count(o_.num_workers, "worker"), " running ",
+                     scheduler.process->pid(), "), ", Count(o_.num_shards, "shard"), ", ",
+                     Count(o_.num_workers, "worker"),
+                     o_.hosts.empty() ? "" : absl::StrCat(" on ", Count(o_.hosts.size(), "host")),
+                     o_.tls ? ", mutual TLS" : ", plaintext", "; workers run ",
                      absl::StrJoin(o_.worker_argv, " ")));
   }
 
   const LaunchOptions& o_;
   SignalFd& signals_;
   const std::string scratch_dir_;
-  const std::string port_file_;
+  absl::Time next_beat_ = absl::InfinitePast();  // of the remote members' heartbeat
   std::map<std::string, int> metrics_ports_;  // by member name, once known
   bool targets_written_ = false;
 
@@ -447,6 +614,33 @@ class Job {
 };
 
 int RemoveEntry(const char* path, const struct stat*, int, FTW*) { return remove(path); }
+
+// Makes what a TLS job lacks in its scratch folder (0700): a job CA with a certificate per role,
+// and a token of 256 random bits.
+absl::Status MakeCredentials(LaunchOptions& o, const std::string& scratch) {
+  if (!o.tls) return absl::OkStatus();
+  if (o.tls_dir.empty()) {
+    o.tls_dir = absl::StrCat(scratch, "/tls");
+    SpawnOptions make;
+    make.path = o.make_job_certs;
+    make.argv = {o.make_job_certs, o.tls_dir, "scheduler", "shard", "worker"};
+    make.env = o.environment;
+    absl::StatusOr<CompletedProcess> made = RunToCompletion(make, absl::Seconds(60));
+    if (!made.ok()) return made.status();
+    if (made->wait_status != 0) {
+      return absl::InternalError(absl::StrCat("making the job's TLS certificates with ",
+                                              o.make_job_certs, " failed: ", made->output));
+    }
+  }
+  if (o.token_file.empty()) {
+    std::random_device random;
+    std::string token;
+    for (int i = 0; i < 8; ++i) absl::StrAppendFormat(&token, "%08x", random());
+    o.token_file = absl::StrCat(scratch, "/token");
+    if (absl::Status s = WriteFileAtomically(o.token_file, token + "\n"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -465,9 +659,12 @@ int RunJob(const LaunchOptions& options) {
                      " (set TMPDIR to a writable folder)"));
     return 1;
   }
-  int status;
-  {
-    Job job(options, **signals, scratch);
+  LaunchOptions job_options = options;
+  int status = 1;
+  if (absl::Status s = MakeCredentials(job_options, scratch); !s.ok()) {
+    say(absl::StrCat("cannot make the job's credentials: ", s.message()));
+  } else {
+    Job job(job_options, **signals, scratch);
     status = job.Run();
   }  // every child has been reaped
   nftw(scratch.c_str(), RemoveEntry, 8, FTW_DEPTH | FTW_PHYS);

@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "tools/launch/hosts.h"
+#include "tools/launch/remote.h"
 
 namespace cohort::launch {
 
-// One job on this machine, as `launch -n W -s S` starts it. Every path is resolved already
-// (programs.h); launch_main.cc turns the flags into this.
+// One job, as `launch -n W -s S` starts it, on this machine or on hosts over ssh. Every path is
+// resolved already (programs.h); launch_main.cc turns the flags into this.
 struct LaunchOptions {
   int num_workers = 1;  // W >= 1
   int num_shards = 1;   // S >= 1
@@ -22,13 +24,32 @@ struct LaunchOptions {
   std::string metrics_targets;
   double baseline_images_per_second = 0;  // the scheduler's, for scaling efficiency (0: unknown)
 
+  // Where the processes run. No hosts: on this machine, each a child of the launcher. Otherwise
+  // each on its host of `placement`, through ssh and the wrapper of remote.h; the programs'
+  // paths and working_dir are then as the hosts see them.
+  std::vector<Host> hosts;
+  Placement placement;
+  SshOptions ssh;
+  // Remote processes get the job's COHORT_* and OMP_* variables and these of `environment`
+  // (--env); local ones get all of it.
+  std::vector<std::string> forwarded_env;
+
+  // Mutual TLS and a job token between every pair of processes (off: plaintext, every
+  // process told --insecure). The files are tls_dir's (ca.pem, scheduler/shard/worker .pem and
+  // .key) and token_file, or, where those are empty, new ones made for this job in its scratch
+  // folder with the make_job_certs script (tools/make_job_certs.sh) and removed with it.
+  bool tls = false;
+  std::string tls_dir;
+  std::string token_file;
+  std::string make_job_certs;
+
   std::string scheduler_binary;
   std::string shard_binary;
   // What every worker runs: the worker binary with the user's flags, or the user's own program.
   std::string worker_program;
   std::vector<std::string> worker_argv;  // argv[0] first
 
-  std::string working_dir;               // the children's; empty: the launcher's
+  std::string working_dir;               // the children's; empty: the launcher's (local only)
   std::vector<std::string> environment;  // the launcher's, "NAME=value"; children inherit it
   int cores = 1;                         // CPUs to share among the children (OpenMP threads)
   std::string temp_root = "/tmp";        // where the job's scratch folder goes
@@ -41,11 +62,13 @@ struct LaunchOptions {
 // job could not start or its processes had to be stopped after the workers finished; 130 / 143
 // after SIGINT / SIGTERM.
 //
-// Order: the scheduler (bound to port 0 on 127.0.0.1; it writes the port it got to a file in a
-// scratch folder), then S shards, then W workers, each with the job in its environment
-// (job_env.h), its own process group and SIGKILL on the launcher's death (child_process.h).
-// Every line a child writes to stdout or stderr is copied to output_fd as `[worker 1] line`; the
-// launcher's own lines start with `launch: `.
+// Order: the scheduler (bound to port 0, on 127.0.0.1 for a local job; it writes the port it
+// got to a file, which a remote wrapper announces), then S shards, then W workers, each with the
+// job in its environment (job_env.h), its own process group and SIGKILL on the launcher's death
+// (child_process.h); a remote member is an ssh process whose wrapper stops the member when the
+// launcher closes its stdin, dies, or its heartbeats stop (remote.h). Every line a process
+// writes to stdout or stderr is copied to output_fd as `[worker 1] line` (`[host worker 1]` for
+// a remote one); the launcher's own lines start with `launch: `.
 // Metrics: every process serves /metrics on 127.0.0.1 at a port of its choosing and writes it to
 // a file in the scratch folder (workers learn where from COHORT_METRICS_*; a program of the
 // user's that does not serve metrics is simply not listed). As the ports appear, the launcher
@@ -53,9 +76,10 @@ struct LaunchOptions {
 // (deploy/prometheus/prometheus.yml reads it); the list is removed when the job is over.
 // Ending: when a process fails, the others get linger + 3 s to end on their own (the scheduler
 // tells them to stop); when every worker has exited 0, the scheduler and shards get linger + 10
-// s. Then SIGTERM goes to each remaining process group and, 2 s later, SIGKILL. SIGINT or SIGTERM
-// to the launcher sends SIGTERM at once and SIGKILL 5 s later (a second one: at once). No child,
-// nor anything left in a child's process group, outlives the call; the scratch folder is removed.
+// s. Then SIGTERM goes to each remaining process group (a remote member's stdin is closed
+// instead) and, 2 s later (4 s with hosts), SIGKILL. SIGINT or SIGTERM to the launcher sends
+// SIGTERM at once and SIGKILL 5 s later (a second one: at once). No child, nor anything left in a
+// child's process group, outlives the call; the scratch folder is removed.
 //
 // Must be called from the program's main thread while it is its only thread: it blocks SIGINT,
 // SIGTERM and SIGCHLD to read them through a signalfd, and the children die when the thread that

@@ -100,8 +100,7 @@ bool IsLoopbackAddress(absl::string_view address) {
          absl::EndsWith(a, ".localhost");
 }
 
-std::vector<std::string> SshArgv(const SshOptions& ssh, absl::string_view host_name,
-                                 absl::string_view remote_command) {
+std::vector<std::string> SshCommand(const SshOptions& ssh) {
   std::vector<std::string> argv = {
       ssh.binary,
       "-T",  // no terminal: the remote process's output reaches us as plain pipes
@@ -112,6 +111,12 @@ std::vector<std::string> SshArgv(const SshOptions& ssh, absl::string_view host_n
   if (ssh.port > 0) argv.insert(argv.end(), {"-p", absl::StrCat(ssh.port)});
   if (!ssh.identity.empty()) argv.insert(argv.end(), {"-i", ssh.identity});
   argv.insert(argv.end(), ssh.extra.begin(), ssh.extra.end());
+  return argv;
+}
+
+std::vector<std::string> SshArgv(const SshOptions& ssh, absl::string_view host_name,
+                                 absl::string_view remote_command) {
+  std::vector<std::string> argv = SshCommand(ssh);
   argv.insert(argv.end(), {"--", SshTarget(host_name), std::string(remote_command)});
   return argv;
 }

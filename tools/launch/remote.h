@@ -30,6 +30,9 @@ std::string AddressOfHost(absl::string_view host_name);
 // Whether peers on other machines could never reach `address` (localhost, 127.0.0.0/8, ::1).
 bool IsLoopbackAddress(absl::string_view address);
 
+// ssh and its options (no host): what SshArgv starts with, and rsync's -e.
+std::vector<std::string> SshCommand(const SshOptions& ssh);
+
 // The ssh command line that runs `remote_command` (one shell command line) on `host_name`, with
 // no terminal and no password prompt, and that ends by itself when the host stops answering.
 std::vector<std::string> SshArgv(const SshOptions& ssh, absl::string_view host_name,

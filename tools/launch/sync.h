@@ -1,0 +1,40 @@
+#ifndef COHORT_TOOLS_LAUNCH_SYNC_H_
+#define COHORT_TOOLS_LAUNCH_SYNC_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tools/launch/hosts.h"
+#include "tools/launch/remote.h"
+
+namespace cohort::launch {
+
+// What `launch --sync_dst_dir DIR` copies to every host before the job starts, with rsync over
+// ssh: the working directory's contents into DIR (without .git and the bazel-* links; files
+// already there and unchanged are skipped), and each program that is not inside the working
+// directory (the role binaries, a program elsewhere) into DIR/.cohort-bin, links followed.
+struct SyncPlan {
+  std::string working_dir;            // absolute
+  std::string dst_dir;                // absolute, on every host
+  std::vector<std::string> programs;  // absolute paths here
+};
+
+// Where each of plan.programs is on the hosts after the sync, in order.
+std::vector<std::string> SyncedPrograms(const SyncPlan& plan);
+
+// The rsync command lines that carry out the plan on one host (`host_name` as the hosts list
+// gives it), in order.
+std::vector<std::vector<std::string>> SyncCommands(const SyncPlan& plan, const SshOptions& ssh,
+                                                   absl::string_view host_name);
+
+// Runs the commands for every host, one host after another, with `env` as their environment;
+// the first failure is an error naming the host, with rsync's own words.
+absl::Status SyncToHosts(const SyncPlan& plan, const SshOptions& ssh,
+                         const std::vector<Host>& hosts, const std::vector<std::string>& env);
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_TOOLS_LAUNCH_SYNC_H_
