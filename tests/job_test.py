@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 (LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES, PS_WORKER,
  MAKE_JOB_CERTS) = (os.path.abspath(p) for p in sys.argv[1:10])
@@ -187,14 +189,33 @@ class ManualStartTest(JobTestCase):
             f.write("job-token-for-this-test\n")
         secure = [f"--tls_dir={tls}", f"--token_file={token}"]
         port_file = os.path.join(self.dir, "scheduler.port")
+        metrics_port_file = os.path.join(self.dir, "scheduler-metrics.port")
         scheduler = self.start("scheduler", [SCHEDULER, "--bind=127.0.0.1", "--port=0",
                                              f"--port_file={port_file}", "--num_workers=2",
+                                             f"--metrics_port_file={metrics_port_file}",
                                              "--num_shards=2", *secure])
         deadline = time.monotonic() + 30
         while not os.path.exists(port_file) and time.monotonic() < deadline:
             time.sleep(0.05)
         with open(port_file) as f:
             address = f"127.0.0.1:{int(f.read())}"
+        with open(metrics_port_file) as f:
+            status_address = f"127.0.0.1:{int(f.read())}"
+        # The job's status and metrics pages answer only requests that carry its token.
+        for path in ("/status", "/metrics"):
+            for header in ({}, {"Authorization": "Bearer guessed"}):
+                with self.assertRaises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(urllib.request.Request(
+                        f"http://{status_address}{path}", headers=header), timeout=10)
+                self.assertEqual(refused.exception.code, 401)
+        r = subprocess.run([LAUNCH, f"--status={status_address}"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("needs the job's token: give --token_file", r.stderr)
+        r = subprocess.run([LAUNCH, f"--status={status_address}", f"--token_file={token}"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"job \S+: FORMING, 2 workers, 2 shards")
         shards = [self.start(f"shard{i}", [SHARD, f"--scheduler={address}", "--bind=127.0.0.1",
                                            *secure])
                   for i in range(2)]
@@ -226,6 +247,9 @@ class ManualStartTest(JobTestCase):
                          r"its \d+ cores")
         self.assertTrue(os.path.getsize(model) > 0)
         self.assertEqual(wait_job_gone(self.job_id, 5), [])
+        # Five refusals (four above, and --status without the token), each logged with the address it came from and counted.
+        self.assertEqual(len(re.findall(r"refused an HTTP request for /\w+ from 127\.0\.0\.1:\d+",
+                                        self.log("scheduler"))), 5, self.log("scheduler"))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ packages=(
   dataset-fashion-mnist                     # the main job's data
   python3 python3-numpy                     # tools/check_model.py
   iperf3 iproute2                           # benchmarks: TCP baseline, network namespaces
-  openssl                                   # tools/make_job_certs.sh (TLS tests)
+  openssl libssl-dev                        # tools/make_job_certs.sh; client certificates checked
   openssh-client rsync                      # launch --launcher ssh, --sync_dst_dir
   openssh-server                            # the multi-host test's hosts
   prometheus                                # promtool and the server, for the metrics tests

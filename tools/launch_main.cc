@@ -9,10 +9,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <set>
-#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "services/common/http_server.h"
+#include "services/common/port_file.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/command_line.h"
 #include "tools/launch/hosts.h"
@@ -77,7 +76,8 @@ ABSL_FLAG(std::string, tls_dir, "",
           "tools/make_job_certs.sh makes them); default: new ones made for the job and deleted "
           "after it");
 ABSL_FLAG(std::string, token_file, "",
-          "file with the job's token; default: a new random one, deleted after the job");
+          "file with the job's token; default: a new random one, deleted after the job (with "
+          "--status: the token of the job asked about)");
 ABSL_FLAG(std::string, mode, kDefaults.mode, "kvstore mode: dist_sync or dist_async");
 ABSL_FLAG(int, linger, kDefaults.linger_s,
           "seconds the scheduler keeps serving its status and metrics after the job ends; the "
@@ -151,18 +151,29 @@ std::vector<std::string> RunfilesDirs() {
   return dirs;
 }
 
-// `launch --status HOST:PORT`: the scheduler's /status page as a table.
-int PrintStatus(const std::string& address) {
+// `launch --status HOST:PORT [--token_file FILE]`: the scheduler's /status page as a table.
+int PrintStatus(const std::string& address, const std::string& token_file) {
   const size_t colon = address.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
     return UsageError(absl::StrCat("--status '", address, "': expected HOST:PORT"));
   }
+  std::string authorization;
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = cohort::ReadSmallFile(token_file);
+    if (!token.ok()) return UsageError(absl::StrCat("--token_file: ", token.status().message()));
+    authorization = absl::StrCat("Bearer ", absl::StripAsciiWhitespace(*token));
+  }
   absl::StatusOr<cohort::HttpResponse> page =
-      cohort::HttpGet(address.substr(0, colon), port, "/status");
+      cohort::HttpGet(address.substr(0, colon), port, "/status", authorization);
   if (!page.ok()) {
     std::cerr << "launch: error: " << page.status().message()
               << " (is the scheduler running, or lingering with --linger?)\n";
+    return 1;
+  }
+  if (page->status == 401) {
+    std::cerr << "launch: error: " << address << "/status needs the job's token: give "
+              << (token_file.empty() ? "--token_file FILE" : "the right --token_file") << "\n";
     return 1;
   }
   if (page->status != 200) {
@@ -256,10 +267,9 @@ int ConfigureHosts(cohort::launch::LaunchOptions& o, const std::string& hosts_fl
   const std::string path = UserPath(hosts_flag, o.working_dir);
   absl::StatusOr<std::vector<cohort::launch::Host>> hosts;
   if (IsFile(path)) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    hosts = cohort::launch::ParseHostsFile(text.str(), hosts_flag);
+    absl::StatusOr<std::string> text = cohort::ReadSmallFile(path);
+    if (!text.ok()) return UsageError(text.status().message());
+    hosts = cohort::launch::ParseHostsFile(*text, hosts_flag);
   } else if (absl::StrContains(hosts_flag, '/')) {
     return UsageError(absl::StrCat("-H ", hosts_flag, ": no such hosts file"));
   } else {
@@ -364,7 +374,9 @@ int main(int argc, char** argv) {
                                    "' (put the workers' flags or command after --)"));
   }
   if (const std::string status = absl::GetFlag(FLAGS_status); !status.empty()) {
-    return PrintStatus(status);
+    const std::string user_dir = Env("BUILD_WORKING_DIRECTORY");
+    return PrintStatus(status, UserPath(absl::GetFlag(FLAGS_token_file),
+                                        user_dir.empty() ? CurrentDir() : user_dir));
   }
 
   const std::string hosts_flag = absl::GetFlag(FLAGS_hosts);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -90,6 +91,35 @@ TEST(HttpServerTest, ATakenPortIsAnErrorNamingIt) {
       << second.status();
 }
 
+TEST(HttpServerTest, RequestsTheGuardRefusesGet401AndNeverReachTheHandler) {
+  int handled = 0;
+  std::vector<std::string> seen;
+  auto server = HttpServer::Start(
+      "127.0.0.1", 0, {{"/status", [&] {
+                          ++handled;
+                          return HttpResponse{200, "application/json", "{}"};
+                        }}},
+      [&](absl::string_view authorization, absl::string_view peer, absl::string_view path) {
+        seen.push_back(absl::StrCat(path, " ", peer.substr(0, peer.find(':'))));
+        return authorization == "Bearer t0ken";
+      });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto without = HttpGet("127.0.0.1", port, "/status");
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->status, 401);
+  auto wrong = HttpGet("127.0.0.1", port, "/status", "Bearer guess");
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(handled, 0);
+  auto with = HttpGet("127.0.0.1", port, "/status", "Bearer t0ken");
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->status, 200);
+  EXPECT_EQ(with->body, "{}");
+  EXPECT_EQ(handled, 1);
+  EXPECT_EQ(seen, std::vector<std::string>(3, "/status 127.0.0.1"));
+}
+
 TEST(ProcessMetricsTest, MetricsCarryTheProcessLabels) {
   ProcessMetrics metrics("job-1", "shard", 3);
   auto& family = prometheus::BuildCounter()
@@ -104,6 +134,11 @@ TEST(ProcessMetricsTest, MetricsCarryTheProcessLabels) {
   EXPECT_NE(page.find("# TYPE cohort_test_events_total counter"), std::string::npos) << page;
   EXPECT_NE(page.find("cohort_test_events_total{host=\"" + HostName() +
                       "\",job=\"job-1\",rank=\"3\",role=\"shard\"} 2"),
+            std::string::npos)
+      << page;
+  // What the process's security refused, by reason (none here).
+  EXPECT_NE(page.find("cohort_refused_requests_total{host=\"" + HostName() +
+                      "\",job=\"job-1\",rank=\"3\",role=\"shard\",reason=\"wrong_token\"} 0"),
             std::string::npos)
       << page;
 }

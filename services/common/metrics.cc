@@ -6,12 +6,35 @@
 
 namespace cohort {
 
-ProcessMetrics::ProcessMetrics(std::string job, std::string role, int rank)
+namespace {
+
+// cohort_refused_requests_total{reason}, read from the security's counts at scrape time.
+prometheus::MetricFamily RefusalFamily(const TransportSecurity& security,
+                                       const prometheus::Labels& labels) {
+  prometheus::MetricFamily family;
+  family.name = "cohort_refused_requests_total";
+  family.help = "Calls and HTTP requests this process refused (certificate, token), by reason.";
+  family.type = prometheus::MetricType::Counter;
+  for (const auto& [reason, count] : security.refusals()) {
+    prometheus::ClientMetric metric;
+    for (const auto& [name, value] : labels) metric.label.push_back({name, value});
+    metric.label.push_back({"reason", std::string(RefusalName(reason))});
+    metric.counter.value = static_cast<double>(count);
+    family.metric.push_back(std::move(metric));
+  }
+  return family;
+}
+
+}  // namespace
+
+ProcessMetrics::ProcessMetrics(std::string job, std::string role, int rank,
+                               std::shared_ptr<const TransportSecurity> security)
     : registry_(std::make_shared<prometheus::Registry>()),
       labels_{{"job", std::move(job)},
               {"role", std::move(role)},
               {"rank", std::to_string(rank)},
-              {"host", HostName()}} {}
+              {"host", HostName()}},
+      security_(std::move(security)) {}
 
 prometheus::Counter& ProcessMetrics::Counter(const std::string& name, const std::string& help) {
   return prometheus::BuildCounter().Name(name).Help(help).Labels(labels_).Register(*registry_).Add(
@@ -46,18 +69,25 @@ prometheus::Family<prometheus::Gauge>& ProcessMetrics::GaugeFamily(const std::st
 
 HttpServer::Route ProcessMetrics::Route(std::function<void()> refresh) const {
   std::shared_ptr<prometheus::Registry> registry = registry_;
-  return {"/metrics", [registry, refresh] {
+  std::shared_ptr<const TransportSecurity> security = security_;
+  prometheus::Labels labels = labels_;
+  return {"/metrics", [registry, security, labels, refresh] {
             if (refresh) refresh();
+            std::vector<prometheus::MetricFamily> families = registry->Collect();
+            families.push_back(RefusalFamily(*security, labels));
             return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                                prometheus::TextSerializer().Serialize(registry->Collect())};
+                                prometheus::TextSerializer().Serialize(families)};
           }};
 }
 
-absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(const std::string& bind, int port,
-                                                         const std::string& port_file,
-                                                         std::vector<HttpServer::Route> routes) {
-  absl::StatusOr<std::unique_ptr<HttpServer>> server =
-      HttpServer::Start(bind, port, std::move(routes));
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
+    const std::string& bind, int port, const std::string& port_file,
+    std::vector<HttpServer::Route> routes, std::shared_ptr<const TransportSecurity> security) {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
+      bind, port, std::move(routes),
+      [security](absl::string_view authorization, absl::string_view peer, absl::string_view path) {
+        return security->AdmitHttp(authorization, peer, path);
+      });
   if (!server.ok() || port_file.empty()) return server;
   if (absl::Status s = WritePortFile(port_file, (*server)->port()); !s.ok()) return s;
   return server;

@@ -12,6 +12,7 @@
 #include "prometheus/labels.h"
 #include "prometheus/registry.h"
 #include "services/common/http_server.h"
+#include "services/common/transport_security.h"
 
 namespace cohort {
 
@@ -21,8 +22,10 @@ namespace cohort {
 // register a family of one series and return it.
 class ProcessMetrics {
  public:
-  // rank: the member's rank (the scheduler: 0).
-  ProcessMetrics(std::string job, std::string role, int rank);
+  // rank: the member's rank (the scheduler: 0). security: whose refusals /metrics reports as
+  // cohort_refused_requests_total{reason}.
+  ProcessMetrics(std::string job, std::string role, int rank,
+                 std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext());
 
   prometheus::Counter& Counter(const std::string& name, const std::string& help);
   prometheus::Gauge& Gauge(const std::string& name, const std::string& help);
@@ -43,13 +46,15 @@ class ProcessMetrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Labels labels_;
+  std::shared_ptr<const TransportSecurity> security_;
 };
 
-// Serves routes (/metrics, ...) on bind:port (0: any port) and, when port_file is not empty,
-// writes the port it got there (Contracts, "Ports").
-absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(const std::string& bind, int port,
-                                                         const std::string& port_file,
-                                                         std::vector<HttpServer::Route> routes);
+// Serves routes (/metrics, ...) on bind:port (0: any port) to the requests security admits
+// (with a job token, only those that carry it) and, when port_file is not empty, writes the port
+// it got there (Contracts, "Ports").
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
+    const std::string& bind, int port, const std::string& port_file,
+    std::vector<HttpServer::Route> routes, std::shared_ptr<const TransportSecurity> security);
 
 }  // namespace cohort
 

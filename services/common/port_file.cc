@@ -31,20 +31,26 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 absl::Status WritePortFile(const std::string& path, int port) {
   return WriteFileAtomically(path, absl::StrCat(port, "\n"));
 }
 
 absl::StatusOr<std::optional<int>> ReadPortFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) return std::nullopt;
   int port = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text.str()), &port) || port <= 0 ||
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) || port <= 0 ||
       port > 65535) {
     return absl::DataLossError(
-        absl::StrCat("port file ", path, " holds '", text.str(), "', not a port number"));
+        absl::StrCat("port file ", path, " holds '", *text, "', not a port number"));
   }
   return port;
 }

@@ -11,6 +11,8 @@ namespace cohort {
 // Writes text to path through a temporary file beside it and a rename, so a reader (the
 // launcher, Prometheus watching a target list) never sees half of it. The error names the file.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
+// The whole of a small file (a certificate, a token, a hosts file); NotFound naming it.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
 
 // Port files (Contracts, "Ports"): a service writes the port it got as one decimal line,
 // atomically; whoever started it reads it back.

@@ -1,11 +1,23 @@
 #include "services/common/transport_security.h"
 
-#include <fstream>
-#include <iostream>
-#include <sstream>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
+#include <array>
+#include <atomic>
+#include <iostream>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "services/common/port_file.h"
 
 namespace cohort {
 namespace {
@@ -13,54 +25,198 @@ namespace {
 // The name every certificate of a job is issued for (tools/make_job_certs.sh).
 constexpr char kJobCertName[] = "cohort";
 constexpr char kAuthorization[] = "authorization";
+// How long a verified client certificate is trusted before it is checked again (its expiry).
+constexpr absl::Duration kVerifiedFor = absl::Minutes(1);
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+absl::StatusOr<std::string> ReadJobFile(const std::string& path, absl::string_view what) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path,
                                             " (make a job's files with tools/make_job_certs.sh)"));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return text;
 }
 
 // Equal without returning early, so the time taken tells nothing of the token.
-bool SameBytes(grpc::string_ref a, const std::string& b) {
+bool SameBytes(absl::string_view a, absl::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
-  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned char>(a.data()[i] ^ b[i]);
+  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
 
-class TokenCheck final : public grpc::AuthMetadataProcessor {
+absl::string_view Said(Refusal reason) {
+  switch (reason) {
+    case Refusal::kNoCertificate:
+      return "no client certificate (give it --tls_dir with this job's files)";
+    case Refusal::kUntrustedCertificate:
+      return "its certificate was not issued by this job's CA (is it a process of another job?)";
+    case Refusal::kExpiredCertificate:
+      return "its certificate has expired or is not valid yet (make new ones with "
+             "tools/make_job_certs.sh)";
+    case Refusal::kNoToken:
+      return "no job token (--token_file)";
+    case Refusal::kWrongToken:
+      return "the wrong job token (--token_file; is it a process of another job?)";
+  }
+  return "";
+}
+
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
+  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+
+}  // namespace
+
+absl::string_view RefusalName(Refusal reason) {
+  switch (reason) {
+    case Refusal::kNoCertificate: return "no_certificate";
+    case Refusal::kUntrustedCertificate: return "untrusted_certificate";
+    case Refusal::kExpiredCertificate: return "expired_certificate";
+    case Refusal::kNoToken: return "no_token";
+    case Refusal::kWrongToken: return "wrong_token";
+  }
+  return "unknown";
+}
+
+// What every request to this process's servers is checked against, and the refusals counted.
+class TransportSecurity::Gate {
  public:
-  TokenCheck(std::string expected, std::shared_ptr<std::atomic<int64_t>> refused)
-      : expected_(std::move(expected)), refused_(std::move(refused)) {}
+  // ca_pem empty: no certificate check (plaintext); token empty: no token check.
+  static absl::StatusOr<std::shared_ptr<Gate>> Make(const std::string& ca_pem,
+                                                    std::string authorization) {
+    std::shared_ptr<Gate> gate(new Gate(std::move(authorization)));
+    if (ca_pem.empty()) return gate;
+    gate->store_.reset(X509_STORE_new());
+    std::unique_ptr<BIO, X509Free> bio(BIO_new_mem_buf(ca_pem.data(), ca_pem.size()));
+    int loaded = 0;
+    while (X509* ca = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+      X509_STORE_add_cert(gate->store_.get(), ca);
+      X509_free(ca);
+      ++loaded;
+    }
+    ERR_clear_error();  // the end of the PEM text reads as an error
+    if (loaded == 0) return absl::InvalidArgumentError("holds no PEM certificate");
+    return gate;
+  }
+
+  bool checks_certificates() const { return store_ != nullptr; }
+  const std::string& authorization() const { return authorization_; }
+
+  // The refusal of a call whose client presented these properties, if any.
+  std::optional<Refusal> CheckCall(const grpc::AuthContext& peer,
+                                   std::optional<absl::string_view> authorization,
+                                   std::string* detail) {
+    if (checks_certificates()) {
+      const std::vector<grpc::string_ref> pem = peer.FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+      if (pem.empty()) return Refusal::kNoCertificate;
+      if (std::optional<Refusal> r = Verify(std::string(pem[0].data(), pem[0].size()), detail)) {
+        return r;
+      }
+    }
+    return CheckToken(authorization);
+  }
+
+  std::optional<Refusal> CheckToken(std::optional<absl::string_view> authorization) const {
+    if (authorization_.empty()) return std::nullopt;
+    if (!authorization.has_value()) return Refusal::kNoToken;
+    if (!SameBytes(*authorization, authorization_)) return Refusal::kWrongToken;
+    return std::nullopt;
+  }
+
+  void Count(Refusal reason, absl::string_view who, absl::string_view detail) {
+    counts_[static_cast<int>(reason)].fetch_add(1);
+    std::cerr << "refused " << who << ": " << Said(reason)
+              << (detail.empty() ? "" : absl::StrCat(" [", detail, "]")) << "\n"
+              << std::flush;
+  }
+
+  int64_t count(Refusal reason) const { return counts_[static_cast<int>(reason)].load(); }
+
+ private:
+  explicit Gate(std::string authorization) : authorization_(std::move(authorization)) {}
+
+  // Whether the certificate chains to the job's CA and is valid now (the handshake proved the
+  // peer holds its key). Verified certificates are remembered for kVerifiedFor.
+  std::optional<Refusal> Verify(const std::string& pem, std::string* detail) {
+    const absl::Time now = absl::Now();
+    {
+      absl::MutexLock lock(&mu_);
+      const auto it = verified_.find(pem);
+      if (it != verified_.end() && now < it->second) return std::nullopt;
+    }
+    std::unique_ptr<BIO, X509Free> bio(BIO_new_mem_buf(pem.data(), pem.size()));
+    std::unique_ptr<X509, X509Free> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+    if (cert == nullptr) {
+      ERR_clear_error();
+      *detail = "unreadable certificate";
+      return Refusal::kUntrustedCertificate;
+    }
+    std::unique_ptr<X509_STORE_CTX, X509Free> context(X509_STORE_CTX_new());
+    X509_STORE_CTX_init(context.get(), store_.get(), cert.get(), nullptr);
+    X509_STORE_CTX_set_purpose(context.get(), X509_PURPOSE_SSL_CLIENT);
+    if (X509_verify_cert(context.get()) != 1) {
+      const int error = X509_STORE_CTX_get_error(context.get());
+      ERR_clear_error();
+      char subject[256] = "";
+      X509_NAME_oneline(X509_get_subject_name(cert.get()), subject, sizeof(subject));
+      *detail = absl::StrCat(subject, ": ", X509_verify_cert_error_string(error));
+      return error == X509_V_ERR_CERT_HAS_EXPIRED || error == X509_V_ERR_CERT_NOT_YET_VALID
+                 ? Refusal::kExpiredCertificate
+                 : Refusal::kUntrustedCertificate;
+    }
+    absl::MutexLock lock(&mu_);
+    if (verified_.size() > 1024) verified_.clear();  // a job has a few certificates
+    verified_[pem] = now + kVerifiedFor;
+    return std::nullopt;
+  }
+
+  const std::string authorization_;  // "Bearer <token>", or empty
+  std::unique_ptr<X509_STORE, X509Free> store_;
+  std::array<std::atomic<int64_t>, kRefusalKinds> counts_{};
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, absl::Time> verified_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+// Runs the gate on every call before any service sees it.
+class CallCheck final : public grpc::AuthMetadataProcessor {
+ public:
+  explicit CallCheck(std::shared_ptr<TransportSecurity::Gate> gate) : gate_(std::move(gate)) {}
 
   bool IsBlocking() const override { return false; }
 
   grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context,
                        OutputMetadata* consumed, OutputMetadata*) override {
     const auto it = metadata.find(kAuthorization);
-    if (it != metadata.end() && SameBytes(it->second, expected_)) {
-      consumed->insert({kAuthorization, std::string(it->second.data(), it->second.size())});
+    std::optional<absl::string_view> authorization;
+    if (it != metadata.end()) authorization = absl::string_view(it->second.data(), it->second.size());
+    std::string detail;
+    const std::optional<Refusal> refusal = gate_->CheckCall(*context, authorization, &detail);
+    if (!refusal.has_value()) {
+      if (authorization.has_value()) {
+        consumed->insert({kAuthorization, std::string(*authorization)});
+      }
       return grpc::Status::OK;
     }
-    refused_->fetch_add(1);
-    std::string peer;
-    for (const grpc::string_ref& name : context->GetPeerIdentity()) {
-      absl::StrAppend(&peer, peer.empty() ? "" : ",", std::string(name.data(), name.size()));
+    std::string names;
+    for (const grpc::string_ref& name : context->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+      absl::StrAppend(&names, names.empty() ? "" : ",", absl::string_view(name.data(), name.size()));
     }
-    std::cerr << "refused a call from " << (peer.empty() ? "an unnamed peer" : peer) << ": "
-              << (it == metadata.end() ? "no job token" : "the wrong job token") << "\n";
+    gate_->Count(*refusal,
+                 names.empty() ? "a call from a peer without a certificate name"
+                               : absl::StrCat("a call from the peer with certificate '", names, "'"),
+                 detail);
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "this job's token is missing or wrong (--token_file)");
+                        absl::StrCat("refused by this job: ", Said(*refusal)));
   }
 
  private:
-  const std::string expected_;  // "Bearer <token>"
-  const std::shared_ptr<std::atomic<int64_t>> refused_;
+  const std::shared_ptr<TransportSecurity::Gate> gate_;
 };
 
 class TokenPlugin final : public grpc::MetadataCredentialsPlugin {
@@ -79,8 +235,8 @@ class TokenPlugin final : public grpc::MetadataCredentialsPlugin {
 }  // namespace
 
 std::shared_ptr<const TransportSecurity> TransportSecurity::Plaintext() {
-  static const auto* const plaintext =
-      new std::shared_ptr<const TransportSecurity>(new TransportSecurity());
+  static const auto* const plaintext = new std::shared_ptr<const TransportSecurity>(
+      new TransportSecurity(*Gate::Make("", "")));
   return *plaintext;
 }
 
@@ -98,42 +254,49 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurity::Load
         "no --tls_dir: give the folder of the job's TLS files (tools/make_job_certs.sh), or "
         "--insecure for plaintext on one machine");
   }
-  std::shared_ptr<TransportSecurity> s(new TransportSecurity());
   const std::string base = absl::StrCat(options.tls_dir, "/");
-  absl::StatusOr<std::string> ca = ReadFile(base + "ca.pem", "the job's CA certificate");
+  absl::StatusOr<std::string> ca = ReadJobFile(base + "ca.pem", "the job's CA certificate");
   if (!ca.ok()) return ca.status();
   absl::StatusOr<std::string> cert =
-      ReadFile(absl::StrCat(base, options.cert_name, ".pem"), "the certificate");
+      ReadJobFile(absl::StrCat(base, options.cert_name, ".pem"), "the certificate");
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key =
-      ReadFile(absl::StrCat(base, options.cert_name, ".key"), "the private key");
+      ReadJobFile(absl::StrCat(base, options.cert_name, ".key"), "the private key");
   if (!key.ok()) return key.status();
-  s->ca_ = *std::move(ca);
-  s->cert_ = *std::move(cert);
-  s->key_ = *std::move(key);
+  std::string authorization;
   if (!options.token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadFile(options.token_file, "the job token");
+    absl::StatusOr<std::string> token = ReadJobFile(options.token_file, "the job token");
     if (!token.ok()) return token.status();
     const absl::string_view t = absl::StripAsciiWhitespace(*token);
     if (t.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("the job token ", options.token_file,
                                                      " is empty"));
     }
-    s->token_ = absl::StrCat("Bearer ", t);
+    authorization = absl::StrCat("Bearer ", t);
   }
+  absl::StatusOr<std::shared_ptr<Gate>> gate = Gate::Make(*ca, std::move(authorization));
+  if (!gate.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job's CA certificate ", base, "ca.pem ", gate.status().message()));
+  }
+  std::shared_ptr<TransportSecurity> s(new TransportSecurity(*std::move(gate)));
+  s->ca_ = *std::move(ca);
+  s->cert_ = *std::move(cert);
+  s->key_ = *std::move(key);
   return std::shared_ptr<const TransportSecurity>(std::move(s));
 }
 
+bool TransportSecurity::plaintext() const { return !gate_->checks_certificates(); }
+
 std::shared_ptr<grpc::ServerCredentials> TransportSecurity::ServerCredentials() const {
   if (plaintext()) return grpc::InsecureServerCredentials();
+  // The certificate is required in the handshake (its key proven) but verified by CallCheck.
   grpc::SslServerCredentialsOptions options(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+      GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_BUT_DONT_VERIFY);
   options.pem_root_certs = ca_;
   options.pem_key_cert_pairs.push_back({key_, cert_});
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::SslServerCredentials(options);
-  if (!token_.empty()) {
-    credentials->SetAuthMetadataProcessor(std::make_shared<TokenCheck>(token_, refused_));
-  }
+  credentials->SetAuthMetadataProcessor(std::make_shared<CallCheck>(gate_));
   return credentials;
 }
 
@@ -144,13 +307,41 @@ std::shared_ptr<grpc::ChannelCredentials> TransportSecurity::ChannelCredentials(
   options.pem_private_key = key_;
   options.pem_cert_chain = cert_;
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(options);
-  if (token_.empty()) return credentials;
+  if (gate_->authorization().empty()) return credentials;
   return grpc::CompositeChannelCredentials(
-      credentials, grpc::MetadataCredentialsFromPlugin(std::make_unique<TokenPlugin>(token_)));
+      credentials,
+      grpc::MetadataCredentialsFromPlugin(std::make_unique<TokenPlugin>(gate_->authorization())));
 }
 
 void TransportSecurity::AddChannelArguments(grpc::ChannelArguments* args) const {
   if (!plaintext()) args->SetSslTargetNameOverride(kJobCertName);
+}
+
+bool TransportSecurity::AdmitHttp(absl::string_view authorization, absl::string_view peer,
+                                  absl::string_view path) const {
+  std::optional<absl::string_view> given;
+  if (!authorization.empty()) given = authorization;
+  const std::optional<Refusal> refusal = gate_->CheckToken(given);
+  if (refusal.has_value()) {
+    gate_->Count(*refusal, absl::StrCat("an HTTP request for ", path, " from ", peer), "");
+  }
+  return !refusal.has_value();
+}
+
+const std::string& TransportSecurity::authorization() const { return gate_->authorization(); }
+
+int64_t TransportSecurity::refused_requests() const {
+  int64_t total = 0;
+  for (const auto& [reason, count] : refusals()) total += count;
+  return total;
+}
+
+std::vector<std::pair<Refusal, int64_t>> TransportSecurity::refusals() const {
+  std::vector<std::pair<Refusal, int64_t>> all;
+  for (int r = 0; r < kRefusalKinds; ++r) {
+    all.push_back({static_cast<Refusal>(r), gate_->count(static_cast<Refusal>(r))});
+  }
+  return all;
 }
 
 }  // namespace cohort

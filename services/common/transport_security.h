@@ -1,14 +1,16 @@
 #ifndef COHORT_SERVICES_COMMON_TRANSPORT_SECURITY_H_
 #define COHORT_SERVICES_COMMON_TRANSPORT_SECURITY_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace cohort {
 
@@ -21,11 +23,19 @@ struct SecurityOptions {
   std::string token_file;  // the job token (empty: none), sent and checked on every call
 };
 
-// Loaded credentials. With TLS, servers require a client certificate from the job's CA and
-// clients require the server's, both issued for the job-wide name "cohort" (tools/
-// make_job_certs.sh), so peers are checked whatever address they are reached at; with a
-// token, every call carries `authorization: Bearer <token>` and servers refuse a call without
-// it (UNAUTHENTICATED, counted). A peer that fails the TLS handshake never reaches a service.
+// Why a peer was refused: the label of cohort_refused_requests_total{reason}.
+enum class Refusal { kNoCertificate, kUntrustedCertificate, kExpiredCertificate, kNoToken,
+                     kWrongToken };
+inline constexpr int kRefusalKinds = 5;
+absl::string_view RefusalName(Refusal reason);  // "no_certificate", ...
+
+// Loaded credentials. With TLS, every call to this process's servers must come over TLS with a
+// client certificate issued by the job's CA and still valid, and clients require the server's;
+// certificates are issued for the job-wide name "cohort" (tools/make_job_certs.sh), so peers
+// are checked whatever address they are reached at. With a token, every call carries
+// `authorization: Bearer <token>`, and so must every HTTP request for /status or /metrics.
+// The client certificate is checked per call rather than in the handshake so that a refused
+// peer is logged with the reason and counted; a refused call never reaches a service.
 // Thread-safe.
 class TransportSecurity {
  public:
@@ -35,19 +45,31 @@ class TransportSecurity {
   static absl::StatusOr<std::shared_ptr<const TransportSecurity>> Load(
       const SecurityOptions& options);
 
-  bool plaintext() const { return ca_.empty(); }
+  bool plaintext() const;
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
   std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
   // What a channel needs besides its credentials (the name certificates are checked against).
   void AddChannelArguments(grpc::ChannelArguments* args) const;
-  // Calls this process's servers refused for a missing or wrong token.
-  int64_t refused_calls() const { return refused_->load(); }
+
+  // Whether an HTTP request from `peer` (address) for `path` with this Authorization header
+  // may be answered: always without a token; with one, only "Bearer <token>". A refusal is
+  // logged and counted like a refused call.
+  bool AdmitHttp(absl::string_view authorization, absl::string_view peer,
+                 absl::string_view path) const;
+  // "Bearer <token>" (empty without a token): what a client sends.
+  const std::string& authorization() const;
+
+  // Requests (calls and HTTP) this process refused, in all and by reason.
+  int64_t refused_requests() const;
+  std::vector<std::pair<Refusal, int64_t>> refusals() const;
+
+  class Gate;  // the checks, shared with the servers' credentials
 
  private:
-  TransportSecurity() : refused_(std::make_shared<std::atomic<int64_t>>(0)) {}
+  explicit TransportSecurity(std::shared_ptr<Gate> gate) : gate_(std::move(gate)) {}
 
-  std::string ca_, cert_, key_, token_;
-  std::shared_ptr<std::atomic<int64_t>> refused_;
+  std::string ca_, cert_, key_;
+  std::shared_ptr<Gate> gate_;
 };
 
 }  // namespace cohort

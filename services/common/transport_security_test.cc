@@ -1,11 +1,10 @@
 // Mutual TLS and the job token over real sockets on loopback: the job's own peers get through;
 // a peer without a certificate, with one from another CA or an expired one, without TLS, or
-// without the right token is refused before the service sees the call.
+// without the right token is refused before the service sees the call, and counted by reason.
 
 #include "services/common/transport_security.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -14,28 +13,10 @@
 #include "gtest/gtest.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "services/common/grpc_util.h"
+#include "services/common/job_certs_testing.h"
 
 namespace cohort {
 namespace {
-
-std::string TmpDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-// tools/make_job_certs.sh DIR NAME..., with `env` before it.
-void MakeCerts(const std::string& dir, const std::string& names, const std::string& env = "") {
-  const std::string script =
-      absl::StrCat(std::getenv("TEST_SRCDIR"), "/", std::getenv("TEST_WORKSPACE"),
-                   "/tools/make_job_certs.sh");
-  const std::string command =
-      absl::StrCat(env, " ", script, " ", dir, " ", names, " >/dev/null");
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-}
-
-void WriteToken(const std::string& path, const std::string& token) {
-  std::ofstream(path) << token << "\n";
-}
 
 // Counts the calls that reached it.
 class CountingScheduler final : public v1::Scheduler::Service {
@@ -52,18 +33,19 @@ class CountingScheduler final : public v1::Scheduler::Service {
 class TransportSecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string tmp = TmpDir();
+    const std::string tmp = TestTmpDir();
     job_ = tmp + "/job";
     other_ = tmp + "/other";
-    MakeCerts(job_, "scheduler worker");
-    MakeCerts(job_, "expired", "COHORT_CERT_DATES='20200101000000Z 20200102000000Z'");
-    MakeCerts(other_, "worker");
-    WriteToken(tmp + "/token", "s3cret-job-token");
-    WriteToken(tmp + "/wrong-token", "guessed");
+    ASSERT_TRUE(MakeJobCerts(job_, "scheduler worker").ok());
+    ASSERT_TRUE(
+        MakeJobCerts(job_, "expired", "COHORT_CERT_DATES='20200101000000Z 20200102000000Z'").ok());
+    ASSERT_TRUE(MakeJobCerts(other_, "worker").ok());
+    ASSERT_TRUE(WriteToken(tmp + "/token", "s3cret-job-token").ok());
+    ASSERT_TRUE(WriteToken(tmp + "/wrong-token", "guessed").ok());
   }
 
   void SetUp() override {
-    auto server_security = Load(job_, "scheduler", TmpDir() + "/token");
+    auto server_security = LoadSecurity(job_, "scheduler", TestTmpDir() + "/token");
     ASSERT_TRUE(server_security.ok()) << server_security.status();
     server_security_ = *server_security;
     auto server = StartServer("127.0.0.1", 0, {&service_}, *server_security_);
@@ -72,15 +54,6 @@ class TransportSecurityTest : public ::testing::Test {
   }
   void TearDown() override { server_.server->Shutdown(); }
 
-  static absl::StatusOr<std::shared_ptr<const TransportSecurity>> Load(
-      const std::string& dir, const std::string& name, const std::string& token) {
-    SecurityOptions o;
-    o.insecure = false;
-    o.tls_dir = dir;
-    o.cert_name = name;
-    o.token_file = token;
-    return TransportSecurity::Load(o);
-  }
 
   grpc::Status Call(const std::shared_ptr<grpc::Channel>& channel) {
     auto stub = v1::Scheduler::NewStub(channel);
@@ -90,11 +63,17 @@ class TransportSecurityTest : public ::testing::Test {
     return stub->Register(&context, v1::RegisterRequest(), &reply);
   }
   grpc::Status CallAs(const std::string& dir, const std::string& name, const std::string& token) {
-    auto security = Load(dir, name, token);
+    auto security = LoadSecurity(dir, name, token);
     EXPECT_TRUE(security.ok()) << security.status();
     return Call(MakeChannel(Address(), **security));
   }
   std::string Address() const { return absl::StrCat("127.0.0.1:", server_.port); }
+  int64_t Refused(Refusal reason) const {
+    for (const auto& [r, count] : server_security_->refusals()) {
+      if (r == reason) return count;
+    }
+    return -1;
+  }
 
   static std::string job_, other_;
   CountingScheduler service_;
@@ -106,24 +85,26 @@ std::string TransportSecurityTest::job_;
 std::string TransportSecurityTest::other_;
 
 TEST_F(TransportSecurityTest, TheJobsOwnPeerWithTheTokenGetsThrough) {
-  const grpc::Status status = CallAs(job_, "worker", TmpDir() + "/token");
+  const grpc::Status status = CallAs(job_, "worker", TestTmpDir() + "/token");
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(service_.calls, 1);
-  EXPECT_EQ(server_security_->refused_calls(), 0);
+  EXPECT_EQ(server_security_->refused_requests(), 0);
 }
 
 TEST_F(TransportSecurityTest, AWrongOrMissingTokenIsRefusedAndCounted) {
-  grpc::Status status = CallAs(job_, "worker", TmpDir() + "/wrong-token");
+  grpc::Status status = CallAs(job_, "worker", TestTmpDir() + "/wrong-token");
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
   EXPECT_TRUE(absl::StrContains(status.error_message(), "token")) << status.error_message();
   status = CallAs(job_, "worker", "");
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
-  EXPECT_EQ(server_security_->refused_calls(), 2);
+  EXPECT_EQ(Refused(Refusal::kWrongToken), 1);
+  EXPECT_EQ(Refused(Refusal::kNoToken), 1);
+  EXPECT_EQ(server_security_->refused_requests(), 2);
   EXPECT_EQ(service_.calls, 0);
 }
 
 TEST_F(TransportSecurityTest, PeersWithoutTheJobsCertificateNeverReachTheService) {
-  auto job_ca = Load(job_, "worker", "");
+  auto job_ca = LoadSecurity(job_, "worker", "");
   ASSERT_TRUE(job_ca.ok());
   std::ifstream ca_file(job_ + "/ca.pem");
   const std::string ca((std::istreambuf_iterator<char>(ca_file)), {});
@@ -132,6 +113,7 @@ TEST_F(TransportSecurityTest, PeersWithoutTheJobsCertificateNeverReachTheService
   struct Case {
     const char* what;
     std::shared_ptr<grpc::Channel> channel;
+    Refusal counted_as;
   };
   grpc::SslCredentialsOptions no_cert;
   no_cert.pem_root_certs = ca;
@@ -145,30 +127,48 @@ TEST_F(TransportSecurityTest, PeersWithoutTheJobsCertificateNeverReachTheService
   expired.pem_cert_chain.assign(std::istreambuf_iterator<char>(old_cert), {});
   const Case cases[] = {
       {"no client certificate",
-       grpc::CreateCustomChannel(Address(), grpc::SslCredentials(no_cert), args)},
+       grpc::CreateCustomChannel(Address(), grpc::SslCredentials(no_cert), args),
+       Refusal::kNoCertificate},
       {"a certificate from another CA",
-       grpc::CreateCustomChannel(Address(), grpc::SslCredentials(other_ca), args)},
+       grpc::CreateCustomChannel(Address(), grpc::SslCredentials(other_ca), args),
+       Refusal::kUntrustedCertificate},
       {"an expired certificate",
-       grpc::CreateCustomChannel(Address(), grpc::SslCredentials(expired), args)},
-      {"plaintext", MakeChannel(Address())},
+       grpc::CreateCustomChannel(Address(), grpc::SslCredentials(expired), args),
+       Refusal::kExpiredCertificate},
   };
   for (const Case& c : cases) {
     const grpc::Status status = Call(c.channel);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
         << c.what << ": " << status.error_message();
+    EXPECT_EQ(Refused(c.counted_as), 1) << c.what;
   }
+  // Without TLS there is no handshake to get through at all.
+  EXPECT_EQ(Call(MakeChannel(Address())).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(server_security_->refused_requests(), 3);
   EXPECT_EQ(service_.calls, 0);
 }
 
+TEST_F(TransportSecurityTest, HttpRequestsNeedTheTokenWhenTheJobHasOne) {
+  EXPECT_TRUE(server_security_->AdmitHttp("Bearer s3cret-job-token", "10.0.0.9:4711", "/status"));
+  EXPECT_FALSE(server_security_->AdmitHttp("", "10.0.0.9:4711", "/status"));
+  EXPECT_FALSE(server_security_->AdmitHttp("Bearer guessed", "10.0.0.9:4711", "/metrics"));
+  EXPECT_FALSE(server_security_->AdmitHttp("s3cret-job-token", "10.0.0.9:4711", "/metrics"));
+  EXPECT_EQ(Refused(Refusal::kNoToken), 1);
+  EXPECT_EQ(Refused(Refusal::kWrongToken), 2);
+  EXPECT_EQ(server_security_->authorization(), "Bearer s3cret-job-token");
+  // A plaintext job has no token: its HTTP pages are open (on loopback).
+  EXPECT_TRUE(TransportSecurity::Plaintext()->AdmitHttp("", "127.0.0.1:1", "/status"));
+}
+
 TEST_F(TransportSecurityTest, MissingFilesAndATokenWithoutTlsAreClearErrors) {
-  auto missing = Load(TmpDir() + "/nowhere", "worker", "");
+  auto missing = LoadSecurity(TestTmpDir() + "/nowhere", "worker", "");
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "/nowhere/ca.pem"))
       << missing.status();
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "tools/make_job_certs.sh"))
       << missing.status();
   SecurityOptions plaintext_with_token;
-  plaintext_with_token.token_file = TmpDir() + "/token";
+  plaintext_with_token.token_file = TestTmpDir() + "/token";
   EXPECT_EQ(TransportSecurity::Load(plaintext_with_token).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE((*TransportSecurity::Load(SecurityOptions()))->plaintext());

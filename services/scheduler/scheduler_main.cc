@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   cohort::RealClock clock;
   cohort::SchedulerCore core(spec, &clock);
   cohort::SchedulerService service(&core);
-  cohort::ProcessMetrics process(spec.job_id, "scheduler", 0);
+  cohort::ProcessMetrics process(spec.job_id, "scheduler", 0, *security);
   cohort::SchedulerMetrics metrics(process, spec, absl::GetFlag(FLAGS_baseline_images_per_second));
   const std::string bind = absl::GetFlag(FLAGS_bind);
   auto http = cohort::ServeMetrics(
@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
       {process.Route([&] { metrics.Update(core.TakeSnapshot()); }),
        {"/status", [&] {
           return cohort::HttpResponse{200, "application/json", core.StatusJson()};
-        }}});
+        }}},
+      *security);
   if (!http.ok()) {
     std::cerr << "scheduler: error: " << http.status().message() << "\n";
     return 1;
@@ -104,9 +105,10 @@ int main(int argc, char** argv) {
   }
   std::cout << absl::StrFormat(
                    "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d; status on "
-                   "http://%s:%d/status, metrics on /metrics\n",
-                   spec.job_id, spec.num_workers, spec.num_shards, cohort::KVStoreModeName(spec.mode), bind, server->port,
-                   bind, (*http)->port())
+                   "http://%s:%d/status, metrics on /metrics%s\n",
+                   spec.job_id, spec.num_workers, spec.num_shards,
+                   cohort::KVStoreModeName(spec.mode), bind, server->port, bind, (*http)->port(),
+                   (*security)->authorization().empty() ? "" : " (with the job's token)")
             << std::flush;
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     if (absl::Status s = cohort::WritePortFile(path, server->port); !s.ok()) {

@@ -73,11 +73,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   core.set_rank((*session)->rank());
-  cohort::ProcessMetrics process((*session)->job_id(), "shard", (*session)->rank());
+  cohort::ProcessMetrics process((*session)->job_id(), "shard", (*session)->rank(), *security);
   cohort::ShardMetrics metrics(process);
   core.set_metrics(&metrics);
   auto http = cohort::ServeMetrics(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_metrics_port),
-                                   absl::GetFlag(FLAGS_metrics_port_file), {process.Route()});
+                                   absl::GetFlag(FLAGS_metrics_port_file), {process.Route()},
+                                   *security);
   if (!http.ok()) {
     std::cerr << "shard " << (*session)->rank() << ": error: " << http.status().message() << "\n";
     return 1;

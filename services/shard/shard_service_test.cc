@@ -4,12 +4,17 @@
 
 #include "services/shard/shard_service.h"
 
+#include <sys/stat.h>
+
 #include <memory>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_util.h"
+#include "services/common/job_certs_testing.h"
+#include "services/common/port_file.h"
 #include "services/wire/part_codec.h"
 
 namespace cohort {
@@ -147,6 +152,94 @@ TEST_F(ShardServiceTest, AStreamCannotChangeItsRank) {
 
 TEST_F(ShardServiceTest, RankOutsideTheJobIsRefused) {
   ExpectRefused({Push(5, 0, 0, {1, 1, 1, 1})}, "push from rank 5 in a job of 2 workers");
+}
+
+// The same shard served over mutual TLS with a job token: workers the transport refuses push
+// a full step of key 0 (both ranks) and the parameter does not move; the job's own worker
+// pushing the same step moves it.
+class ShardOverTlsTest : public ShardServiceTest {
+ protected:
+  void SetUp() override {
+    ShardServiceTest::SetUp();
+    const std::string tmp = TestTmpDir();
+    ASSERT_TRUE(MakeJobCerts(tmp + "/job", "shard worker").ok());
+    ASSERT_TRUE(MakeJobCerts(tmp + "/other", "worker").ok());
+    // An intruder who knows the job's CA certificate (it is public) but holds a key and
+    // certificate of another CA.
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"job/ca.pem", "ca.pem"},
+                                   {"other/worker.pem", "worker.pem"},
+                                   {"other/worker.key", "worker.key"}}) {
+      auto text = ReadSmallFile(absl::StrCat(tmp, "/", from));
+      ASSERT_TRUE(text.ok()) << text.status();
+      mkdir((tmp + "/intruder").c_str(), 0700);
+      ASSERT_TRUE(WriteFileAtomically(absl::StrCat(tmp, "/intruder/", to), *text).ok());
+    }
+    ASSERT_TRUE(WriteToken(tmp + "/token", "the-job-token").ok());
+    ASSERT_TRUE(WriteToken(tmp + "/wrong", "not-the-job-token").ok());
+    auto security = LoadSecurity(tmp + "/job", "shard", tmp + "/token");
+    ASSERT_TRUE(security.ok()) << security.status();
+    security_ = *security;
+    auto server = StartServer("127.0.0.1", 0, {&tls_service_}, *security_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    tls_server_ = std::move(*server);
+  }
+  void TearDown() override {
+    tls_server_.server->Shutdown(std::chrono::system_clock::now());
+    ShardServiceTest::TearDown();
+  }
+
+  std::unique_ptr<v1::Shard::Stub> StubAs(const std::string& dir, const std::string& token) {
+    auto security = LoadSecurity(dir, "worker", token);
+    EXPECT_TRUE(security.ok()) << security.status();
+    return v1::Shard::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", tls_server_.port), **security));
+  }
+
+  // Ranks 0 and 1 each push key 0 at version 0 on a stream of their own; the statuses.
+  static std::vector<grpc::Status> PushAStep(v1::Shard::Stub* stub) {
+    grpc::ClientContext c0, c1;
+    c0.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    c1.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto w0 = stub->PushPull(&c0);
+    auto w1 = stub->PushPull(&c1);
+    w0->Write(Push(0, 0, 0, {1, 1, 1, 1}));
+    w1->Write(Push(1, 0, 0, {3, 3, 3, 3}));
+    v1::Part answer;
+    for (auto* w : {w0.get(), w1.get()}) {
+      w->WritesDone();
+      while (w->Read(&answer)) {
+      }
+    }
+    return {w0->Finish(), w1->Finish()};
+  }
+
+  std::shared_ptr<const TransportSecurity> security_;
+  ShardService tls_service_{&core_};
+  RunningServer tls_server_;
+};
+
+TEST_F(ShardOverTlsTest, ARefusedWorkerCannotChangeAParameter) {
+  const std::string tmp = TestTmpDir();
+  const struct {
+    const char* what;
+    std::string dir, token;
+  } refused[] = {{"the wrong token", tmp + "/job", tmp + "/wrong"},
+                 {"no token", tmp + "/job", ""},
+                 {"another CA's certificate", tmp + "/intruder", tmp + "/token"}};
+  for (const auto& r : refused) {
+    for (const grpc::Status& status : PushAStep(StubAs(r.dir, r.token).get())) {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+          << r.what << ": " << status.error_message();
+    }
+    ExpectUntouched();
+  }
+  EXPECT_EQ(security_->refused_requests(), 6);
+
+  for (const grpc::Status& status : PushAStep(StubAs(tmp + "/job", tmp + "/token").get())) {
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  std::vector<float> value;
+  EXPECT_EQ(*core_.Read({0, 0}, &value), 1);
+  EXPECT_NE(value, initial_key0_);
 }
 
 }  // namespace

@@ -87,12 +87,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   cohort::MemberSession* member = session->get();
-  cohort::ProcessMetrics process(member->job_id(), "worker", member->rank());
+  cohort::ProcessMetrics process(member->job_id(), "worker", member->rank(), job.security);
   cohort::WorkerMetrics metrics(process,
                                 [member](const cohort::v1::Progress& p) { member->SetProgress(p); });
   const std::string& metrics_bind = job.metrics_bind;
   auto http = cohort::ServeMetrics(metrics_bind, absl::GetFlag(FLAGS_metrics_port),
-                                   job.metrics_port_file, {process.Route()});
+                                   job.metrics_port_file, {process.Route()}, job.security);
   if (!http.ok()) {
     std::cerr << "worker " << member->rank() << ": error: " << http.status().message() << "\n";
     member->Leave(http.status());

@@ -10,12 +10,10 @@
 #include <string.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -70,15 +68,6 @@ void WriteAll(int fd, absl::string_view text) {
 // "1 shard", "2 shards", "1 process", "4 processes".
 std::string Count(size_t n, absl::string_view noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : absl::EndsWith(noun, "s") ? "es" : "s");
-}
-
-// The whole contents of a (small) file, or an error naming it.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // "[worker 1] " or, on another host, "[node2 worker 1] ".
@@ -594,6 +583,10 @@ class Job {
                      o_.hosts.empty() ? "" : absl::StrCat(" on ", Count(o_.hosts.size(), "host")),
                      o_.tls ? ", mutual TLS" : ", plaintext", "; workers run ",
                      absl::StrJoin(o_.worker_argv, " ")));
+    if (o_.tls) {
+      Say(absl::StrCat("/status and /metrics need the job's token (Authorization: Bearer): "
+                       "launch --status HOST:PORT --token_file ", o_.token_file));
+    }
   }
 
   const LaunchOptions& o_;
