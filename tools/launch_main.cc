@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "services/common/addresses.h"
 #include "services/common/http_server.h"
 #include "services/common/port_file.h"
 #include "tools/launch/child_process.h"
@@ -286,7 +287,7 @@ int ConfigureHosts(cohort::launch::LaunchOptions& o, const std::string& hosts_fl
   used.insert(o.placement.scheduler);
   const std::string scheduler_host =
       cohort::launch::AddressOfHost(o.hosts[o.placement.scheduler].name);
-  if (used.size() > 1 && cohort::launch::IsLoopbackAddress(scheduler_host)) {
+  if (used.size() > 1 && cohort::IsLoopbackAddress(scheduler_host)) {
     return UsageError(absl::StrCat(
         "the scheduler's host '", scheduler_host,
         "' is a loopback name, which the processes on the other hosts cannot reach; name it in "

@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
   request.set_host(HostName());
   request.set_pid(getpid());
   request.set_port(options.port);
-  request.set_advertise_host(options.advertise_host);
+  request.set_advertise_address(options.advertise_address);
   request.set_threads(options.threads);
   request.set_cores(options.cores);
   grpc::ClientContext context;

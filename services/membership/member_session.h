@@ -24,9 +24,10 @@ struct MemberSessionOptions {
   std::string scheduler_address;  // host:port
   v1::Role role = v1::WORKER;
   int requested_rank = -1;  // -1: the scheduler picks
-  // Shards: the port their service listens on and, optionally, the host workers should dial.
+  // Shards: the port their service listens on and, optionally, where workers should dial it
+  // ("host" or "host:port").
   int port = 0;
-  std::string advertise_host;
+  std::string advertise_address;
   // Workers: the compute threads they run and their host's cores (0: unknown), for the
   // scheduler's warning when the workers on one host take more threads than it has cores.
   int threads = 0;

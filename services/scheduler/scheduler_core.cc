@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "services/common/addresses.h"
 
 namespace cohort {
 
@@ -95,6 +96,7 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
     return absl::AlreadyExistsError(absl::StrCat(role, " rank ", rank, " is already taken by ",
                                                  Describe(r.role, rank)));
   }
+  if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
   Member& m = members[rank];
   m.registered = true;
   m.host = r.host;
@@ -112,6 +114,35 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   };
   if (all(shards_) && all(workers_)) state_ = JobState::kRunning;
   return rank;
+}
+
+absl::Status SchedulerCore::CheckReachable(const MemberRegistration& r, int rank) const {
+  if (r.host.empty()) return absl::OkStatus();
+  auto loopback = [](const std::string& address) {
+    return !address.empty() && IsLoopbackAddress(HostOfAddress(address));
+  };
+  for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
+    const std::vector<Member>& members = role == MemberRole::kShard ? shards_ : workers_;
+    for (size_t i = 0; i < members.size(); ++i) {
+      const Member& m = members[i];
+      if (!m.registered || m.host.empty() || m.host == r.host) continue;
+      if (r.role == MemberRole::kShard && loopback(r.address)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "shard ", rank, " on host ", r.host, " would be dialled at ", r.address,
+            ", a loopback address, but ", Describe(role, static_cast<int>(i)),
+            " is on another host: start the shard with --advertise_address=<an address of ",
+            r.host, " the other hosts reach>"));
+      }
+      if (role == MemberRole::kShard && loopback(m.address)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            RoleName(r.role), " ", rank, " on host ", r.host, " could not reach ",
+            Describe(role, static_cast<int>(i)), " at ", m.address,
+            ", a loopback address of its host: restart that shard with "
+            "--advertise_address=<an address of ", m.host, " the other hosts reach>"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 void SchedulerCore::CheckHostThreads(const std::string& host) {

@@ -147,6 +147,10 @@ class SchedulerCore {
   void CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses a registration that would leave a shard reachable only at a loopback address in a
+  // job whose members are on more than one host.
+  absl::Status CheckReachable(const MemberRegistration& r, int rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a worker on `host` registered: a notice if the workers there now oversubscribe it.
   void CheckHostThreads(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

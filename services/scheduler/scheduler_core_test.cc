@@ -60,6 +60,43 @@ TEST(SchedulerCoreTest, RanksAreAssignedAndTheJobRunsOnceEveryoneRegistered) {
   EXPECT_FALSE(core.Register(Member(MemberRole::kWorker, -1)).ok());  // formed: no more joins
 }
 
+TEST(SchedulerCoreTest, ALoopbackShardAddressIsRefusedOnceTheJobSpansHosts) {
+  FakeClock clock;
+  auto on = [](MemberRegistration r, const std::string& host) {
+    r.host = host;
+    return r;
+  };
+  {  // The shard comes second: it is refused, naming the flag.
+    SchedulerCore core(Spec(1, 1), &clock);
+    ASSERT_TRUE(core.Register(on(Member(MemberRole::kWorker, 0), "node2")).ok());
+    const absl::Status s =
+        core.Register(on(Member(MemberRole::kShard, 0, "127.0.0.1:7"), "node1")).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(s.message(),
+              "shard 0 on host node1 would be dialled at 127.0.0.1:7, a loopback address, but "
+              "worker 0 (host node2, pid 1000) is on another host: start the shard with "
+              "--advertise_address=<an address of node1 the other hosts reach>");
+  }
+  {  // The shard came first: the member from another host is refused, naming the shard.
+    SchedulerCore core(Spec(1, 1), &clock);
+    ASSERT_TRUE(core.Register(on(Member(MemberRole::kShard, 0, "[::1]:7"), "node1")).ok());
+    const absl::Status s =
+        core.Register(on(Member(MemberRole::kWorker, 0), "node2")).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StrContains(s.message(), "worker 0 on host node2 could not reach shard 0 "
+                                               "(host node1, pid 1000) at [::1]:7"))
+        << s.message();
+  }
+  {  // On one host, loopback is fine; across hosts, reachable addresses are.
+    SchedulerCore one(Spec(1, 1), &clock);
+    ASSERT_TRUE(one.Register(on(Member(MemberRole::kShard, 0, "127.0.0.1:7"), "node1")).ok());
+    ASSERT_TRUE(one.Register(on(Member(MemberRole::kWorker, 0), "node1")).ok());
+    SchedulerCore two(Spec(1, 1), &clock);
+    ASSERT_TRUE(two.Register(on(Member(MemberRole::kShard, 0, "10.0.0.1:7"), "node1")).ok());
+    ASSERT_TRUE(two.Register(on(Member(MemberRole::kWorker, 0), "node2")).ok());
+  }
+}
+
 TEST(SchedulerCoreTest, WaitForClusterBlocksUntilTheJobForms) {
   FakeClock clock;
   SchedulerCore core(Spec(1, 1), &clock);

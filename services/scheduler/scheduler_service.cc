@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/addresses.h"
 #include "services/common/grpc_util.h"
 
 namespace cohort {
@@ -44,15 +45,19 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   r.cores = request->cores();
   if (r.role == MemberRole::kShard) {
     // Workers dial the shard where the scheduler saw it come from, unless it says otherwise.
-    const std::string host = request->advertise_host().empty() ? PeerHost(context->peer())
-                                                               : request->advertise_host();
-    if (host.empty() || request->port() <= 0) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("shard registration without a reachable address (peer ",
-                                       context->peer(), ", port ", request->port(),
-                                       "); pass --advertise_host"));
+    const std::string& advertised = request->advertise_address();
+    if (!advertised.empty() && HostOfAddress(advertised) != advertised) {
+      r.address = advertised;  // host:port
+    } else {
+      const std::string host = advertised.empty() ? PeerHost(context->peer()) : advertised;
+      if (host.empty() || request->port() <= 0) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("shard registration without a reachable address (peer ",
+                                         context->peer(), ", port ", request->port(),
+                                         "); pass --advertise_address"));
+      }
+      r.address = absl::StrCat(host, ":", request->port());
     }
-    r.address = absl::StrCat(host, ":", request->port());
   }
   absl::StatusOr<int> rank = core_->Register(r);
   for (const std::string& notice : core_->TakeNotices()) {

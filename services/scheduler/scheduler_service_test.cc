@@ -40,7 +40,7 @@ class SchedulerServiceTest : public ::testing::Test {
     request.set_host("host-a");
     request.set_pid(42);
     request.set_port(port);
-    request.set_advertise_host(advertise);
+    request.set_advertise_address(advertise);
     grpc::ClientContext context;
     return stub_->Register(&context, request, reply);
   }
@@ -74,6 +74,16 @@ TEST_F(SchedulerServiceTest, RegistrationCarriesTheJobAndTheShardsReachableAddre
   EXPECT_EQ(spec.shard_addresses(0), "127.0.0.1:7001");
 }
 
+TEST_F(SchedulerServiceTest, AnAdvertisedAddressWithAPortIsTakenAsItIs) {
+  v1::RegisterReply reply;
+  ASSERT_TRUE(Register(v1::SHARD, 7002, &reply, "gateway.example:30002").ok());
+  ASSERT_TRUE(Register(v1::WORKER, 0, &reply).ok());
+  grpc::ClientContext context;
+  v1::ClusterSpec spec;
+  ASSERT_TRUE(stub_->GetClusterSpec(&context, v1::ClusterSpecRequest(), &spec).ok());
+  EXPECT_EQ(spec.shard_addresses(0), "gateway.example:30002");
+}
+
 TEST_F(SchedulerServiceTest, AnAdvertisedHostWinsOverThePeerAddress) {
   v1::RegisterReply reply;
   ASSERT_TRUE(Register(v1::SHARD, 7002, &reply, "shard0.example").ok());
@@ -88,7 +98,7 @@ TEST_F(SchedulerServiceTest, AShardWithoutAPortIsRefusedNamingWhatToPass) {
   v1::RegisterReply reply;
   const grpc::Status status = Register(v1::SHARD, 0, &reply);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(absl::StrContains(status.error_message(), "pass --advertise_host"))
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "pass --advertise_address"))
       << status.error_message();
 }
 

@@ -22,8 +22,9 @@
 ABSL_FLAG(std::string, scheduler, "", "the job's scheduler, HOST:PORT (required)");
 ABSL_FLAG(std::string, bind, "0.0.0.0", "address to listen on");
 ABSL_FLAG(int, port, 0, "port to listen on (0: the system picks one; it is printed)");
-ABSL_FLAG(std::string, advertise_host, "",
-          "host workers dial to reach this shard (default: the address the scheduler sees)");
+ABSL_FLAG(std::string, advertise_address, "",
+          "where workers dial this shard: HOST (with --port's port) or HOST:PORT (a port mapped "
+          "elsewhere); default: the address the scheduler sees it connect from");
 ABSL_FLAG(int, rank, -1, "shard rank to ask for (-1: the scheduler assigns one)");
 ABSL_FLAG(int, metrics_port, 0,
           "port of the HTTP server for /metrics, on --bind (0: the system picks one; it is printed)");
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   }
   session_options.role = cohort::v1::SHARD;
   session_options.requested_rank = absl::GetFlag(FLAGS_rank);
-  session_options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
+  session_options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
   session_options.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
   session_options.security = *security;
 

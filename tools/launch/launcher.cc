@@ -213,6 +213,11 @@ class Job {
     if (role == Role::kScheduler) {
       argv.push_back(absl::StrCat("--port_file=", folder, "/", kSchedulerPortFile));
     }
+    // Workers dial a remote shard at its host's address in the hosts file, which the other hosts
+    // reach, not wherever the scheduler sees it come from.
+    if (role == Role::kShard && host >= 0) {
+      argv.push_back(absl::StrCat("--advertise_address=", AddressOfHost(o_.hosts[host].name)));
+    }
     JobEnvSpec env;
     env.job_id = o_.job_id;
     env.role = role;

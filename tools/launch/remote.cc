@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -92,12 +91,6 @@ std::string SshTarget(absl::string_view host_name) {
 std::string AddressOfHost(absl::string_view host_name) {
   const size_t at = host_name.find('@');
   return std::string(at == absl::string_view::npos ? host_name : host_name.substr(at + 1));
-}
-
-bool IsLoopbackAddress(absl::string_view address) {
-  const std::string a = absl::AsciiStrToLower(address);
-  return a == "localhost" || absl::StartsWith(a, "127.") || a == "::1" || a == "[::1]" ||
-         absl::EndsWith(a, ".localhost");
 }
 
 std::vector<std::string> SshCommand(const SshOptions& ssh) {

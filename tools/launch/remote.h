@@ -27,8 +27,6 @@ std::string ShellQuote(absl::string_view text);
 std::string SshTarget(absl::string_view host_name);
 // What peers dial for a hosts-file entry, as the host of a "host:port": no "user@".
 std::string AddressOfHost(absl::string_view host_name);
-// Whether peers on other machines could never reach `address` (localhost, 127.0.0.0/8, ::1).
-bool IsLoopbackAddress(absl::string_view address);
 
 // ssh and its options (no host): what SshArgv starts with, and rsync's -e.
 std::vector<std::string> SshCommand(const SshOptions& ssh);

@@ -1,0 +1,16 @@
+#ifndef COHORT_SERVICES_COMMON_ADDRESSES_H_
+#define COHORT_SERVICES_COMMON_ADDRESSES_H_
+
+#include "absl/strings/string_view.h"
+
+namespace cohort {
+
+// Whether peers on other machines could never reach `host` (localhost, 127.0.0.0/8, ::1).
+bool IsLoopbackAddress(absl::string_view host);
+
+// The host of "host:port" ("[v6]:port" keeps its brackets); the whole text when it has no port.
+absl::string_view HostOfAddress(absl::string_view address);
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_COMMON_ADDRESSES_H_
