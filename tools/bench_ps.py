@@ -10,6 +10,7 @@ carries both ways at once: the kernel's ceiling for a push+pull, which moves dat
 
   bazel run //tools:bench_ps               # the full matrix
   bazel run //tools:bench_ps -- --quick    # fewer rounds
+  bazel run //tools:bench_ps -- --tls      # each job plaintext, then over mutual TLS + token
 
 GB/s per worker = 2 x model bytes / median round time.
 """
@@ -75,9 +76,10 @@ RESULT = re.compile(r"ps_worker: rank (\d+) tensors (\d+) bytes (\d+) rounds (\d
                     r"median_ms ([\d.]+) min_ms ([\d.]+) gbps ([\d.]+) checked (\d+)")
 
 
-def run_job(workers, shards, tensors, tensor_bytes, warmup, rounds):
+def run_job(workers, shards, tensors, tensor_bytes, warmup, rounds, tls):
     command = [
         program("tools/launch/launch"), "-n", str(workers), "-s", str(shards),
+        *(["--tls"] if tls else []),
         "--scheduler_binary", program("services/scheduler/scheduler"),
         "--shard_binary", program("services/shard/shard"),
         "--", program("tools/bench/ps_worker"), f"--tensors={tensors}",
@@ -97,6 +99,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     parser.add_argument("--iperf_seconds", type=int, default=5)
+    parser.add_argument("--tls", action="store_true",
+                        help="run every job twice in a row: plaintext, then mutual TLS + token")
     args = parser.parse_args()
     timed = 3 if args.quick else 10
     cases = [  # (name, tensors, bytes per tensor, warm-up rounds, timed rounds)
@@ -110,22 +114,25 @@ def main():
         for workers, shards in ((1, 1), (2, 2)):
             tcp = iperf3_gbps(args.iperf_seconds)
             both_ways = iperf3_gbps(args.iperf_seconds, bidir=True)
-            results = run_job(workers, shards, tensors, tensor_bytes, warmup, rounds)
-            per_worker = min(r["gbps"] for r in results)
-            median_ms = max(r["median_ms"] for r in results)
-            checked = sum(r["checked"] for r in results)
-            rows.append((name, workers, shards, median_ms, per_worker, tcp, both_ways))
-            print(f"  {name:<20} W{workers}S{shards}: round {median_ms:8.2f} ms, "
-                  f"{per_worker:6.3f} GB/s per worker, single-stream TCP {tcp:5.2f} GB/s "
-                  f"({100 * per_worker / tcp:5.1f}%), both ways {both_ways:5.2f} GB/s "
-                  f"({100 * per_worker / both_ways:5.1f}%), {checked:,} values checked",
-                  flush=True)
+            for tls in ([False, True] if args.tls else [False]):
+                transport = "TLS" if tls else "plain"
+                results = run_job(workers, shards, tensors, tensor_bytes, warmup, rounds, tls)
+                per_worker = min(r["gbps"] for r in results)
+                median_ms = max(r["median_ms"] for r in results)
+                checked = sum(r["checked"] for r in results)
+                rows.append((name, workers, shards, transport, median_ms, per_worker, tcp,
+                             both_ways))
+                print(f"  {name:<20} W{workers}S{shards} {transport:<5}: round {median_ms:8.2f} "
+                      f"ms, {per_worker:6.3f} GB/s per worker, single-stream TCP {tcp:5.2f} GB/s "
+                      f"({100 * per_worker / tcp:5.1f}%), both ways {both_ways:5.2f} GB/s "
+                      f"({100 * per_worker / both_ways:5.1f}%), {checked:,} values checked",
+                      flush=True)
     print()
-    print("| model | W | S | round (median) | GB/s per worker | iperf3 single stream | ratio "
-          "| iperf3 --bidir | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, workers, shards, median_ms, gbps, tcp, both_ways in rows:
-        print(f"| {name} | {workers} | {shards} | {median_ms:.2f} ms | {gbps:.3f} | "
+    print("| model | W | S | transport | round (median) | GB/s per worker | iperf3 single stream "
+          "| ratio | iperf3 --bidir | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, workers, shards, transport, median_ms, gbps, tcp, both_ways in rows:
+        print(f"| {name} | {workers} | {shards} | {transport} | {median_ms:.2f} ms | {gbps:.3f} | "
               f"{tcp:.2f} GB/s | {100 * gbps / tcp:.0f}% | {both_ways:.2f} GB/s | "
               f"{100 * gbps / both_ways:.0f}% |")
 
