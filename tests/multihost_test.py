@@ -232,7 +232,8 @@ class MultiHostTest(unittest.TestCase):
         self.assertRegex(out, rf"job FAILED: ((worker|shard) 2 .*dead|.*shard 2 at "
                               rf"{re.escape(a[2])}:\d+)")
         self.assertRegex(out, rf"launch: (worker|shard) 2 on {re.escape(a[2])} \(ssh pid \d+\)")
-        # The killed wrappers could not remove their folders, as after a host's crash.
+        # The killed wrappers could not remove their folders, as after a host's crash (the next
+        # member started on the host removes them: remote_test).
         self.assert_nothing_left(15, folders=False)
 
     def test_a_cut_link_fails_the_job_naming_the_unreachable_member(self):

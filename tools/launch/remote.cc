@@ -36,6 +36,20 @@ trap 'stop; rm -rf -- "$run_dir"' EXIT
 trap 'exit 143' TERM HUP INT PIPE
 umask 077
 mkdir -- "$run_dir" || { say "cannot create $run_dir"; exit 126; }
+# The folder's owner: this wrapper's pid and start time (field 22 of /proc/PID/stat).
+start_time() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  set -- ${stat##*) }
+  echo "${20}"
+}
+echo "$$ $(start_time $$)" >"$run_dir/.owner"
+# Folders of wrappers killed outright (all of a host's processes killed, a crash) go with the
+# next member started here: this user's, whose owner is no longer running.
+for d in "${run_dir%/*}"/cohort-*; do
+  [ -O "$d/.owner" ] && read -r owner started <"$d/.owner" || continue
+  [ "$(start_time "$owner")" = "$started" ] || rm -rf -- "$d"
+done
 while IFS= read -r name && [ "$name" != . ]; do
   IFS= read -r data && printf '%s' "$data" | base64 -d >"$run_dir/$name" ||
     { say "cannot write $run_dir/$name"; exit 126; }

@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -174,6 +177,41 @@ void ExpectGroupGone(const std::string& out) {
   ASSERT_TRUE(absl::SimpleAtoi(out.substr(0, out.find('\n')), &group))
       << out;
   EXPECT_NE(kill(-group, 0), 0) << "process group " << group << " survived";
+}
+
+TEST_F(WrapperTest, RemovesTheFoldersOfWrappersKilledOutright) {
+  const std::string tmp = TmpDir();
+  auto make = [](const std::string& dir, const std::string& owner) {
+    ASSERT_EQ(mkdir(dir.c_str(), 0700), 0) << dir;
+    if (!owner.empty()) std::ofstream(dir + "/.owner") << owner << "\n";
+  };
+  // This process's start time, as the wrapper records its own.
+  std::ifstream self("/proc/self/stat");
+  const std::string self_stat((std::istreambuf_iterator<char>(self)), {});
+  const std::vector<std::string> fields =
+      absl::StrSplit(self_stat.substr(self_stat.rfind(") ") + 2), ' ');
+  const std::string dead = tmp + "/cohort-j1-worker-0";      // its owner is gone
+  const std::string running = tmp + "/cohort-j1-shard-0";    // its owner still runs
+  const std::string reused = tmp + "/cohort-j1-worker-1";    // its pid now names another process
+  const std::string foreign = tmp + "/cohort-notes";         // not a run folder
+  make(dead, "999999999 1");
+  make(running, absl::StrCat(getpid(), " ", fields[19]));
+  make(reused, absl::StrCat(getpid(), " 1"));
+  make(foreign, "");
+  run_dir_ = tmp + "/cohort-j2-worker-0";
+  RemoteMember m;
+  m.argv = {"/bin/true"};
+  std::unique_ptr<ChildProcess> p = Start(m);
+  ASSERT_NE(p, nullptr);
+  Send(*p, ".\n");
+  const Ended e = RunToEnd(*p, /*beat=*/true);
+  EXPECT_EQ(e.status, 0) << e.err;
+  struct stat st;
+  EXPECT_NE(stat(dead.c_str(), &st), 0);
+  EXPECT_NE(stat(reused.c_str(), &st), 0);
+  EXPECT_EQ(stat(running.c_str(), &st), 0);
+  EXPECT_EQ(stat(foreign.c_str(), &st), 0);
+  EXPECT_FALSE(RunDirExists());
 }
 
 TEST_F(WrapperTest, EndOfFileStopsTheProgramAndEverythingItStarted) {
