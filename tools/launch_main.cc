@@ -55,6 +55,12 @@ ABSL_FLAG(std::string, hosts, "",
           "(-H) the job's hosts: a hosts file (lines 'host', 'host slots=N' or 'host:N'; # "
           "comments) or a list host1,host2:2. The scheduler goes on the first host, shards one "
           "per host in turn, workers spread over the hosts in turn within their slots");
+ABSL_FLAG(std::string, scheduler_host, "",
+          "with -H: the host the scheduler runs on, as the hosts list names it (default: the "
+          "first)");
+ABSL_FLAG(std::vector<std::string>, shard_hosts, {},
+          "with -H: the hosts the shards go on in turn, as the hosts list names them (default: "
+          "every host)");
 ABSL_FLAG(int, ssh_port, 0, "port of the hosts' ssh servers (default: ssh's own)");
 ABSL_FLAG(std::string, ssh_identity, "", "ssh's private key file (-i; default: ssh's own)");
 ABSL_FLAG(std::string, ssh_options, "",
@@ -278,7 +284,8 @@ int ConfigureHosts(cohort::launch::LaunchOptions& o, const std::string& hosts_fl
   }
   if (!hosts.ok()) return UsageError(hosts.status().message());
   absl::StatusOr<cohort::launch::Placement> placement =
-      cohort::launch::PlaceJob(*hosts, o.num_workers, o.num_shards);
+      cohort::launch::PlaceJob(*hosts, o.num_workers, o.num_shards,
+                               {absl::GetFlag(FLAGS_scheduler_host), absl::GetFlag(FLAGS_shard_hosts)});
   if (!placement.ok()) return UsageError(placement.status().message());
   o.hosts = *std::move(hosts);
   o.placement = *std::move(placement);
@@ -391,6 +398,10 @@ int main(int argc, char** argv) {
   }
   if (launcher == "ssh" && hosts_flag.empty()) {
     return UsageError("--launcher ssh needs the hosts: -H FILE, or -H host1,host2:2");
+  }
+  if (hosts_flag.empty() &&
+      (!absl::GetFlag(FLAGS_scheduler_host).empty() || !absl::GetFlag(FLAGS_shard_hosts).empty())) {
+    return UsageError("--scheduler_host and --shard_hosts place processes on the hosts of -H");
   }
   const bool ssh = launcher == "ssh";
   cohort::launch::LaunchOptions o;

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace cohort::launch {
@@ -117,7 +118,31 @@ absl::StatusOr<std::vector<Host>> ParseHostList(absl::string_view list) {
 }
 
 absl::StatusOr<Placement> PlaceJob(const std::vector<Host>& hosts, int num_workers,
-                                   int num_shards) {
+                                   int num_shards, const PlacementChoice& choice) {
+  auto index_of = [&hosts](absl::string_view name, absl::string_view flag) -> absl::StatusOr<int> {
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      if (hosts[i].name == name) return static_cast<int>(i);
+    }
+    std::vector<std::string> names;
+    for (const Host& h : hosts) names.push_back(h.name);
+    return absl::InvalidArgumentError(absl::StrCat(flag, " '", name, "' is not one of the hosts (",
+                                                   absl::StrJoin(names, ", "), ")"));
+  };
+  Placement p;
+  if (!choice.scheduler_host.empty()) {
+    absl::StatusOr<int> i = index_of(choice.scheduler_host, "--scheduler_host");
+    if (!i.ok()) return i.status();
+    p.scheduler = *i;
+  }
+  std::vector<int> shard_hosts;
+  for (const std::string& name : choice.shard_hosts) {
+    absl::StatusOr<int> i = index_of(name, "--shard_hosts");
+    if (!i.ok()) return i.status();
+    shard_hosts.push_back(*i);
+  }
+  if (shard_hosts.empty()) {
+    for (int i = 0; i < static_cast<int>(hosts.size()); ++i) shard_hosts.push_back(i);
+  }
   int slots = 0;
   for (const Host& h : hosts) slots += h.slots;
   if (slots < num_workers) {
@@ -126,8 +151,7 @@ absl::StatusOr<Placement> PlaceJob(const std::vector<Host>& hosts, int num_worke
         " slots; add hosts or slots, or start fewer workers (-n)"));
   }
   const int n = static_cast<int>(hosts.size());
-  Placement p;
-  for (int s = 0; s < num_shards; ++s) p.shards.push_back(s % n);
+  for (int s = 0; s < num_shards; ++s) p.shards.push_back(shard_hosts[s % shard_hosts.size()]);
   std::vector<int> taken(n, 0);
   int next = 0;
   for (int w = 0; w < num_workers; ++w) {

@@ -34,11 +34,19 @@ struct Placement {
   std::vector<int> workers;  // by worker rank
 };
 
+// What the user overrides of the default placement (launch --scheduler_host, --shard_hosts),
+// by the hosts' names as the hosts list writes them.
+struct PlacementChoice {
+  std::string scheduler_host;            // empty: the first host
+  std::vector<std::string> shard_hosts;  // empty: every host
+};
+
 // As MXNet's launch.py: the scheduler on the first host; shards one per host in turn; workers
 // spread over the hosts in turn, each host taking at most its slots. InvalidArgument naming
-// the counts when the hosts have fewer slots than workers.
+// the counts when the hosts have fewer slots than workers, and naming the host when a choice
+// names one that is not in the list.
 absl::StatusOr<Placement> PlaceJob(const std::vector<Host>& hosts, int num_workers,
-                                   int num_shards);
+                                   int num_shards, const PlacementChoice& choice = {});
 
 }  // namespace cohort::launch
 

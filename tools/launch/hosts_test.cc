@@ -96,6 +96,24 @@ TEST(PlaceJobTest, OneWorkerPerHostWhenSlotsAllow) {
   EXPECT_EQ(p->shards, (std::vector<int>{0, 1, 2}));
 }
 
+TEST(PlaceJobTest, TheUserMovesTheSchedulerAndTheShards) {
+  const std::vector<Host> hosts = {{"a", 1}, {"b", 1}, {"alice@c", 1}};
+  PlacementChoice choice;
+  choice.scheduler_host = "alice@c";
+  choice.shard_hosts = {"b", "alice@c"};
+  const auto p = PlaceJob(hosts, 3, 3, choice);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->scheduler, 2);
+  EXPECT_EQ(p->shards, (std::vector<int>{1, 2, 1}));
+  EXPECT_EQ(p->workers, (std::vector<int>{0, 1, 2}));
+  choice.shard_hosts = {"d"};
+  EXPECT_EQ(PlaceJob(hosts, 3, 3, choice).status().message(),
+            "--shard_hosts 'd' is not one of the hosts (a, b, alice@c)");
+  choice.scheduler_host = "c";
+  EXPECT_EQ(PlaceJob(hosts, 3, 3, choice).status().message(),
+            "--scheduler_host 'c' is not one of the hosts (a, b, alice@c)");
+}
+
 TEST(PlaceJobTest, TooFewSlotsIsOneErrorNamingTheCounts) {
   const auto p = PlaceJob({{"a", 1}, {"b", 2}}, 4, 2);
   ASSERT_FALSE(p.ok());
