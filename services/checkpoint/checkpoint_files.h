@@ -1,0 +1,77 @@
+#ifndef COHORT_SERVICES_CHECKPOINT_CHECKPOINT_FILES_H_
+#define COHORT_SERVICES_CHECKPOINT_CHECKPOINT_FILES_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace cohort {
+
+// The files of checkpoints (Contracts: --checkpoint_dir, a folder per agreed version with a
+// manifest written last). Under the checkpoint directory, version V lives in v<V> (twelve
+// digits, so names sort by version); its writers (the shards) each write their files and then
+// a manifest naming every one of them with its size and SHA-256. A checkpoint is complete
+// when every manifest it needs is there and every file it names matches: a reader never trusts
+// a file a manifest does not vouch for.
+
+// Writes bytes to path so that a crash leaves either the old file or the whole new one: a
+// temporary file beside it, fsync, rename, fsync of the folder. The error names the path.
+absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes);
+
+// SHA-256 of bytes, as 64 lowercase hex digits.
+std::string Sha256Hex(absl::string_view bytes);
+
+struct ManifestEntry {
+  std::string file;  // a name inside the version's folder
+  int64_t bytes = 0;
+  std::string sha256;
+};
+
+struct Manifest {
+  int64_t version = 0;
+  std::vector<ManifestEntry> files;
+  std::map<std::string, std::string> metadata;  // e.g. the shard's rank, the step
+};
+
+// The folder of `version` under root (root/v000000000042), created on demand by the writers.
+std::string CheckpointFolder(const std::string& root, int64_t version);
+
+// Writes every file of `files` (name → bytes) into the version's folder durably, then the
+// manifest `manifest_name` naming them, last.
+absl::Status WriteCheckpointFiles(const std::string& root, int64_t version,
+                                  const std::string& manifest_name,
+                                  const std::map<std::string, std::string>& files,
+                                  const std::map<std::string, std::string>& metadata);
+
+// Reads manifest `manifest_name` of the version and checks every file it names (present, the
+// size and the checksum it says). DataLoss naming the file and what is wrong, NotFound when
+// the manifest is missing.
+absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version,
+                                        const std::string& manifest_name);
+
+// The versions with a folder under root, newest first (nothing when root does not exist).
+std::vector<int64_t> CheckpointVersions(const std::string& root);
+
+// The newest version whose manifests (all of `manifest_names`) verify, and a line for each newer
+// one refused, naming the file and the reason. NotFound when no version is complete.
+struct LatestCheckpoint {
+  int64_t version = 0;
+  std::vector<Manifest> manifests;  // in the order of manifest_names
+  std::vector<std::string> refused;
+};
+absl::StatusOr<LatestCheckpoint> FindLatestCheckpoint(
+    const std::string& root, const std::vector<std::string>& manifest_names);
+
+// Removes every version folder older than the newest `keep` complete ones (complete: all of
+// manifest_names verify); incomplete folders newer than those stay (a checkpoint being written).
+absl::Status PruneCheckpoints(const std::string& root,
+                              const std::vector<std::string>& manifest_names, int keep);
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_CHECKPOINT_CHECKPOINT_FILES_H_
