@@ -26,20 +26,13 @@ import tempfile
 LENET_PARAMETERS = 61_706  # float32: conv1 6x1x5x5+6, conv2 16x6x5x5+16, fc 400x120+120, ...
 
 
-def runfiles_root():
-    for candidate in (os.environ.get("RUNFILES_DIR"), sys.argv[0] + ".runfiles"):
-        if candidate and os.path.isdir(os.path.join(candidate, "cohort")):
-            return os.path.join(candidate, "cohort")
-    return os.getcwd()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_ps import program, runfiles_root  # noqa: E402
 
-
-ROOT = runfiles_root()
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "tools/launch"))
+sys.path.insert(0, os.path.join(runfiles_root(), "tests"))
+sys.path.insert(0, os.path.join(runfiles_root(), "tools/launch"))
 from job_processes import kill_job  # noqa: E402
 from netns_cluster import Cluster  # noqa: E402
-
-LAUNCH = os.path.join(ROOT, "tools/launch/launch")
 
 
 def bits_per_second(rate):
@@ -56,7 +49,7 @@ def run_job(cluster, root, job_id, epochs, batch):
         f.write("".join(f"{address} slots=1\n" for address in a))
     log_json = os.path.join(root, f"{job_id}.jsonl")
     command = cluster.in_launcher_ns([
-        LAUNCH, f"--job_id={job_id}", "-n", "3", "-s", "3", "-H", hosts,
+        program("tools/launch/launch"), f"--job_id={job_id}", "-n", "3", "-s", "3", "-H", hosts,
         f"--ssh_identity={cluster.identity}",
         "--ssh_options=" + " ".join(cluster.ssh_args()[2:]), "--env=OMP_NUM_THREADS=1", "--",
         "--model=lenet", "--dataset=fashion-mnist", "--output=", f"--epochs={epochs}",

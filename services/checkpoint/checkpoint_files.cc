@@ -1,15 +1,9 @@
 #include "services/checkpoint/checkpoint_files.h"
 
-#include <fcntl.h>
 #include <openssl/evp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -19,31 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "services/common/port_file.h"
 
 namespace cohort {
 namespace {
 
 namespace fs = std::filesystem;
-
-absl::Status Errno(absl::string_view what, const std::string& path) {
-  return absl::InternalError(absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(errno)));
-}
-
-absl::Status SyncFolder(const std::string& folder) {
-  const int fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("open", folder);
-  const int rc = fsync(fd);
-  close(fd);
-  return rc == 0 ? absl::OkStatus() : Errno("fsync", folder);
-}
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, " is missing"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // A manifest's JSON, checked field by field (no exceptions: a damaged file is an error).
 absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
@@ -73,37 +48,6 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
 }
 
 }  // namespace
-
-absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes) {
-  const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("create", temp);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const absl::Status s = Errno("write", temp);  // ENOSPC says "No space left on device"
-      close(fd);
-      unlink(temp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
-    const absl::Status s = Errno("fsync", temp);
-    close(fd);
-    unlink(temp.c_str());
-    return s;
-  }
-  close(fd);
-  if (rename(temp.c_str(), path.c_str()) != 0) {
-    const absl::Status s = Errno("rename to", path);
-    unlink(temp.c_str());
-    return s;
-  }
-  return SyncFolder(fs::path(path).parent_path().string());
-}
 
 std::string Sha256Hex(absl::string_view bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -146,8 +90,8 @@ absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version
                                         const std::string& manifest_name) {
   const std::string folder = CheckpointFolder(root, version);
   const std::string manifest_path = absl::StrCat(folder, "/", manifest_name);
-  absl::StatusOr<std::string> text = ReadWhole(manifest_path);
-  if (!text.ok()) return text.status();
+  absl::StatusOr<std::string> text = ReadSmallFile(manifest_path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat(manifest_path, " is missing"));
   absl::StatusOr<Manifest> parsed = ParseManifest(*text);
   if (!parsed.ok()) {
     return absl::DataLossError(absl::StrCat(manifest_path, " ", parsed.status().message()));
@@ -159,8 +103,8 @@ absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version
   }
   for (const ManifestEntry& f : m.files) {
     const std::string path = absl::StrCat(folder, "/", f.file);
-    absl::StatusOr<std::string> bytes = ReadWhole(path);
-    if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
+    absl::StatusOr<std::string> bytes = ReadSmallFile(path);
+    if (!bytes.ok()) return absl::DataLossError(absl::StrCat(path, " is missing"));
     if (static_cast<int64_t>(bytes->size()) != f.bytes) {
       return absl::DataLossError(absl::StrCat(path, " has ", bytes->size(), " bytes; ",
                                               manifest_name, " says ", f.bytes));

@@ -19,9 +19,7 @@ namespace cohort {
 // when every manifest it needs is there and every file it names matches: a reader never trusts
 // a file a manifest does not vouch for.
 
-// Writes bytes to path so that a crash leaves either the old file or the whole new one: a
-// temporary file beside it, fsync, rename, fsync of the folder. The error names the path.
-absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes);
+// Files are written with WriteFileDurably (services/common/port_file.h).
 
 // SHA-256 of bytes, as 64 lowercase hex digits.
 std::string Sha256Hex(absl::string_view bytes);

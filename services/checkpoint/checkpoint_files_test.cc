@@ -4,13 +4,14 @@
 
 #include "services/checkpoint/checkpoint_files.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "services/common/port_file.h"
+#include "services/common/test_tmp_dir.h"
 
 namespace cohort {
 namespace {
@@ -20,8 +21,7 @@ namespace fs = std::filesystem;
 class CheckpointFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    root_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ckpt-",
+    root_ = absl::StrCat(TmpDir(), "/ckpt-",
                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
   }

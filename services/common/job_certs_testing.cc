@@ -37,9 +37,4 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> LoadSecurity(
   return TransportSecurity::Load(o);
 }
 
-std::string TestTmpDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
 }  // namespace cohort

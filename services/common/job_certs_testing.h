@@ -18,8 +18,6 @@ absl::Status WriteToken(const std::string& path, const std::string& token);
 // The security of certificate `name` in dir, with the token in token_file ("": none).
 absl::StatusOr<std::shared_ptr<const TransportSecurity>> LoadSecurity(
     const std::string& dir, const std::string& name, const std::string& token_file);
-// TEST_TMPDIR, else /tmp.
-std::string TestTmpDir();
 
 }  // namespace cohort
 

@@ -14,6 +14,7 @@
 #include "proto/scheduler.grpc.pb.h"
 #include "services/common/grpc_util.h"
 #include "services/common/job_certs_testing.h"
+#include "services/common/test_tmp_dir.h"
 
 namespace cohort {
 namespace {
@@ -33,7 +34,7 @@ class CountingScheduler final : public v1::Scheduler::Service {
 class TransportSecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string tmp = TestTmpDir();
+    const std::string tmp = TmpDir();
     job_ = tmp + "/job";
     other_ = tmp + "/other";
     ASSERT_TRUE(MakeJobCerts(job_, "scheduler worker").ok());
@@ -45,7 +46,7 @@ class TransportSecurityTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    auto server_security = LoadSecurity(job_, "scheduler", TestTmpDir() + "/token");
+    auto server_security = LoadSecurity(job_, "scheduler", TmpDir() + "/token");
     ASSERT_TRUE(server_security.ok()) << server_security.status();
     server_security_ = *server_security;
     auto server = StartServer("127.0.0.1", 0, {&service_}, *server_security_);
@@ -85,14 +86,14 @@ std::string TransportSecurityTest::job_;
 std::string TransportSecurityTest::other_;
 
 TEST_F(TransportSecurityTest, TheJobsOwnPeerWithTheTokenGetsThrough) {
-  const grpc::Status status = CallAs(job_, "worker", TestTmpDir() + "/token");
+  const grpc::Status status = CallAs(job_, "worker", TmpDir() + "/token");
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(service_.calls, 1);
   EXPECT_EQ(server_security_->refused_requests(), 0);
 }
 
 TEST_F(TransportSecurityTest, AWrongOrMissingTokenIsRefusedAndCounted) {
-  grpc::Status status = CallAs(job_, "worker", TestTmpDir() + "/wrong-token");
+  grpc::Status status = CallAs(job_, "worker", TmpDir() + "/wrong-token");
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
   EXPECT_TRUE(absl::StrContains(status.error_message(), "token")) << status.error_message();
   status = CallAs(job_, "worker", "");
@@ -161,14 +162,14 @@ TEST_F(TransportSecurityTest, HttpRequestsNeedTheTokenWhenTheJobHasOne) {
 }
 
 TEST_F(TransportSecurityTest, MissingFilesAndATokenWithoutTlsAreClearErrors) {
-  auto missing = LoadSecurity(TestTmpDir() + "/nowhere", "worker", "");
+  auto missing = LoadSecurity(TmpDir() + "/nowhere", "worker", "");
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "/nowhere/ca.pem"))
       << missing.status();
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "tools/make_job_certs.sh"))
       << missing.status();
   SecurityOptions plaintext_with_token;
-  plaintext_with_token.token_file = TestTmpDir() + "/token";
+  plaintext_with_token.token_file = TmpDir() + "/token";
   EXPECT_EQ(TransportSecurity::Load(plaintext_with_token).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE((*TransportSecurity::Load(SecurityOptions()))->plaintext());

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "services/common/grpc_util.h"
 #include "services/common/job_certs_testing.h"
+#include "services/common/test_tmp_dir.h"
 #include "services/common/port_file.h"
 #include "services/wire/part_codec.h"
 
@@ -161,7 +162,7 @@ class ShardOverTlsTest : public ShardServiceTest {
  protected:
   void SetUp() override {
     ShardServiceTest::SetUp();
-    const std::string tmp = TestTmpDir();
+    const std::string tmp = TmpDir();
     ASSERT_TRUE(MakeJobCerts(tmp + "/job", "shard worker").ok());
     ASSERT_TRUE(MakeJobCerts(tmp + "/other", "worker").ok());
     // An intruder who knows the job's CA certificate (it is public) but holds a key and
@@ -218,7 +219,7 @@ class ShardOverTlsTest : public ShardServiceTest {
 };
 
 TEST_F(ShardOverTlsTest, ARefusedWorkerCannotChangeAParameter) {
-  const std::string tmp = TestTmpDir();
+  const std::string tmp = TmpDir();
   const struct {
     const char* what;
     std::string dir, token;

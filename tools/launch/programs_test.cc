@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tools/launch/test_tmp_dir.h"
+#include "services/common/test_tmp_dir.h"
 
 namespace cohort::launch {
 namespace {

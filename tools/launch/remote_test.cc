@@ -17,9 +17,9 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/common/test_tmp_dir.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/line_prefixer.h"
-#include "tools/launch/test_tmp_dir.h"
 
 namespace cohort::launch {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tools/launch/test_tmp_dir.h"
+#include "services/common/test_tmp_dir.h"
 
 namespace cohort::launch {
 namespace {
