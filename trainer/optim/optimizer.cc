@@ -1,6 +1,8 @@
 #include "trainer/optim/optimizer.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "trainer/base/check.h"
@@ -13,6 +15,30 @@ namespace {
 absl::Status InUnitInterval(absl::string_view what, double value) {
   if (value >= 0 && value < 1) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(what, "=", value, ": must be in [0, 1)"));
+}
+
+// The state's tensors must be exactly `names`, each of `size` elements.
+absl::Status CheckStateTensors(absl::string_view optimizer, int64_t key, int64_t size,
+                               const OptimizerState& state,
+                               std::initializer_list<absl::string_view> names) {
+  for (absl::string_view name : names) {
+    auto it = state.tensors.find(std::string(name));
+    if (it == state.tensors.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(optimizer, " state of key ", key,
+                                                     " lacks its \"", name, "\" tensor"));
+    }
+    if (static_cast<int64_t>(it->second.size()) != size) {
+      return absl::InvalidArgumentError(absl::StrCat(optimizer, " state \"", name, "\" of key ",
+                                                     key, " has ", it->second.size(),
+                                                     " elements; the key has ", size));
+    }
+  }
+  if (state.tensors.size() != names.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(optimizer, " state of key ", key, " has ",
+                                                   state.tensors.size(), " tensors, expected ",
+                                                   names.size()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckWeightDecay(double wd) {
@@ -56,6 +82,51 @@ void Sgd::Apply(int64_t key, int64_t offset, absl::Span<float> weight,
     v[i] = mu * v[i] + grad[i] + wd * weight[i];
     weight[i] -= lr * v[i];
   }
+}
+
+OptimizerState Sgd::SaveState(int64_t key) const {
+  OptimizerState state;
+  auto it = velocity_.find(key);
+  if (it != velocity_.end()) state.tensors["velocity"] = it->second;
+  return state;
+}
+
+absl::Status Sgd::LoadState(int64_t key, int64_t size, const OptimizerState& state) {
+  // Before the first update with momentum there is no velocity yet (it starts at zero).
+  if (state.tensors.empty()) {
+    velocity_.erase(key);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(CheckStateTensors("sgd", key, size, state, {"velocity"}));
+  velocity_[key] = state.tensors.at("velocity");
+  return absl::OkStatus();
+}
+
+OptimizerState Adam::SaveState(int64_t key) const {
+  OptimizerState state;
+  auto it = state_.find(key);
+  if (it == state_.end() || it->second.t == 0) return state;
+  state.tensors["m"] = it->second.m;
+  state.tensors["v"] = it->second.v;
+  state.updates = it->second.t;
+  return state;
+}
+
+absl::Status Adam::LoadState(int64_t key, int64_t size, const OptimizerState& state) {
+  if (state.updates == 0 && state.tensors.empty()) {
+    state_.erase(key);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(CheckStateTensors("adam", key, size, state, {"m", "v"}));
+  if (state.updates < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("adam state of key ", key, " has moments but ", state.updates, " updates"));
+  }
+  State& s = state_[key];
+  s.m = state.tensors.at("m");
+  s.v = state.tensors.at("v");
+  s.t = state.updates;  // BeginUpdate derives the bias corrections from t
+  return absl::OkStatus();
 }
 
 void Adam::BeginUpdate(int64_t key, int64_t size) {

@@ -2,7 +2,9 @@
 #define COHORT_TRAINER_OPTIM_OPTIMIZER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -18,6 +20,13 @@ namespace cohort {
 // slices: a shard applies a gradient block by block as it comes off the network, while the
 // block is still in cache; the result is bitwise the same as one whole update. Not
 // thread-safe.
+// One key's optimizer state, for checkpoints: named tensors of the key's size (SGD's
+// "velocity"; Adam's "m" and "v") and the number of updates applied (Adam's t).
+struct OptimizerState {
+  std::map<std::string, std::vector<float>> tensors;
+  int64_t updates = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -29,6 +38,12 @@ class Optimizer {
                      absl::Span<const float> grad, float lr) = 0;
   // One update of the whole key.
   void Update(int64_t key, absl::Span<float> weight, absl::Span<const float> grad, float lr);
+  // The key's state (empty before its first update, or when the rule keeps none).
+  virtual OptimizerState SaveState(int64_t key) const = 0;
+  // Replaces the key's state with one SaveState returned for a key of `size` elements, so that
+  // the next updates are bitwise those the saved optimizer would have made. InvalidArgument
+  // naming the tensor when a tensor is missing, unknown or of another size.
+  virtual absl::Status LoadState(int64_t key, int64_t size, const OptimizerState& state) = 0;
 };
 
 struct SgdOptions {
@@ -44,6 +59,8 @@ class Sgd final : public Optimizer {
   void BeginUpdate(int64_t key, int64_t size) override;
   void Apply(int64_t key, int64_t offset, absl::Span<float> weight, absl::Span<const float> grad,
              float lr) override;
+  OptimizerState SaveState(int64_t key) const override;
+  absl::Status LoadState(int64_t key, int64_t size, const OptimizerState& state) override;
 
  private:
   SgdOptions options_;
@@ -68,6 +85,8 @@ class Adam final : public Optimizer {
   void BeginUpdate(int64_t key, int64_t size) override;
   void Apply(int64_t key, int64_t offset, absl::Span<float> weight, absl::Span<const float> grad,
              float lr) override;
+  OptimizerState SaveState(int64_t key) const override;
+  absl::Status LoadState(int64_t key, int64_t size, const OptimizerState& state) override;
 
  private:
   struct State {

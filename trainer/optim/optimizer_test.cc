@@ -1,6 +1,7 @@
 #include "trainer/optim/optimizer.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -123,6 +124,47 @@ TEST(AdamTest, TwoHalvesUnderTwoKeysEqualTheWholeTensor) {
                  absl::MakeConstSpan(grad).subspan(n / 2), 0.01f);
   }
   EXPECT_EQ(parts, whole);
+}
+
+// A checkpoint's state, loaded into a fresh optimizer, continues bitwise as the saved one.
+TEST(OptimizerTest, SavedStateContinuesBitwise) {
+  const OptimizerOptions options{0.9, 1e-2, 0.9, 0.999, 1e-8};
+  for (const char* name : {"sgd", "adam"}) {
+    auto original = MakeOptimizer(name, options);
+    auto resumed = MakeOptimizer(name, options);
+    ASSERT_TRUE(original.ok() && resumed.ok());
+    const int n = 100;
+    std::vector<float> w(n), g(n);
+    for (int i = 0; i < n; ++i) w[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+    const auto grad = [&](int step) {
+      for (int i = 0; i < n; ++i) g[i] = 0.003f * static_cast<float>((i * 5 + step) % 17) - 0.02f;
+      return absl::MakeConstSpan(g);
+    };
+    // A state saved before any update is empty, and loads as such.
+    EXPECT_TRUE((*original)->SaveState(7).tensors.empty()) << name;
+    for (int step = 0; step < 3; ++step) (*original)->Update(7, absl::MakeSpan(w), grad(step), 0.01f);
+    const OptimizerState saved = (*original)->SaveState(7);
+    EXPECT_EQ(saved.tensors.size(), std::string(name) == "sgd" ? 1u : 2u) << name;
+    if (std::string(name) == "adam") {
+      EXPECT_EQ(saved.updates, 3);
+    }
+    ASSERT_TRUE((*resumed)->LoadState(7, n, saved).ok()) << name;
+    std::vector<float> w2 = w;
+    for (int step = 3; step < 6; ++step) {
+      (*original)->Update(7, absl::MakeSpan(w), grad(step), 0.01f);
+      (*resumed)->Update(7, absl::MakeSpan(w2), grad(step), 0.01f);
+    }
+    EXPECT_EQ(w, w2) << name;
+
+    OptimizerState wrong = saved;
+    wrong.tensors.begin()->second.pop_back();
+    EXPECT_EQ((*resumed)->LoadState(7, n, wrong).code(), absl::StatusCode::kInvalidArgument)
+        << name;
+    wrong = saved;
+    wrong.tensors["extra"] = std::vector<float>(n);
+    EXPECT_EQ((*resumed)->LoadState(7, n, wrong).code(), absl::StatusCode::kInvalidArgument)
+        << name;
+  }
 }
 
 // A shard applies each gradient in blocks as it arrives: any slicing gives the same bits.
