@@ -167,7 +167,7 @@ int PrintStatus(const std::string& address, const std::string& token_file) {
   }
   std::string authorization;
   if (!token_file.empty()) {
-    absl::StatusOr<std::string> token = cohort::ReadSmallFile(token_file);
+    absl::StatusOr<std::string> token = cohort::ReadWholeFile(token_file);
     if (!token.ok()) return UsageError(absl::StrCat("--token_file: ", token.status().message()));
     authorization = absl::StrCat("Bearer ", absl::StripAsciiWhitespace(*token));
   }
@@ -274,7 +274,7 @@ int ConfigureHosts(cohort::launch::LaunchOptions& o, const std::string& hosts_fl
   const std::string path = UserPath(hosts_flag, o.working_dir);
   absl::StatusOr<std::vector<cohort::launch::Host>> hosts;
   if (IsFile(path)) {
-    absl::StatusOr<std::string> text = cohort::ReadSmallFile(path);
+    absl::StatusOr<std::string> text = cohort::ReadWholeFile(path);
     if (!text.ok()) return UsageError(text.status().message());
     hosts = cohort::launch::ParseHostsFile(*text, hosts_flag);
   } else if (absl::StrContains(hosts_flag, '/')) {

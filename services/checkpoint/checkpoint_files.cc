@@ -90,7 +90,7 @@ absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version
                                         const std::string& manifest_name) {
   const std::string folder = CheckpointFolder(root, version);
   const std::string manifest_path = absl::StrCat(folder, "/", manifest_name);
-  absl::StatusOr<std::string> text = ReadSmallFile(manifest_path);
+  absl::StatusOr<std::string> text = ReadWholeFile(manifest_path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat(manifest_path, " is missing"));
   absl::StatusOr<Manifest> parsed = ParseManifest(*text);
   if (!parsed.ok()) {
@@ -103,7 +103,7 @@ absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version
   }
   for (const ManifestEntry& f : m.files) {
     const std::string path = absl::StrCat(folder, "/", f.file);
-    absl::StatusOr<std::string> bytes = ReadSmallFile(path);
+    absl::StatusOr<std::string> bytes = ReadWholeFile(path);
     if (!bytes.ok()) return absl::DataLossError(absl::StrCat(path, " is missing"));
     if (static_cast<int64_t>(bytes->size()) != f.bytes) {
       return absl::DataLossError(absl::StrCat(path, " has ", bytes->size(), " bytes; ",

@@ -64,7 +64,7 @@ absl::Status WriteFileDurably(const std::string& path, absl::string_view text) {
   return WriteThroughTemporary(path, text, /*durable=*/true);
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::stringstream text;
@@ -77,7 +77,7 @@ absl::Status WritePortFile(const std::string& path, int port) {
 }
 
 absl::StatusOr<std::optional<int>> ReadPortFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return std::nullopt;
   int port = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) || port <= 0 ||

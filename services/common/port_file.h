@@ -15,8 +15,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
 // As WriteFileAtomically, and a crash leaves the old file or the whole new one: the file is
 // fsynced before the rename and its folder after it (checkpoints).
 absl::Status WriteFileDurably(const std::string& path, absl::string_view text);
-// The whole of a small file (a certificate, a token, a hosts file); NotFound naming it.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
+// The whole of a file (a certificate, a token, a checkpoint); NotFound naming it.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 // Port files (Contracts, "Ports"): a service writes the port it got as one decimal line,
 // atomically; whoever started it reads it back.

@@ -29,7 +29,7 @@ constexpr char kAuthorization[] = "authorization";
 constexpr absl::Duration kVerifiedFor = absl::Minutes(1);
 
 absl::StatusOr<std::string> ReadJobFile(const std::string& path, absl::string_view what) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
   if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path,
                                             " (make a job's files with tools/make_job_certs.sh)"));

@@ -170,7 +170,7 @@ class ShardOverTlsTest : public ShardServiceTest {
     for (const auto& [from, to] : {std::pair<std::string, std::string>{"job/ca.pem", "ca.pem"},
                                    {"other/worker.pem", "worker.pem"},
                                    {"other/worker.key", "worker.key"}}) {
-      auto text = ReadSmallFile(absl::StrCat(tmp, "/", from));
+      auto text = ReadWholeFile(absl::StrCat(tmp, "/", from));
       ASSERT_TRUE(text.ok()) << text.status();
       mkdir((tmp + "/intruder").c_str(), 0700);
       ASSERT_TRUE(WriteFileAtomically(absl::StrCat(tmp, "/intruder/", to), *text).ok());

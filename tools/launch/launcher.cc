@@ -292,7 +292,7 @@ class Job {
                {name + ".pem", absl::StrCat(o_.tls_dir, "/", name, ".pem")},
                {name + ".key", absl::StrCat(o_.tls_dir, "/", name, ".key")},
                {"token", o_.token_file}}) {
-        absl::StatusOr<std::string> contents = ReadSmallFile(path);
+        absl::StatusOr<std::string> contents = ReadWholeFile(path);
         if (!contents.ok()) return contents.status();
         files.emplace_back(file, *std::move(contents));
       }

@@ -21,7 +21,7 @@ absl::StatusOr<DType> ParseDType(const std::string& s) {
 
 }  // namespace
 
-absl::Status WriteSafetensors(const std::string& path, absl::Span<const NamedTensor> tensors,
+std::string EncodeSafetensors(absl::Span<const NamedTensor> tensors,
                               const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
   header["__metadata__"] = Json(metadata);
@@ -39,21 +39,26 @@ absl::Status WriteSafetensors(const std::string& path, absl::Span<const NamedTen
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
+  std::string bytes;
+  bytes.reserve(8 + text.size() + offset);
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(uint64_t{text.size()} >> (8 * i)));
+  bytes += text;
+  for (const NamedTensor& t : tensors) {
+    bytes.append(static_cast<const char*>(t.tensor->raw()), t.tensor->nbytes());
+  }
+  return bytes;
+}
 
+absl::Status WriteSafetensors(const std::string& path, absl::Span<const NamedTensor> tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  const std::string bytes = EncodeSafetensors(tensors, metadata);
   const std::string tmp = path + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   }
-  out.write(reinterpret_cast<const char*>(len), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const NamedTensor& t : tensors) {
-    out.write(static_cast<const char*>(t.tensor->raw()),
-              static_cast<std::streamsize>(t.tensor->nbytes()));
-  }
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (!out) return absl::DataLossError(absl::StrCat("writing ", tmp, " failed (disk full?)"));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -69,8 +74,13 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
     return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return DecodeSafetensors(bytes, path);
+}
+
+absl::StatusOr<SafetensorsFile> DecodeSafetensors(absl::string_view bytes,
+                                                  absl::string_view where) {
   auto fail = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid safetensors file: ", what));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": not a valid safetensors file: ", what));
   };
   if (bytes.size() < 8) return fail("shorter than the 8-byte header length");
   uint64_t header_len = 0;
@@ -79,7 +89,8 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
     return fail(absl::StrCat("header length ", header_len, " exceeds the file (", bytes.size(),
                              " bytes)"));
   }
-  const Json header = Json::parse(bytes.substr(8, header_len), nullptr, /*allow_exceptions=*/false);
+  const Json header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + header_len, nullptr,
+                                 /*allow_exceptions=*/false);
   if (!header.is_object()) return fail("the header is not a JSON object");
   const size_t data_start = 8 + header_len;
   const size_t data_size = bytes.size() - data_start;

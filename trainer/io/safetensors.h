@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "trainer/tensor/tensor.h"
 
@@ -19,6 +20,10 @@ struct NamedTensor {
   std::string name;
   const Tensor* tensor;  // host tensor of F32, BF16 or F16
 };
+
+// The file's bytes.
+std::string EncodeSafetensors(absl::Span<const NamedTensor> tensors,
+                              const std::map<std::string, std::string>& metadata);
 
 // Writes atomically (a temporary file renamed over path).
 absl::Status WriteSafetensors(const std::string& path, absl::Span<const NamedTensor> tensors,
@@ -34,6 +39,9 @@ struct SafetensorsFile {
 // gap or overlap between ranges, or bytes after the last range is an error naming the file
 // and the tensor.
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path);
+// The same for bytes already read; `where` names them in errors (a path).
+absl::StatusOr<SafetensorsFile> DecodeSafetensors(absl::string_view bytes,
+                                                  absl::string_view where);
 
 }  // namespace cohort
 

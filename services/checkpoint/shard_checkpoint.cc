@@ -1,0 +1,163 @@
+#include "services/checkpoint/shard_checkpoint.h"
+
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "services/checkpoint/checkpoint_files.h"
+#include "services/common/port_file.h"
+#include "trainer/base/status_macros.h"
+#include "trainer/io/safetensors.h"
+
+namespace cohort {
+namespace {
+
+constexpr char kFormat[] = "cohort-shard-checkpoint";
+
+std::string PartName(PartId id) { return absl::StrCat(id.key, ".", id.part); }
+
+Tensor ToTensor(const std::vector<float>& values) {
+  Tensor t(Shape{static_cast<int64_t>(values.size())});
+  if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> ToVector(const Tensor& t) {
+  const absl::Span<const float> s = t.span<float>();
+  return std::vector<float>(s.begin(), s.end());
+}
+
+// The metadata value `name`, as an integer.
+template <typename Int>
+absl::Status MetadataInt(const std::map<std::string, std::string>& metadata,
+                         const std::string& name, absl::string_view where, Int* out, int base = 10) {
+  auto it = metadata.find(name);
+  bool ok = it != metadata.end();
+  if (ok && base == 16) {
+    uint64_t v = 0;
+    ok = absl::SimpleHexAtoi(it->second, &v);
+    *out = static_cast<Int>(v);
+  } else if (ok) {
+    ok = absl::SimpleAtoi(it->second, out);
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": metadata \"", name, "\" is missing or not a number"));
+}
+
+}  // namespace
+
+std::string ShardCheckpointFile(int shard_rank) {
+  return absl::StrCat("shard-", shard_rank, ".safetensors");
+}
+
+std::string ShardCheckpointManifest(int shard_rank) {
+  return absl::StrCat("shard-", shard_rank, ".manifest");
+}
+
+std::vector<std::string> ShardCheckpointManifests(int num_shards) {
+  std::vector<std::string> names;
+  for (int r = 0; r < num_shards; ++r) names.push_back(ShardCheckpointManifest(r));
+  return names;
+}
+
+std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
+  std::map<std::string, std::string> metadata = {
+      {"format", kFormat},
+      {"step", absl::StrCat(c.step)},
+      {"shard", absl::StrCat(c.shard_rank)},
+      {"num_shards", absl::StrCat(c.num_shards)},
+      {"mode", c.mode},
+      {"num_workers", absl::StrCat(c.num_workers)},
+      {"partition_fingerprint", absl::StrCat(absl::Hex(c.partition_fingerprint))},
+  };
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const PartCheckpoint& p : c.parts) {
+    const std::string name = PartName(p.id);
+    metadata[name + ".version"] = absl::StrCat(p.version);
+    metadata[name + ".updates"] = absl::StrCat(p.optimizer.updates);
+    tensors.emplace_back(name, ToTensor(p.value));
+    for (const auto& [state, values] : p.optimizer.tensors) {
+      tensors.emplace_back(absl::StrCat(name, ".", state), ToTensor(values));
+    }
+  }
+  std::vector<NamedTensor> named;
+  for (const auto& [name, t] : tensors) named.push_back({name, &t});
+  return EncodeSafetensors(named, metadata);
+}
+
+absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(absl::string_view bytes,
+                                                      absl::string_view where) {
+  ASSIGN_OR_RETURN(SafetensorsFile file, DecodeSafetensors(bytes, where));
+  const auto& md = file.metadata;
+  auto format = md.find("format");
+  if (format == md.end() || format->second != kFormat) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": not a shard checkpoint (metadata \"format\" is not ", kFormat, ")"));
+  }
+  ShardCheckpoint c;
+  RETURN_IF_ERROR(MetadataInt(md, "step", where, &c.step));
+  RETURN_IF_ERROR(MetadataInt(md, "shard", where, &c.shard_rank));
+  RETURN_IF_ERROR(MetadataInt(md, "num_shards", where, &c.num_shards));
+  RETURN_IF_ERROR(MetadataInt(md, "num_workers", where, &c.num_workers));
+  RETURN_IF_ERROR(MetadataInt(md, "partition_fingerprint", where, &c.partition_fingerprint, 16));
+  c.mode = md.count("mode") ? md.at("mode") : "";
+  // Values come first, each followed by its optimizer tensors (the order Encode writes).
+  for (size_t i = 0; i < file.names.size(); ++i) {
+    const std::string& name = file.names[i];
+    const std::vector<std::string> fields = absl::StrSplit(name, '.');
+    PartId id;
+    if (fields.size() < 2 || fields.size() > 3 || !absl::SimpleAtoi(fields[0], &id.key) ||
+        !absl::SimpleAtoi(fields[1], &id.part) || file.tensors[i].dtype() != DType::kF32 ||
+        file.tensors[i].shape().rank() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": tensor \"", name, "\" is not <key>.<part>[.<state>] of 1-D F32"));
+    }
+    if (fields.size() == 2) {
+      PartCheckpoint& p = c.parts.emplace_back();
+      p.id = id;
+      p.value = ToVector(file.tensors[i]);
+      RETURN_IF_ERROR(MetadataInt(md, name + ".version", where, &p.version));
+      RETURN_IF_ERROR(MetadataInt(md, name + ".updates", where, &p.optimizer.updates));
+      continue;
+    }
+    if (c.parts.empty() || !(c.parts.back().id == id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": optimizer tensor \"", name, "\" does not follow its part"));
+    }
+    c.parts.back().optimizer.tensors[fields[2]] = ToVector(file.tensors[i]);
+  }
+  return c;
+}
+
+absl::Status WriteShardCheckpoint(const std::string& root, const ShardCheckpoint& c) {
+  return WriteCheckpointFiles(root, c.step, ShardCheckpointManifest(c.shard_rank),
+                              {{ShardCheckpointFile(c.shard_rank), EncodeShardCheckpoint(c)}},
+                              {{"shard", absl::StrCat(c.shard_rank)},
+                               {"num_shards", absl::StrCat(c.num_shards)}});
+}
+
+absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
+                                                      int num_shards) {
+  ASSIGN_OR_RETURN(LatestCheckpoint latest,
+                   FindLatestCheckpoint(root, ShardCheckpointManifests(num_shards)));
+  const std::string path =
+      absl::StrCat(CheckpointFolder(root, latest.version), "/", ShardCheckpointFile(shard_rank));
+  ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(path));
+  ResumePoint point;
+  ASSIGN_OR_RETURN(point.checkpoint, DecodeShardCheckpoint(bytes, path));
+  point.refused = std::move(latest.refused);
+  const ShardCheckpoint& c = point.checkpoint;
+  if (c.step != latest.version || c.shard_rank != shard_rank || c.num_shards != num_shards) {
+    return absl::DataLossError(absl::StrCat(
+        path, " says step ", c.step, ", shard ", c.shard_rank, " of ", c.num_shards,
+        "; its folder and this job say step ", latest.version, ", shard ", shard_rank, " of ",
+        num_shards, " (a checkpoint of a job with another number of shards?)"));
+  }
+  return point;
+}
+
+}  // namespace cohort

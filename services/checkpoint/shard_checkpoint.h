@@ -1,0 +1,67 @@
+#ifndef COHORT_SERVICES_CHECKPOINT_SHARD_CHECKPOINT_H_
+#define COHORT_SERVICES_CHECKPOINT_SHARD_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "services/wire/part_id.h"
+#include "trainer/optim/optimizer.h"
+
+namespace cohort {
+
+// A shard's share of a checkpoint: its parts' values and optimizer state at one agreed step.
+// Under the checkpoint's folder (checkpoint_files.h) shard r writes shard-<r>.safetensors, then
+// shard-<r>.manifest; the checkpoint is complete when every shard's manifest verifies.
+//
+// The safetensors file holds, for each part "<key>.<part>" (F32, 1-D), its value under that name
+// and each optimizer tensor under "<key>.<part>.<name>" ("velocity"; "m", "v"). Its metadata
+// says "format": "cohort-shard-checkpoint", "step", "shard", "num_shards", "mode",
+// "num_workers", "partition_fingerprint" (hex), and per part "<key>.<part>.version" and
+// "<key>.<part>.updates" (decimal).
+
+struct PartCheckpoint {
+  PartId id;
+  int64_t version = 0;  // updates applied to the part (dist_async: pushes)
+  std::vector<float> value;
+  OptimizerState optimizer;
+};
+
+struct ShardCheckpoint {
+  int64_t step = 0;  // the agreed version the checkpoint is at (dist_sync: steps done)
+  int shard_rank = 0;
+  int num_shards = 1;
+  std::string mode;  // dist_sync | dist_async
+  int num_workers = 1;
+  uint64_t partition_fingerprint = 0;
+  std::vector<PartCheckpoint> parts;
+};
+
+std::string ShardCheckpointFile(int shard_rank);      // "shard-3.safetensors"
+std::string ShardCheckpointManifest(int shard_rank);  // "shard-3.manifest"
+// Every shard's manifest: what a complete checkpoint of a job with num_shards shards holds.
+std::vector<std::string> ShardCheckpointManifests(int num_shards);
+
+std::string EncodeShardCheckpoint(const ShardCheckpoint& checkpoint);
+// Strict: InvalidArgument naming `where` and what is wrong.
+absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(absl::string_view bytes,
+                                                      absl::string_view where);
+
+// Writes the shard's file and then its manifest into the step's folder under root, durably.
+absl::Status WriteShardCheckpoint(const std::string& root, const ShardCheckpoint& checkpoint);
+
+// The newest complete checkpoint under root (every one of num_shards manifests verifies) and
+// this shard's share of it, with a line for each newer checkpoint refused (naming the file and
+// why). NotFound when none is complete.
+struct ResumePoint {
+  ShardCheckpoint checkpoint;
+  std::vector<std::string> refused;
+};
+absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
+                                                      int num_shards);
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_CHECKPOINT_SHARD_CHECKPOINT_H_
