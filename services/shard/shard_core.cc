@@ -26,9 +26,26 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
       MakeOptimizer(config.optimizer.optimizer, config.optimizer.optimizer_options).status());
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config.optimizer.lr_schedule));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
+  if (resume_.has_value()) {
+    const ShardCheckpoint& c = *resume_;
+    if (c.partition_fingerprint != config.partition_fingerprint ||
+        static_cast<int>(c.parts.size()) != config.num_parts ||
+        c.mode != KVStoreModeName(config.mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard ", shard_rank_.load(), ": the checkpoint at step ", c.step, " holds ",
+          c.parts.size(), " parts of a ", c.mode, " job (partition ",
+          absl::Hex(c.partition_fingerprint), "); this job gives the shard ", config.num_parts,
+          " parts, ", KVStoreModeName(config.mode), " (partition ",
+          absl::Hex(config.partition_fingerprint),
+          "): resume with the model, --part_bytes, number of shards and --mode it was written "
+          "with"));
+    }
+    for (const PartCheckpoint& part : c.parts) resume_parts_[part.id] = &part;
+  }
   config_ = config;
   expected_parts_ = config.num_parts;
   configured_ = true;
+  if (checkpoints_ != nullptr) checkpoints_->Configured(config_);
   return absl::OkStatus();
 }
 
@@ -49,6 +66,7 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
     p->value->data.assign(value.begin(), value.end());
     p->optimizer =
         *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
+    if (resume_.has_value()) RETURN_IF_ERROR(Restore(id, value, p.get()));
     if (config_.mode == KVStoreMode::kDistSync) {
       p->slots.resize(config_.num_workers);  // allocated on first use
       p->pushed.assign(config_.num_workers, 0);
@@ -57,6 +75,36 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
   }
   parts_.emplace(id, std::move(p));
   return absl::OkStatus();
+}
+
+absl::Status ShardCore::Restore(PartId id, absl::Span<const float> value, PartState* p) {
+  auto it = resume_parts_.find(id);
+  const std::string where = absl::StrCat("shard ", shard_rank_.load(), ": key ", id.key, " part ",
+                                         id.part, " of the checkpoint at step ", resume_->step);
+  if (it == resume_parts_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(where, " is missing"));
+  }
+  const PartCheckpoint& saved = *it->second;
+  if (saved.value.size() != value.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(where, " has ", saved.value.size(),
+                                                      " elements; the model's part has ",
+                                                      value.size()));
+  }
+  p->value->data = saved.value;
+  p->version = saved.version;
+  const absl::Status loaded =
+      p->optimizer->LoadState(0, static_cast<int64_t>(value.size()), saved.optimizer);
+  if (!loaded.ok()) return absl::DataLossError(absl::StrCat(where, ": ", loaded.message()));
+  return absl::OkStatus();
+}
+
+void ShardCore::MaybeCheckpoint(PartId id, PartState* p) {
+  if (checkpoint_every_ <= 0) return;
+  // dist_async: W pushes make a step.
+  const int64_t per_step = config_.mode == KVStoreMode::kDistAsync ? config_.num_workers : 1;
+  if (p->version % (checkpoint_every_ * per_step) != 0) return;
+  checkpoints_->Add(p->version / per_step,
+                    {id, p->version, p->value->data, p->optimizer->SaveState(0)});
 }
 
 bool ShardCore::ready() const {
@@ -123,6 +171,7 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
     ApplyPush(p, grad, rank, absl::MakeSpan(p->value->data), lr);
     ++p->version;
     Applied(p->version, 1);
+    MaybeCheckpoint(id, p);
     reply_to->Send(id, p->version, p->value->data, nullptr);
     return absl::OkStatus();
   }
@@ -151,6 +200,7 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
   ApplyPush(p, grad, rank, absl::MakeSpan(WritableValue(p)), lr);
   ++p->version;
   Applied(p->version, num_workers);
+  MaybeCheckpoint(id, p);
   p->arrived = 0;
   for (int r = 0; r < num_workers; ++r) {
     if (p->waiting[r] != nullptr) {

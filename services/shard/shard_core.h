@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "services/checkpoint/shard_checkpoint.h"
 #include "services/wire/byte_chunks.h"
 #include "services/wire/part_id.h"
 #include "services/wire/pin_count.h"
@@ -33,6 +35,17 @@ class PartSink {
   virtual void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) = 0;
 };
 
+// Where a shard's parts go at checkpoint steps (shard_checkpointer.h writes them).
+class CheckpointSink {
+ public:
+  virtual ~CheckpointSink() = default;
+  // Once, when the shard is configured: the parts every checkpoint holds and the job's settings.
+  virtual void Configured(const ShardConfig& config) = 0;
+  // One part's state at checkpoint step `step`. Called under the part's lock, on the thread
+  // that updated it: it must only keep the part, never wait for a write.
+  virtual void Add(int64_t step, PartCheckpoint part) = 0;
+};
+
 // A parameter shard without gRPC: the parts it holds, their optimizer state and the update
 // rule (Contracts, "Gradient arithmetic"). dist_sync: a part's version-v update waits for one
 // push per worker, sums them in rank order 0…W−1, scales by 1/W, runs the optimizer once with
@@ -41,6 +54,12 @@ class PartSink {
 // ⌊version / W⌋ (W pushes make a step); the new value goes back to the pusher. A refused push (wrong size, unknown part, stale or future version, a second push of
 // a version) leaves the part untouched. Thread-safe: pushes of different parts run in parallel
 // (one lock per part).
+//
+// Checkpoints: with set_checkpoints, every part copies its value and optimizer state to the
+// sink when it reaches a checkpoint step (dist_sync: version = step, the same for every part,
+// so the shards agree on it without a message; dist_async: W pushes make a step). With
+// ResumeFrom, the parts rank 0 initialises take the checkpoint's values, versions and
+// optimizer state instead of the initial values (the workers then pull them).
 class ShardCore {
  public:
   explicit ShardCore(int shard_rank = 0) : shard_rank_(shard_rank) {}
@@ -49,6 +68,15 @@ class ShardCore {
   // Where updates and refusals are counted from now on (null: nowhere). Outlives the core.
   void set_metrics(ShardMetrics* metrics) { metrics_ = metrics; }
   ShardMetrics* metrics() const { return metrics_.load(); }
+  // Before Configure: a checkpoint every `every_steps` steps (0: none) goes to sink (outlives
+  // the core).
+  void set_checkpoints(int64_t every_steps, CheckpointSink* sink) {
+    checkpoint_every_ = every_steps;
+    checkpoints_ = sink;
+  }
+  // Before Configure: the parts start from this checkpoint. Configure refuses a job whose
+  // partition map or mode differ from the checkpoint's.
+  void ResumeFrom(ShardCheckpoint checkpoint) { resume_ = std::move(checkpoint); }
 
   // Once, before any push: the update rule and the number of parts that will be added.
   absl::Status Configure(const ShardConfig& config);
@@ -91,6 +119,11 @@ class ShardCore {
   static constexpr size_t kBlockFloats = 4096;
 
   absl::StatusOr<PartState*> FindPart(PartId id, absl::string_view what) const;
+  // The checkpoint's state of part id for a new part of value.size() elements, into p.
+  absl::Status Restore(PartId id, absl::Span<const float> value, PartState* p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, p->mu);
+  // Gives the sink a copy of the part when its version is a checkpoint step.
+  void MaybeCheckpoint(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // p's value, free to change in place. Replies normally let go of a value long before its next
   // update (every worker has received them); if some still read it, they keep the old buffer and
   // the part goes on with a copy. Never blocks: updates run on gRPC's threads.
@@ -114,6 +147,10 @@ class ShardCore {
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
   int expected_parts_ ABSL_GUARDED_BY(mu_) = 0;
   ShardConfig config_;  // written once by Configure, before any push
+  int64_t checkpoint_every_ = 0;  // set before Configure
+  CheckpointSink* checkpoints_ = nullptr;
+  std::optional<ShardCheckpoint> resume_;
+  absl::flat_hash_map<PartId, const PartCheckpoint*> resume_parts_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<LrSchedule> schedule_;
   absl::flat_hash_map<PartId, std::unique_ptr<PartState>> parts_ ABSL_GUARDED_BY(mu_);
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -337,6 +338,93 @@ TEST(ShardCoreTest, MetricsCountUpdatesWaitsAndRefusalsByReason) {
   EXPECT_EQ(rejected(Rejection::kWrongRank), 1);
   EXPECT_EQ(rejected(Rejection::kStaleVersion), 1);
   EXPECT_EQ(rejected(Rejection::kNotReady), 0);
+}
+
+}  // namespace
+}  // namespace cohort
+
+namespace cohort {
+namespace {
+
+// Keeps every part given at a checkpoint step, by step.
+class MemoryCheckpoints final : public CheckpointSink {
+ public:
+  void Configured(const ShardConfig& config) override { configured = config; }
+  void Add(int64_t step, PartCheckpoint part) override {
+    absl::MutexLock lock(&mu);
+    ShardCheckpoint& c = steps[step];
+    c.step = step;
+    c.mode = std::string(KVStoreModeName(configured.mode));
+    c.num_workers = configured.num_workers;
+    c.partition_fingerprint = configured.partition_fingerprint;
+    c.parts.push_back(std::move(part));
+  }
+  ShardConfig configured;
+  absl::Mutex mu;
+  std::map<int64_t, ShardCheckpoint> steps;
+};
+
+// W = 2 workers push `steps` steps of both parts, from step `first` on.
+void Train(ShardCore* core, int first, int steps, std::vector<RecordingSink>* sinks) {
+  for (int step = first; step < first + steps; ++step) {
+    for (int r = 0; r < 2; ++r) {
+      for (int part = 0; part < 2; ++part) {
+        ASSERT_TRUE(core->Push(r, {4, part}, step, Gradient(r + part, step, 3), &(*sinks)[r]).ok());
+      }
+    }
+  }
+}
+
+// A shard resumed from the checkpoint at step 2 (values, versions, momentum) continues bitwise as
+// the shard that wrote it; a job with another partition map is refused.
+TEST(ShardCoreCheckpointTest, ResumedShardContinuesBitwise) {
+  for (KVStoreMode mode : {KVStoreMode::kDistSync, KVStoreMode::kDistAsync}) {
+    SCOPED_TRACE(std::string(KVStoreModeName(mode)));
+    ShardConfig config = Config(2, mode, /*parts=*/2);
+    config.partition_fingerprint = 77;
+    MemoryCheckpoints checkpoints;
+    ShardCore original;
+    original.set_checkpoints(2, &checkpoints);
+    ASSERT_TRUE(original.Configure(config).ok());
+    ASSERT_TRUE(original.AddPart({4, 0}, std::vector<float>{1, 2, 3}).ok());
+    ASSERT_TRUE(original.AddPart({4, 1}, std::vector<float>{-1, 0.5f, 9}).ok());
+    std::vector<RecordingSink> sinks(2);
+    Train(&original, 0, 4, &sinks);
+    // Steps 2 and 4, each with both parts at the step's version (dist_async: 2 pushes a step).
+    ASSERT_EQ(checkpoints.steps.size(), 2u);
+    const ShardCheckpoint& at2 = checkpoints.steps.at(2);
+    ASSERT_EQ(at2.parts.size(), 2u);
+    const int64_t per_step = mode == KVStoreMode::kDistAsync ? 2 : 1;
+    for (const PartCheckpoint& p : at2.parts) {
+      EXPECT_EQ(p.version, 2 * per_step);
+      EXPECT_EQ(p.optimizer.tensors.count("velocity"), 1u);
+    }
+
+    ShardCore resumed;
+    resumed.ResumeFrom(at2);
+    ASSERT_TRUE(resumed.Configure(config).ok());
+    // The initial values rank 0 sends are replaced by the checkpoint's.
+    ASSERT_TRUE(resumed.AddPart({4, 0}, std::vector<float>{0, 0, 0}).ok());
+    ASSERT_TRUE(resumed.AddPart({4, 1}, std::vector<float>{0, 0, 0}).ok());
+    std::vector<float> value;
+    EXPECT_EQ(*resumed.Read({4, 0}, &value), 2 * per_step);
+    EXPECT_EQ(value, at2.parts[0].id.part == 0 ? at2.parts[0].value : at2.parts[1].value);
+    std::vector<RecordingSink> resumed_sinks(2);
+    Train(&resumed, 2, 2, &resumed_sinks);
+    for (int part = 0; part < 2; ++part) {
+      std::vector<float> want, got;
+      EXPECT_EQ(*original.Read({4, part}, &want), *resumed.Read({4, part}, &got));
+      EXPECT_EQ(want, got) << "part " << part;
+    }
+
+    ShardConfig other = config;
+    other.partition_fingerprint = 78;
+    ShardCore refused;
+    refused.ResumeFrom(at2);
+    const absl::Status s = refused.Configure(other);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("--part_bytes"), absl::string_view::npos) << s;
+  }
 }
 
 }  // namespace
