@@ -87,7 +87,7 @@ absl::Status WriteCheckpointFiles(const std::string& root, int64_t version,
 }
 
 absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version,
-                                        const std::string& manifest_name) {
+                                        const std::string& manifest_name, Check check) {
   const std::string folder = CheckpointFolder(root, version);
   const std::string manifest_path = absl::StrCat(folder, "/", manifest_name);
   absl::StatusOr<std::string> text = ReadWholeFile(manifest_path);
@@ -103,6 +103,16 @@ absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version
   }
   for (const ManifestEntry& f : m.files) {
     const std::string path = absl::StrCat(folder, "/", f.file);
+    if (check == Check::kSizes) {
+      std::error_code error;
+      const uintmax_t size = fs::file_size(path, error);
+      if (error) return absl::DataLossError(absl::StrCat(path, " is missing"));
+      if (static_cast<int64_t>(size) != f.bytes) {
+        return absl::DataLossError(absl::StrCat(path, " has ", size, " bytes; ", manifest_name,
+                                                " says ", f.bytes));
+      }
+      continue;
+    }
     absl::StatusOr<std::string> bytes = ReadWholeFile(path);
     if (!bytes.ok()) return absl::DataLossError(absl::StrCat(path, " is missing"));
     if (static_cast<int64_t>(bytes->size()) != f.bytes) {
@@ -166,14 +176,15 @@ absl::Status PruneCheckpoints(const std::string& root,
     if (complete < keep) {
       bool whole = true;
       for (const std::string& name : manifest_names) {
-        whole = whole && VerifyManifest(root, version, name).ok();
+        whole = whole && VerifyManifest(root, version, name, Check::kSizes).ok();
       }
       if (whole) ++complete;
       continue;
     }
     std::error_code error;
     fs::remove_all(CheckpointFolder(root, version), error);
-    if (error) {
+    // Another shard pruning the same folder at once is no error.
+    if (error && fs::exists(CheckpointFolder(root, version))) {
       return absl::InternalError(absl::StrCat("cannot remove ", CheckpointFolder(root, version),
                                               ": ", error.message()));
     }

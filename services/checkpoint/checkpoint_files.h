@@ -46,11 +46,15 @@ absl::Status WriteCheckpointFiles(const std::string& root, int64_t version,
                                   const std::map<std::string, std::string>& files,
                                   const std::map<std::string, std::string>& metadata);
 
+// How much of a checkpoint's files VerifyManifest reads: their sizes only, or every byte.
+enum class Check { kSizes, kChecksums };
+
 // Reads manifest `manifest_name` of the version and checks every file it names (present, the
-// size and the checksum it says). DataLoss naming the file and what is wrong, NotFound when
-// the manifest is missing.
+// size and, with kChecksums, the checksum it says). DataLoss naming the file and what is
+// wrong, NotFound when the manifest is missing.
 absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version,
-                                        const std::string& manifest_name);
+                                        const std::string& manifest_name,
+                                        Check check = Check::kChecksums);
 
 // The versions with a folder under root, newest first (nothing when root does not exist).
 std::vector<int64_t> CheckpointVersions(const std::string& root);
@@ -66,7 +70,10 @@ absl::StatusOr<LatestCheckpoint> FindLatestCheckpoint(
     const std::string& root, const std::vector<std::string>& manifest_names);
 
 // Removes every version folder older than the newest `keep` complete ones (complete: all of
-// manifest_names verify); incomplete folders newer than those stay (a checkpoint being written).
+// manifest_names there, naming files of the sizes they say; checksums are read on resume
+// only, so that pruning after every checkpoint does not read every kept one again);
+// incomplete folders newer than those stay (a checkpoint being written). Several writers may
+// prune at once.
 absl::Status PruneCheckpoints(const std::string& root,
                               const std::vector<std::string>& manifest_names, int keep);
 

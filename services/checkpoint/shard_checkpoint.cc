@@ -133,11 +133,13 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(absl::string_view bytes,
   return c;
 }
 
-absl::Status WriteShardCheckpoint(const std::string& root, const ShardCheckpoint& c) {
-  return WriteCheckpointFiles(root, c.step, ShardCheckpointManifest(c.shard_rank),
-                              {{ShardCheckpointFile(c.shard_rank), EncodeShardCheckpoint(c)}},
-                              {{"shard", absl::StrCat(c.shard_rank)},
-                               {"num_shards", absl::StrCat(c.num_shards)}});
+absl::StatusOr<int64_t> WriteShardCheckpoint(const std::string& root, const ShardCheckpoint& c) {
+  std::map<std::string, std::string> files;
+  std::string& bytes = files[ShardCheckpointFile(c.shard_rank)] = EncodeShardCheckpoint(c);
+  RETURN_IF_ERROR(WriteCheckpointFiles(root, c.step, ShardCheckpointManifest(c.shard_rank), files,
+                                       {{"shard", absl::StrCat(c.shard_rank)},
+                                        {"num_shards", absl::StrCat(c.num_shards)}}));
+  return static_cast<int64_t>(bytes.size());
 }
 
 absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,

@@ -49,8 +49,9 @@ std::string EncodeShardCheckpoint(const ShardCheckpoint& checkpoint);
 absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(absl::string_view bytes,
                                                       absl::string_view where);
 
-// Writes the shard's file and then its manifest into the step's folder under root, durably.
-absl::Status WriteShardCheckpoint(const std::string& root, const ShardCheckpoint& checkpoint);
+// Writes the shard's file and then its manifest into the step's folder under root, durably;
+// returns the file's size in bytes.
+absl::StatusOr<int64_t> WriteShardCheckpoint(const std::string& root, const ShardCheckpoint& checkpoint);
 
 // The newest complete checkpoint under root (every one of num_shards manifests verifies) and
 // this shard's share of it, with a line for each newer checkpoint refused (naming the file and

@@ -29,7 +29,21 @@ ShardMetrics::ShardMetrics(ProcessMetrics& p)
       pulls_waiting(p.Gauge("cohort_shard_pulls_waiting",
                             "Pushed parts whose updated value waits for other workers' pushes.")),
       parameter_version(p.Gauge("cohort_shard_parameter_version",
-                                "Updates applied so far to this shard's most updated part.")) {
+                                "Updates applied so far to this shard's most updated part.")),
+      checkpoint_seconds(p.Histogram("cohort_shard_checkpoint_seconds",
+                                     "Time to encode and durably write one checkpoint.",
+                                     {0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30})),
+      checkpoint_bytes(p.Gauge("cohort_shard_checkpoint_bytes",
+                               "Size of the last checkpoint file this shard wrote.")),
+      checkpoint_step(p.Gauge("cohort_shard_checkpoint_step",
+                              "Step of the last checkpoint this shard wrote.")),
+      checkpoint_failures(p.Counter("cohort_shard_checkpoint_failures_total",
+                                    "Checkpoint writes that failed (the previous one stays).")),
+      checkpoints_dropped(p.Counter(
+          "cohort_shard_checkpoints_dropped_total",
+          "Checkpoints not written because the previous one was still being written.")),
+      resumed_step(p.Gauge("cohort_shard_resumed_step",
+                           "Checkpoint step this shard process started from (0: a new job).")) {
   auto& family =
       p.CounterFamily("cohort_shard_rejected_requests_total", "Pushes the shard refused, by reason.");
   for (int r = 0; r < 8; ++r) {

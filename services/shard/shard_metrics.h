@@ -36,6 +36,12 @@ struct ShardMetrics {
   prometheus::Gauge& pulls_waiting;     // pushed parts whose new value waits for other workers
   prometheus::Gauge& parameter_version;  // updates applied to the most updated part
   prometheus::Counter* rejected[8];      // by Rejection
+  prometheus::Histogram& checkpoint_seconds;  // encoding and writing one checkpoint
+  prometheus::Gauge& checkpoint_bytes;        // the last checkpoint's file
+  prometheus::Gauge& checkpoint_step;         // the step of the last checkpoint written
+  prometheus::Counter& checkpoint_failures;   // writes that failed (disk full...)
+  prometheus::Counter& checkpoints_dropped;   // skipped: the previous one was still writing
+  prometheus::Gauge& resumed_step;            // the checkpoint step this process started from
 };
 
 }  // namespace cohort

@@ -1,0 +1,121 @@
+#include "services/shard/shard_checkpointer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "services/checkpoint/checkpoint_files.h"
+
+namespace cohort {
+
+ShardCheckpointer::ShardCheckpointer(ShardCheckpointerOptions options, ShardMetrics* metrics,
+                                     std::ostream* log)
+    : options_(std::move(options)), metrics_(metrics), log_(log) {
+  writer_ = std::thread([this] { WriteLoop(); });
+}
+
+ShardCheckpointer::~ShardCheckpointer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  writer_.join();
+}
+
+void ShardCheckpointer::Configured(const ShardConfig& config) {
+  absl::MutexLock lock(&mu_);
+  config_ = config;
+}
+
+void ShardCheckpointer::Add(int64_t step, PartCheckpoint part) {
+  absl::MutexLock lock(&mu_);
+  ShardCheckpoint& c = gathering_[step];
+  c.parts.push_back(std::move(part));
+  if (static_cast<int>(c.parts.size()) < config_.num_parts) return;
+  c.step = step;
+  c.shard_rank = options_.shard_rank;
+  c.num_shards = options_.num_shards;
+  c.mode = std::string(KVStoreModeName(config_.mode));
+  c.num_workers = config_.num_workers;
+  c.partition_fingerprint = config_.partition_fingerprint;
+  for (const auto& [older, dropped] : queued_) {
+    *log_ << absl::StrFormat(
+        "shard %d: checkpoint at step %d not written: the one before it is still being written "
+        "and step %d is complete (a slower disk than checkpoint_every allows)\n",
+        options_.shard_rank, older, step) << std::flush;
+    if (metrics_ != nullptr) metrics_->checkpoints_dropped.Increment();
+  }
+  queued_.clear();
+  queued_.emplace(step, std::move(c));
+  gathering_.erase(step);
+}
+
+void ShardCheckpointer::Flush() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](ShardCheckpointer* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+        return c->queued_.empty() && !c->writing_;
+      },
+      this));
+}
+
+void ShardCheckpointer::WriteLoop() {
+  while (true) {
+    ShardCheckpoint next;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](ShardCheckpointer* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+            return !c->queued_.empty() || c->stopping_;
+          },
+          this));
+      if (queued_.empty()) return;  // stopping, everything written
+      next = std::move(queued_.begin()->second);
+      queued_.erase(queued_.begin());
+      writing_ = true;
+    }
+    Write(std::move(next));
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+  }
+}
+
+void ShardCheckpointer::Write(ShardCheckpoint c) {
+  // Parts arrive in whatever order their updates finished: the file lists them in order.
+  std::sort(c.parts.begin(), c.parts.end(), [](const PartCheckpoint& a, const PartCheckpoint& b) {
+    return a.id.key != b.id.key ? a.id.key < b.id.key : a.id.part < b.id.part;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const absl::StatusOr<int64_t> bytes = WriteShardCheckpoint(options_.root, c);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!bytes.ok()) {
+    *log_ << absl::StrFormat(
+        "shard %d: error: checkpoint at step %d not written to %s: %s; training goes on, the "
+        "newest complete checkpoint stays the one before (is --checkpoint_dir writable, with "
+        "space?)\n",
+        c.shard_rank, c.step, CheckpointFolder(options_.root, c.step), bytes.status().message())
+          << std::flush;
+    if (metrics_ != nullptr) metrics_->checkpoint_failures.Increment();
+    return;
+  }
+  *log_ << absl::StrFormat("shard %d: checkpoint at step %d written to %s (%.1f MB in %.2f s)\n",
+                           c.shard_rank, c.step, CheckpointFolder(options_.root, c.step),
+                           *bytes / 1e6, seconds)
+        << std::flush;
+  if (metrics_ != nullptr) {
+    metrics_->checkpoint_seconds.Observe(seconds);
+    metrics_->checkpoint_bytes.Set(static_cast<double>(*bytes));
+    metrics_->checkpoint_step.Set(static_cast<double>(c.step));
+  }
+  // Every shard prunes: whichever writes a checkpoint's last part sees it complete first.
+  const absl::Status s =
+      PruneCheckpoints(options_.root, ShardCheckpointManifests(c.num_shards), options_.keep);
+  if (!s.ok()) {
+    *log_ << "shard " << c.shard_rank << ": error: pruning old checkpoints: " << s.message()
+          << "\n" << std::flush;
+  }
+}
+
+}  // namespace cohort
