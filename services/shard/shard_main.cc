@@ -2,18 +2,24 @@
 // from the workers' pushes. `bazel run //services:shard -- --help` lists the flags.
 
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
 #include "services/common/malloc_tuning.h"
 #include "services/common/metrics.h"
 #include "services/common/security_flags.h"
 #include "services/membership/member_session.h"
+#include "services/checkpoint/checkpoint_files.h"
+#include "services/checkpoint/shard_checkpoint.h"
+#include "services/shard/shard_checkpointer.h"
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_metrics.h"
 #include "services/shard/shard_service.h"
@@ -29,6 +35,14 @@ ABSL_FLAG(int, rank, -1, "shard rank to ask for (-1: the scheduler assigns one)"
 ABSL_FLAG(int, metrics_port, 0,
           "port of the HTTP server for /metrics, on --bind (0: the system picks one; it is printed)");
 ABSL_FLAG(std::string, metrics_port_file, "", "also write the metrics port to this file");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "write checkpoints here: a folder per step, v<step>, with every shard's file and "
+          "manifest (the shards of a job share it: one folder, or one network file system)");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: none)");
+ABSL_FLAG(int, checkpoint_keep, 3, "complete checkpoints to keep; older ones are removed");
+ABSL_FLAG(std::string, resume, "",
+          "start from the newest complete checkpoint under this folder (a damaged or partial "
+          "one is named and skipped); checkpoints go on there unless --checkpoint_dir is given");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 
@@ -56,10 +70,22 @@ int main(int argc, char** argv) {
   session_options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
   session_options.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
   session_options.security = *security;
+  const std::string resume = absl::GetFlag(FLAGS_resume);
+  std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (checkpoint_dir.empty()) checkpoint_dir = resume;
+  const int64_t checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  if (checkpoint_every < 0 || (checkpoint_every > 0 && checkpoint_dir.empty()) ||
+      absl::GetFlag(FLAGS_checkpoint_keep) < 1) {
+    std::cerr << "shard: error: --checkpoint_every needs --checkpoint_dir (or --resume), steps "
+                 ">= 0, and --checkpoint_keep >= 1\n";
+    return 2;
+  }
 
-  // The rank is known only after registering, which needs the port: the core learns it late.
+  // The rank is known only after registering, which needs the port: the core learns it late,
+  // and rank 0's Init waits until the core is set up.
   cohort::ShardCore core;
-  cohort::ShardService service(&core);
+  absl::Notification set_up;
+  cohort::ShardService service(&core, &set_up);
   auto server =
       cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service},
                           **security);
@@ -73,10 +99,40 @@ int main(int argc, char** argv) {
     std::cerr << "shard: error: " << session.status().message() << "\n";
     return 1;
   }
-  core.set_rank((*session)->rank());
-  cohort::ProcessMetrics process((*session)->job_id(), "shard", (*session)->rank(), *security);
+  const int rank = (*session)->rank();
+  core.set_rank(rank);
+  cohort::ProcessMetrics process((*session)->job_id(), "shard", rank, *security);
   cohort::ShardMetrics metrics(process);
   core.set_metrics(&metrics);
+  if (!resume.empty()) {
+    auto point = cohort::LoadLatestShardCheckpoint(resume, rank, (*session)->num_shards());
+    if (!point.ok()) {
+      const absl::Status error(point.status().code(),
+                               absl::StrCat("shard ", rank, ": cannot resume from ", resume, ": ",
+                                            point.status().message()));
+      std::cerr << error.message() << "\n";
+      (*session)->Leave(error);
+      return 1;
+    }
+    for (const std::string& line : point->refused) {
+      std::cerr << "shard " << rank << ": skipping a newer checkpoint: " << line << "\n";
+    }
+    std::cout << absl::StrFormat("shard %d: resuming from step %d (%s)\n", rank,
+                                 point->checkpoint.step,
+                                 cohort::CheckpointFolder(resume, point->checkpoint.step))
+              << std::flush;
+    metrics.resumed_step.Set(static_cast<double>(point->checkpoint.step));
+    core.ResumeFrom(std::move(point->checkpoint));
+  }
+  std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
+  if (checkpoint_every > 0) {
+    checkpointer = std::make_unique<cohort::ShardCheckpointer>(
+        cohort::ShardCheckpointerOptions{checkpoint_dir, absl::GetFlag(FLAGS_checkpoint_keep), rank,
+                                         (*session)->num_shards()},
+        &metrics, &std::cout);
+    core.set_checkpoints(checkpoint_every, checkpointer.get());
+  }
+  set_up.Notify();
   auto http = cohort::ServeMetrics(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_metrics_port),
                                    absl::GetFlag(FLAGS_metrics_port_file), {process.Route()},
                                    *security);
@@ -92,6 +148,7 @@ int main(int argc, char** argv) {
   (*session)->WaitUntilEnded(absl::InfiniteDuration());
   const absl::Status end = (*session)->end_status();
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  checkpointer.reset();  // writes what is queued
   core.set_metrics(nullptr);
   (*session)->Leave(absl::OkStatus());
   if (!end.ok()) {

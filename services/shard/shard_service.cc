@@ -132,6 +132,11 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
 grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::InitMessage>* reader,
                                 v1::InitReply*) {
+  if (set_up_ != nullptr && !set_up_->WaitForNotificationWithTimeout(absl::Minutes(5))) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "shard init: the shard has not finished loading its checkpoint in 5 "
+                        "minutes (see its log)");
+  }
   v1::InitMessage message;
   if (!reader->Read(&message) || !message.has_config()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -1,6 +1,7 @@
 #ifndef COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 #define COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 
+#include "absl/synchronization/notification.h"
 #include "proto/shard.grpc.pb.h"
 #include "services/shard/shard_core.h"
 
@@ -13,7 +14,10 @@ namespace cohort {
 // the shard also logs. The core must outlive the service.
 class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::Shard::Service> {
  public:
-  explicit ShardService(ShardCore* core) : core_(core) {}
+  // set_up, when given, is notified once the core is set up (its rank known, its checkpoint
+  // loaded): rank 0's Init, which may come as soon as every member has joined, waits for it.
+  explicit ShardService(ShardCore* core, absl::Notification* set_up = nullptr)
+      : core_(core), set_up_(set_up) {}
 
   grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitMessage>* reader,
                     v1::InitReply* reply) override;
@@ -24,6 +28,7 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
 
  private:
   ShardCore* const core_;
+  absl::Notification* const set_up_;
 };
 
 }  // namespace cohort

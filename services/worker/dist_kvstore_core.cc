@@ -345,6 +345,31 @@ absl::Status DistKVStoreCore::InitShards() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> DistKVStoreCore::StartStep() {
+  int64_t least = -1;
+  std::string least_part;
+  for (size_t key = 0; key < keys_.size(); ++key) {
+    const std::vector<int64_t>& versions = keys_[key]->versions;
+    for (size_t part = 0; part < versions.size(); ++part) {
+      const std::string where = absl::StrCat("key ", key, " part ", part, " (shard ",
+                                             map_.parts[map_.key_parts[key][part]].shard, ")");
+      if (least >= 0 && mode_ == KVStoreMode::kDistSync && versions[part] != least) {
+        return absl::InternalError(absl::StrCat(
+            membership_->name(), ": the shards start at different steps: ", least_part, " at ",
+            least, ", ", where, " at ", versions[part],
+            "; were they resumed from different checkpoints? Give every shard the same --resume "
+            "folder"));
+      }
+      if (least < 0 || versions[part] < least) {
+        least = versions[part];
+        least_part = where;
+      }
+    }
+  }
+  if (least <= 0) return 0;
+  return mode_ == KVStoreMode::kDistAsync ? least / num_workers() : least;
+}
+
 absl::Status DistKVStoreCore::PullCurrent(int64_t key, Tensor* out) {
   float* dst = out->data<float>();
   Key& k = *keys_[key];

@@ -67,6 +67,9 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   absl::Status Push(int64_t key, const Tensor& grad) override;
   absl::Status Pull(int64_t key, Tensor* out) override;
   absl::Status Barrier() override;
+  // dist_sync: the version every part is at (Internal naming two parts that disagree: shards
+  // resumed from different checkpoints); dist_async: the least part version / W.
+  absl::StatusOr<int64_t> StartStep() override;
 
  private:
   struct Key {

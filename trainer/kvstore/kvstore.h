@@ -46,6 +46,10 @@ class KVStore {
   virtual absl::Status Pull(int64_t key, Tensor* out) = 0;
   // Returns when every worker has reached it.
   virtual absl::Status Barrier() = 0;
+  // The step the values pulled after Init are at: 0 for a new job; for a job whose shards
+  // resumed from a checkpoint, the checkpoint's step, where training goes on. Call after
+  // pulling every key.
+  virtual absl::StatusOr<int64_t> StartStep() { return 0; }
 };
 
 // Makes the kvstore a --kv_store value names.

@@ -158,15 +158,16 @@ struct EpochTimes {
   double data_wait_seconds = 0;  // steps that found their batch not yet assembled
 };
 
-// One epoch's steps (step counts them across epochs), then every replica holds the latest
-// parameters.
-absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_t* step) {
+// One epoch's steps from `first` (a resumed job starts inside an epoch; step counts them across
+// epochs), then every replica holds the latest parameters.
+absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_t first,
+                                    int64_t* step) {
   EpochTimes times;
   const auto epoch_start = Clock::now();
   auto interval_start = epoch_start;
   double interval_loss = 0, interval_comm = 0;
   int64_t interval_steps = 0;
-  for (int64_t s = 0; s < loop.steps_per_epoch; ++s) {
+  for (int64_t s = first; s < loop.steps_per_epoch; ++s) {
     const auto wait_start = Clock::now();
     const Batch& batch = loop.batches->Next();
     const double data_seconds = Seconds(Clock::now() - wait_start);
@@ -261,12 +262,24 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   ASSIGN_OR_RETURN(const LrSchedule schedule, LrSchedule::Create(lr_options));
   RETURN_IF_ERROR(kvstore->SetOptimizer(optimizer));
   RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
+  // A job whose shards resumed from a checkpoint goes on at its step: the sampler's position
+  // and the augmentation derive from (seed, epoch, step), so nothing else is restored.
+  ASSIGN_OR_RETURN(const int64_t first_step, kvstore->StartStep());
+  const int64_t total_steps = options.epochs * steps_per_epoch;
+  if (first_step > total_steps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the shards resumed at step ", first_step, ", past this job's end (--epochs=",
+        options.epochs, " x ", steps_per_epoch, " steps): resume with the flags of the job that "
+        "wrote the checkpoint, or more --epochs"));
+  }
   PrefetchOptions prefetch;
   prefetch.seed = options.seed;
   prefetch.rank = rank;
   prefetch.num_workers = num_workers;
   prefetch.batch_size = options.batch_size;
   ASSIGN_OR_RETURN(prefetch.augmentation, ParseAugment(options.augment, sample[1]));
+  prefetch.first_epoch = first_step / steps_per_epoch;
+  prefetch.first_step = first_step % steps_per_epoch;
   prefetch.end_epoch = options.epochs;
   BatchPrefetcher batches(data.train, norm, prefetch);
   StepRunner runner(replicas.views, kvstore.get(), options.overlap);
@@ -284,6 +297,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
         options.augment, kvstore->type(), replicas.backends[0]->name(), options.devices,
         options.precision, std::thread::hardware_concurrency());
+    if (first_step > 0) {
+      out << absl::StrFormat("train: resuming at step %d (epoch %d, step %d of %d)\n", first_step,
+                             prefetch.first_epoch, prefetch.first_step, steps_per_epoch);
+    }
     progress.Header();
   }
 
@@ -291,9 +308,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
                        observer, steps_per_epoch, global_batch};
   TrainResult result;
   double train_seconds = 0;
-  int64_t step = 0;
-  for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
-    ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, &step));
+  int64_t step = first_step;
+  for (int64_t epoch = prefetch.first_epoch; epoch < options.epochs; ++epoch) {
+    const int64_t first = epoch == prefetch.first_epoch ? prefetch.first_step : 0;
+    ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, first, &step));
     train_seconds += times.seconds;
     if (!lead) continue;
     const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
@@ -303,11 +321,20 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
         "%.2f%%\n",
         epoch, times.seconds, times.data_wait_seconds,
-        steps_per_epoch * global_batch / times.seconds, result.test_top1, result.test_top5);
+        (steps_per_epoch - first) * global_batch / times.seconds, result.test_top1,
+        result.test_top5);
     out.flush();  // a job's launcher shows each line as it comes, in order with the others
   }
-  result.seconds_per_epoch = train_seconds / options.epochs;
-  result.images_per_second = options.epochs * steps_per_epoch * global_batch / train_seconds;
+  // Per epoch of steps this process ran (a resumed job ran fewer).
+  const double epochs_run = static_cast<double>(total_steps - first_step) / steps_per_epoch;
+  if (lead && first_step == total_steps) {  // resumed at the very end: nothing was evaluated
+    const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
+    result.test_top1 = acc.top1_percent();
+    result.test_top5 = acc.top5_percent();
+  }
+  result.seconds_per_epoch = epochs_run > 0 ? train_seconds / epochs_run : 0;
+  result.images_per_second =
+      train_seconds > 0 ? (total_steps - first_step) * global_batch / train_seconds : 0;
   if (!lead) {
     out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", rank, num_workers,
                            result.seconds_per_epoch)
