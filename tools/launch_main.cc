@@ -89,6 +89,14 @@ ABSL_FLAG(std::string, mode, kDefaults.mode, "kvstore mode: dist_sync or dist_as
 ABSL_FLAG(int, linger, kDefaults.linger_s,
           "seconds the scheduler keeps serving its status and metrics after the job ends; the "
           "launcher waits for it");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "the shards write checkpoints here, a folder per step (a folder every shard's host "
+          "sees: this machine's, or a network file system)");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: none)");
+ABSL_FLAG(int, checkpoint_keep, 3, "complete checkpoints to keep");
+ABSL_FLAG(std::string, resume, "",
+          "restart the job from the newest complete checkpoint under this folder (the workers go "
+          "on at its step); checkpoints go on there unless --checkpoint_dir says otherwise");
 ABSL_FLAG(std::string, job_id, "",
           "the job's id (letters, digits, '.', '_', '-'); default: a new unique one. Every "
           "process gets it as COHORT_JOB_ID");
@@ -405,6 +413,13 @@ int main(int argc, char** argv) {
   }
   const bool ssh = launcher == "ssh";
   cohort::launch::LaunchOptions o;
+  if (absl::GetFlag(FLAGS_checkpoint_every) < 0 || absl::GetFlag(FLAGS_checkpoint_keep) < 1) {
+    return UsageError("--checkpoint_every must be >= 0 steps and --checkpoint_keep >= 1");
+  }
+  if (absl::GetFlag(FLAGS_checkpoint_every) > 0 && absl::GetFlag(FLAGS_checkpoint_dir).empty() &&
+      absl::GetFlag(FLAGS_resume).empty()) {
+    return UsageError("--checkpoint_every needs the folder: --checkpoint_dir DIR (or --resume DIR)");
+  }
   o.num_workers = absl::GetFlag(FLAGS_num_workers);
   if (o.num_workers < 1) return UsageError("give the number of workers with -n N (at least 1)");
   o.num_shards = absl::GetFlag(FLAGS_num_shards).value_or(o.num_workers);
@@ -436,6 +451,18 @@ int main(int argc, char** argv) {
   // children run there too (over ssh: at the same path, or in --sync_dst_dir).
   o.working_dir = Env("BUILD_WORKING_DIRECTORY");
   if (o.working_dir.empty() && ssh) o.working_dir = CurrentDir();
+  if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
+    o.shard_flags.push_back(absl::StrCat("--checkpoint_dir=", UserPath(dir, o.working_dir)));
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_resume); !dir.empty()) {
+    o.shard_flags.push_back(absl::StrCat("--resume=", UserPath(dir, o.working_dir)));
+  }
+  if (absl::GetFlag(FLAGS_checkpoint_every) > 0) {
+    o.shard_flags.push_back(
+        absl::StrCat("--checkpoint_every=", absl::GetFlag(FLAGS_checkpoint_every)));
+    o.shard_flags.push_back(
+        absl::StrCat("--checkpoint_keep=", absl::GetFlag(FLAGS_checkpoint_keep)));
+  }
   const std::vector<std::string> runfiles = RunfilesDirs();
   auto fail = [](const absl::Status& status) {
     std::cerr << "launch: error: " << status.message() << "\n";

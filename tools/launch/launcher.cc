@@ -573,11 +573,11 @@ class Job {
     phase_ = Phase::kRunning;
     deadline_.reset();
     for (int i = 0; i < o_.num_shards; ++i) {
-      if (!Spawn(Role::kShard, i, o_.shard_binary,
-                 {o_.shard_binary, absl::StrCat("--scheduler=", scheduler_address_),
-                  absl::StrCat("--rank=", i)})) {
-        return Abort();
-      }
+      std::vector<std::string> argv = {o_.shard_binary,
+                                        absl::StrCat("--scheduler=", scheduler_address_),
+                                        absl::StrCat("--rank=", i)};
+      argv.insert(argv.end(), o_.shard_flags.begin(), o_.shard_flags.end());
+      if (!Spawn(Role::kShard, i, o_.shard_binary, argv)) return Abort();
     }
     for (int r = 0; r < o_.num_workers; ++r) {
       if (!Spawn(Role::kWorker, r, o_.worker_program, o_.worker_argv)) return Abort();

@@ -45,6 +45,7 @@ struct LaunchOptions {
 
   std::string scheduler_binary;
   std::string shard_binary;
+  std::vector<std::string> shard_flags;  // every shard's too (checkpoints, resume)
   // What every worker runs: the worker binary with the user's flags, or the user's own program.
   std::string worker_program;
   std::vector<std::string> worker_argv;  // argv[0] first

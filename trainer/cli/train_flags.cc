@@ -15,6 +15,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.data_dir = ResolveUserPath(absl::GetFlag(FLAGS_data_dir), user_dir);
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.epochs = absl::GetFlag(FLAGS_epochs);
+  o.train_samples = absl::GetFlag(FLAGS_train_samples);
   o.optimizer = absl::GetFlag(FLAGS_optimizer);
   o.lr = absl::GetFlag(FLAGS_lr);
   o.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);

@@ -23,6 +23,8 @@
   ABSL_FLAG(int64_t, batch_size, cohort::TrainOptions().batch_size,                              \
             "images per step (per worker)");                                                     \
   ABSL_FLAG(int64_t, epochs, cohort::TrainOptions().epochs, "passes over the training set");    \
+  ABSL_FLAG(int64_t, train_samples, 0,                                                           \
+            "train on the first N samples of the training set only (0: all; a quick trial)");     \
   ABSL_FLAG(std::string, optimizer, cohort::TrainOptions().optimizer, "optimizer: sgd or adam"); \
   ABSL_FLAG(double, lr, cohort::TrainOptions().lr, "base learning rate");                        \
   ABSL_FLAG(std::string, lr_schedule, cohort::TrainOptions().lr_schedule,                        \
@@ -64,6 +66,7 @@ ABSL_DECLARE_FLAG(std::string, dataset);
 ABSL_DECLARE_FLAG(std::string, data_dir);
 ABSL_DECLARE_FLAG(int64_t, batch_size);
 ABSL_DECLARE_FLAG(int64_t, epochs);
+ABSL_DECLARE_FLAG(int64_t, train_samples);
 ABSL_DECLARE_FLAG(std::string, optimizer);
 ABSL_DECLARE_FLAG(double, lr);
 ABSL_DECLARE_FLAG(std::string, lr_schedule);

@@ -44,6 +44,10 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   RETURN_IF_ERROR(positive("batch_size", o.batch_size));
   RETURN_IF_ERROR(ParsePrecision(o.precision).status());
   RETURN_IF_ERROR(positive("epochs", o.epochs));
+  if (o.train_samples < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--train_samples=", o.train_samples, ": must be >= 0 (0: all)"));
+  }
   RETURN_IF_ERROR(positive("lr", o.lr));
   RETURN_IF_ERROR(positive("log_interval", o.log_interval));
   if (o.warmup_epochs < 0 || o.warmup_epochs >= o.epochs) {
@@ -105,6 +109,11 @@ absl::StatusOr<Replicas> BuildReplicas(const TrainOptions& options,
 absl::StatusOr<TrainTestData> LoadTrainingData(const TrainOptions& options, bool lead,
                                                std::ostream& out, Normalization* norm) {
   ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
+  if (options.train_samples > 0 && options.train_samples < data.train.size()) {
+    const size_t sample_bytes = static_cast<size_t>(data.train.sample_shape.numel());
+    data.train.labels.resize(options.train_samples);
+    data.train.pixels.resize(options.train_samples * sample_bytes);
+  }
   *norm = ComputeNormalization(data.train);
   if (const int64_t side = ModelImageSize(options.model);
       side > data.train.sample_shape[1] || side > data.train.sample_shape[2]) {

@@ -21,6 +21,7 @@ struct TrainOptions {
   std::string data_dir;  // empty: the dataset's default directory
   int64_t batch_size = 64;
   int64_t epochs = 10;
+  int64_t train_samples = 0;  // train on the first N samples only (0: all of them)
   std::string optimizer = "sgd";         // sgd | adam
   double lr = 0.02;
   std::string lr_schedule = "cosine";  // constant | step | cosine | poly

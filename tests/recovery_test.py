@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""Checkpoints and resume of whole jobs (LeNet, W=2, S=2, dist_sync): a job killed outright
+(SIGKILL of every process) after some checkpoints resumes from the newest complete one and ends
+with a model file bitwise identical to an uninterrupted run's; with the newest checkpoints
+damaged (a truncated file, a flipped byte) resume names each damaged file, uses the newest
+complete one before them, and still ends bitwise identical.
+
+Usage: recovery_test.py LAUNCH JOB_PROCESSES_PY
+"""
+
+import glob
+import os
+import re
+import sys
+import time
+import unittest
+
+LAUNCH, JOB_PROCESSES = (os.path.abspath(p) for p in sys.argv[1:3])
+sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_fixture  # noqa: E402
+from job_processes import kill_job, wait_job_gone  # noqa: E402
+
+# 6400 samples, batch 32 x 2 workers: 100 steps an epoch, 300 in all; a checkpoint every 40.
+WORKER = ["--model=lenet", "--dataset=fashion-mnist", "--train_samples=6400", "--batch_size=32",
+          "--epochs=3", "--log_interval=20"]
+EVERY = 40
+TOTAL_STEPS = 300
+
+
+def folder(root, step):
+    return os.path.join(root, f"v{step:012d}")
+
+
+def complete_steps(root):
+    """Steps whose folder holds both shards' manifests."""
+    steps = []
+    for path in glob.glob(os.path.join(root, "v*")):
+        if all(os.path.exists(os.path.join(path, f"shard-{s}.manifest")) for s in (0, 1)):
+            steps.append(int(os.path.basename(path)[1:]))
+    return sorted(steps)
+
+
+class RecoveryTest(job_fixture.JobTestCase):
+    job_prefix = "recoverytest"
+
+    def job(self, name):
+        """The id of the test's job `name`, whose processes are killed at cleanup."""
+        job = f"{self.job_id}-{name}"
+        self.addCleanup(kill_job, job)
+        return job
+
+    def run_job(self, name, *flags, model):
+        job = self.job(name)
+        p = self.start(name, [LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", *flags, "--",
+                              *WORKER, f"--output={model}"])
+        self.assertEqual(p.wait(timeout=600), 0, self.log(name))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        return self.log(name)
+
+    def model_bytes(self, path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    def uninterrupted(self):
+        model = os.path.join(self.dir, "uninterrupted.safetensors")
+        out = self.run_job("uninterrupted", f"--checkpoint_dir={self.dir}/straight",
+                           f"--checkpoint_every={EVERY}", model=model)
+        self.assertIn("[worker 0] Wrote", out)
+        return self.model_bytes(model)
+
+    def killed_after(self, root, step):
+        """Starts the job, SIGKILLs every process of it once the checkpoint at `step` (or a
+        later one) is complete, and returns the steps complete then."""
+        job = self.job("killed")
+        model = os.path.join(self.dir, "resumed.safetensors")
+        self.start("killed", [LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2",
+                              f"--checkpoint_dir={root}", f"--checkpoint_every={EVERY}",
+                              "--checkpoint_keep=3", "--", *WORKER, f"--output={model}"])
+        deadline = time.monotonic() + 300
+        while not [s for s in complete_steps(root) if s >= step]:
+            self.assertLess(time.monotonic(), deadline, self.log("killed"))
+            self.assertIsNone(self.procs[-1].poll(), self.log("killed"))
+            time.sleep(0.02)
+        killed = kill_job(job)
+        launcher = self.procs[-1]
+        launcher.kill()
+        launcher.wait()
+        self.assertEqual(len(killed), 5, killed)  # the scheduler, 2 shards, 2 workers
+        self.assertEqual(wait_job_gone(job, 5), [])
+        self.assertFalse(os.path.exists(model), "the job ended before it was killed")
+        self.assertLess(max(complete_steps(root)), TOTAL_STEPS)
+        return complete_steps(root)
+
+    def test_killed_job_resumes_bitwise(self):
+        want = self.uninterrupted()
+        root = os.path.join(self.dir, "ckpt")
+        steps = self.killed_after(root, 2 * EVERY)
+        self.assertLessEqual(len(steps), 4, steps)  # keep 3 (a 4th while the newest is pruned)
+        out = self.run_job("resumed", f"--resume={root}", f"--checkpoint_every={EVERY}",
+                           model=os.path.join(self.dir, "resumed.safetensors"))
+        newest = max(steps)
+        self.assertIn(f"[worker 0] train: resuming at step {newest} (epoch {newest // 100}, "
+                      f"step {newest % 100} of 100)", out)
+        for shard in (0, 1):
+            self.assertIn(f"[shard {shard}] shard {shard}: resuming from step {newest} "
+                          f"({folder(root, newest)})", out)
+        self.assertEqual(self.model_bytes(os.path.join(self.dir, "resumed.safetensors")), want)
+
+    def test_damaged_newest_checkpoints_are_named_and_skipped(self):
+        want = self.uninterrupted()
+        root = os.path.join(self.dir, "straight")
+        steps = complete_steps(root)
+        self.assertEqual(steps, [200, 240, 280], steps)  # every 40 steps, the newest 3 kept
+        truncated = os.path.join(folder(root, 280), "shard-0.safetensors")
+        with open(truncated, "r+b") as f:
+            f.truncate(os.path.getsize(truncated) - 100)
+        flipped = os.path.join(folder(root, 240), "shard-1.safetensors")
+        with open(flipped, "r+b") as f:
+            f.seek(os.path.getsize(flipped) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x10]))
+        model = os.path.join(self.dir, "from-200.safetensors")
+        out = self.run_job("resumed", f"--resume={root}", model=model)
+        for shard in (0, 1):
+            self.assertRegex(out, rf"\[shard {shard}\] shard {shard}: skipping a newer checkpoint: "
+                                  rf".* {re.escape(truncated)} has \d+ bytes")
+            self.assertRegex(out, rf"\[shard {shard}\] shard {shard}: skipping a newer checkpoint: "
+                                  rf".* {re.escape(flipped)} does not match its checksum")
+            self.assertIn(f"shard {shard}: resuming from step 200", out)
+        self.assertIn("[worker 0] train: resuming at step 200 (epoch 2, step 0 of 100)", out)
+        self.assertEqual(self.model_bytes(model), want)
+
+
+if __name__ == "__main__":
+    unittest.main()
