@@ -1,6 +1,7 @@
 #include "services/checkpoint/shard_checkpoint.h"
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <utility>
 
@@ -160,6 +161,24 @@ absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, i
         num_shards, " (a checkpoint of a job with another number of shards?)"));
   }
   return point;
+}
+
+absl::Status RemoveShardFilesAfter(const std::string& root, int shard_rank, int64_t step) {
+  for (int64_t version : CheckpointVersions(root)) {
+    if (version <= step) break;  // newest first
+    for (const std::string& name :
+         {ShardCheckpointManifest(shard_rank), ShardCheckpointFile(shard_rank)}) {
+      const std::string path = absl::StrCat(CheckpointFolder(root, version), "/", name);
+      std::error_code error;
+      std::filesystem::remove(path, error);
+      if (error) {
+        return absl::InternalError(absl::StrCat("cannot remove ", path, ": ", error.message()));
+      }
+    }
+    std::error_code ignored;  // other shards' files may still be there
+    std::filesystem::remove(CheckpointFolder(root, version), ignored);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cohort

@@ -63,6 +63,11 @@ struct ResumePoint {
 absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
                                                       int num_shards);
 
+// Removes this shard's files (its manifest first) from every checkpoint newer than `step`
+// under root: a job resumed at `step` writes those steps again, and a folder must never mix
+// one run's files with another's.
+absl::Status RemoveShardFilesAfter(const std::string& root, int shard_rank, int64_t step);
+
 }  // namespace cohort
 
 #endif  // COHORT_SERVICES_CHECKPOINT_SHARD_CHECKPOINT_H_

@@ -107,6 +107,14 @@ TEST(ShardCheckpointTest, LoadsTheNewestCompleteOneNamingTheDamagedFile) {
   }
   // A job with another number of shards finds no checkpoint of its own.
   EXPECT_FALSE(LoadLatestShardCheckpoint(root, 0, 3).ok());
+
+  // Resumed at step 10, shard 0 takes its files out of steps 20 and 30; shard 1's stay, and
+  // the folder of step 30, which held shard 0's files only, goes.
+  ASSERT_TRUE(RemoveShardFilesAfter(root, 0, 10).ok());
+  EXPECT_EQ(CheckpointVersions(root), (std::vector<int64_t>{20, 10}));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointFolder(root, 20) + "/" + ShardCheckpointFile(0)));
+  EXPECT_TRUE(std::filesystem::exists(damaged));
+  EXPECT_TRUE(VerifyManifest(root, 10, ShardCheckpointManifest(0)).ok());
 }
 
 }  // namespace

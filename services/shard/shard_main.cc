@@ -122,6 +122,14 @@ int main(int argc, char** argv) {
                                  cohort::CheckpointFolder(resume, point->checkpoint.step))
               << std::flush;
     metrics.resumed_step.Set(static_cast<double>(point->checkpoint.step));
+    if (checkpoint_every > 0 && checkpoint_dir == resume) {
+      if (absl::Status s = cohort::RemoveShardFilesAfter(resume, rank, point->checkpoint.step);
+          !s.ok()) {
+        std::cerr << "shard " << rank << ": error: " << s.message() << "\n";
+        (*session)->Leave(s);
+        return 1;
+      }
+    }
     core.ResumeFrom(std::move(point->checkpoint));
   }
   std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
