@@ -71,7 +71,7 @@ bool MembershipCore::ended() const {
 
 bool MembershipCore::WaitUntilEnded(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&ended_), timeout);
+  return mu_.AwaitWithTimeout(absl::Condition(&listeners_ran_), timeout);
 }
 
 void MembershipCore::End(v1::JobState state, const std::string& reason) {
@@ -88,6 +88,8 @@ void MembershipCore::End(v1::JobState state, const std::string& reason) {
   }
   for (auto& [id, f] : listeners_) f();
   listeners_.clear();
+  absl::MutexLock lock(&mu_);
+  listeners_ran_ = true;
 }
 
 std::string MembershipCore::RunControlStream() {

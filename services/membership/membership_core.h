@@ -74,7 +74,7 @@ class MembershipCore {
   // the scheduler was lost.
   absl::Status end_status() const;
   bool ended() const;
-  // Blocks until the job ends; false after timeout.
+  // Blocks until the job has ended and every end listener has run; false after timeout.
   bool WaitUntilEnded(absl::Duration timeout);
 
  private:
@@ -100,6 +100,7 @@ class MembershipCore {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool listeners_ran_ ABSL_GUARDED_BY(mu_) = false;  // after ended_: the end listeners are done
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::Progress> progress_ ABSL_GUARDED_BY(mu_);

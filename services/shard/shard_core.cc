@@ -43,6 +43,7 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
     for (const PartCheckpoint& part : c.parts) resume_parts_[part.id] = &part;
   }
   config_ = config;
+  auxiliary_keys_.insert(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
   expected_parts_ = config.num_parts;
   configured_ = true;
   if (checkpoints_ != nullptr) checkpoints_->Configured(config_);
@@ -64,13 +65,19 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
     absl::MutexLock part_lock(&p->mu);
     p->value = std::make_unique<PinnedValue>();
     p->value->data.assign(value.begin(), value.end());
-    p->optimizer =
-        *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
+    const bool auxiliary = auxiliary_keys_.contains(id.key);
+    if (!auxiliary) {
+      p->optimizer =
+          *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
+    }
     if (resume_.has_value()) RETURN_IF_ERROR(Restore(id, value, p.get()));
     if (config_.mode == KVStoreMode::kDistSync) {
       p->slots.resize(config_.num_workers);  // allocated on first use
       p->pushed.assign(config_.num_workers, 0);
       p->waiting.assign(config_.num_workers, nullptr);
+    } else if (auxiliary) {
+      // Until a worker pushes, it counts with the part's value.
+      p->slots.assign(config_.num_workers, p->value->data);
     }
   }
   parts_.emplace(id, std::move(p));
@@ -92,6 +99,7 @@ absl::Status ShardCore::Restore(PartId id, absl::Span<const float> value, PartSt
   }
   p->value->data = saved.value;
   p->version = saved.version;
+  if (p->optimizer == nullptr) return absl::OkStatus();  // auxiliary
   const absl::Status loaded =
       p->optimizer->LoadState(0, static_cast<int64_t>(value.size()), saved.optimizer);
   if (!loaded.ok()) return absl::DataLossError(absl::StrCat(where, ": ", loaded.message()));
@@ -104,7 +112,8 @@ void ShardCore::MaybeCheckpoint(PartId id, PartState* p) {
   const int64_t per_step = config_.mode == KVStoreMode::kDistAsync ? config_.num_workers : 1;
   if (p->version % (checkpoint_every_ * per_step) != 0) return;
   checkpoints_->Add(p->version / per_step,
-                    {id, p->version, p->value->data, p->optimizer->SaveState(0)});
+                    {id, p->version, p->value->data,
+                     p->optimizer != nullptr ? p->optimizer->SaveState(0) : OptimizerState{}});
 }
 
 bool ShardCore::ready() const {
@@ -168,7 +177,11 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
                         where(), " was computed on version ", version,
                         ", which the part has not reached (", p->version, ")")));
     }
-    ApplyPush(p, grad, rank, absl::MakeSpan(p->value->data), lr);
+    if (p->optimizer == nullptr) {
+      AverageIntoValue(p, grad, rank, absl::MakeSpan(p->value->data));
+    } else {
+      ApplyPush(p, grad, rank, absl::MakeSpan(p->value->data), lr);
+    }
     ++p->version;
     Applied(p->version, 1);
     MaybeCheckpoint(id, p);
@@ -197,7 +210,11 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
     return absl::OkStatus();
   }
   // The last push of the version is reduced and applied straight from its bytes.
-  ApplyPush(p, grad, rank, absl::MakeSpan(WritableValue(p)), lr);
+  if (p->optimizer == nullptr) {
+    AverageIntoValue(p, grad, rank, absl::MakeSpan(WritableValue(p)));
+  } else {
+    ApplyPush(p, grad, rank, absl::MakeSpan(WritableValue(p)), lr);
+  }
   ++p->version;
   Applied(p->version, num_workers);
   MaybeCheckpoint(id, p);
@@ -284,6 +301,22 @@ void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::S
     }
     p->optimizer->Apply(0, static_cast<int64_t>(first), value.subspan(first, n), update, lr);
   });
+}
+
+void ShardCore::AverageIntoValue(PartState* p, ByteChunks grad, int rank,
+                                 absl::Span<float> value) {
+  std::vector<float>& slot = p->slots[rank];
+  slot.resize(value.size());
+  CopyChunks(grad, slot.data());
+  const int num_workers = config_.num_workers;
+  std::copy(p->slots[0].begin(), p->slots[0].end(), value.begin());
+  if (num_workers == 1) return;
+  for (int r = 1; r < num_workers; ++r) {
+    const std::vector<float>& s = p->slots[r];
+    for (size_t i = 0; i < value.size(); ++i) value[i] += s[i];
+  }
+  const float scale = 1.0f / static_cast<float>(num_workers);
+  for (float& v : value) v *= scale;
 }
 
 absl::StatusOr<int64_t> ShardCore::Read(PartId id, std::vector<float>* out) {

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -51,7 +52,9 @@ class CheckpointSink {
 // push per worker, sums them in rank order 0…W−1, scales by 1/W, runs the optimizer once with
 // the schedule's rate at step v, and sends version v+1 to every worker that pushed.
 // dist_async: each push is scaled by 1/W and applied at once, with the schedule's rate at step
-// ⌊version / W⌋ (W pushes make a step); the new value goes back to the pusher. A refused push (wrong size, unknown part, stale or future version, a second push of
+// ⌊version / W⌋ (W pushes make a step); the new value goes back to the pusher. An auxiliary
+// key (ShardConfig::auxiliary_keys) has no optimizer: its value becomes the mean of the
+// workers' pushes (dist_sync: of the version's W pushes; dist_async: of each worker's latest). A refused push (wrong size, unknown part, stale or future version, a second push of
 // a version) leaves the part untouched. Thread-safe: pushes of different parts run in parallel
 // (one lock per part).
 //
@@ -107,9 +110,11 @@ class ShardCore {
     // Earlier values that replies still read; freed once they are done.
     std::vector<std::unique_ptr<PinnedValue>> retired ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
+    // Null for an auxiliary part: its value is the mean of the workers' pushes.
     std::unique_ptr<Optimizer> optimizer ABSL_GUARDED_BY(mu);
     // dist_sync: per rank, the pushes of the current version that came before the last one
-    // (the last is applied straight from its bytes), and who waits for the new value.
+    // (the last is applied straight from its bytes; an auxiliary part's too goes to its slot),
+    // and who waits for the new value. An auxiliary part in dist_async: each rank's latest push.
     std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
     std::vector<char> pushed ABSL_GUARDED_BY(mu);        // by rank, for the current version
     std::vector<PartSink*> waiting ABSL_GUARDED_BY(mu);  // by rank; null: nobody to answer
@@ -135,6 +140,10 @@ class ShardCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   void ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
                        float lr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  // An auxiliary part's update: grad goes to rank's slot and value becomes the slots' mean,
+  // summed in rank order and scaled by 1/W (as the replicas of one process average theirs).
+  void AverageIntoValue(PartState* p, ByteChunks grad, int rank, absl::Span<float> value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // Counts a refused request; returns status.
   absl::Status Refuse(Rejection reason, absl::Status status) const;
   // Counts an update to `version` made of `pushes` pushes.
@@ -147,6 +156,7 @@ class ShardCore {
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
   int expected_parts_ ABSL_GUARDED_BY(mu_) = 0;
   ShardConfig config_;  // written once by Configure, before any push
+  absl::flat_hash_set<int64_t> auxiliary_keys_;  // as config_
   int64_t checkpoint_every_ = 0;  // set before Configure
   CheckpointSink* checkpoints_ = nullptr;
   std::optional<ShardCheckpoint> resume_;

@@ -427,5 +427,67 @@ TEST(ShardCoreCheckpointTest, ResumedShardContinuesBitwise) {
   }
 }
 
+// An auxiliary key (batch-norm running statistics) has no optimizer: dist_sync's new value is
+// the version's pushes summed in rank order times 1/W, bitwise as a process averages its
+// replicas, whatever the arrival order; it is checkpointed and resumed with no optimizer state.
+TEST(ShardCoreTest, AuxiliarySyncValueIsTheRankOrderMeanOfThePushes) {
+  const int workers = 3;
+  ShardConfig config = Config(workers, KVStoreMode::kDistSync, /*parts=*/2);
+  config.auxiliary_keys = {9};
+  MemoryCheckpoints checkpoints;
+  ShardCore core;
+  core.set_checkpoints(1, &checkpoints);
+  ASSERT_TRUE(core.Configure(config).ok());
+  ASSERT_TRUE(core.AddPart({9, 0}, std::vector<float>{0, 1, 0, 1}).ok());
+  ASSERT_TRUE(core.AddPart({3, 0}, std::vector<float>{0, 1, 0, 1}).ok());
+  std::vector<RecordingSink> sinks(workers);
+  for (int r : {2, 0, 1}) ASSERT_TRUE(core.Push(r, {9, 0}, 0, Gradient(r, 0, 4), &sinks[r]).ok());
+  std::vector<float> want = Gradient(0, 0, 4);
+  for (int r = 1; r < workers; ++r) {
+    const std::vector<float> g = Gradient(r, 0, 4);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += g[i];
+  }
+  for (float& w : want) w *= 1.0f / workers;
+  for (int r = 0; r < workers; ++r) {
+    ASSERT_EQ(sinks[r].values.size(), 1u);
+    EXPECT_EQ(sinks[r].versions[0], 1);
+    EXPECT_EQ(sinks[r].values[0], want) << "rank " << r;
+  }
+  // The parameter beside it still takes the optimizer's step.
+  for (int r = 0; r < workers; ++r) {
+    ASSERT_TRUE(core.Push(r, {3, 0}, 0, Gradient(r, 0, 4), &sinks[r]).ok());
+  }
+  EXPECT_NE(sinks[0].values.back(), want);
+
+  ASSERT_EQ(checkpoints.steps.count(1), 1u);
+  const ShardCheckpoint& at1 = checkpoints.steps.at(1);
+  ShardCore resumed;
+  resumed.ResumeFrom(at1);
+  ASSERT_TRUE(resumed.Configure(config).ok());
+  ASSERT_TRUE(resumed.AddPart({9, 0}, std::vector<float>{0, 1, 0, 1}).ok());
+  ASSERT_TRUE(resumed.AddPart({3, 0}, std::vector<float>{0, 1, 0, 1}).ok());
+  std::vector<float> value;
+  EXPECT_EQ(*resumed.Read({9, 0}, &value), 1);
+  EXPECT_EQ(value, want);
+}
+
+// dist_async: each push replaces its worker's contribution and the value is the mean of every
+// worker's latest (the part's initial value for a worker that has not pushed yet).
+TEST(ShardCoreTest, AuxiliaryAsyncValueIsTheMeanOfEachWorkersLatestPush) {
+  ShardConfig config = Config(2, KVStoreMode::kDistAsync);
+  config.auxiliary_keys = {0};
+  ShardCore core;
+  ASSERT_TRUE(core.Configure(config).ok());
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{2, 4}).ok());
+  RecordingSink sink;
+  ASSERT_TRUE(core.Push(1, {0, 0}, 0, std::vector<float>{4, 8}, &sink).ok());
+  EXPECT_EQ(sink.values.back(), (std::vector<float>{3, 6}));
+  ASSERT_TRUE(core.Push(1, {0, 0}, 1, std::vector<float>{6, 0}, &sink).ok());
+  EXPECT_EQ(sink.values.back(), (std::vector<float>{4, 2}));
+  ASSERT_TRUE(core.Push(0, {0, 0}, 2, std::vector<float>{0, 0}, &sink).ok());
+  EXPECT_EQ(sink.values.back(), (std::vector<float>{3, 0}));
+  EXPECT_EQ(sink.versions.back(), 3);
+}
+
 }  // namespace
 }  // namespace cohort

@@ -53,6 +53,7 @@ v1::InitMessage::Config ToProto(const ShardConfig& config) {
   c.set_partition_fingerprint(config.partition_fingerprint);
   c.set_num_parts(config.num_parts);
   *c.mutable_optimizer() = ToProto(config.optimizer);
+  c.mutable_auxiliary_keys()->Add(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
   return c;
 }
 
@@ -63,6 +64,7 @@ absl::StatusOr<ShardConfig> FromProto(const v1::InitMessage::Config& c) {
   config.partition_fingerprint = c.partition_fingerprint();
   config.num_parts = c.num_parts();
   ASSIGN_OR_RETURN(config.optimizer, FromProto(c.optimizer()));
+  config.auxiliary_keys.assign(c.auxiliary_keys().begin(), c.auxiliary_keys().end());
   return config;
 }
 

@@ -45,6 +45,7 @@ TEST(ConfigProtoTest, ShardConfigRoundTrips) {
   config.partition_fingerprint = 0x1234567890abcdefULL;
   config.num_parts = 17;
   config.optimizer.optimizer = "adam";
+  config.auxiliary_keys = {40, 41};
   auto back = FromProto(ToProto(config));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->num_workers, 3);
@@ -52,6 +53,7 @@ TEST(ConfigProtoTest, ShardConfigRoundTrips) {
   EXPECT_EQ(back->partition_fingerprint, 0x1234567890abcdefULL);
   EXPECT_EQ(back->num_parts, 17);
   EXPECT_EQ(back->optimizer.optimizer, "adam");
+  EXPECT_EQ(back->auxiliary_keys, (std::vector<int64_t>{40, 41}));
 }
 
 TEST(ConfigProtoTest, UnknownModeIsAnError) {

@@ -2,6 +2,7 @@
 #define COHORT_SERVICES_WIRE_SHARD_CONFIG_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "trainer/kvstore/kvstore_mode.h"
 #include "trainer/optim/optimizer_spec.h"
@@ -15,6 +16,9 @@ struct ShardConfig {
   uint64_t partition_fingerprint = 0;
   int num_parts = 0;  // parts this shard holds
   OptimizerSpec optimizer;
+  // Keys of state that is not trained (batch-norm running statistics): their pushes are
+  // averaged across workers, with no optimizer.
+  std::vector<int64_t> auxiliary_keys;
 };
 
 }  // namespace cohort

@@ -62,6 +62,12 @@ absl::Status DistKVStoreCore::Init(int64_t key, const Tensor& value) {
   return absl::OkStatus();
 }
 
+absl::Status DistKVStoreCore::InitAuxiliary(int64_t key, const Tensor& value) {
+  RETURN_IF_ERROR(Init(key, value));
+  auxiliary_keys_.push_back(key);
+  return absl::OkStatus();
+}
+
 absl::Status DistKVStoreCore::PushPull(int64_t key, const Tensor& grad, Tensor* out) {
   RETURN_IF_ERROR(Commit());
   ASSIGN_OR_RETURN(Key * k, Find(key, grad, "push"));
@@ -333,6 +339,7 @@ absl::Status DistKVStoreCore::InitShards() {
     config.mode = mode_;
     config.partition_fingerprint = fingerprint_;
     config.optimizer = optimizer_;
+    config.auxiliary_keys = auxiliary_keys_;
     std::vector<InitialPart> parts;
     for (const Part& p : map_.parts) {
       if (p.shard != s) continue;

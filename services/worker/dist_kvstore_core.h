@@ -62,6 +62,7 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
 
   absl::Status SetOptimizer(const OptimizerSpec& spec) override;
   absl::Status Init(int64_t key, const Tensor& value) override;
+  absl::Status InitAuxiliary(int64_t key, const Tensor& value) override;
   absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override;
   absl::Status Wait(int64_t key) override;
   absl::Status Push(int64_t key, const Tensor& grad) override;
@@ -126,6 +127,7 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   PartitionMap map_;  // fixed once committed
   uint64_t fingerprint_ = 0;
   std::vector<std::unique_ptr<Key>> keys_;  // stable addresses: answers and pins refer to them
+  std::vector<int64_t> auxiliary_keys_;
   int64_t barriers_ = 0;
 
   absl::Mutex mu_;  // guards the Key fields marked so, and the job and stream state below

@@ -276,6 +276,16 @@ TEST_F(DistKVStoreCoreTest, RankZeroInitialisesEveryShardThenAllRanksMeetAtABarr
   }
 }
 
+TEST_F(DistKVStoreCoreTest, AuxiliaryKeysReachEveryShardsConfig) {
+  Make(0);
+  ASSERT_TRUE(kv_->InitAuxiliary(2, Tensor(Shape{3})).ok());
+  PushKey0();
+  ASSERT_EQ(transport_->configs().size(), 2u);
+  for (const ShardConfig& c : transport_->configs()) {
+    EXPECT_EQ(c.auxiliary_keys, std::vector<int64_t>{2});
+  }
+}
+
 TEST_F(DistKVStoreCoreTest, OtherRanksDoNotInitialiseShards) {
   Make(1);
   PushKey0();

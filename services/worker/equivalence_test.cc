@@ -1,13 +1,22 @@
 // dist_sync with W = 2 workers (local batch b each) equals the single-process trainer with the
-// global batch 2b (Contracts, "Gradient arithmetic"): LeNet (no dropout), S = 2 shards, 16 KiB
-// parts so the large tensors are split across both shards, 20 steps of SGD with momentum,
-// weight decay and a cosine schedule, communication overlapped with computation. Every
-// tensor's ‖Δ‖₂/‖ref‖₂ stays within 1e-5 on both ranks (the mean of two half-batch means is
-// not bit-identical to the mean over the whole batch: float sums round differently). And the
-// order in which parts reach the shards changes no bit of the result.
+// global batch 2b (Contracts, "Gradient arithmetic"): S = 2 shards, 16 KiB parts so the large
+// tensors are split across both shards, SGD with momentum, weight decay and a cosine schedule,
+// communication overlapped with computation. LeNet (no dropout) against one context on the
+// whole batch; ResNet-20 against the batch split over 2 contexts (--devices cpu:2), since batch
+// norm normalises each worker's (each context's) own batch, and with its running statistics,
+// which the workers average through the kvstore as the contexts do. Every exported tensor's
+// ‖Δ‖₂/‖ref‖₂ stays within 1e-5 on both ranks (LeNet's mean of two half-batch gradients is not
+// bit-identical to the gradient over the whole batch: float sums round differently). ResNet-20
+// is bitwise equal: each worker and each context computes on one thread (OMP_NUM_THREADS=1 in
+// the BUILD file), so their convolutions round alike, and the shards sum gradients and
+// statistics in rank order times 1/W as the contexts do (a network with batch norm amplifies
+// any rounding difference, so this is where a wrong statistic would show). And the order in
+// which parts reach the shards changes no bit of the result.
 
 #include <cmath>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -15,28 +24,38 @@
 #include "services/worker/dist_kvstore.h"
 #include "services/testing/local_cluster.h"
 #include "trainer/base/random.h"
+#include "trainer/loop/devices.h"
 #include "trainer/models/models.h"
-#include "trainer/ops/cpu/onednn_backend.h"
 #include "trainer/loop/step.h"
 
 namespace cohort {
 namespace {
 
 constexpr int kWorkers = 2;
-constexpr int kSteps = 20;
 constexpr int64_t kLocalBatch = 16;
 constexpr int kClasses = 10;
 
+struct ModelCase {
+  std::string model;
+  Shape input;              // (C, H, W)
+  int steps;
+  std::string reference_devices;  // the single process's --devices
+  bool bitwise;                   // the reference computes the workers' very sums
+};
+
+const ModelCase kLenet{"lenet", Shape{1, 28, 28}, 20, "cpu", false};
+const ModelCase kResnet20{"resnet20", Shape{3, 32, 32}, 12, "cpu:2", true};
+
 struct GlobalBatch {
-  Tensor images;  // (W·b, 1, 28, 28)
+  Tensor images;  // (W·b, C, H, W)
   Tensor labels;  // (W·b) I32
 };
 
-std::vector<GlobalBatch> MakeBatches() {
+std::vector<GlobalBatch> MakeBatches(const ModelCase& c) {
   Rng rng(2026);
   std::vector<GlobalBatch> batches;
-  for (int s = 0; s < kSteps; ++s) {
-    GlobalBatch b{Tensor(Shape{kWorkers * kLocalBatch, 1, 28, 28}),
+  for (int s = 0; s < c.steps; ++s) {
+    GlobalBatch b{Tensor(Shape{kWorkers * kLocalBatch, c.input[0], c.input[1], c.input[2]}),
                   Tensor(Shape{kWorkers * kLocalBatch}, DType::kI32)};
     for (float& v : b.images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
     for (int32_t& l : b.labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(kClasses));
@@ -45,27 +64,38 @@ std::vector<GlobalBatch> MakeBatches() {
   return batches;
 }
 
-OptimizerSpec Schedule() {
+OptimizerSpec Schedule(const ModelCase& c) {
   OptimizerSpec spec;
   spec.optimizer_options = {0.9, 1e-4};
   spec.lr_schedule.kind = LrScheduleKind::kCosine;
   spec.lr_schedule.base_lr = 0.05;
   spec.lr_schedule.epochs = 1;
-  spec.lr_schedule.steps_per_epoch = kSteps;
+  spec.lr_schedule.steps_per_epoch = c.steps;
   return spec;
 }
 
-// Trains this rank's share of every batch; returns every parameter's final value.
-absl::StatusOr<std::vector<std::vector<float>>> Train(KVStore* kv,
-                                                      const std::vector<GlobalBatch>& batches) {
-  OnednnBackend backend;
-  auto model = BuildModel("lenet", &backend, Shape{1, 28, 28}, kClasses);
-  if (!model.ok()) return model.status();
-  (*model)->InitParameters(42);
-  if (absl::Status s = kv->SetOptimizer(Schedule()); !s.ok()) return s;
-  if (absl::Status s = InitKVStore(**model, kv); !s.ok()) return s;
-  SoftmaxCrossEntropyLoss loss(&backend);
-  StepRunner runner(model->get(), &loss, kv, /*overlap=*/true);
+// Every tensor a model file holds (parameters and running statistics), by name.
+using Exported = std::vector<std::pair<std::string, std::vector<float>>>;
+
+// Trains this rank's share of every batch on `devices`; returns what the model file would hold.
+absl::StatusOr<Exported> Train(KVStore* kv, const ModelCase& c, const std::string& devices,
+                               const std::vector<GlobalBatch>& batches) {
+  auto backends = MakeDeviceBackends(devices);
+  if (!backends.ok()) return backends.status();
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
+  std::vector<Replica> replicas;
+  for (auto& backend : *backends) {
+    auto model = BuildModel(c.model, backend.get(), c.input, kClasses);
+    if (!model.ok()) return model.status();
+    models.push_back(std::move(*model));
+    models.back()->InitParameters(42);
+    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
+    replicas.push_back({models.back().get(), losses.back().get(), backend.get()});
+  }
+  if (absl::Status s = kv->SetOptimizer(Schedule(c)); !s.ok()) return s;
+  if (absl::Status s = InitKVStore(*models[0], kv); !s.ok()) return s;
+  StepRunner runner(std::move(replicas), kv, /*overlap=*/true);
   const int64_t b = batches[0].labels.numel() / kv->num_workers();
   Tensor images, labels;
   for (const GlobalBatch& batch : batches) {
@@ -75,9 +105,10 @@ absl::StatusOr<std::vector<std::vector<float>>> Train(KVStore* kv,
     if (!step.ok()) return step.status();
   }
   if (absl::Status s = runner.WaitForParameters(); !s.ok()) return s;
-  std::vector<std::vector<float>> values;
-  for (const Parameter* p : (*model)->parameters()) {
-    values.emplace_back(p->value.data<float>(), p->value.data<float>() + p->value.numel());
+  Exported values;
+  for (const StateTensor& t : models[0]->ExportedTensors()) {
+    values.emplace_back(t.name, std::vector<float>(t.value->data<float>(),
+                                                   t.value->data<float>() + t.value->numel()));
   }
   return values;
 }
@@ -88,14 +119,13 @@ double Norm(const std::vector<float>& v) {
   return std::sqrt(s);
 }
 
-using Parameters = std::vector<std::vector<float>>;
-
 // Trains on a local cluster with kWorkers workers (S = 2) over loopback gRPC; each worker's
 // pushes are held back at random from delay_seed (0: not at all). Returns every rank's result.
-std::vector<absl::StatusOr<Parameters>> TrainDistributed(const std::vector<GlobalBatch>& batches,
-                                                         uint64_t delay_seed) {
+std::vector<absl::StatusOr<Exported>> TrainDistributed(const ModelCase& c,
+                                                       const std::vector<GlobalBatch>& batches,
+                                                       uint64_t delay_seed) {
   LocalCluster cluster(KVStoreMode::kDistSync, kWorkers, /*num_shards=*/2);
-  std::vector<absl::StatusOr<Parameters>> results(kWorkers, absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<Exported>> results(kWorkers, absl::UnknownError("not run"));
   std::vector<std::thread> workers;
   for (int rank = 0; rank < kWorkers; ++rank) {
     workers.emplace_back([&, rank] {
@@ -116,7 +146,7 @@ std::vector<absl::StatusOr<Parameters>> TrainDistributed(const std::vector<Globa
       }
       {  // the store goes before the session it runs on
         auto kv = CreateDistKVStore("dist_sync", session->get(), job, delay);
-        results[rank] = kv.ok() ? Train(kv->get(), batches) : kv.status();
+        results[rank] = kv.ok() ? Train(kv->get(), c, "cpu", batches) : kv.status();
       }
       (*session)->Leave(results[rank].status());
     });
@@ -125,37 +155,48 @@ std::vector<absl::StatusOr<Parameters>> TrainDistributed(const std::vector<Globa
   return results;
 }
 
-TEST(EquivalenceTest, DistSyncTwoWorkersEqualsOneProcessWithTheGlobalBatch) {
-  const std::vector<GlobalBatch> batches = MakeBatches();
+class EquivalenceTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(EquivalenceTest, DistSyncTwoWorkersEqualsOneProcessWithTheGlobalBatch) {
+  const ModelCase& c = GetParam();
+  const std::vector<GlobalBatch> batches = MakeBatches(c);
   auto local = CreateKVStore("local");
   ASSERT_TRUE(local.ok());
-  auto reference = Train(local->get(), batches);
+  auto reference = Train(local->get(), c, c.reference_devices, batches);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
-  const std::vector<absl::StatusOr<Parameters>> results = TrainDistributed(batches, 0);
+  const std::vector<absl::StatusOr<Exported>> results = TrainDistributed(c, batches, 0);
   for (int rank = 0; rank < kWorkers; ++rank) {
     ASSERT_TRUE(results[rank].ok()) << "rank " << rank << ": " << results[rank].status();
-    const auto& got = *results[rank];
+    const Exported& got = *results[rank];
     ASSERT_EQ(got.size(), reference->size());
+    double worst = 0;
     for (size_t k = 0; k < got.size(); ++k) {
-      std::vector<float> diff(got[k].size());
-      for (size_t i = 0; i < diff.size(); ++i) diff[i] = got[k][i] - (*reference)[k][i];
-      const double relative = Norm(diff) / Norm((*reference)[k]);
-      EXPECT_LE(relative, 1e-5) << "rank " << rank << " tensor " << k;
-      if (rank == 0 && k == 0) std::printf("tensor 0: relative difference %.3g\n", relative);
+      const auto& [name, want] = (*reference)[k];
+      ASSERT_EQ(got[k].first, name);
+      std::vector<float> diff(want.size());
+      for (size_t i = 0; i < diff.size(); ++i) diff[i] = got[k].second[i] - want[i];
+      const double relative = Norm(diff) / Norm(want);
+      EXPECT_LE(relative, 1e-5) << "rank " << rank << " " << name;
+      if (c.bitwise) EXPECT_EQ(got[k].second, want) << "rank " << rank << " " << name;
+      worst = std::max(worst, relative);
     }
+    if (rank == 0) std::printf("%s: largest relative difference %.3g\n", c.model.c_str(), worst);
   }
   // The ranks hold the very same values.
   EXPECT_EQ(*results[0], *results[1]);
 }
 
+INSTANTIATE_TEST_SUITE_P(Models, EquivalenceTest, ::testing::Values(kLenet, kResnet20),
+                         [](const auto& info) { return info.param.model; });
+
 // Two runs whose workers hold pushes back at random (a different pattern each run; 16 KiB
 // parts, so every large tensor is split over both shards) end with bit-identical parameters:
 // the shards reduce in rank order whatever order parts arrive in.
-TEST(EquivalenceTest, ArrivalOrderDoesNotChangeTheParameters) {
-  const std::vector<GlobalBatch> batches = MakeBatches();
-  const std::vector<absl::StatusOr<Parameters>> first = TrainDistributed(batches, 1);
-  const std::vector<absl::StatusOr<Parameters>> second = TrainDistributed(batches, 2);
+TEST(ArrivalOrderTest, ArrivalOrderDoesNotChangeTheParameters) {
+  const std::vector<GlobalBatch> batches = MakeBatches(kLenet);
+  const std::vector<absl::StatusOr<Exported>> first = TrainDistributed(kLenet, batches, 1);
+  const std::vector<absl::StatusOr<Exported>> second = TrainDistributed(kLenet, batches, 2);
   for (int rank = 0; rank < kWorkers; ++rank) {
     ASSERT_TRUE(first[rank].ok()) << "rank " << rank << ": " << first[rank].status();
     ASSERT_TRUE(second[rank].ok()) << "rank " << rank << ": " << second[rank].status();

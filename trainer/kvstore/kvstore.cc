@@ -35,11 +35,22 @@ class LocalKVStore final : public KVStore {
     e.value.assign(value.data<float>(), value.data<float>() + value.numel());
     e.shape = value.shape();
     e.steps = 0;
+    e.auxiliary = false;
+    return absl::OkStatus();
+  }
+
+  absl::Status InitAuxiliary(int64_t key, const Tensor& value) override {
+    RETURN_IF_ERROR(Init(key, value));
+    entries_[key].auxiliary = true;
     return absl::OkStatus();
   }
 
   absl::Status Push(int64_t key, const Tensor& grad) override {
     ASSIGN_OR_RETURN(Entry * e, Find(key, grad, "push"));
+    if (e->auxiliary) {  // the mean of one worker's push
+      e->value.assign(grad.data<float>(), grad.data<float>() + grad.numel());
+      return absl::OkStatus();
+    }
     if (optimizer_ == nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat("kvstore push of key ", key, " before SetOptimizer"));
@@ -76,6 +87,7 @@ class LocalKVStore final : public KVStore {
     Shape shape;
     std::vector<float> value;
     int64_t steps = 0;  // pushes applied
+    bool auxiliary = false;  // no optimizer: the value is the last push
   };
 
   absl::StatusOr<Entry*> Find(int64_t key, const Tensor& t, absl::string_view what) {

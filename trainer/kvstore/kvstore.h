@@ -32,6 +32,11 @@ class KVStore {
   // Registers a key with its initial value (the same shape for every later call). Distributed
   // stores keep rank 0's value; every rank pulls it before training.
   virtual absl::Status Init(int64_t key, const Tensor& value) = 0;
+  // Registers an auxiliary key: state that is not trained (batch-norm running statistics),
+  // which the store averages across workers with no optimizer. PushPull(key, local, out)
+  // writes into out the mean of the workers' pushes (dist_sync: the step's W pushes summed in
+  // rank order, times 1/W; dist_async: of each worker's latest; local: the push itself).
+  virtual absl::Status InitAuxiliary(int64_t key, const Tensor& value) = 0;
   // Pushes grad (the key's shape) as the key's next step and pulls the value it produces into
   // out, without waiting: both tensors belong to the kvstore until Wait(key) returns (don't
   // write grad or read out before). This is how a training step overlaps communication with

@@ -55,6 +55,18 @@ TEST(LocalKVStoreTest, PushPullEqualsOptimizerWithSchedule) {
   EXPECT_TRUE((*kv)->Barrier().ok());
 }
 
+// An auxiliary key of a one-worker store takes the push as it is, optimizer or not.
+TEST(LocalKVStoreTest, AuxiliaryKeyTakesThePush) {
+  auto kv = *CreateKVStore("local");
+  ASSERT_TRUE(kv->InitAuxiliary(0, Filled(Shape{3}, 0)).ok());
+  const Tensor local = Filled(Shape{3}, 7);
+  Tensor out(Shape{3});
+  ASSERT_TRUE(kv->PushPull(0, local, &out).ok());
+  ASSERT_TRUE(kv->Wait(0).ok());
+  EXPECT_EQ(std::vector<float>(out.span<float>().begin(), out.span<float>().end()),
+            std::vector<float>(local.span<float>().begin(), local.span<float>().end()));
+}
+
 TEST(LocalKVStoreTest, ErrorsNameTheKey) {
   auto kv = *CreateKVStore("local");
   Tensor t(Shape{3});

@@ -22,7 +22,45 @@ int64_t NumKeys(const std::vector<Replica>& replicas) {
   return static_cast<int64_t>(replicas[0].model->parameters().size());
 }
 
+int64_t StateElements(const Model& model) {
+  int64_t n = 0;
+  for (const StateTensor& t : model.state()) n += t.value->numel();
+  return n;
+}
+
+// packed (StateElements): the model's state tensors one after another, in model order.
+void PackState(const Model& model, float* packed) {
+  for (const StateTensor& t : model.state()) {
+    const Tensor& value = *t.value;
+    if (IsHostTensorOf(value, DType::kF32)) {
+      std::copy_n(value.data<float>(), value.numel(), packed);
+    } else {
+      const Tensor host = ToHost(value, DType::kF32);
+      std::copy_n(host.data<float>(), host.numel(), packed);
+    }
+    packed += value.numel();
+  }
+}
+
+void UnpackState(const float* packed, const Model& model) {
+  for (const StateTensor& t : model.state()) {
+    Tensor& value = *t.value;
+    if (IsHostTensorOf(value, DType::kF32)) {
+      std::copy_n(packed, value.numel(), value.data<float>());
+    } else {
+      Tensor host(value.shape());
+      std::copy_n(packed, value.numel(), host.data<float>());
+      value.CopyFrom(ConvertTo(host, value.dtype()));
+    }
+    packed += value.numel();
+  }
+}
+
 }  // namespace
+
+int64_t StateKey(const Model& model) {
+  return model.state().empty() ? -1 : static_cast<int64_t>(model.parameters().size());
+}
 
 absl::Status InitKVStore(const Model& model, KVStore* kvstore) {
   const auto& params = model.parameters();
@@ -35,6 +73,13 @@ absl::Status InitKVStore(const Model& model, KVStore* kvstore) {
       RETURN_IF_ERROR(kvstore->Init(static_cast<int64_t>(k), ToHost(value, DType::kF32)));
     }
   }
+  const int64_t state_key = StateKey(model);
+  Tensor state(Shape{StateElements(model)});
+  if (state_key >= 0) {
+    PackState(model, state.data<float>());
+    RETURN_IF_ERROR(kvstore->InitAuxiliary(state_key, state));
+  }
+  // Every key is registered before the first pull (a distributed store commits on it).
   for (size_t k = 0; k < params.size(); ++k) {
     Tensor& value = params[k]->value;
     if (IsHostTensorOf(value, DType::kF32)) {
@@ -45,6 +90,10 @@ absl::Status InitKVStore(const Model& model, KVStore* kvstore) {
       value.CopyFrom(ConvertTo(host, value.dtype()));
     }
   }
+  if (state_key >= 0) {
+    RETURN_IF_ERROR(kvstore->Pull(state_key, &state));
+    UnpackState(state.data<float>(), model);
+  }
   return absl::OkStatus();
 }
 
@@ -52,7 +101,8 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     : replicas_(std::move(replicas)),
       kvstore_(kvstore),
       overlap_(overlap),
-      num_keys_(NumKeys(replicas_)) {
+      num_keys_(NumKeys(replicas_)),
+      state_key_(StateKey(*replicas_[0].model)) {
   for (const Replica& replica : replicas_) {
     const auto& params = replica.model->parameters();
     COHORT_CHECK(static_cast<int64_t>(params.size()) == num_keys_, "replicas of different models");
@@ -64,6 +114,10 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     gradients_ready_.assign(num_keys_, 0);
     pulls_.assign(num_keys_, 0);
     copied_.assign(replicas_.size(), std::vector<int64_t>(num_keys_, 0));
+    if (state_key_ >= 0) {
+      state_pushed_ = Tensor(Shape{StateElements(*replicas_[0].model)});
+      state_pulled_ = Tensor(Shape{StateElements(*replicas_[0].model)});
+    }
   }
   slices_.resize(replicas_.size());
   std::vector<ParameterTensors> tensors;
@@ -102,6 +156,7 @@ StepRunner::~StepRunner() {
     for (int64_t k = 0; k < num_keys_; ++k) {
       if (in_flight_[k]) kvstore_->Wait(k).IgnoreError();
     }
+    if (state_in_flight_) kvstore_->Wait(state_key_).IgnoreError();
   }
   if (!overlap_) return;
   for (const Replica& replica : replicas_) {
@@ -191,6 +246,41 @@ void StepRunner::Receive(int r, int64_t key) {
       replicas_[0].model->parameters()[key]->value);
 }
 
+void StepRunner::SendState() {
+  if (state_key_ < 0 || !status_.ok()) return;
+  float* mean = state_pushed_.data<float>();
+  PackState(*replicas_[0].model, mean);
+  if (num_replicas() > 1) {
+    // Further replicas live on the host (checked at construction): summed in replica order.
+    for (int r = 1; r < num_replicas(); ++r) {
+      float* m = mean;
+      for (const StateTensor& t : replicas_[r].model->state()) {
+        const float* v = t.value->data<float>();
+        for (int64_t i = 0; i < t.value->numel(); ++i) m[i] += v[i];
+        m += t.value->numel();
+      }
+    }
+    const float scale = 1.0f / static_cast<float>(num_replicas());
+    for (float& v : state_pushed_.span<float>()) v *= scale;
+  }
+  const auto start = Clock::now();
+  status_ = kvstore_->PushPull(state_key_, state_pushed_, &state_pulled_);
+  state_in_flight_ = status_.ok();
+  push_seconds_ += SecondsSince(start);
+  pushed_bytes_ += static_cast<int64_t>(state_pushed_.nbytes());
+}
+
+void StepRunner::ReceiveState() {
+  if (!state_in_flight_ || !status_.ok()) return;
+  const auto start = Clock::now();
+  status_ = kvstore_->Wait(state_key_);
+  state_in_flight_ = false;
+  pull_seconds_ += SecondsSince(start);
+  if (!status_.ok()) return;
+  pulled_bytes_ += static_cast<int64_t>(state_pulled_.nbytes());
+  for (const Replica& replica : replicas_) UnpackState(state_pulled_.data<float>(), *replica.model);
+}
+
 double StepRunner::CommSecondsSoFar() {
   absl::MutexLock lock(&mu_);
   return push_seconds_ + pull_seconds_;
@@ -227,6 +317,7 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     push_seconds_ = pull_seconds_ = 0;
     pushed_bytes_ = pulled_bytes_ = 0;
     for (int& ready : gradients_ready_) ready = 0;
+    ReceiveState();  // the last step's statistics, before this step's forward updates them
   }
   if (const float scale = exchange_->BeginStep(); scale != gradient_scale_) {
     replicas_[0].loss->set_gradient_scale(scale);
@@ -259,6 +350,7 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     {
       absl::MutexLock lock(&mu_);
       SendArrived(/*wait=*/true);
+      SendState();
     }
     slices_[0].backward_seconds +=
         std::max(0.0, SecondsSince(start) - (CommSecondsSoFar() - comm_before));
@@ -267,6 +359,8 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     for (int64_t k = 0; k < num_keys_; ++k) {
       for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
     }
+    absl::MutexLock lock(&mu_);
+    ReceiveState();
   }
   StepResult result;
   for (const Slice& slice : slices_) result.loss += slice.weight * slice.loss;
@@ -289,24 +383,9 @@ absl::Status StepRunner::WaitForParameters() {
   for (int64_t k = 0; k < num_keys_; ++k) {
     for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
   }
-  if (num_replicas() > 1) AverageState();
   absl::MutexLock lock(&mu_);
+  ReceiveState();
   return status_;
-}
-
-void StepRunner::AverageState() {
-  const auto& state = replicas_[0].model->state();
-  const float scale = 1.0f / static_cast<float>(num_replicas());
-  for (size_t s = 0; s < state.size(); ++s) {
-    float* mean = state[s].value->data<float>();
-    const int64_t n = state[s].value->numel();
-    for (int r = 1; r < num_replicas(); ++r) {
-      const float* v = replicas_[r].model->state()[s].value->data<float>();
-      for (int64_t i = 0; i < n; ++i) mean[i] += v[i];
-    }
-    for (int64_t i = 0; i < n; ++i) mean[i] *= scale;
-  }
-  for (int r = 1; r < num_replicas(); ++r) CopyState(0, r);
 }
 
 }  // namespace cohort

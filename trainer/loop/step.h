@@ -16,9 +16,14 @@
 namespace cohort {
 
 // Registers every parameter with the kvstore under its key (its index in model order), with
-// its current value, then pulls every key back, so all ranks of a distributed job start from
-// the same (rank 0's) weights.
+// its current value, and the model's state (batch-norm running statistics), if it has any, as
+// one auxiliary key after them (StateKey); then pulls every key back, so all ranks of a
+// distributed job start from the same (rank 0's, or a checkpoint's) weights and statistics.
 absl::Status InitKVStore(const Model& model, KVStore* kvstore);
+
+// The auxiliary key holding the model's state, all its tensors one after another in model
+// order; -1 for a model without state.
+int64_t StateKey(const Model& model);
 
 // One step, timed: the phases add up to the step's time on its caller (with several replicas,
 // forward and backward are the first replica's, less the kvstore calls made meanwhile).
@@ -59,10 +64,15 @@ struct Replica {
 // alone, and its parameters reach the kvstore through its backend's ParameterExchange: each
 // gradient starts down to the host when the hook reports it and is pushed once it has arrived
 // (checked at every later hook, waited for at the end of backward); each pulled value goes back
-// up before the forward that reads it. The replicas start from the first one's values; batch-norm running statistics are averaged across them in
-// WaitForParameters. After a step, values may still be arriving: call WaitForParameters
-// before reading the first replica's weights (evaluation, export). Installs the models' hooks
-// for its lifetime; the replicas and kvstore must outlive it.
+// up before the forward that reads it. The replicas start from the first one's values.
+// Batch-norm running statistics are averaged after every step: across the replicas (summed in
+// replica order, times 1/R), then across workers through the kvstore's auxiliary key
+// (StateKey), pushed after the gradients and taken back into every replica before the next
+// forward; so every worker and replica holds the same statistics, which a shard's checkpoint
+// keeps with the parameters. After a step, values may still be arriving: call
+// WaitForParameters before reading the first replica's weights or statistics (evaluation,
+// export). Installs the models' hooks for its lifetime; the replicas and kvstore must outlive
+// it.
 class StepRunner {
  public:
   StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool overlap);
@@ -74,8 +84,8 @@ class StepRunner {
 
   // images: (N, C, H, W); labels: (N) I32; N ≥ the number of replicas.
   absl::StatusOr<StepResult> Step(const Tensor& images, const Tensor& labels);
-  // Returns once every replica holds every parameter's latest pulled value (and the averaged
-  // batch-norm statistics).
+  // Returns once every replica holds every parameter's latest pulled value and the averaged
+  // batch-norm statistics.
   absl::Status WaitForParameters();
 
  private:
@@ -95,7 +105,10 @@ class StepRunner {
   void Send(int64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for key's pulled value and copies it into replica r.
   void Receive(int r, int64_t key);
-  void AverageState();
+  // Pushes the replicas' mean state to the state key (none: nothing to do).
+  void SendState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for the state key's value and writes it into every replica.
+  void ReceiveState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CopyParameters(int from, int to);
   void CopyState(int from, int to);
   // Pushes the gradients a device has finished moving to the host (all of them, waiting, when
@@ -108,6 +121,7 @@ class StepRunner {
   KVStore* const kvstore_;
   const bool overlap_;
   const int64_t num_keys_;
+  const int64_t state_key_;  // -1: the model has no state
   std::vector<Slice> slices_;
   std::unique_ptr<ThreadTeam> team_;  // several replicas: one thread each
   absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
@@ -123,6 +137,10 @@ class StepRunner {
   // By key: how many values were pulled, and per replica how many it has copied.
   std::vector<int64_t> pulls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<int64_t>> copied_ ABSL_GUARDED_BY(mu_);
+  // The replicas' mean state as pushed, and the workers' mean as pulled (F32, host).
+  Tensor state_pushed_ ABSL_GUARDED_BY(mu_);
+  Tensor state_pulled_ ABSL_GUARDED_BY(mu_);
+  bool state_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   // Within a step: the first kvstore error (hooks cannot return one), the time in calls and
   // the bytes they moved.
   absl::Status status_ ABSL_GUARDED_BY(mu_);

@@ -86,6 +86,9 @@ class SlowWaitKVStore : public KVStore {
     return inner_->SetOptimizer(spec);
   }
   absl::Status Init(int64_t key, const Tensor& value) override { return inner_->Init(key, value); }
+  absl::Status InitAuxiliary(int64_t key, const Tensor& value) override {
+    return inner_->InitAuxiliary(key, value);
+  }
   absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override {
     return inner_->PushPull(key, grad, out);
   }
