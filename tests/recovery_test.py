@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-"""Checkpoints and resume of whole jobs (LeNet, W=2, S=2, dist_sync): a job killed outright
-(SIGKILL of every process) after some checkpoints resumes from the newest complete one and ends
-with a model file bitwise identical to an uninterrupted run's; with the newest checkpoints
+"""Checkpoints and resume of whole jobs (W=2, S=2, dist_sync): a job killed outright (SIGKILL of
+every process) after some checkpoints resumes from the newest complete one and ends with a model
+file bitwise identical to an uninterrupted run's, for LeNet and for ResNet-20, whose batch-norm
+running statistics the shards checkpoint with the parameters; with the newest checkpoints
 damaged (a truncated file, a flipped byte) resume names each damaged file, uses the newest
 complete one before them, and still ends bitwise identical.
 
 Usage: recovery_test.py LAUNCH JOB_PROCESSES_PY
 """
 
+import collections
 import glob
 import os
 import re
@@ -21,11 +23,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
 from job_processes import kill_job, wait_job_gone  # noqa: E402
 
+# A job: the worker's flags, its steps per epoch and in all, and the checkpoint interval.
+Case = collections.namedtuple("Case", "worker steps_per_epoch total_steps every")
 # 6400 samples, batch 32 x 2 workers: 100 steps an epoch, 300 in all; a checkpoint every 40.
-WORKER = ["--model=lenet", "--dataset=fashion-mnist", "--train_samples=6400", "--batch_size=32",
-          "--epochs=3", "--log_interval=20"]
-EVERY = 40
-TOTAL_STEPS = 300
+LENET = Case(["--model=lenet", "--dataset=fashion-mnist", "--train_samples=6400",
+              "--batch_size=32", "--epochs=3", "--log_interval=20"], 100, 300, 40)
+# 1280 samples, batch 16 x 2 workers: 40 steps an epoch, 80 in all; a checkpoint every 20.
+RESNET20 = Case(["--model=resnet20", "--dataset=synthetic-cifar10", "--train_samples=1280",
+                 "--batch_size=16", "--epochs=2", "--log_interval=20"], 40, 80, 20)
 
 
 def folder(root, step):
@@ -50,10 +55,10 @@ class RecoveryTest(job_fixture.JobTestCase):
         self.addCleanup(kill_job, job)
         return job
 
-    def run_job(self, name, *flags, model):
+    def run_job(self, name, *flags, model, case=LENET):
         job = self.job(name)
         p = self.start(name, [LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", *flags, "--",
-                              *WORKER, f"--output={model}"])
+                              *case.worker, f"--output={model}"])
         self.assertEqual(p.wait(timeout=600), 0, self.log(name))
         self.assertEqual(wait_job_gone(job, 5), [])
         return self.log(name)
@@ -62,21 +67,21 @@ class RecoveryTest(job_fixture.JobTestCase):
         with open(path, "rb") as f:
             return f.read()
 
-    def uninterrupted(self):
+    def uninterrupted(self, case=LENET):
         model = os.path.join(self.dir, "uninterrupted.safetensors")
         out = self.run_job("uninterrupted", f"--checkpoint_dir={self.dir}/straight",
-                           f"--checkpoint_every={EVERY}", model=model)
+                           f"--checkpoint_every={case.every}", model=model, case=case)
         self.assertIn("[worker 0] Wrote", out)
         return self.model_bytes(model)
 
-    def killed_after(self, root, step):
+    def killed_after(self, root, step, case):
         """Starts the job, SIGKILLs every process of it once the checkpoint at `step` (or a
         later one) is complete, and returns the steps complete then."""
         job = self.job("killed")
         model = os.path.join(self.dir, "resumed.safetensors")
         self.start("killed", [LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2",
-                              f"--checkpoint_dir={root}", f"--checkpoint_every={EVERY}",
-                              "--checkpoint_keep=3", "--", *WORKER, f"--output={model}"])
+                              f"--checkpoint_dir={root}", f"--checkpoint_every={case.every}",
+                              "--checkpoint_keep=3", "--", *case.worker, f"--output={model}"])
         deadline = time.monotonic() + 300
         while not [s for s in complete_steps(root) if s >= step]:
             self.assertLess(time.monotonic(), deadline, self.log("killed"))
@@ -89,23 +94,30 @@ class RecoveryTest(job_fixture.JobTestCase):
         self.assertEqual(len(killed), 5, killed)  # the scheduler, 2 shards, 2 workers
         self.assertEqual(wait_job_gone(job, 5), [])
         self.assertFalse(os.path.exists(model), "the job ended before it was killed")
-        self.assertLess(max(complete_steps(root)), TOTAL_STEPS)
+        self.assertLess(max(complete_steps(root)), case.total_steps)
         return complete_steps(root)
 
-    def test_killed_job_resumes_bitwise(self):
-        want = self.uninterrupted()
+    def check_killed_job_resumes_bitwise(self, case):
+        want = self.uninterrupted(case)
         root = os.path.join(self.dir, "ckpt")
-        steps = self.killed_after(root, 2 * EVERY)
+        steps = self.killed_after(root, 2 * case.every, case)
         self.assertLessEqual(len(steps), 4, steps)  # keep 3 (a 4th while the newest is pruned)
-        out = self.run_job("resumed", f"--resume={root}", f"--checkpoint_every={EVERY}",
-                           model=os.path.join(self.dir, "resumed.safetensors"))
+        out = self.run_job("resumed", f"--resume={root}", f"--checkpoint_every={case.every}",
+                           model=os.path.join(self.dir, "resumed.safetensors"), case=case)
         newest = max(steps)
-        self.assertIn(f"[worker 0] train: resuming at step {newest} (epoch {newest // 100}, "
-                      f"step {newest % 100} of 100)", out)
+        per_epoch = case.steps_per_epoch
+        self.assertIn(f"[worker 0] train: resuming at step {newest} (epoch {newest // per_epoch}, "
+                      f"step {newest % per_epoch} of {per_epoch})", out)
         for shard in (0, 1):
             self.assertIn(f"[shard {shard}] shard {shard}: resuming from step {newest} "
                           f"({folder(root, newest)})", out)
         self.assertEqual(self.model_bytes(os.path.join(self.dir, "resumed.safetensors")), want)
+
+    def test_killed_lenet_job_resumes_bitwise(self):
+        self.check_killed_job_resumes_bitwise(LENET)
+
+    def test_killed_resnet20_job_resumes_bitwise(self):
+        self.check_killed_job_resumes_bitwise(RESNET20)
 
     def test_damaged_newest_checkpoints_are_named_and_skipped(self):
         want = self.uninterrupted()

@@ -181,9 +181,13 @@ absl::Status PruneCheckpoints(const std::string& root,
       if (whole) ++complete;
       continue;
     }
+    // Another shard may be removing the same folder: an entry gone under our feet is no
+    // error, and what is left is removed on the next try.
     std::error_code error;
-    fs::remove_all(CheckpointFolder(root, version), error);
-    // Another shard pruning the same folder at once is no error.
+    for (int tries = 0; tries < 10; ++tries) {
+      fs::remove_all(CheckpointFolder(root, version), error);
+      if (error != std::errc::no_such_file_or_directory) break;
+    }
     if (error && fs::exists(CheckpointFolder(root, version))) {
       return absl::InternalError(absl::StrCat("cannot remove ", CheckpointFolder(root, version),
                                               ": ", error.message()));
