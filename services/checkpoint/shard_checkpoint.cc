@@ -143,24 +143,41 @@ absl::StatusOr<int64_t> WriteShardCheckpoint(const std::string& root, const Shar
   return static_cast<int64_t>(bytes.size());
 }
 
+namespace {
+
+// The shard's file of the checkpoint at step, decoded and checked against where it lies.
+absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& root, int64_t step,
+                                                    int shard_rank, int num_shards) {
+  const std::string path =
+      absl::StrCat(CheckpointFolder(root, step), "/", ShardCheckpointFile(shard_rank));
+  ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(ShardCheckpoint c, DecodeShardCheckpoint(bytes, path));
+  if (c.step != step || c.shard_rank != shard_rank || c.num_shards != num_shards) {
+    return absl::DataLossError(absl::StrCat(
+        path, " says step ", c.step, ", shard ", c.shard_rank, " of ", c.num_shards,
+        "; its folder and this job say step ", step, ", shard ", shard_rank, " of ", num_shards,
+        " (a checkpoint of a job with another number of shards?)"));
+  }
+  return c;
+}
+
+}  // namespace
+
 absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
                                                       int num_shards) {
   ASSIGN_OR_RETURN(LatestCheckpoint latest,
                    FindLatestCheckpoint(root, ShardCheckpointManifests(num_shards)));
-  const std::string path =
-      absl::StrCat(CheckpointFolder(root, latest.version), "/", ShardCheckpointFile(shard_rank));
-  ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(path));
   ResumePoint point;
-  ASSIGN_OR_RETURN(point.checkpoint, DecodeShardCheckpoint(bytes, path));
+  ASSIGN_OR_RETURN(point.checkpoint,
+                   ReadShardCheckpoint(root, latest.version, shard_rank, num_shards));
   point.refused = std::move(latest.refused);
-  const ShardCheckpoint& c = point.checkpoint;
-  if (c.step != latest.version || c.shard_rank != shard_rank || c.num_shards != num_shards) {
-    return absl::DataLossError(absl::StrCat(
-        path, " says step ", c.step, ", shard ", c.shard_rank, " of ", c.num_shards,
-        "; its folder and this job say step ", latest.version, ", shard ", shard_rank, " of ",
-        num_shards, " (a checkpoint of a job with another number of shards?)"));
-  }
   return point;
+}
+
+absl::StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& root, int64_t step,
+                                                    int shard_rank, int num_shards) {
+  RETURN_IF_ERROR(VerifyManifest(root, step, ShardCheckpointManifest(shard_rank)).status());
+  return ReadShardCheckpoint(root, step, shard_rank, num_shards);
 }
 
 absl::Status RemoveShardFilesAfter(const std::string& root, int shard_rank, int64_t step) {

@@ -63,6 +63,12 @@ struct ResumePoint {
 absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
                                                       int num_shards);
 
+// This shard's share of the checkpoint at `step` under root, its manifest and checksum
+// verified (a roll back: the other shards' files are not read). DataLoss naming the file when
+// it is damaged or says another step or shard; NotFound when it is missing.
+absl::StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& root, int64_t step,
+                                                    int shard_rank, int num_shards);
+
 // Removes this shard's files (its manifest first) from every checkpoint newer than `step`
 // under root: a job resumed at `step` writes those steps again, and a folder must never mix
 // one run's files with another's.

@@ -107,6 +107,14 @@ TEST(ShardCheckpointTest, LoadsTheNewestCompleteOneNamingTheDamagedFile) {
   }
   // A job with another number of shards finds no checkpoint of its own.
   EXPECT_FALSE(LoadLatestShardCheckpoint(root, 0, 3).ok());
+  // A roll back to a given step reads this shard's file only: shard 0's of step 20 is whole.
+  auto at20 = LoadShardCheckpoint(root, 20, 0, 2);
+  ASSERT_TRUE(at20.ok()) << at20.status();
+  ExpectSame(*at20, Example(20, 0));
+  const absl::Status refused = LoadShardCheckpoint(root, 20, 1, 2).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(refused.message(), damaged)) << refused;
+  EXPECT_EQ(LoadShardCheckpoint(root, 40, 0, 2).status().code(), absl::StatusCode::kNotFound);
 
   // Resumed at step 10, shard 0 takes its files out of steps 20 and 30; shard 1's stay, and
   // the folder of step 30, which held shard 0's files only, goes.

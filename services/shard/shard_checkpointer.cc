@@ -28,6 +28,12 @@ void ShardCheckpointer::Configured(const ShardConfig& config) {
   config_ = config;
 }
 
+void ShardCheckpointer::RolledBack(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  gathering_.erase(gathering_.upper_bound(step), gathering_.end());
+  queued_.erase(queued_.upper_bound(step), queued_.end());
+}
+
 void ShardCheckpointer::Add(int64_t step, PartCheckpoint part) {
   absl::MutexLock lock(&mu_);
   ShardCheckpoint& c = gathering_[step];

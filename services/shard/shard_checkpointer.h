@@ -38,6 +38,7 @@ class ShardCheckpointer final : public CheckpointSink {
 
   void Configured(const ShardConfig& config) override;
   void Add(int64_t step, PartCheckpoint part) override;
+  void RolledBack(int64_t step) override;
 
   // Returns once every step completed so far is written (or dropped); for tests and shutdown.
   void Flush();

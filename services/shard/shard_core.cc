@@ -27,20 +27,9 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config.optimizer.lr_schedule));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
   if (resume_.has_value()) {
-    const ShardCheckpoint& c = *resume_;
-    if (c.partition_fingerprint != config.partition_fingerprint ||
-        static_cast<int>(c.parts.size()) != config.num_parts ||
-        c.mode != KVStoreModeName(config.mode)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shard ", shard_rank_.load(), ": the checkpoint at step ", c.step, " holds ",
-          c.parts.size(), " parts of a ", c.mode, " job (partition ",
-          absl::Hex(c.partition_fingerprint), "); this job gives the shard ", config.num_parts,
-          " parts, ", KVStoreModeName(config.mode), " (partition ",
-          absl::Hex(config.partition_fingerprint),
-          "): resume with the model, --part_bytes, number of shards and --mode it was written "
-          "with"));
-    }
-    for (const PartCheckpoint& part : c.parts) resume_parts_[part.id] = &part;
+    RETURN_IF_ERROR(CheckCheckpointFits(*resume_, config));
+    for (const PartCheckpoint& part : resume_->parts) resume_parts_[part.id] = &part;
+    start_step_ = resume_->step;
   }
   config_ = config;
   auxiliary_keys_.insert(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
@@ -48,6 +37,21 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
   configured_ = true;
   if (checkpoints_ != nullptr) checkpoints_->Configured(config_);
   return absl::OkStatus();
+}
+
+absl::Status ShardCore::CheckCheckpointFits(const ShardCheckpoint& c,
+                                            const ShardConfig& config) const {
+  if (c.partition_fingerprint == config.partition_fingerprint &&
+      static_cast<int>(c.parts.size()) == config.num_parts &&
+      c.mode == KVStoreModeName(config.mode)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "shard ", shard_rank_.load(), ": the checkpoint at step ", c.step, " holds ", c.parts.size(),
+      " parts of a ", c.mode, " job (partition ", absl::Hex(c.partition_fingerprint),
+      "); this job gives the shard ", config.num_parts, " parts, ", KVStoreModeName(config.mode),
+      " (partition ", absl::Hex(config.partition_fingerprint),
+      "): resume with the model, --part_bytes, number of shards and --mode it was written with"));
 }
 
 absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
@@ -65,26 +69,66 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
     absl::MutexLock part_lock(&p->mu);
     p->value = std::make_unique<PinnedValue>();
     p->value->data.assign(value.begin(), value.end());
-    const bool auxiliary = auxiliary_keys_.contains(id.key);
-    if (!auxiliary) {
+    if (!auxiliary_keys_.contains(id.key)) {
       p->optimizer =
           *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
     }
-    if (resume_.has_value()) RETURN_IF_ERROR(Restore(id, value, p.get()));
-    if (config_.mode == KVStoreMode::kDistSync) {
-      p->slots.resize(config_.num_workers);  // allocated on first use
-      p->pushed.assign(config_.num_workers, 0);
-      p->waiting.assign(config_.num_workers, nullptr);
-    } else if (auxiliary) {
-      // Until a worker pushes, it counts with the part's value.
-      p->slots.assign(config_.num_workers, p->value->data);
-    }
+    if (resume_.has_value()) RETURN_IF_ERROR(Restore(id, p.get()));
+    ResetPushes(p.get());
   }
   parts_.emplace(id, std::move(p));
+  if (static_cast<int>(parts_.size()) == expected_parts_) {
+    resume_parts_.clear();  // every part has taken its own copy
+    resume_.reset();
+  }
   return absl::OkStatus();
 }
 
-absl::Status ShardCore::Restore(PartId id, absl::Span<const float> value, PartState* p) {
+absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint) {
+  absl::MutexLock lock(&mu_);
+  if (!configured_ || static_cast<int>(parts_.size()) != expected_parts_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", shard_rank_.load(), ": roll back before rank 0 initialised it"));
+  }
+  RETURN_IF_ERROR(CheckCheckpointFits(checkpoint, config_));
+  resume_ = std::move(checkpoint);
+  for (const PartCheckpoint& part : resume_->parts) resume_parts_[part.id] = &part;
+  absl::Status status;
+  for (auto& [id, p] : parts_) {
+    absl::MutexLock part_lock(&p->mu);
+    if (p->optimizer != nullptr) {
+      p->optimizer =
+          *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
+    }
+    status.Update(Restore(id, p.get()));
+    ResetPushes(p.get());
+  }
+  start_step_ = resume_->step;
+  highest_version_ = 0;
+  if (checkpoints_ != nullptr) checkpoints_->RolledBack(resume_->step);
+  resume_parts_.clear();
+  resume_.reset();
+  return status;
+}
+
+int64_t ShardCore::start_step() const {
+  absl::MutexLock lock(&mu_);
+  return start_step_;
+}
+
+void ShardCore::ResetPushes(PartState* p) {
+  p->arrived = 0;
+  if (config_.mode == KVStoreMode::kDistSync) {
+    p->slots.resize(config_.num_workers);  // allocated on first use
+    p->pushed.assign(config_.num_workers, 0);
+    p->waiting.assign(config_.num_workers, nullptr);
+  } else if (p->optimizer == nullptr) {
+    // An auxiliary part: until a worker pushes, it counts with the part's value.
+    p->slots.assign(config_.num_workers, p->value->data);
+  }
+}
+
+absl::Status ShardCore::Restore(PartId id, PartState* p) {
   auto it = resume_parts_.find(id);
   const std::string where = absl::StrCat("shard ", shard_rank_.load(), ": key ", id.key, " part ",
                                          id.part, " of the checkpoint at step ", resume_->step);
@@ -92,16 +136,17 @@ absl::Status ShardCore::Restore(PartId id, absl::Span<const float> value, PartSt
     return absl::FailedPreconditionError(absl::StrCat(where, " is missing"));
   }
   const PartCheckpoint& saved = *it->second;
-  if (saved.value.size() != value.size()) {
+  const size_t elements = p->value->data.size();
+  if (saved.value.size() != elements) {
     return absl::FailedPreconditionError(absl::StrCat(where, " has ", saved.value.size(),
                                                       " elements; the model's part has ",
-                                                      value.size()));
+                                                      elements));
   }
-  p->value->data = saved.value;
+  WritableValue(p) = saved.value;
   p->version = saved.version;
   if (p->optimizer == nullptr) return absl::OkStatus();  // auxiliary
   const absl::Status loaded =
-      p->optimizer->LoadState(0, static_cast<int64_t>(value.size()), saved.optimizer);
+      p->optimizer->LoadState(0, static_cast<int64_t>(elements), saved.optimizer);
   if (!loaded.ok()) return absl::DataLossError(absl::StrCat(where, ": ", loaded.message()));
   return absl::OkStatus();
 }

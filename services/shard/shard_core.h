@@ -45,6 +45,9 @@ class CheckpointSink {
   // One part's state at checkpoint step `step`. Called under the part's lock, on the thread
   // that updated it: it must only keep the part, never wait for a write.
   virtual void Add(int64_t step, PartCheckpoint part) = 0;
+  // The parts went back to `step` (ShardCore::RollBack): steps after it that are not written
+  // yet are forgotten (their parts come again).
+  virtual void RolledBack(int64_t step) = 0;
 };
 
 // A parameter shard without gRPC: the parts it holds, their optimizer state and the update
@@ -79,7 +82,10 @@ class ShardCore {
   }
   // Before Configure: the parts start from this checkpoint. Configure refuses a job whose
   // partition map or mode differ from the checkpoint's.
-  void ResumeFrom(ShardCheckpoint checkpoint) { resume_ = std::move(checkpoint); }
+  void ResumeFrom(ShardCheckpoint checkpoint) {
+    absl::MutexLock lock(&mu_);
+    resume_ = std::move(checkpoint);
+  }
 
   // Once, before any push: the update rule and the number of parts that will be added.
   absl::Status Configure(const ShardConfig& config);
@@ -93,6 +99,13 @@ class ShardCore {
   absl::Status Push(int rank, PartId id, int64_t version, ByteChunks grad, PartSink* reply_to);
   absl::Status Push(int rank, PartId id, int64_t version, absl::Span<const float> grad,
                     PartSink* reply_to);
+  // After another shard of the job died and came back from a checkpoint: every part takes
+  // this checkpoint's value, version and optimizer state (it must hold every part), the pushes
+  // waiting for a version are dropped, and the sink forgets steps after the checkpoint's. The
+  // workers have closed their streams; they pull the values and push from that step on.
+  absl::Status RollBack(ShardCheckpoint checkpoint);
+  // The step the parts started from: 0, or that of the checkpoint resumed or rolled back to.
+  int64_t start_step() const;
   // Copies the part's current value into out (resized) and returns its version.
   absl::StatusOr<int64_t> Read(PartId id, std::vector<float>* out);
   // Forgets every waiting reply to sink (its stream ended).
@@ -124,9 +137,12 @@ class ShardCore {
   static constexpr size_t kBlockFloats = 4096;
 
   absl::StatusOr<PartState*> FindPart(PartId id, absl::string_view what) const;
-  // The checkpoint's state of part id for a new part of value.size() elements, into p.
-  absl::Status Restore(PartId id, absl::Span<const float> value, PartState* p)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, p->mu);
+  // Refuses a checkpoint of another partition, mode or part count than config's.
+  absl::Status CheckCheckpointFits(const ShardCheckpoint& c, const ShardConfig& config) const;
+  // resume_'s state of part id into p (its value of the same size, its optimizer fresh).
+  absl::Status Restore(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, p->mu);
+  // No push of the part's current version has come (and nobody waits for one).
+  void ResetPushes(PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // Gives the sink a copy of the part when its version is a checkpoint step.
   void MaybeCheckpoint(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // p's value, free to change in place. Replies normally let go of a value long before its next
@@ -159,7 +175,9 @@ class ShardCore {
   absl::flat_hash_set<int64_t> auxiliary_keys_;  // as config_
   int64_t checkpoint_every_ = 0;  // set before Configure
   CheckpointSink* checkpoints_ = nullptr;
-  std::optional<ShardCheckpoint> resume_;
+  // The checkpoint the parts are restored from, until every part has been.
+  std::optional<ShardCheckpoint> resume_ ABSL_GUARDED_BY(mu_);
+  int64_t start_step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<PartId, const PartCheckpoint*> resume_parts_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<LrSchedule> schedule_;
   absl::flat_hash_map<PartId, std::unique_ptr<PartState>> parts_ ABSL_GUARDED_BY(mu_);

@@ -359,6 +359,10 @@ class MemoryCheckpoints final : public CheckpointSink {
     c.partition_fingerprint = configured.partition_fingerprint;
     c.parts.push_back(std::move(part));
   }
+  void RolledBack(int64_t step) override {
+    absl::MutexLock lock(&mu);
+    steps.erase(steps.upper_bound(step), steps.end());
+  }
   ShardConfig configured;
   absl::Mutex mu;
   std::map<int64_t, ShardCheckpoint> steps;
@@ -425,6 +429,42 @@ TEST(ShardCoreCheckpointTest, ResumedShardContinuesBitwise) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(s.message().find("--part_bytes"), absl::string_view::npos) << s;
   }
+}
+
+// A shard rolled back to a checkpoint (another shard died) drops the half-pushed version and
+// goes on from the checkpoint exactly as the uninterrupted shard did from there.
+TEST(ShardCoreCheckpointTest, RolledBackShardRepeatsTheStepsAfterTheCheckpointBitwise) {
+  ShardConfig config = Config(2, KVStoreMode::kDistSync, /*parts=*/2);
+  MemoryCheckpoints checkpoints;
+  ShardCore core;
+  core.set_checkpoints(2, &checkpoints);
+  ASSERT_TRUE(core.Configure(config).ok());
+  ASSERT_TRUE(core.AddPart({4, 0}, std::vector<float>{1, 2, 3}).ok());
+  ASSERT_TRUE(core.AddPart({4, 1}, std::vector<float>{-1, 0.5f, 9}).ok());
+  std::vector<RecordingSink> sinks(2);
+  Train(&core, 0, 4, &sinks);
+  std::vector<float> at4[2];
+  for (int part = 0; part < 2; ++part) ASSERT_EQ(*core.Read({4, part}, &at4[part]), 4);
+  // Step 4 half pushed (rank 0 only), then a shard dies: back to step 2.
+  ASSERT_TRUE(core.Push(0, {4, 0}, 4, Gradient(0, 4, 3), &sinks[0]).ok());
+  ShardCheckpoint at2 = checkpoints.steps.at(2);
+  ASSERT_TRUE(core.RollBack(at2).ok());
+  EXPECT_EQ(core.start_step(), 2);
+  EXPECT_EQ(checkpoints.steps.count(4), 0u);  // forgotten: it is written again
+  std::vector<float> value;
+  for (const PartCheckpoint& saved : at2.parts) {
+    EXPECT_EQ(*core.Read(saved.id, &value), 2);
+    EXPECT_EQ(value, saved.value);
+  }
+  Train(&core, 2, 2, &sinks);
+  for (int part = 0; part < 2; ++part) {
+    EXPECT_EQ(*core.Read({4, part}, &value), 4);
+    EXPECT_EQ(value, at4[part]) << "part " << part;
+  }
+  EXPECT_EQ(checkpoints.steps.at(4).parts.size(), 2u);
+
+  at2.partition_fingerprint += 1;
+  EXPECT_EQ(core.RollBack(at2).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // An auxiliary key (batch-norm running statistics) has no optimizer: dist_sync's new value is

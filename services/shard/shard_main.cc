@@ -85,7 +85,32 @@ int main(int argc, char** argv) {
   // and rank 0's Init waits until the core is set up.
   cohort::ShardCore core;
   absl::Notification set_up;
-  cohort::ShardService service(&core, &set_up);
+  // Known once registered, before set_up; a roll back comes only after.
+  int rank = -1;
+  int num_shards = 0;
+  cohort::ShardMetrics* shard_metrics = nullptr;
+  cohort::ShardService::CheckpointLoader load_checkpoint;
+  if (!checkpoint_dir.empty()) {
+    load_checkpoint = [&](int64_t step) -> absl::StatusOr<cohort::ShardCheckpoint> {
+      absl::StatusOr<cohort::ShardCheckpoint> c =
+          cohort::LoadShardCheckpoint(checkpoint_dir, step, rank, num_shards);
+      if (!c.ok()) {
+        std::cerr << "shard " << rank << ": error: cannot roll back: " << c.status().message()
+                  << "\n";
+        return c.status();
+      }
+      std::cout << absl::StrFormat("shard %d: another shard came back: rolling back to step %d "
+                                   "(%s)\n",
+                                   rank, step, cohort::CheckpointFolder(checkpoint_dir, step))
+                << std::flush;
+      shard_metrics->resumed_step.Set(static_cast<double>(step));
+      if (absl::Status s = cohort::RemoveShardFilesAfter(checkpoint_dir, rank, step); !s.ok()) {
+        return s;
+      }
+      return c;
+    };
+  }
+  cohort::ShardService service(&core, &set_up, std::move(load_checkpoint));
   auto server =
       cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service},
                           **security);
@@ -99,10 +124,12 @@ int main(int argc, char** argv) {
     std::cerr << "shard: error: " << session.status().message() << "\n";
     return 1;
   }
-  const int rank = (*session)->rank();
+  rank = (*session)->rank();
+  num_shards = (*session)->num_shards();
   core.set_rank(rank);
   cohort::ProcessMetrics process((*session)->job_id(), "shard", rank, *security);
   cohort::ShardMetrics metrics(process);
+  shard_metrics = &metrics;
   core.set_metrics(&metrics);
   if (!resume.empty()) {
     auto point = cohort::LoadLatestShardCheckpoint(resume, rank, (*session)->num_shards());

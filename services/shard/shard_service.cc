@@ -131,7 +131,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 }  // namespace
 
 grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::InitMessage>* reader,
-                                v1::InitReply*) {
+                                v1::InitReply* reply) {
   if (set_up_ != nullptr && !set_up_->WaitForNotificationWithTimeout(absl::Minutes(5))) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         "shard init: the shard has not finished loading its checkpoint in 5 "
@@ -155,7 +155,20 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "shard init ended before every announced part arrived");
   }
+  reply->set_step(core_->start_step());
   return grpc::Status::OK;
+}
+
+grpc::Status ShardService::RollBack(grpc::ServerContext*, const v1::RollBackRequest* request,
+                                    v1::RollBackReply*) {
+  if (load_checkpoint_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this shard keeps no checkpoints to roll back to: give every shard "
+                        "--checkpoint_dir (launch --checkpoint_dir)");
+  }
+  absl::StatusOr<ShardCheckpoint> checkpoint = load_checkpoint_(request->step());
+  if (!checkpoint.ok()) return ToGrpcStatus(checkpoint.status());
+  return ToGrpcStatus(core_->RollBack(*std::move(checkpoint)));
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ShardService::PushPull(

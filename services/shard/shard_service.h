@@ -1,6 +1,9 @@
 #ifndef COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 #define COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 
+#include <functional>
+
+#include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "proto/shard.grpc.pb.h"
 #include "services/shard/shard_core.h"
@@ -14,10 +17,15 @@ namespace cohort {
 // the shard also logs. The core must outlive the service.
 class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::Shard::Service> {
  public:
+  // This shard's part of the checkpoint at a step (RollBack reads it).
+  using CheckpointLoader = std::function<absl::StatusOr<ShardCheckpoint>(int64_t step)>;
+
   // set_up, when given, is notified once the core is set up (its rank known, its checkpoint
   // loaded): rank 0's Init, which may come as soon as every member has joined, waits for it.
-  explicit ShardService(ShardCore* core, absl::Notification* set_up = nullptr)
-      : core_(core), set_up_(set_up) {}
+  // load_checkpoint: null when the shard keeps no checkpoints (RollBack is refused).
+  explicit ShardService(ShardCore* core, absl::Notification* set_up = nullptr,
+                        CheckpointLoader load_checkpoint = nullptr)
+      : core_(core), set_up_(set_up), load_checkpoint_(std::move(load_checkpoint)) {}
 
   grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitMessage>* reader,
                     v1::InitReply* reply) override;
@@ -25,10 +33,13 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
       grpc::CallbackServerContext* context) override;
   grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request,
                     grpc::ServerWriter<v1::Part>* writer) override;
+  grpc::Status RollBack(grpc::ServerContext* context, const v1::RollBackRequest* request,
+                        v1::RollBackReply* reply) override;
 
  private:
   ShardCore* const core_;
   absl::Notification* const set_up_;
+  const CheckpointLoader load_checkpoint_;
 };
 
 }  // namespace cohort

@@ -243,5 +243,17 @@ TEST_F(ShardOverTlsTest, ARefusedWorkerCannotChangeAParameter) {
   EXPECT_NE(value, initial_key0_);
 }
 
+TEST_F(ShardServiceTest, RollBackWithoutCheckpointsIsRefusedSayingWhatToGive) {
+  grpc::ClientContext context;
+  v1::RollBackRequest request;
+  request.set_step(10);
+  v1::RollBackReply reply;
+  const grpc::Status status = stub_->RollBack(&context, request, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "--checkpoint_dir"))
+      << status.error_message();
+  ExpectUntouched();
+}
+
 }  // namespace
 }  // namespace cohort
