@@ -11,23 +11,30 @@ Usage: recovery_test.py LAUNCH JOB_PROCESSES_PY
 
 import collections
 import glob
+import json
 import os
 import re
+import signal
 import sys
 import time
 import unittest
+import urllib.request
 
 LAUNCH, JOB_PROCESSES = (os.path.abspath(p) for p in sys.argv[1:3])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
-from job_processes import kill_job, wait_job_gone  # noqa: E402
+from job_fixture import environ_of  # noqa: E402
+from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
 
 # A job: the worker's flags, its steps per epoch and in all, and the checkpoint interval.
 Case = collections.namedtuple("Case", "worker steps_per_epoch total_steps every")
 # 6400 samples, batch 32 x 2 workers: 100 steps an epoch, 300 in all; a checkpoint every 40.
 LENET = Case(["--model=lenet", "--dataset=fashion-mnist", "--train_samples=6400",
               "--batch_size=32", "--epochs=3", "--log_interval=20"], 100, 300, 40)
+# As LENET over 5 epochs (500 steps): long enough to scrape a restarted shard before the end.
+LENET_LONGER = LENET._replace(worker=[*LENET.worker[:-2], "--epochs=5", "--log_interval=20"],
+                              total_steps=500)
 # 1280 samples, batch 16 x 2 workers: 40 steps an epoch, 80 in all; a checkpoint every 20.
 RESNET20 = Case(["--model=resnet20", "--dataset=synthetic-cifar10", "--train_samples=1280",
                  "--batch_size=16", "--epochs=2", "--log_interval=20"], 40, 80, 20)
@@ -35,6 +42,19 @@ RESNET20 = Case(["--model=resnet20", "--dataset=synthetic-cifar10", "--train_sam
 
 def folder(root, step):
     return os.path.join(root, f"v{step:012d}")
+
+
+def shard_target(targets, rank):
+    """The address of shard `rank` in the launcher's Prometheus target list, or None."""
+    try:
+        with open(targets) as f:
+            groups = json.load(f)
+    except (OSError, ValueError):
+        return None
+    for g in groups:
+        if g["labels"]["role"] == "shard" and g["labels"]["rank"] == str(rank):
+            return g["targets"][0]
+    return None
 
 
 def complete_steps(root):
@@ -118,6 +138,63 @@ class RecoveryTest(job_fixture.JobTestCase):
 
     def test_killed_resnet20_job_resumes_bitwise(self):
         self.check_killed_job_resumes_bitwise(RESNET20)
+
+    def test_dead_shard_restarts_and_the_job_ends_bitwise(self):
+        """SIGKILL of a shard with --restart_failed_shards: the launcher restarts it from the
+        newest complete checkpoint, the other shard and both workers roll back to that step, the
+        restarted shard's metrics say so, and the job ends with the uninterrupted run's model."""
+        case = LENET_LONGER
+        want = self.uninterrupted(case)
+        job = self.job("restarted")
+        root = os.path.join(self.dir, "ckpt")
+        targets = os.path.join(self.dir, "targets.json")
+        model = os.path.join(self.dir, "restarted.safetensors")
+        launcher = self.start("restarted", [
+            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", f"--checkpoint_dir={root}",
+            f"--checkpoint_every={case.every}", "--restart_failed_shards",
+            f"--metrics_targets={targets}", "--", *case.worker, f"--output={model}"])
+        deadline = time.monotonic() + 300
+        while not [s for s in complete_steps(root) if s >= 2 * case.every]:
+            self.assertLess(time.monotonic(), deadline, self.log("restarted"))
+            self.assertIsNone(launcher.poll(), self.log("restarted"))
+            time.sleep(0.01)
+        first = shard_target(targets, 1)
+        shard = [p for p in job_pids(job)
+                 if environ_of(p).get("COHORT_ROLE") == "shard" and
+                 environ_of(p).get("COHORT_RANK") == "1"]
+        self.assertEqual(len(shard), 1, job_pids(job))
+        os.kill(shard[0], signal.SIGKILL)
+
+        # The restarted shard's metrics: the step it came back from.
+        resumed = None
+        while resumed is None and launcher.poll() is None:
+            address = shard_target(targets, 1)
+            if address is not None and address != first:
+                try:
+                    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as r:
+                        page = r.read().decode()
+                    m = re.search(r"^cohort_shard_resumed_step(?:\{[^}]*\})? (\d+)", page, re.M)
+                    resumed = int(m.group(1)) if m and int(m.group(1)) > 0 else None
+                except OSError:
+                    pass
+            time.sleep(0.01)
+        self.assertEqual(launcher.wait(timeout=300), 0, self.log("restarted"))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log("restarted")
+        self.assertIsNotNone(resumed, out)
+        self.assertEqual(resumed % case.every, 0)
+        self.assertGreaterEqual(resumed, 2 * case.every)
+        self.assertRegex(out, r"launch: shard 1 \(pid \d+\) was killed by signal 9 .*; restarting "
+                              r"it from the newest complete checkpoint")
+        self.assertIn(f"[shard 1] shard 1: resuming from step {resumed}", out)
+        self.assertIn(f"[shard 0] shard 0: another shard came back: rolling back to step {resumed}",
+                      out)
+        per_epoch = case.steps_per_epoch
+        for rank in (0, 1):
+            self.assertIn(f"[worker {rank}] train: rank {rank}: rolled back to step {resumed} "
+                          f"(epoch {resumed // per_epoch}, step {resumed % per_epoch} of "
+                          f"{per_epoch})", out)
+        self.assertEqual(self.model_bytes(model), want)
 
     def test_damaged_newest_checkpoints_are_named_and_skipped(self):
         want = self.uninterrupted()

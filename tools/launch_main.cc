@@ -97,6 +97,9 @@ ABSL_FLAG(int, checkpoint_keep, 3, "complete checkpoints to keep");
 ABSL_FLAG(std::string, resume, "",
           "restart the job from the newest complete checkpoint under this folder (the workers go "
           "on at its step); checkpoints go on there unless --checkpoint_dir says otherwise");
+ABSL_FLAG(bool, restart_failed_shards, false,
+          "restart a shard that dies from the newest complete checkpoint (needs "
+          "--checkpoint_dir and --checkpoint_every); the workers roll back to it and go on");
 ABSL_FLAG(std::string, job_id, "",
           "the job's id (letters, digits, '.', '_', '-'); default: a new unique one. Every "
           "process gets it as COHORT_JOB_ID");
@@ -420,6 +423,13 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_resume).empty()) {
     return UsageError("--checkpoint_every needs the folder: --checkpoint_dir DIR (or --resume DIR)");
   }
+  o.restart_failed_shards = absl::GetFlag(FLAGS_restart_failed_shards);
+  if (o.restart_failed_shards && (absl::GetFlag(FLAGS_checkpoint_every) == 0 ||
+                                  (absl::GetFlag(FLAGS_checkpoint_dir).empty() &&
+                                   absl::GetFlag(FLAGS_resume).empty()))) {
+    return UsageError("--restart_failed_shards restarts a shard from its checkpoint: give "
+                      "--checkpoint_dir DIR and --checkpoint_every N");
+  }
   o.num_workers = absl::GetFlag(FLAGS_num_workers);
   if (o.num_workers < 1) return UsageError("give the number of workers with -n N (at least 1)");
   o.num_shards = absl::GetFlag(FLAGS_num_shards).value_or(o.num_workers);
@@ -457,6 +467,11 @@ int main(int argc, char** argv) {
   if (const std::string dir = absl::GetFlag(FLAGS_resume); !dir.empty()) {
     o.shard_flags.push_back(absl::StrCat("--resume=", UserPath(dir, o.working_dir)));
   }
+  // A restarted shard resumes from where the job checkpoints.
+  o.checkpoint_dir = UserPath(absl::GetFlag(FLAGS_checkpoint_dir).empty()
+                                  ? absl::GetFlag(FLAGS_resume)
+                                  : absl::GetFlag(FLAGS_checkpoint_dir),
+                              o.working_dir);
   if (absl::GetFlag(FLAGS_checkpoint_every) > 0) {
     o.shard_flags.push_back(
         absl::StrCat("--checkpoint_every=", absl::GetFlag(FLAGS_checkpoint_every)));

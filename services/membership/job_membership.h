@@ -4,10 +4,19 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace cohort {
+
+// Where the shards are, at a generation of the cluster: 1 at the start, one more each time a
+// dead shard came back (restarted from its checkpoint).
+struct ShardsView {
+  int64_t generation = 0;
+  std::vector<std::string> addresses;  // by shard rank, host:port
+  std::vector<int> restarts;           // by shard rank: how many times it came back
+};
 
 // What a worker's data path needs of its membership in a job (MemberSession in a process, a
 // fake in tests): its place, the job-wide barrier, and word of the job's end. Thread-safe.
@@ -29,6 +38,9 @@ class JobMembership {
   virtual void RemoveEndListener(int id) = 0;
   // OK while running and after DONE; why it ended otherwise.
   virtual absl::Status end_status() const = 0;
+  // Waits until the job runs with every shard up at a generation after `after` (0: any);
+  // Aborted with the reason when the job ends first.
+  virtual absl::StatusOr<ShardsView> WaitForShards(int64_t after) = 0;
 };
 
 }  // namespace cohort

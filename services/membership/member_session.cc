@@ -83,15 +83,20 @@ std::string MemberSession::name() const {
   return absl::StrCat(RoleWord(options_.role), " ", rank_);
 }
 
-absl::StatusOr<std::vector<std::string>> MemberSession::WaitForCluster() {
+absl::StatusOr<ShardsView> MemberSession::WaitForShards(int64_t after) {
   v1::ClusterSpecRequest request;
   request.set_role(options_.role);
   request.set_rank(rank_);
+  request.set_after_generation(after);
   grpc::ClientContext context;
   v1::ClusterSpec spec;
   const grpc::Status status = stub_->GetClusterSpec(&context, request, &spec);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::vector<std::string>(spec.shard_addresses().begin(), spec.shard_addresses().end());
+  ShardsView view;
+  view.generation = spec.generation();
+  view.addresses.assign(spec.shard_addresses().begin(), spec.shard_addresses().end());
+  view.restarts.assign(spec.shard_restarts().begin(), spec.shard_restarts().end());
+  return view;
 }
 
 absl::StatusOr<uint64_t> MemberSession::Barrier(const std::string& name, uint64_t fingerprint) {

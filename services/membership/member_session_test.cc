@@ -65,9 +65,11 @@ TEST_F(MemberSessionTest, MembersJoinMeetAtBarriersAndLeaveAJobThatEndsDone) {
   EXPECT_EQ(w1->job_id(), "job-session-test");
   EXPECT_EQ(w1->mode(), "dist_sync");
   EXPECT_EQ(w1->name(), "worker 1");
-  auto cluster = w0->WaitForCluster();
+  auto cluster = w0->WaitForShards(0);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  EXPECT_EQ(*cluster, std::vector<std::string>{"127.0.0.1:7100"});
+  EXPECT_EQ(cluster->generation, 1);
+  EXPECT_EQ(cluster->addresses, std::vector<std::string>{"127.0.0.1:7100"});
+  EXPECT_EQ(cluster->restarts, std::vector<int>{0});
 
   absl::StatusOr<uint64_t> other;
   std::thread t([&] { other = w1->Barrier("kvstore init", 99); });

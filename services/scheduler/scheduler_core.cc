@@ -73,6 +73,7 @@ void SchedulerCore::Fail(const std::string& reason) {
 absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   absl::MutexLock lock(&mu_);
   const char* role = RoleName(r.role);
+  if (state_ == JobState::kRunning && r.role == MemberRole::kShard) return Reregister(r);
   if (state_ != JobState::kForming) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", spec_.job_id, " is ", JobStateName(state_), "; a ", role,
@@ -114,6 +115,56 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   };
   if (all(shards_) && all(workers_)) state_ = JobState::kRunning;
   return rank;
+}
+
+absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
+  const int rank = r.requested_rank;
+  if (rank < 0 || rank >= static_cast<int>(shards_.size()) || !shards_[rank].restarting) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", spec_.job_id, " is RUNNING; a shard joins it only to take the place of a dead "
+        "one, under its --rank, with launch --restart_failed_shards (", rank < 0 ? "no rank" :
+        absl::StrCat("shard ", rank, " is not dead"), ")"));
+  }
+  if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
+  Member& m = shards_[rank];
+  const int restarts = m.restarts + 1;
+  notices_.push_back(absl::StrFormat(
+      "shard %d is back (host %s, pid %d, at %s) %.1f s after its death; the workers roll back "
+      "to its checkpoint",
+      rank, r.host, r.pid, r.address, absl::ToDoubleSeconds(clock_->Now() - m.died_at)));
+  m = Member();
+  m.registered = true;
+  m.host = r.host;
+  m.pid = r.pid;
+  m.address = r.address;
+  m.last_heartbeat = clock_->Now();
+  m.restarts = restarts;
+  ++generation_;
+  return rank;
+}
+
+bool SchedulerCore::ShardRestarting() const {
+  for (const Member& s : shards_) {
+    if (s.restarting) return true;
+  }
+  return false;
+}
+
+void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
+  Member& m = Members(role)[rank];
+  m.dead = true;
+  if (role == MemberRole::kShard && spec_.shard_restart_grace > absl::ZeroDuration() &&
+      state_ == JobState::kRunning) {
+    m.restarting = true;
+    m.died_at = clock_->Now();
+    m.death = why;
+    notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "); waiting up to ",
+                                    absl::FormatDuration(spec_.shard_restart_grace),
+                                    " for it to restart"));
+    return;
+  }
+  Fail(absl::StrFormat("%s is dead: %s; last error: %s", Describe(role, rank), why,
+                       m.last_error.empty() ? "none reported" : m.last_error));
 }
 
 absl::Status SchedulerCore::CheckReachable(const MemberRegistration& r, int rank) const {
@@ -170,13 +221,26 @@ std::vector<std::string> SchedulerCore::TakeNotices() {
   return std::move(notices_);
 }
 
-absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {
+absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster(int64_t after) {
   absl::MutexLock lock(&mu_);
+  struct Args {
+    SchedulerCore* self;
+    int64_t after;
+  } args{this, after};
   mu_.Await(absl::Condition(
-      +[](JobState* s) { return *s != JobState::kForming; }, &state_));
+      +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        const SchedulerCore& c = *a->self;
+        return c.Ended() || (c.state_ == JobState::kRunning && !c.ShardRestarting() &&
+                             c.generation_ > a->after);
+      },
+      &args));
   if (state_ == JobState::kFailed) return absl::AbortedError(reason_);
   ClusterView view;
-  for (const Member& s : shards_) view.shard_addresses.push_back(s.address);
+  view.generation = generation_;
+  for (const Member& s : shards_) {
+    view.shard_addresses.push_back(s.address);
+    view.shard_restarts.push_back(s.restarts);
+  }
   return view;
 }
 
@@ -217,16 +281,13 @@ void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::str
   absl::MutexLock lock(&mu_);
   Member* m = Find(role, rank);
   if (m == nullptr) return;
+  if (m->restarting) return;  // its death is known
   m->stream_open = false;
   m->stream_end = detail;
-  // A member closes its stream only after saying it stops: anything else is a death, and the
-  // job fails at once rather than after the heartbeat timeout.
+  // A member closes its stream only after saying it stops: anything else is a death, noticed
+  // at once rather than after the heartbeat timeout.
   if (!m->stopped) {
-    m->dead = true;
-    Fail(absl::StrFormat("%s is dead: its control stream ended (%s) without a stop; last "
-                         "error: %s",
-                         Describe(role, rank), detail,
-                         m->last_error.empty() ? "none reported" : m->last_error));
+    Died(role, rank, absl::StrCat("its control stream ended (", detail, ") without a stop"));
   }
 }
 
@@ -323,17 +384,23 @@ void SchedulerCore::CheckLiveness() {
     for (size_t r = 0; r < ms.size(); ++r) {
       Member& m = ms[r];
       if (m.stopped) continue;
+      if (m.restarting) {
+        if (now - m.died_at < spec_.shard_restart_grace) continue;
+        Fail(absl::StrFormat("%s died (%s) and did not come back within %s "
+                             "(launch --restart_failed_shards restarts it; see its log)",
+                             Describe(role, static_cast<int>(r)), m.death,
+                             absl::FormatDuration(spec_.shard_restart_grace)));
+        return;
+      }
       const absl::Duration silent = now - m.last_heartbeat;
       // The beats that should have come by now, less the one that may be on its way.
       CountMissedHeartbeats(role, m, now);
       if (silent < spec_.heartbeat_timeout) continue;
-      m.dead = true;
-      Fail(absl::StrFormat("%s is dead: no heartbeat for %s (limit %s); last error: %s",
-                           Describe(role, static_cast<int>(r)),
+      Died(role, static_cast<int>(r),
+           absl::StrFormat("no heartbeat for %s (limit %s)",
                            absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
-                           absl::FormatDuration(spec_.heartbeat_timeout),
-                           m.last_error.empty() ? "none reported" : m.last_error));
-      return;
+                           absl::FormatDuration(spec_.heartbeat_timeout)));
+      if (Ended()) return;
     }
   }
 }

@@ -58,6 +58,9 @@ struct JobSpec {
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   // The job fails if it has not formed (every member registered) within this.
   absl::Duration form_timeout = absl::Seconds(60);
+  // Zero: a shard's death fails the job. Else (launch --restart_failed_shards) the job waits
+  // this long for the shard to register again under its rank, restarted from its checkpoint.
+  absl::Duration shard_restart_grace = absl::ZeroDuration();
 };
 
 struct MemberRegistration {
@@ -71,7 +74,11 @@ struct MemberRegistration {
 };
 
 struct ClusterView {
+  // One more for every shard that came back after dying: the workers reconnect to the shards
+  // and roll back to its checkpoint.
+  int64_t generation = 0;
   std::vector<std::string> shard_addresses;  // by shard rank
+  std::vector<int> shard_restarts;           // by shard rank: times it came back
 };
 
 // The scheduler's state machine, without gRPC: membership and ranks, the cluster spec,
@@ -84,18 +91,22 @@ class SchedulerCore {
 
   const JobSpec& spec() const { return spec_; }
 
-  // Gives the member its rank. The job becomes RUNNING when every member has registered.
+  // Gives the member its rank. The job becomes RUNNING when every member has registered. While
+  // it runs, a shard restarted after its death registers again under its rank (with
+  // shard_restart_grace), which moves the cluster's generation on.
   absl::StatusOr<int> Register(const MemberRegistration& member);
   // What the scheduler should say (once each) since the last call: a host whose workers run
   // more compute threads than it has cores.
   std::vector<std::string> TakeNotices();
-  // Waits until the job is RUNNING (or returns the reason it never will be).
-  absl::StatusOr<ClusterView> WaitForCluster();
+  // Waits until the job is RUNNING with every shard up, at a generation after `after` (-1: any),
+  // or returns the reason it never will be.
+  absl::StatusOr<ClusterView> WaitForCluster(int64_t after = -1);
   // A heartbeat from a registered member (a worker's may carry its progress); returns the job
   // state to tell it.
   JobState Heartbeat(MemberRole role, int rank, const WorkerProgress* progress = nullptr);
   // The member's control stream ended (detail: why, for the failure message). Before the
-  // member said it stops, that is its death: the job fails at once.
+  // member said it stops, that is its death: the job fails at once (a shard's, unless it may
+  // restart).
   void ControlStreamEnded(MemberRole role, int rank, const std::string& detail);
   // Blocks until every worker has called Barrier with this name. A non-zero fingerprint must
   // match every other worker's (they all compute the partition map); a mismatch fails the job.
@@ -138,6 +149,11 @@ class SchedulerCore {
     int64_t missed_in_silence = 0;  // missed heartbeats counted since the last one
     bool has_progress = false;
     WorkerProgress progress;
+    // A shard that died and may come back (shard_restart_grace): since when, and why.
+    bool restarting = false;
+    absl::Time died_at;
+    std::string death;
+    int restarts = 0;  // times it came back
   };
 
   std::vector<Member>& Members(MemberRole role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -147,6 +163,12 @@ class SchedulerCore {
   void CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member died (why: what showed it). A shard waits to be restarted when the job allows
+  // it; anything else fails the job.
+  void Died(MemberRole role, int rank, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A restarted shard registers again under its rank.
+  absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ShardRestarting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses a registration that would leave a shard reachable only at a loopback address in a
   // job whose members are on more than one host.
   absl::Status CheckReachable(const MemberRegistration& r, int rank) const
@@ -163,6 +185,7 @@ class SchedulerCore {
 
   mutable absl::Mutex mu_;
   JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // ClusterView::generation
   std::string reason_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);

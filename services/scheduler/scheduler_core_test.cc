@@ -145,6 +145,58 @@ TEST(SchedulerCoreTest, ControlStreamEndingWithoutAStopFailsTheJobAtOnce) {
   EXPECT_EQ(done.state(), JobState::kDone);
 }
 
+// With shard_restart_grace, a dead shard is waited for: it registers again under its rank at a
+// new address, the cluster's generation moves on, and the workers waiting for it learn the new
+// address; a worker's death still fails the job at once.
+TEST(SchedulerCoreTest, ADeadShardMayComeBackUnderItsRankWithinTheGrace) {
+  FakeClock clock;
+  JobSpec spec = Spec(2, 2);
+  spec.shard_restart_grace = absl::Seconds(30);
+  SchedulerCore core(spec, &clock);
+  Form(&core);
+  auto first = core.WaitForCluster();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->generation, 0);
+  EXPECT_EQ(core.Register(Member(MemberRole::kShard, 1, "10.0.0.9:8")).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // not dead: no place to take
+  core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost");
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  const std::vector<std::string> notices = core.TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(notices[0], "shard 1 (host host-1, pid 1001) died")) << notices[0];
+
+  absl::StatusOr<ClusterView> later;
+  std::thread waiter([&] { later = core.WaitForCluster(first->generation); });
+  clock.Advance(absl::Seconds(20));
+  for (int w = 0; w < 2; ++w) core.Heartbeat(MemberRole::kWorker, w);
+  core.Heartbeat(MemberRole::kShard, 0);
+  core.CheckLiveness();  // within the grace; the others beat on
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  MemberRegistration back = Member(MemberRole::kShard, 1, "10.0.0.9:8");
+  back.pid = 2001;
+  EXPECT_EQ(*core.Register(back), 1);
+  waiter.join();
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->generation, 1);
+  EXPECT_EQ(later->shard_addresses, (std::vector<std::string>{"10.0.0.0:7", "10.0.0.9:8"}));
+  EXPECT_EQ(later->shard_restarts, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(absl::StrContains(core.TakeNotices().at(0), "shard 1 is back"));
+
+  // Not back in time: the job fails naming the shard and why it died.
+  core.ControlStreamEnded(MemberRole::kShard, 0, "connection lost");
+  for (int i = 0; i < 4; ++i) {
+    clock.Advance(absl::Seconds(10));
+    for (int w = 0; w < 2; ++w) core.Heartbeat(MemberRole::kWorker, w);
+    core.Heartbeat(MemberRole::kShard, 1);
+    core.CheckLiveness();
+  }
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 0 (host host-0, pid 1000) died (its control "
+                                               "stream ended (connection lost) without a stop) "
+                                               "and did not come back within 30s"))
+      << core.reason();
+}
+
 TEST(SchedulerCoreTest, JobThatDoesNotFormInTimeFailsNamingWhoIsMissing) {
   FakeClock clock;
   JobSpec spec = Spec(2, 1);

@@ -35,6 +35,10 @@ ABSL_FLAG(std::string, mode, "dist_sync", "kvstore mode of the job: dist_sync or
 ABSL_FLAG(std::string, job_id, "", "the job's id (default: generated)");
 ABSL_FLAG(double, heartbeat_timeout, 3.0,
           "seconds without a heartbeat after which a member is dead and the job fails");
+ABSL_FLAG(double, shard_restart_grace, 0.0,
+          "seconds a dead shard has to register again under its rank, restarted from its "
+          "checkpoint, while the workers wait (0: a shard's death fails the job; launch "
+          "--restart_failed_shards sets it)");
 ABSL_FLAG(double, form_timeout, 120.0,
           "seconds to wait for every member to register before the job fails");
 ABSL_FLAG(double, linger, 0.0,
@@ -68,6 +72,7 @@ int main(int argc, char** argv) {
   spec.num_shards = absl::GetFlag(FLAGS_num_shards);
   spec.heartbeat_timeout = absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
   spec.form_timeout = absl::Seconds(absl::GetFlag(FLAGS_form_timeout));
+  spec.shard_restart_grace = absl::Seconds(absl::GetFlag(FLAGS_shard_restart_grace));
   const absl::Duration linger = absl::Seconds(absl::GetFlag(FLAGS_linger));
   if (spec.num_workers < 1 || spec.num_shards < 1) {
     std::cerr << "scheduler: error: --num_workers and --num_shards must be >= 1\n";
@@ -121,6 +126,9 @@ int main(int argc, char** argv) {
   std::thread monitor([&] {
     while (!ended.load()) {
       core.CheckLiveness();
+      for (const std::string& notice : core.TakeNotices()) {
+        std::cerr << "scheduler: warning: " << notice << "\n";
+      }
       absl::SleepFor(absl::Milliseconds(100));
     }
   });

@@ -73,9 +73,11 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*, const v1::ClusterSpecRequest*,
+grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*,
+                                              const v1::ClusterSpecRequest* request,
                                               v1::ClusterSpec* spec) {
-  absl::StatusOr<ClusterView> view = core_->WaitForCluster();
+  // On the wire generations count from 1, so that 0 (unset) asks for any.
+  absl::StatusOr<ClusterView> view = core_->WaitForCluster(request->after_generation() - 1);
   if (!view.ok()) return ToGrpcStatus(view.status());
   const JobSpec& job = core_->spec();
   spec->set_job_id(job.job_id);
@@ -83,6 +85,8 @@ grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*, const v1::Cl
   spec->set_num_shards(job.num_shards);
   spec->set_mode(std::string(KVStoreModeName(job.mode)));
   for (const std::string& a : view->shard_addresses) spec->add_shard_addresses(a);
+  spec->set_generation(view->generation + 1);
+  spec->mutable_shard_restarts()->Add(view->shard_restarts.begin(), view->shard_restarts.end());
   return grpc::Status::OK;
 }
 

@@ -43,7 +43,8 @@ ShardMetrics::ShardMetrics(ProcessMetrics& p)
           "cohort_shard_checkpoints_dropped_total",
           "Checkpoints not written because the previous one was still being written.")),
       resumed_step(p.Gauge("cohort_shard_resumed_step",
-                           "Checkpoint step this shard process started from (0: a new job).")) {
+                           "Checkpoint step this shard process started from, or last rolled "
+                           "back to (0: a new job).")) {
   auto& family =
       p.CounterFamily("cohort_shard_rejected_requests_total", "Pushes the shard refused, by reason.");
   for (int r = 0; r < 8; ++r) {

@@ -13,9 +13,13 @@ class DelayingTransport final : public ShardTransport {
 
   int num_shards() const override { return inner_->num_shards(); }
   std::string shard_address(int shard) const override { return inner_->shard_address(shard); }
-  absl::Status InitShard(int shard, const ShardConfig& config,
-                         absl::Span<const InitialPart> parts) override {
+  absl::StatusOr<int64_t> InitShard(int shard, const ShardConfig& config,
+                                    absl::Span<const InitialPart> parts) override {
     return inner_->InitShard(shard, config, parts);
+  }
+  absl::Status RollBack(int shard, int64_t step) override { return inner_->RollBack(shard, step); }
+  void Redial(std::vector<std::string> addresses) override {
+    inner_->Redial(std::move(addresses));
   }
   void Open(AnswerReceiver* receiver) override { inner_->Open(receiver); }
   void Send(int shard, PartId id, int64_t version, int rank, absl::Span<const float> values,

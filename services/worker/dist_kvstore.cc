@@ -51,9 +51,9 @@ absl::Status ValidateDataPath(const JobOptions& options) {
 
 absl::StatusOr<std::unique_ptr<ShardTransport>> ConnectToShards(
     MemberSession* session, const JobOptions& options, const TransportWrapper& wrap_transport) {
-  ASSIGN_OR_RETURN(std::vector<std::string> addresses, session->WaitForCluster());
+  ASSIGN_OR_RETURN(ShardsView shards, session->WaitForShards(0));
   std::unique_ptr<ShardTransport> transport =
-      MakeGrpcShardTransport(std::move(addresses), options.security);
+      MakeGrpcShardTransport(std::move(shards.addresses), options.security);
   if (wrap_transport) transport = wrap_transport(std::move(transport));
   return transport;
 }

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort {
@@ -334,21 +335,115 @@ absl::Status DistKVStoreCore::InitShards() {
     return absl::FailedPreconditionError("kvstore: rank 0 must call SetOptimizer before Init");
   }
   for (int s = 0; s < transport_->num_shards(); ++s) {
-    ShardConfig config;
-    config.num_workers = num_workers();
-    config.mode = mode_;
-    config.partition_fingerprint = fingerprint_;
-    config.optimizer = optimizer_;
-    config.auxiliary_keys = auxiliary_keys_;
     std::vector<InitialPart> parts;
     for (const Part& p : map_.parts) {
       if (p.shard != s) continue;
       parts.push_back({{p.key, p.index},
                        absl::MakeConstSpan(keys_[p.key]->initial).subspan(p.offset, p.elements)});
     }
-    config.num_parts = static_cast<int>(parts.size());
-    RETURN_IF_ERROR(transport_->InitShard(s, config, parts));
+    RETURN_IF_ERROR(transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())), parts)
+                        .status());
   }
+  return absl::OkStatus();
+}
+
+ShardConfig DistKVStoreCore::ShardConfigFor(int num_parts) const {
+  ShardConfig config;
+  config.num_workers = num_workers();
+  config.mode = mode_;
+  config.partition_fingerprint = fingerprint_;
+  config.optimizer = optimizer_;
+  config.auxiliary_keys = auxiliary_keys_;
+  config.num_parts = num_parts;
+  return config;
+}
+
+absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
+  {
+    absl::MutexLock lock(&mu_);
+    // Only a shard's stream ending while the job runs: a shard died.
+    if (!committed_ || !commit_status_.ok() || job_ended_ ||
+        !absl::IsUnavailable(stream_error_)) {
+      return failure;
+    }
+  }
+  StopStreams();
+  const std::string round = absl::StrCat("shard recovery ", shard_generation_);
+  // No worker pushes on the old streams once a shard goes back.
+  RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0).status());
+  absl::StatusOr<ShardsView> shards = membership_->WaitForShards(shard_generation_);
+  if (!shards.ok()) {
+    return absl::Status(shards.status().code(),
+                        absl::StrCat(failure.message(), "; no shard came back: ",
+                                     shards.status().message()));
+  }
+  std::cerr << failure.message() << "; the shards are back ("
+            << absl::StrJoin(shards->addresses, ", ") << "): rolling back\n";
+  std::vector<int> restarted;
+  for (size_t s = 0; s < shards->restarts.size(); ++s) {
+    if (shards->restarts[s] != (s < shard_restarts_.size() ? shard_restarts_[s] : 0)) {
+      restarted.push_back(static_cast<int>(s));
+    }
+  }
+  shard_generation_ = shards->generation;
+  shard_restarts_ = shards->restarts;
+  transport_->Redial(std::move(shards->addresses));
+  if (rank() == 0) RETURN_IF_ERROR(RollBackShards(restarted));
+  RETURN_IF_ERROR(membership_->Barrier(round + ": shards rolled back", 0).status());
+  {
+    absl::MutexLock lock(&mu_);
+    stream_error_ = absl::OkStatus();
+    closing_ = false;
+    for (auto& k : keys_) {
+      k->in_flight = false;
+      k->result_unread = false;
+      k->awaiting = 0;
+      std::fill(k->pending.begin(), k->pending.end(), 0);
+    }
+  }
+  transport_->Open(this);
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::RollBackShards(const std::vector<int>& restarted) {
+  // The restarted shards resumed from their checkpoint: rank 0 sets them up again (the values
+  // sent are replaced by the checkpoint's) and learns its step.
+  int64_t step = -1;
+  int first = -1;
+  std::vector<float> placeholder;
+  for (int s : restarted) {
+    std::vector<InitialPart> parts;
+    for (const Part& p : map_.parts) {
+      if (p.shard != s) continue;
+      if (placeholder.size() < static_cast<size_t>(p.elements)) placeholder.resize(p.elements);
+      parts.push_back({{p.key, p.index}, absl::MakeConstSpan(placeholder).first(p.elements)});
+    }
+    ASSIGN_OR_RETURN(const int64_t resumed,
+                     transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())),
+                                           parts));
+    if (resumed <= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          membership_->name(), ": shard ", s, " at ", transport_->shard_address(s),
+          " came back without a checkpoint to resume from: restart it with --resume=<the "
+          "job's --checkpoint_dir> (launch --restart_failed_shards does)"));
+    }
+    if (step >= 0 && resumed != step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          membership_->name(), ": shard ", first, " came back at step ", step, " but shard ", s,
+          " at step ", resumed, ": give the shards one --checkpoint_dir"));
+    }
+    step = resumed;
+    first = s;
+  }
+  if (step < 0) {
+    return absl::InternalError(
+        absl::StrCat(membership_->name(), ": a shard's stream ended, yet none came back"));
+  }
+  for (int s = 0; s < transport_->num_shards(); ++s) {
+    if (std::find(restarted.begin(), restarted.end(), s) != restarted.end()) continue;
+    RETURN_IF_ERROR(transport_->RollBack(s, step));
+  }
+  std::cerr << membership_->name() << ": every shard is back at step " << step << "\n";
   return absl::OkStatus();
 }
 

@@ -18,7 +18,12 @@ namespace {
 
 class FakeMembership final : public JobMembership {
  public:
-  FakeMembership(int rank, int num_workers) : rank_(rank), num_workers_(num_workers) {}
+  FakeMembership(int rank, int num_workers, int num_shards)
+      : rank_(rank), num_workers_(num_workers) {
+    shards_.generation = 1;
+    for (int s = 0; s < num_shards; ++s) shards_.addresses.push_back(absl::StrCat("fake-", s));
+    shards_.restarts.assign(num_shards, 0);
+  }
 
   int rank() const override { return rank_; }
   int num_workers() const override { return num_workers_; }
@@ -45,6 +50,20 @@ class FakeMembership final : public JobMembership {
   absl::Status end_status() const override {
     absl::MutexLock lock(&mu_);
     return end_;
+  }
+  absl::StatusOr<ShardsView> WaitForShards(int64_t after) override {
+    absl::MutexLock lock(&mu_);
+    if (shards_.generation <= after) {
+      return absl::DeadlineExceededError("no shard came back in this test");
+    }
+    return shards_;
+  }
+  // A shard came back: the cluster's next generation.
+  void ShardCameBack(int shard, std::string address) {
+    absl::MutexLock lock(&mu_);
+    ++shards_.generation;
+    shards_.addresses.at(shard) = std::move(address);
+    ++shards_.restarts.at(shard);
   }
 
   // The scheduler ends the job. Listeners run under their own lock, as MemberSession's do.
@@ -73,6 +92,7 @@ class FakeMembership final : public JobMembership {
   mutable absl::Mutex mu_;
   absl::Status end_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> barriers_ ABSL_GUARDED_BY(mu_);
+  ShardsView shards_ ABSL_GUARDED_BY(mu_);
 };
 
 // One push as the fake shards received it.
@@ -93,16 +113,29 @@ class FakeTransport final : public ShardTransport {
 
   int num_shards() const override { return num_shards_; }
   std::string shard_address(int shard) const override { return absl::StrCat("fake-", shard); }
-  absl::Status InitShard(int shard, const ShardConfig& config,
-                         absl::Span<const InitialPart> parts) override {
+  absl::StatusOr<int64_t> InitShard(int shard, const ShardConfig& config,
+                                    absl::Span<const InitialPart> parts) override {
     absl::MutexLock lock(&mu_);
     if (dead_) return absl::UnavailableError("connection refused");
     configs_.push_back(config);
     for (const InitialPart& p : parts) {
-      initial_[{p.id.key, p.id.part}] = std::vector<float>(p.value.begin(), p.value.end());
+      if (initial_.count({p.id.key, p.id.part}) == 0) {  // a restarted shard keeps its checkpoint
+        initial_[{p.id.key, p.id.part}] = std::vector<float>(p.value.begin(), p.value.end());
+      }
       init_shard_[{p.id.key, p.id.part}] = shard;
     }
+    return resumed_step_;
+  }
+  absl::Status RollBack(int shard, int64_t step) override {
+    absl::MutexLock lock(&mu_);
+    rolled_back_.emplace_back(shard, step);
     return absl::OkStatus();
+  }
+  void Redial(std::vector<std::string> addresses) override {
+    absl::MutexLock lock(&mu_);
+    addresses_ = std::move(addresses);
+    closed_ = false;
+    dead_ = false;
   }
   void Open(AnswerReceiver* receiver) override {
     absl::MutexLock lock(&mu_);
@@ -126,7 +159,21 @@ class FakeTransport final : public ShardTransport {
     absl::MutexLock lock(&mu_);
     if (dead_) return absl::UnavailableError("connection refused");
     *out = initial_.at({id.key, id.part});
-    return PartHeader{id, 0, -1};
+    return PartHeader{id, resumed_step_, -1};
+  }
+
+  // A restarted shard's Init answers this step, and every pull this version.
+  void ResumeAt(int64_t step) {
+    absl::MutexLock lock(&mu_);
+    resumed_step_ = step;
+  }
+  std::vector<std::pair<int, int64_t>> rolled_back() const {
+    absl::MutexLock lock(&mu_);
+    return rolled_back_;
+  }
+  std::vector<std::string> addresses() const {
+    absl::MutexLock lock(&mu_);
+    return addresses_;
   }
 
   // Delivers an answer as the stream would (nothing after Close). values: the part's new value.
@@ -187,6 +234,9 @@ class FakeTransport final : public ShardTransport {
   std::vector<ShardConfig> configs_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, std::vector<float>> initial_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, int> init_shard_ ABSL_GUARDED_BY(mu_);
+  int64_t resumed_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<int, int64_t>> rolled_back_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
 };
 
 constexpr int kShards = 2;
@@ -210,7 +260,7 @@ class DistKVStoreCoreTest : public ::testing::Test {
  protected:
   void Make(int rank = 0, KVStoreMode mode = KVStoreMode::kDistSync,
             absl::Duration answer_timeout = absl::Seconds(30)) {
-    membership_ = std::make_unique<FakeMembership>(rank, 2);
+    membership_ = std::make_unique<FakeMembership>(rank, 2, kShards);
     auto transport = std::make_unique<FakeTransport>(kShards);
     transport_ = transport.get();
     DistKVStoreOptions options;
@@ -421,6 +471,49 @@ TEST_F(DistKVStoreCoreTest, AShardDyingMidWaitEndsTheWaitNamingIt) {
   ExpectStopped(transport_, kv_.get());
 }
 
+// A shard dies and comes back from its checkpoint at step 40: after both barriers rank 0 has
+// set the restarted shard up again and rolled the other back to step 40, the streams go to the
+// shards' new addresses, and training goes on from step 40.
+TEST_F(DistKVStoreCoreTest, RecoversFromAShardThatCameBackByRollingEveryShardBack) {
+  Make(0);
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
+  });
+  ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  membership_->ShardCameBack(1, "fake-1-again");
+  transport_->ResumeAt(40);
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  EXPECT_EQ(membership_->barriers(),
+            (std::vector<std::string>{"kvstore init", "shard recovery 1: streams closed",
+                                      "shard recovery 1: shards rolled back"}));
+  EXPECT_EQ(transport_->addresses(), (std::vector<std::string>{"fake-0", "fake-1-again"}));
+  const std::vector<ShardConfig> configs = transport_->configs();
+  ASSERT_EQ(configs.size(), 3u);  // both at the start, then the restarted one
+  EXPECT_EQ(configs.back().num_parts, configs[1].num_parts);
+  EXPECT_EQ(transport_->rolled_back(), (std::vector<std::pair<int, int64_t>>{{0, 40}}));
+  Tensor value0(Shape{6}), value1(Shape{3});
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  ASSERT_TRUE(kv_->Pull(1, &value1).ok());
+  EXPECT_EQ(*kv_->StartStep(), 40);
+  // The streams are open again: a push goes out on version 40.
+  ASSERT_TRUE(kv_->PushPull(0, grad_, &value0).ok());
+  for (const Pushed& p : transport_->TakePushed()) EXPECT_EQ(p.version, 40);
+}
+
+// What is not a shard's death (a refused answer, the job's end) is not recovered from.
+TEST_F(DistKVStoreCoreTest, OtherFailuresAreNotRecoveredFrom) {
+  Make(0);
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    transport_->Answer(pushed[0].shard, pushed[0].id, pushed[0].version + 5, pushed[0].values);
+  });
+  ASSERT_EQ(failure.code(), absl::StatusCode::kInternal) << failure;
+  EXPECT_EQ(kv_->Recover(failure), failure);
+  EXPECT_EQ(membership_->barriers(), std::vector<std::string>{"kvstore init"});
+}
+
 TEST_F(DistKVStoreCoreTest, TheJobEndingMidWaitEndsTheWaitWithItsReason) {
   Make();
   PushKey0();
@@ -464,7 +557,7 @@ TEST_F(DistKVStoreCoreTest, AFailedInitKeepsFailingWithoutSendingAnything) {
 }
 
 TEST_F(DistKVStoreCoreTest, RankZeroSaysWhenShardsHoldNoParameters) {
-  membership_ = std::make_unique<FakeMembership>(0, 2);
+  membership_ = std::make_unique<FakeMembership>(0, 2, kShards);
   auto transport = std::make_unique<FakeTransport>(4);
   transport_ = transport.get();
   DistKVStoreOptions options;  // one key of 3 floats splits into 3 parts at most, for 4 shards

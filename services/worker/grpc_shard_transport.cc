@@ -132,19 +132,16 @@ class GrpcShardTransport final : public ShardTransport {
  public:
   GrpcShardTransport(std::vector<std::string> addresses,
                      std::shared_ptr<const TransportSecurity> security)
-      : addresses_(std::move(addresses)), security_(std::move(security)) {
-    for (const std::string& address : addresses_) {
-      channels_.push_back(MakeChannel(address, *security_));
-      stubs_.push_back(v1::Shard::NewStub(channels_.back()));
-    }
+      : security_(std::move(security)) {
+    Dial(std::move(addresses));
   }
   ~GrpcShardTransport() override { Close(); }
 
   int num_shards() const override { return static_cast<int>(addresses_.size()); }
   std::string shard_address(int shard) const override { return addresses_[shard]; }
 
-  absl::Status InitShard(int shard, const ShardConfig& config,
-                         absl::Span<const InitialPart> parts) override {
+  absl::StatusOr<int64_t> InitShard(int shard, const ShardConfig& config,
+                                    absl::Span<const InitialPart> parts) override {
     grpc::ClientContext context;
     v1::InitReply reply;
     auto writer = stubs_[shard]->Init(&context, &reply);
@@ -159,10 +156,29 @@ class GrpcShardTransport final : public ShardTransport {
     }
     writer->WritesDone();
     const grpc::Status status = writer->Finish();
-    if (status.ok()) return absl::OkStatus();
+    if (status.ok()) return reply.step();
     return absl::Status(FromGrpcStatus(status).code(),
                         absl::StrCat("worker 0: initialising shard ", shard, " at ",
                                      addresses_[shard], ": ", status.error_message()));
+  }
+
+  absl::Status RollBack(int shard, int64_t step) override {
+    grpc::ClientContext context;
+    v1::RollBackRequest request;
+    request.set_step(step);
+    v1::RollBackReply reply;
+    const grpc::Status status = stubs_[shard]->RollBack(&context, request, &reply);
+    if (status.ok()) return absl::OkStatus();
+    return absl::Status(FromGrpcStatus(status).code(),
+                        absl::StrCat("worker 0: rolling shard ", shard, " at ", addresses_[shard],
+                                     " back to step ", step, ": ", status.error_message()));
+  }
+
+  void Redial(std::vector<std::string> addresses) override {
+    Close();
+    streams_.clear();
+    generic_stubs_.clear();
+    Dial(std::move(addresses));
   }
 
   void Open(AnswerReceiver* receiver) override {
@@ -197,7 +213,17 @@ class GrpcShardTransport final : public ShardTransport {
   }
 
  private:
-  const std::vector<std::string> addresses_;
+  void Dial(std::vector<std::string> addresses) {
+    addresses_ = std::move(addresses);
+    channels_.clear();
+    stubs_.clear();
+    for (const std::string& address : addresses_) {
+      channels_.push_back(MakeChannel(address, *security_));
+      stubs_.push_back(v1::Shard::NewStub(channels_.back()));
+    }
+  }
+
+  std::vector<std::string> addresses_;
   const std::shared_ptr<const TransportSecurity> security_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Shard::Stub>> stubs_;

@@ -45,8 +45,15 @@ class ShardTransport {
   virtual std::string shard_address(int shard) const = 0;
 
   // Rank 0, before Open: the shard's settings, then its parts' initial values (version 0).
-  virtual absl::Status InitShard(int shard, const ShardConfig& config,
-                                 absl::Span<const InitialPart> parts) = 0;
+  // Returns the step the shard's parts start at: 0, or that of the checkpoint it resumed from
+  // (which then replaces the values sent).
+  virtual absl::StatusOr<int64_t> InitShard(int shard, const ShardConfig& config,
+                                            absl::Span<const InitialPart> parts) = 0;
+  // Rank 0, while no stream is open: the shard goes back to its part of the checkpoint at
+  // `step` (another shard died and came back from it).
+  virtual absl::Status RollBack(int shard, int64_t step) = 0;
+  // After Close: the shards are at these addresses now (one came back); Open opens new streams.
+  virtual void Redial(std::vector<std::string> addresses) = 0;
   // Opens one bulk stream per shard; answers and stream ends go to receiver until Close.
   virtual void Open(AnswerReceiver* receiver) = 0;
   // Queues a push on shard's stream: part id's gradient, computed on `version` by `rank`.

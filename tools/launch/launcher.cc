@@ -49,6 +49,9 @@ constexpr absl::Duration kMaxPoll = absl::Milliseconds(250);
 constexpr absl::Duration kPortFilePoll = absl::Milliseconds(20);
 // Reads per stream per loop turn, so one chatty child cannot starve the others.
 constexpr int kMaxReadsPerTurn = 16;
+// --restart_failed_shards: the restarts per shard rank, and how long the scheduler waits for one.
+constexpr int kMaxShardRestarts = 3;
+constexpr absl::Duration kShardRestartGrace = absl::Seconds(60);
 
 constexpr char kLoopback[] = "127.0.0.1";
 constexpr char kSchedulerPortFile[] = "scheduler.port";
@@ -107,13 +110,20 @@ class Job {
       : o_(options), signals_(signals), scratch_dir_(std::move(scratch_dir)) {}
 
   int Run() {
-    if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary,
-               {o_.scheduler_binary, "--port=0", absl::StrCat("--num_workers=", o_.num_workers),
-                absl::StrCat("--num_shards=", o_.num_shards), absl::StrCat("--mode=", o_.mode),
-                absl::StrCat("--linger=", o_.linger_s), absl::StrCat("--job_id=", o_.job_id),
-                absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second)})) {
-      return 1;
+    std::vector<std::string> scheduler_argv = {
+        o_.scheduler_binary,
+        "--port=0",
+        absl::StrCat("--num_workers=", o_.num_workers),
+        absl::StrCat("--num_shards=", o_.num_shards),
+        absl::StrCat("--mode=", o_.mode),
+        absl::StrCat("--linger=", o_.linger_s),
+        absl::StrCat("--job_id=", o_.job_id),
+        absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second)};
+    if (o_.restart_failed_shards) {
+      scheduler_argv.push_back(
+          absl::StrCat("--shard_restart_grace=", absl::ToDoubleSeconds(kShardRestartGrace)));
     }
+    if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, std::move(scheduler_argv))) return 1;
     deadline_ = absl::Now() + o_.start_timeout;
 
     while (std::any_of(members_.begin(), members_.end(),
@@ -130,6 +140,7 @@ class Job {
           OnExit(*m);
         }
       }
+      RestartShards();
       if (phase_ == Phase::kStarting) CheckSchedulerPort();
       CheckMetricsPorts();
       if (deadline_.has_value() && absl::Now() >= *deadline_) OnDeadline();
@@ -390,6 +401,14 @@ class Job {
   void OnExit(const Member& m) {
     if (phase_ == Phase::kTerminating || phase_ == Phase::kKilling) return;  // we stopped it
     const int status = m.process->wait_status();
+    if (status != 0 && m.role == Role::kShard && o_.restart_failed_shards &&
+        phase_ == Phase::kRunning && !m.remote() && ++shard_restarts_[m.rank] <= kMaxShardRestarts) {
+      Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status), "; restarting it from the "
+                       "newest complete checkpoint in ", o_.checkpoint_dir, " (restart ",
+                       shard_restarts_[m.rank], " of at most ", kMaxShardRestarts, ")"));
+      to_restart_.push_back(m.rank);
+      return;
+    }
     if (status != 0) {
       // ssh's own status when it cannot reach the host or loses it (a program's is passed on).
       const bool ssh_failed = m.remote() && ExitCodeOf(status) == 255;
@@ -409,6 +428,28 @@ class Job {
     } else if (m.role == Role::kWorker && AllWorkersSucceeded()) {
       EndWithin(kEndAfterWorkers, "every worker finished");
     }
+  }
+
+  // Starts again the shards OnExit chose, from the checkpoint; the scheduler waits for them.
+  void RestartShards() {
+    for (int rank : to_restart_) {
+      const std::string port_file =
+          absl::StrCat(FolderOf(Role::kShard, rank), "/", MetricsPortFileName(Role::kShard, rank));
+      unlink(port_file.c_str());
+      metrics_ports_.erase(absl::StrCat(RoleName(Role::kShard), " ", rank));
+      std::vector<std::string> argv = ShardArgv(rank);
+      argv.push_back(absl::StrCat("--resume=", o_.checkpoint_dir));
+      if (!Spawn(Role::kShard, rank, o_.shard_binary, argv)) return Abort();
+    }
+    to_restart_.clear();
+  }
+
+  std::vector<std::string> ShardArgv(int rank) const {
+    std::vector<std::string> argv = {o_.shard_binary,
+                                     absl::StrCat("--scheduler=", scheduler_address_),
+                                     absl::StrCat("--rank=", rank)};
+    argv.insert(argv.end(), o_.shard_flags.begin(), o_.shard_flags.end());
+    return argv;
   }
 
   bool AllWorkersSucceeded() const {
@@ -551,6 +592,7 @@ class Job {
     if (!found) return;
     std::vector<MetricsTarget> targets;
     for (const auto& m : members_) {
+      if (m->process->reaped()) continue;  // gone (a restarted shard's first process)
       auto it = metrics_ports_.find(m->name);
       if (it == metrics_ports_.end()) continue;
       targets.push_back({absl::StrCat(m->remote() ? m->host : kLoopback, ":", it->second),
@@ -573,11 +615,7 @@ class Job {
     phase_ = Phase::kRunning;
     deadline_.reset();
     for (int i = 0; i < o_.num_shards; ++i) {
-      std::vector<std::string> argv = {o_.shard_binary,
-                                        absl::StrCat("--scheduler=", scheduler_address_),
-                                        absl::StrCat("--rank=", i)};
-      argv.insert(argv.end(), o_.shard_flags.begin(), o_.shard_flags.end());
-      if (!Spawn(Role::kShard, i, o_.shard_binary, argv)) return Abort();
+      if (!Spawn(Role::kShard, i, o_.shard_binary, ShardArgv(i))) return Abort();
     }
     for (int r = 0; r < o_.num_workers; ++r) {
       if (!Spawn(Role::kWorker, r, o_.worker_program, o_.worker_argv)) return Abort();
@@ -599,6 +637,8 @@ class Job {
   const std::string scratch_dir_;
   absl::Time next_beat_ = absl::InfinitePast();  // of the remote members' heartbeat
   std::map<std::string, int> metrics_ports_;  // by member name, once known
+  std::map<int, int> shard_restarts_;         // by shard rank
+  std::vector<int> to_restart_;               // shard ranks that died this turn
   bool targets_written_ = false;
 
   std::vector<std::unique_ptr<Member>> members_;  // the scheduler first

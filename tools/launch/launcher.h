@@ -46,6 +46,10 @@ struct LaunchOptions {
   std::string scheduler_binary;
   std::string shard_binary;
   std::vector<std::string> shard_flags;  // every shard's too (checkpoints, resume)
+  // A shard that dies is started again with --resume=checkpoint_dir (up to kMaxShardRestarts
+  // times per rank) and the scheduler waits for it (--shard_restart_grace).
+  bool restart_failed_shards = false;
+  std::string checkpoint_dir;
   // What every worker runs: the worker binary with the user's flags, or the user's own program.
   std::string worker_program;
   std::vector<std::string> worker_argv;  // argv[0] first

@@ -55,6 +55,10 @@ class KVStore {
   // resumed from a checkpoint, the checkpoint's step, where training goes on. Call after
   // pulling every key.
   virtual absl::StatusOr<int64_t> StartStep() { return 0; }
+  // After a call failed with `failure`: OK when the store has recovered and training goes on
+  // from StartStep(), pulling every key first (a distributed store whose dead shard came back
+  // from a checkpoint: the parameters went back to it); otherwise the failure itself.
+  virtual absl::Status Recover(const absl::Status& failure) { return failure; }
 };
 
 // Makes the kvstore a --kv_store value names.

@@ -74,12 +74,17 @@ absl::Status InitKVStore(const Model& model, KVStore* kvstore) {
     }
   }
   const int64_t state_key = StateKey(model);
-  Tensor state(Shape{StateElements(model)});
   if (state_key >= 0) {
+    Tensor state(Shape{StateElements(model)});
     PackState(model, state.data<float>());
     RETURN_IF_ERROR(kvstore->InitAuxiliary(state_key, state));
   }
   // Every key is registered before the first pull (a distributed store commits on it).
+  return PullKVStore(model, kvstore);
+}
+
+absl::Status PullKVStore(const Model& model, KVStore* kvstore) {
+  const auto& params = model.parameters();
   for (size_t k = 0; k < params.size(); ++k) {
     Tensor& value = params[k]->value;
     if (IsHostTensorOf(value, DType::kF32)) {
@@ -90,7 +95,8 @@ absl::Status InitKVStore(const Model& model, KVStore* kvstore) {
       value.CopyFrom(ConvertTo(host, value.dtype()));
     }
   }
-  if (state_key >= 0) {
+  if (const int64_t state_key = StateKey(model); state_key >= 0) {
+    Tensor state(Shape{StateElements(model)});
     RETURN_IF_ERROR(kvstore->Pull(state_key, &state));
     UnpackState(state.data<float>(), model);
   }

@@ -21,6 +21,10 @@ namespace cohort {
 // distributed job start from the same (rank 0's, or a checkpoint's) weights and statistics.
 absl::Status InitKVStore(const Model& model, KVStore* kvstore);
 
+// Pulls every key's current value into the model: its parameters and state (after a
+// kvstore's Recover, training goes on from those).
+absl::Status PullKVStore(const Model& model, KVStore* kvstore);
+
 // The auxiliary key holding the model's state, all its tensors one after another in model
 // order; -1 for a model without state.
 int64_t StateKey(const Model& model);

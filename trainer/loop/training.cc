@@ -162,6 +162,13 @@ struct EpochLoop {
   int64_t global_batch;
 };
 
+// What the epochs run so far add up to, across roll backs.
+struct TrainedSoFar {
+  double seconds = 0;
+  int64_t steps = 0;  // steps run by this process (steps after a roll back run again)
+  TrainResult result;
+};
+
 struct EpochTimes {
   double seconds = 0;
   double data_wait_seconds = 0;  // steps that found their batch not yet assembled
@@ -281,20 +288,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         options.epochs, " x ", steps_per_epoch, " steps): resume with the flags of the job that "
         "wrote the checkpoint, or more --epochs"));
   }
-  PrefetchOptions prefetch;
-  prefetch.seed = options.seed;
-  prefetch.rank = rank;
-  prefetch.num_workers = num_workers;
-  prefetch.batch_size = options.batch_size;
-  ASSIGN_OR_RETURN(prefetch.augmentation, ParseAugment(options.augment, sample[1]));
-  prefetch.first_epoch = first_step / steps_per_epoch;
-  prefetch.first_step = first_step % steps_per_epoch;
-  prefetch.end_epoch = options.epochs;
-  BatchPrefetcher batches(data.train, norm, prefetch);
-  StepRunner runner(replicas.views, kvstore.get(), options.overlap);
   std::ofstream json_log;
   if (lead && !options.log_json.empty()) RETURN_IF_ERROR(OpenJsonLog(options.log_json, &json_log));
   ProgressLog progress(&out, json_log.is_open() ? &json_log : nullptr);
+  ASSIGN_OR_RETURN(const Augmentation augmentation, ParseAugment(options.augment, sample[1]));
 
   if (lead) {
     out << absl::StrFormat(
@@ -308,42 +305,73 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         options.precision, std::thread::hardware_concurrency());
     if (first_step > 0) {
       out << absl::StrFormat("train: resuming at step %d (epoch %d, step %d of %d)\n", first_step,
-                             prefetch.first_epoch, prefetch.first_step, steps_per_epoch);
+                             first_step / steps_per_epoch, first_step % steps_per_epoch,
+                             steps_per_epoch);
     }
     progress.Header();
   }
 
-  const EpochLoop loop{options, &runner, &batches, &schedule, lead ? &progress : nullptr,
-                       observer, steps_per_epoch, global_batch};
-  TrainResult result;
-  double train_seconds = 0;
-  int64_t step = first_step;
-  for (int64_t epoch = prefetch.first_epoch; epoch < options.epochs; ++epoch) {
-    const int64_t first = epoch == prefetch.first_epoch ? prefetch.first_step : 0;
-    ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, first, &step));
-    train_seconds += times.seconds;
-    if (!lead) continue;
-    const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
-    result.test_top1 = acc.top1_percent();
-    result.test_top5 = acc.top5_percent();
-    out << absl::StrFormat(
-        "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
-        "%.2f%%\n",
-        epoch, times.seconds, times.data_wait_seconds,
-        (steps_per_epoch - first) * global_batch / times.seconds, result.test_top1,
-        result.test_top5);
-    out.flush();  // a job's launcher shows each line as it comes, in order with the others
+  // Runs the epochs from step `from` to the end, adding to so_far.
+  const auto train_from = [&](int64_t from, TrainedSoFar* so_far) -> absl::Status {
+    PrefetchOptions prefetch;
+    prefetch.seed = options.seed;
+    prefetch.rank = rank;
+    prefetch.num_workers = num_workers;
+    prefetch.batch_size = options.batch_size;
+    prefetch.augmentation = augmentation;
+    prefetch.first_epoch = from / steps_per_epoch;
+    prefetch.first_step = from % steps_per_epoch;
+    prefetch.end_epoch = options.epochs;
+    BatchPrefetcher batches(data.train, norm, prefetch);
+    StepRunner runner(replicas.views, kvstore.get(), options.overlap);
+    const EpochLoop loop{options, &runner, &batches, &schedule, lead ? &progress : nullptr,
+                         observer, steps_per_epoch, global_batch};
+    int64_t step = from;
+    for (int64_t epoch = prefetch.first_epoch; epoch < options.epochs; ++epoch) {
+      const int64_t first = epoch == prefetch.first_epoch ? prefetch.first_step : 0;
+      const int64_t before = step;
+      ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, first, &step));
+      so_far->seconds += times.seconds;
+      so_far->steps += step - before;
+      if (!lead) continue;
+      const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
+      so_far->result.test_top1 = acc.top1_percent();
+      so_far->result.test_top5 = acc.top5_percent();
+      out << absl::StrFormat(
+          "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
+          "%.2f%%\n",
+          epoch, times.seconds, times.data_wait_seconds,
+          (steps_per_epoch - first) * global_batch / times.seconds, so_far->result.test_top1,
+          so_far->result.test_top5);
+      out.flush();  // a job's launcher shows each line as it comes, in order with the others
+    }
+    return absl::OkStatus();
+  };
+
+  TrainedSoFar so_far;
+  for (int64_t from = first_step;;) {
+    const absl::Status trained = train_from(from, &so_far);
+    if (trained.ok()) break;
+    // A dead shard that came back from its checkpoint: every rank goes back to its step.
+    RETURN_IF_ERROR(kvstore->Recover(trained));
+    RETURN_IF_ERROR(PullKVStore(*model, kvstore.get()));
+    ASSIGN_OR_RETURN(from, kvstore->StartStep());
+    out << absl::StrFormat("train: rank %d: rolled back to step %d (epoch %d, step %d of %d)\n",
+                           rank, from, from / steps_per_epoch, from % steps_per_epoch,
+                           steps_per_epoch)
+        << std::flush;
   }
+  TrainResult result = so_far.result;
+  const double train_seconds = so_far.seconds;
   // Per epoch of steps this process ran (a resumed job ran fewer).
-  const double epochs_run = static_cast<double>(total_steps - first_step) / steps_per_epoch;
+  const double epochs_run = static_cast<double>(so_far.steps) / steps_per_epoch;
   if (lead && first_step == total_steps) {  // resumed at the very end: nothing was evaluated
     const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
     result.test_top1 = acc.top1_percent();
     result.test_top5 = acc.top5_percent();
   }
   result.seconds_per_epoch = epochs_run > 0 ? train_seconds / epochs_run : 0;
-  result.images_per_second =
-      train_seconds > 0 ? (total_steps - first_step) * global_batch / train_seconds : 0;
+  result.images_per_second = train_seconds > 0 ? so_far.steps * global_batch / train_seconds : 0;
   if (!lead) {
     out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", rank, num_workers,
                            result.seconds_per_epoch)
