@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""Checkpoints and resume of whole jobs (W=2, S=2, dist_sync): a job killed outright (SIGKILL of
-every process) after some checkpoints resumes from the newest complete one and ends with a model
-file bitwise identical to an uninterrupted run's, for LeNet and for ResNet-20, whose batch-norm
-running statistics the shards checkpoint with the parameters; with the newest checkpoints
-damaged (a truncated file, a flipped byte) resume names each damaged file, uses the newest
-complete one before them, and still ends bitwise identical.
+"""Checkpoints, resume and recovery of jobs (W=2, S=2, dist_sync), each ending with a model file
+bitwise identical to an uninterrupted run's: a job killed outright (SIGKILL of every process)
+after some checkpoints resumes from the newest complete one, for LeNet and for ResNet-20, whose
+batch-norm running statistics the shards checkpoint with the parameters; with the newest
+checkpoints damaged (a truncated file, a flipped byte) resume names each damaged file and uses
+the newest complete one before them; a SIGKILLed shard is restarted from the checkpoint and the
+job rolls back to it (--restart_failed_shards); a SIGKILLed scheduler is restarted and the
+members register with it again (--restart_scheduler).
 
 Usage: recovery_test.py LAUNCH JOB_PROCESSES_PY
 """
@@ -194,6 +196,36 @@ class RecoveryTest(job_fixture.JobTestCase):
             self.assertIn(f"[worker {rank}] train: rank {rank}: rolled back to step {resumed} "
                           f"(epoch {resumed // per_epoch}, step {resumed % per_epoch} of "
                           f"{per_epoch})", out)
+        self.assertEqual(self.model_bytes(model), want)
+
+    def test_restarted_scheduler_takes_the_running_job_over(self):
+        """SIGKILL of the scheduler with --restart_scheduler: the launcher starts it again at its
+        address, every member registers with it again within its grace, and the job ends with the
+        uninterrupted run's model (the scheduler never touches the parameters)."""
+        case = LENET_LONGER
+        want = self.uninterrupted(case)
+        job = self.job("rescheduled")
+        model = os.path.join(self.dir, "rescheduled.safetensors")
+        launcher = self.start("rescheduled", [
+            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", "--restart_scheduler", "--",
+            *case.worker, f"--output={model}"])
+        deadline = time.monotonic() + 300
+        while not re.search(r"^\[worker 0\] +100 ", self.log("rescheduled"), re.M):
+            self.assertLess(time.monotonic(), deadline, self.log("rescheduled"))
+            self.assertIsNone(launcher.poll(), self.log("rescheduled"))
+            time.sleep(0.01)
+        scheduler = [p for p in job_pids(job) if environ_of(p).get("COHORT_ROLE") == "scheduler"]
+        self.assertEqual(len(scheduler), 1, job_pids(job))
+        os.kill(scheduler[0], signal.SIGKILL)
+        self.assertEqual(launcher.wait(timeout=300), 0, self.log("rescheduled"))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log("rescheduled")
+        self.assertRegex(out, r"launch: scheduler \(pid \d+\) was killed by signal 9 .*; "
+                              r"restarting it at 127\.0\.0\.1:\d+")
+        for member in ("shard 0", "shard 1", "worker 0", "worker 1"):
+            self.assertRegex(out, rf"\[scheduler\] scheduler: warning: {member} \(host .*\) "
+                                  rf"joined again: this scheduler took over a running job")
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
         self.assertEqual(self.model_bytes(model), want)
 
     def test_damaged_newest_checkpoints_are_named_and_skipped(self):

@@ -100,6 +100,9 @@ ABSL_FLAG(std::string, resume, "",
 ABSL_FLAG(bool, restart_failed_shards, false,
           "restart a shard that dies from the newest complete checkpoint (needs "
           "--checkpoint_dir and --checkpoint_every); the workers roll back to it and go on");
+ABSL_FLAG(bool, restart_scheduler, false,
+          "restart the scheduler at its address if it dies while the job runs; the shards and "
+          "workers register with it again within --scheduler_grace and the job goes on");
 ABSL_FLAG(std::string, job_id, "",
           "the job's id (letters, digits, '.', '_', '-'); default: a new unique one. Every "
           "process gets it as COHORT_JOB_ID");
@@ -424,6 +427,7 @@ int main(int argc, char** argv) {
     return UsageError("--checkpoint_every needs the folder: --checkpoint_dir DIR (or --resume DIR)");
   }
   o.restart_failed_shards = absl::GetFlag(FLAGS_restart_failed_shards);
+  o.restart_scheduler = absl::GetFlag(FLAGS_restart_scheduler);
   if (o.restart_failed_shards && (absl::GetFlag(FLAGS_checkpoint_every) == 0 ||
                                   (absl::GetFlag(FLAGS_checkpoint_dir).empty() &&
                                    absl::GetFlag(FLAGS_resume).empty()))) {

@@ -33,20 +33,25 @@ MembershipTiming Timing(const MemberSessionOptions& options) {
   return t;
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
-    const MemberSessionOptions& options) {
-  auto stub = v1::Scheduler::NewStub(MakeChannel(options.scheduler_address, *options.security));
+v1::RegisterRequest RegisterRequestOf(const MemberSessionOptions& options, int rank) {
   v1::RegisterRequest request;
   request.set_role(options.role);
-  request.set_requested_rank(options.requested_rank);
+  request.set_requested_rank(rank);
   request.set_host(HostName());
   request.set_pid(getpid());
   request.set_port(options.port);
   request.set_advertise_address(options.advertise_address);
   request.set_threads(options.threads);
   request.set_cores(options.cores);
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
+    const MemberSessionOptions& options) {
+  auto stub = v1::Scheduler::NewStub(MakeChannel(options.scheduler_address, *options.security));
+  const v1::RegisterRequest request = RegisterRequestOf(options, options.requested_rank);
   grpc::ClientContext context;
   context.set_wait_for_ready(true);  // the scheduler may start after us
   context.set_deadline(absl::ToChronoTime(absl::Now() + options.connect_timeout));
@@ -71,8 +76,25 @@ MemberSession::MemberSession(MemberSessionOptions options,
       reply_(std::move(reply)),
       rank_(reply_.rank()),
       core_(name(), options_.role, rank_, options_.scheduler_address, Timing(options_),
-            [this] { return std::make_unique<GrpcControlStream>(stub_.get()); }, &clock_) {
+            [this] { return std::make_unique<GrpcControlStream>(stub_.get()); }, &clock_,
+            [this] { return Rejoin(); }) {
   core_.Start();
+}
+
+absl::Status MemberSession::Rejoin() {
+  v1::RegisterRequest request = RegisterRequestOf(options_, rank_);
+  request.set_rejoin(true);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.heartbeat_interval * 4));
+  v1::RegisterReply reply;
+  const grpc::Status status = stub_->Register(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (reply.job_id() != reply_.job_id()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the scheduler at ", options_.scheduler_address, " runs job ", reply.job_id(), ", not ",
+        reply_.job_id()));
+  }
+  return absl::OkStatus();
 }
 
 MemberSession::~MemberSession() {

@@ -79,6 +79,8 @@ class MemberSession final : public JobMembership {
  private:
   MemberSession(MemberSessionOptions options, std::unique_ptr<v1::Scheduler::Stub> stub,
                 v1::RegisterReply reply);
+  // Registers again under this member's rank (MembershipCore::Rejoiner).
+  absl::Status Rejoin();
 
   const MemberSessionOptions options_;
   const std::unique_ptr<v1::Scheduler::Stub> stub_;

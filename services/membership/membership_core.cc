@@ -6,14 +6,16 @@
 namespace cohort {
 
 MembershipCore::MembershipCore(std::string name, v1::Role role, int rank, std::string scheduler,
-                               MembershipTiming timing, StreamOpener open_stream, Clock* clock)
+                               MembershipTiming timing, StreamOpener open_stream, Clock* clock,
+                               Rejoiner rejoin)
     : name_(std::move(name)),
       role_(role),
       rank_(rank),
       scheduler_(std::move(scheduler)),
       timing_(timing),
       open_stream_(std::move(open_stream)),
-      clock_(clock) {}
+      clock_(clock),
+      rejoin_(std::move(rejoin)) {}
 
 MembershipCore::~MembershipCore() { Stop(); }
 
@@ -147,8 +149,14 @@ std::string MembershipCore::RunControlStream() {
 }
 
 void MembershipCore::HeartbeatLoop() {
-  while (true) {
-    const std::string broke = RunControlStream();
+  for (bool reconnecting = false;; reconnecting = true) {
+    std::string broke;
+    if (reconnecting && rejoin_ != nullptr) {
+      if (const absl::Status s = rejoin_(); !s.ok()) {
+        broke = absl::StrCat("registering again: ", s.message());
+      }
+    }
+    if (broke.empty()) broke = RunControlStream();
     absl::MutexLock lock(&mu_);
     if (stopping_ || ended_) return;
     // The stream broke: reconnect until the grace period since the last answer runs out.

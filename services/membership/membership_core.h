@@ -52,10 +52,14 @@ struct MembershipTiming {
 class MembershipCore {
  public:
   using StreamOpener = std::function<std::unique_ptr<ControlStream>()>;
+  // Registers the member again under its rank, before a broken control stream is reopened: a
+  // scheduler restarted at the same address knows nobody (an error is one more failed try).
+  using Rejoiner = std::function<absl::Status()>;
 
   // name: "worker 1", how messages name the member; scheduler: its address, for messages.
   MembershipCore(std::string name, v1::Role role, int rank, std::string scheduler,
-                 MembershipTiming timing, StreamOpener open_stream, Clock* clock);
+                 MembershipTiming timing, StreamOpener open_stream, Clock* clock,
+                 Rejoiner rejoin = nullptr);
   ~MembershipCore();  // stops the heartbeat
 
   // Starts the heartbeat thread (once).
@@ -91,6 +95,7 @@ class MembershipCore {
   const MembershipTiming timing_;
   const StreamOpener open_stream_;
   Clock* const clock_;
+  const Rejoiner rejoin_;
 
   // Held while listeners run, so that one removed is not running any more.
   absl::Mutex listeners_mu_ ABSL_ACQUIRED_BEFORE(mu_);

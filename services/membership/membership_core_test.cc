@@ -126,12 +126,12 @@ class FakeScheduler {
 
 class MembershipCoreTest : public ::testing::Test {
  protected:
-  void Start() {
+  void Start(MembershipCore::Rejoiner rejoin = nullptr) {
     MembershipTiming timing;
     timing.heartbeat_interval = absl::Milliseconds(1);  // real time between heartbeats
     timing.scheduler_grace = kGrace;                     // on the fake clock
     core_ = std::make_unique<MembershipCore>("worker 0", v1::WORKER, 0, "sched:1", timing,
-                                             scheduler_.Opener(), &clock_);
+                                             scheduler_.Opener(), &clock_, std::move(rejoin));
     core_->Start();
   }
 
@@ -186,6 +186,33 @@ TEST_F(MembershipCoreTest, ABrokenStreamIsReopenedWithinTheGracePeriod) {
   clock_.Advance(kGrace);  // answers keep coming: the grace restarts from each
   ASSERT_TRUE(scheduler_.WaitForHeartbeats(seen + 10));
   EXPECT_FALSE(core_->ended());
+}
+
+// Before reopening a broken stream the member registers again (a restarted scheduler knows
+// nobody); while that fails, no stream is opened, and past the grace the member says why.
+TEST_F(MembershipCoreTest, AMemberRegistersAgainBeforeEachReconnect) {
+  scheduler_.set_mode(FakeScheduler::Mode::kBroken);
+  absl::Mutex mu;
+  int rejoins = 0;
+  bool refuse = false;
+  Start([&] {
+    absl::MutexLock lock(&mu);
+    ++rejoins;
+    return refuse ? absl::UnavailableError("connection refused") : absl::OkStatus();
+  });
+  while (scheduler_.streams() < 3) absl::SleepFor(absl::Milliseconds(1));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_GE(rejoins, scheduler_.streams() - 1);  // before every stream but the first
+    refuse = true;
+  }
+  const int streams = scheduler_.streams();
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_LE(scheduler_.streams(), streams + 1);  // one may have been opening
+  clock_.Advance(kGrace + absl::Milliseconds(1));
+  ASSERT_TRUE(core_->WaitUntilEnded(absl::Seconds(10)));
+  EXPECT_TRUE(absl::StrContains(core_->end_status().message(), "connection refused"))
+      << core_->end_status();
 }
 
 TEST_F(MembershipCoreTest, ReconnectsFailingPastTheGracePeriodEndTheJobForTheMember) {

@@ -73,13 +73,20 @@ void SchedulerCore::Fail(const std::string& reason) {
 absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   absl::MutexLock lock(&mu_);
   const char* role = RoleName(r.role);
-  if (state_ == JobState::kRunning && r.role == MemberRole::kShard) return Reregister(r);
+  std::vector<Member>& members = Members(r.role);
+  if (r.rejoin && r.requested_rank >= 0 && r.requested_rank < static_cast<int>(members.size()) &&
+      members[r.requested_rank].registered) {
+    const Member& m = members[r.requested_rank];
+    if (m.pid == r.pid && m.host == r.host && !m.dead) return r.requested_rank;
+  }
+  if (state_ == JobState::kRunning && r.role == MemberRole::kShard && !r.rejoin) {
+    return Reregister(r);
+  }
   if (state_ != JobState::kForming) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", spec_.job_id, " is ", JobStateName(state_), "; a ", role,
         " can only join while it forms (start a new job)"));
   }
-  std::vector<Member>& members = Members(r.role);
   int rank = r.requested_rank;
   if (rank < 0) {
     for (rank = 0; rank < static_cast<int>(members.size()) && members[rank].registered; ++rank) {
@@ -98,7 +105,16 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
                                                  Describe(r.role, rank)));
   }
   if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
-  Member& m = members[rank];
+  if (r.rejoin) {
+    notices_.push_back(absl::StrFormat("%s %d (host %s, pid %d) joined again: this scheduler "
+                                       "took over a running job",
+                                       role, rank, r.host, r.pid));
+  }
+  return Admit(r, rank);
+}
+
+int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
+  Member& m = Members(r.role)[rank];
   m.registered = true;
   m.host = r.host;
   m.pid = r.pid;

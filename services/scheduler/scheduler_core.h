@@ -71,6 +71,9 @@ struct MemberRegistration {
   std::string address;  // shards: host:port workers dial
   int threads = 0;       // workers: compute threads (0: unknown)
   int cores = 0;         // workers: their host's cores (0: unknown)
+  // A member of the running job registering again (its control stream broke): the same process
+  // keeps its place; a scheduler restarted mid-job admits it while it forms again.
+  bool rejoin = false;
 };
 
 struct ClusterView {
@@ -168,6 +171,8 @@ class SchedulerCore {
   void Died(MemberRole role, int rank, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A restarted shard registers again under its rank.
   absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes a member in at `rank`; the job runs once every member is in.
+  int Admit(const MemberRegistration& r, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShardRestarting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses a registration that would leave a shard reachable only at a loopback address in a
   // job whose members are on more than one host.

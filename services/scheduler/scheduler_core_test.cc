@@ -197,6 +197,38 @@ TEST(SchedulerCoreTest, ADeadShardMayComeBackUnderItsRankWithinTheGrace) {
       << core.reason();
 }
 
+// A member whose control stream broke registers again: the same scheduler keeps it where it
+// is; a scheduler restarted mid-job takes every member of the running job back under its rank
+// and runs the job once all are in.
+TEST(SchedulerCoreTest, MembersRegisteringAgainKeepTheirPlaceOrFormTheJobAgain) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  Form(&core);
+  MemberRegistration again = Member(MemberRole::kWorker, 1);
+  again.rejoin = true;
+  EXPECT_EQ(*core.Register(again), 1);
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  MemberRegistration impostor = again;
+  impostor.pid = 99;
+  EXPECT_FALSE(core.Register(impostor).ok());
+
+  SchedulerCore restarted(Spec(2, 1), &clock);
+  MemberRegistration shard = Member(MemberRole::kShard, 0, "10.0.0.0:7");
+  shard.rejoin = true;
+  ASSERT_EQ(*restarted.Register(shard), 0);
+  MemberRegistration w0 = Member(MemberRole::kWorker, 0);
+  w0.rejoin = true;
+  ASSERT_EQ(*restarted.Register(w0), 0);
+  EXPECT_EQ(restarted.state(), JobState::kForming);
+  ASSERT_EQ(*restarted.Register(again), 1);
+  EXPECT_EQ(restarted.state(), JobState::kRunning);
+  EXPECT_EQ(restarted.WaitForCluster()->shard_addresses, std::vector<std::string>{"10.0.0.0:7"});
+  const std::vector<std::string> notices = restarted.TakeNotices();
+  ASSERT_EQ(notices.size(), 3u);
+  EXPECT_EQ(notices[2], "worker 1 (host host-1, pid 1001) joined again: this scheduler took over "
+                        "a running job");
+}
+
 TEST(SchedulerCoreTest, JobThatDoesNotFormInTimeFailsNamingWhoIsMissing) {
   FakeClock clock;
   JobSpec spec = Spec(2, 1);

@@ -43,6 +43,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   r.pid = request->pid();
   r.threads = request->threads();
   r.cores = request->cores();
+  r.rejoin = request->rejoin();
   if (r.role == MemberRole::kShard) {
     // Workers dial the shard where the scheduler saw it come from, unless it says otherwise.
     const std::string& advertised = request->advertise_address();

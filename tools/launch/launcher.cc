@@ -52,6 +52,8 @@ constexpr int kMaxReadsPerTurn = 16;
 // --restart_failed_shards: the restarts per shard rank, and how long the scheduler waits for one.
 constexpr int kMaxShardRestarts = 3;
 constexpr absl::Duration kShardRestartGrace = absl::Seconds(60);
+// --restart_scheduler: the scheduler's restarts.
+constexpr int kMaxSchedulerRestarts = 3;
 
 constexpr char kLoopback[] = "127.0.0.1";
 constexpr char kSchedulerPortFile[] = "scheduler.port";
@@ -110,20 +112,7 @@ class Job {
       : o_(options), signals_(signals), scratch_dir_(std::move(scratch_dir)) {}
 
   int Run() {
-    std::vector<std::string> scheduler_argv = {
-        o_.scheduler_binary,
-        "--port=0",
-        absl::StrCat("--num_workers=", o_.num_workers),
-        absl::StrCat("--num_shards=", o_.num_shards),
-        absl::StrCat("--mode=", o_.mode),
-        absl::StrCat("--linger=", o_.linger_s),
-        absl::StrCat("--job_id=", o_.job_id),
-        absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second)};
-    if (o_.restart_failed_shards) {
-      scheduler_argv.push_back(
-          absl::StrCat("--shard_restart_grace=", absl::ToDoubleSeconds(kShardRestartGrace)));
-    }
-    if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, std::move(scheduler_argv))) return 1;
+    if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, SchedulerArgv(0))) return 1;
     deadline_ = absl::Now() + o_.start_timeout;
 
     while (std::any_of(members_.begin(), members_.end(),
@@ -140,7 +129,7 @@ class Job {
           OnExit(*m);
         }
       }
-      RestartShards();
+      RestartMembers();
       if (phase_ == Phase::kStarting) CheckSchedulerPort();
       CheckMetricsPorts();
       if (deadline_.has_value() && absl::Now() >= *deadline_) OnDeadline();
@@ -401,6 +390,14 @@ class Job {
   void OnExit(const Member& m) {
     if (phase_ == Phase::kTerminating || phase_ == Phase::kKilling) return;  // we stopped it
     const int status = m.process->wait_status();
+    if (status != 0 && m.role == Role::kScheduler && o_.restart_scheduler &&
+        phase_ == Phase::kRunning && !m.remote() && ++scheduler_restarts_ <= kMaxSchedulerRestarts) {
+      Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status), "; restarting it at ",
+                       scheduler_address_, " (restart ", scheduler_restarts_, " of at most ",
+                       kMaxSchedulerRestarts, ")"));
+      restart_scheduler_ = true;
+      return;
+    }
     if (status != 0 && m.role == Role::kShard && o_.restart_failed_shards &&
         phase_ == Phase::kRunning && !m.remote() && ++shard_restarts_[m.rank] <= kMaxShardRestarts) {
       Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status), "; restarting it from the "
@@ -430,8 +427,34 @@ class Job {
     }
   }
 
-  // Starts again the shards OnExit chose, from the checkpoint; the scheduler waits for them.
-  void RestartShards() {
+  // port: 0 for the system to pick one.
+  std::vector<std::string> SchedulerArgv(int port) const {
+    std::vector<std::string> argv = {
+        o_.scheduler_binary,
+        absl::StrCat("--port=", port),
+        absl::StrCat("--num_workers=", o_.num_workers),
+        absl::StrCat("--num_shards=", o_.num_shards),
+        absl::StrCat("--mode=", o_.mode),
+        absl::StrCat("--linger=", o_.linger_s),
+        absl::StrCat("--job_id=", o_.job_id),
+        absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second)};
+    if (o_.restart_failed_shards) {
+      argv.push_back(
+          absl::StrCat("--shard_restart_grace=", absl::ToDoubleSeconds(kShardRestartGrace)));
+    }
+    return argv;
+  }
+
+  // Starts again the members OnExit chose: the scheduler at its port (the members register
+  // with it again), shards from the checkpoint (the scheduler waits for them).
+  void RestartMembers() {
+    if (restart_scheduler_) {
+      restart_scheduler_ = false;
+      metrics_ports_.erase("scheduler");
+      if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, SchedulerArgv(scheduler_port_))) {
+        return Abort();
+      }
+    }
     for (int rank : to_restart_) {
       const std::string port_file =
           absl::StrCat(FolderOf(Role::kShard, rank), "/", MetricsPortFileName(Role::kShard, rank));
@@ -612,6 +635,7 @@ class Job {
     // With hosts, the address the hosts list gives the scheduler's host (checked in main not to
     // be a loopback address when the job spans hosts).
     scheduler_address_ = absl::StrCat(scheduler.remote() ? scheduler.host : kLoopback, ":", port);
+    scheduler_port_ = port;
     phase_ = Phase::kRunning;
     deadline_.reset();
     for (int i = 0; i < o_.num_shards; ++i) {
@@ -639,6 +663,9 @@ class Job {
   std::map<std::string, int> metrics_ports_;  // by member name, once known
   std::map<int, int> shard_restarts_;         // by shard rank
   std::vector<int> to_restart_;               // shard ranks that died this turn
+  int scheduler_restarts_ = 0;
+  bool restart_scheduler_ = false;            // it died this turn
+  int scheduler_port_ = 0;
   bool targets_written_ = false;
 
   std::vector<std::unique_ptr<Member>> members_;  // the scheduler first

@@ -50,6 +50,10 @@ struct LaunchOptions {
   // times per rank) and the scheduler waits for it (--shard_restart_grace).
   bool restart_failed_shards = false;
   std::string checkpoint_dir;
+  // A scheduler that dies while the job runs is started again at its address (up to
+  // kMaxSchedulerRestarts times); the members register with it again within their
+  // --scheduler_grace and the job goes on.
+  bool restart_scheduler = false;
   // What every worker runs: the worker binary with the user's flags, or the user's own program.
   std::string worker_program;
   std::vector<std::string> worker_argv;  // argv[0] first
