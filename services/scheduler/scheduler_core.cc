@@ -42,7 +42,10 @@ const char* MemberStateName(MemberState state) {
 }
 
 SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock)
-    : spec_(std::move(spec)), clock_(clock), started_(clock->Now()) {
+    : spec_(std::move(spec)),
+      clock_(clock),
+      started_(clock->Now()),
+      straggler_reported_(started_) {
   shards_.resize(spec_.num_shards);
   workers_.resize(spec_.num_workers);
 }
@@ -395,6 +398,7 @@ void SchedulerCore::CheckLiveness() {
     return;
   }
   if (state_ != JobState::kRunning) return;
+  ReportStraggler(now);
   for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
     std::vector<Member>& ms = Members(role);
     for (size_t r = 0; r < ms.size(); ++r) {
@@ -495,7 +499,65 @@ std::string SchedulerCore::StatusJson() const {
                       {"seconds_since_start", absl::ToDoubleSeconds(now - started_)},
                       {"images_per_second", images_per_second},
                       {"members", members}};
+  if (const std::optional<Straggler> slowest = Slowest()) {
+    j["straggler"] = {{"rank", slowest->rank},
+                      {"host", slowest->host},
+                      {"compute_seconds", slowest->compute_seconds},
+                      {"fastest_rank", slowest->fastest_rank},
+                      {"lag_seconds", slowest->lag_seconds},
+                      {"lag_steps", slowest->lag_steps}};
+  }
   return j.dump();
+}
+
+std::optional<Straggler> SchedulerCore::FindStraggler() const {
+  absl::MutexLock lock(&mu_);
+  return Slowest();
+}
+
+std::optional<Straggler> SchedulerCore::Slowest() const {
+  int slowest = -1, fastest = -1;
+  double most = 0, least = 0;
+  int64_t furthest = 0;
+  const auto compute = [](const WorkerProgress& p) {
+    return p.step_seconds * (1 - p.communication_overhead);
+  };
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    const Member& w = workers_[r];
+    if (!w.has_progress || StateOf(w) != MemberState::kAlive) continue;
+    const double c = compute(w.progress);
+    if (slowest < 0 || c > most) {
+      slowest = static_cast<int>(r);
+      most = c;
+    }
+    if (fastest < 0 || c < least) {
+      fastest = static_cast<int>(r);
+      least = c;
+    }
+    furthest = std::max(furthest, w.progress.step);
+  }
+  if (slowest < 0 || slowest == fastest) return std::nullopt;
+  const Member& w = workers_[slowest];
+  return Straggler{slowest, w.host, most, fastest, most - least, furthest - w.progress.step};
+}
+
+void SchedulerCore::ReportStraggler(absl::Time now) {
+  if (now - straggler_reported_ < spec_.straggler_report_interval) return;
+  const std::optional<Straggler> s = Slowest();
+  if (!s.has_value() || s->lag_seconds <= spec_.straggler_share * (s->compute_seconds -
+                                                                    s->lag_seconds)) {
+    return;
+  }
+  straggler_reported_ = now;
+  const double fastest = s->compute_seconds - s->lag_seconds;
+  notices_.push_back(absl::StrFormat(
+      "worker %d (host %s) is the slowest: %.3f s of compute a step, %.3f s (%.0f%%) more than "
+      "worker %d%s; see docs/reliability.md, stragglers",
+      s->rank, s->host, s->compute_seconds, s->lag_seconds,
+      fastest > 0 ? 100 * s->lag_seconds / fastest : 100.0, s->fastest_rank,
+      spec_.mode == KVStoreMode::kDistSync
+          ? ", which every other worker waits for at every step (dist_sync)"
+          : absl::StrCat(", ", s->lag_steps, " steps behind the furthest (dist_async)")));
 }
 
 SchedulerSnapshot SchedulerCore::TakeSnapshot() {
@@ -508,6 +570,7 @@ SchedulerSnapshot SchedulerCore::TakeSnapshot() {
     s.missed_heartbeats[r] = missed_heartbeats_[r];
   }
   s.barrier_waits.swap(barrier_waits_);
+  s.straggler = Slowest();
   return s;
 }
 

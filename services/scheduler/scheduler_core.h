@@ -2,6 +2,7 @@
 #define COHORT_SERVICES_SCHEDULER_SCHEDULER_CORE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,12 +39,26 @@ struct WorkerProgress {
   double loss = 0;
 };
 
+// The worker the others wait for: in dist_sync the one with the most compute a step (its
+// step time less its time in the kvstore), which every other worker waits for at every step;
+// lag_seconds is how much more that is than the fastest worker's. lag_steps: how many steps it
+// is behind the furthest worker (what dist_async lets grow).
+struct Straggler {
+  int rank = -1;
+  std::string host;
+  double compute_seconds = 0;  // a step's
+  int fastest_rank = -1;
+  double lag_seconds = 0;
+  int64_t lag_steps = 0;
+};
+
 // What the scheduler's metrics read at a scrape.
 struct SchedulerSnapshot {
   JobState state = JobState::kForming;
   int members[kNumMemberRoles][kNumMemberStates] = {};  // by MemberRole, MemberState
   int64_t missed_heartbeats[kNumMemberRoles] = {};     // since the start, by MemberRole
   std::vector<absl::Duration> barrier_waits;  // of barriers released since the last snapshot
+  std::optional<Straggler> straggler;          // with 2 or more workers reporting progress
 };
 
 // What the job is; fixed when the scheduler starts.
@@ -58,6 +73,10 @@ struct JobSpec {
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   // The job fails if it has not formed (every member registered) within this.
   absl::Duration form_timeout = absl::Seconds(60);
+  // How often the slowest worker is named (a notice) when it holds the others up by more
+  // than straggler_share of the fastest one's compute.
+  absl::Duration straggler_report_interval = absl::Seconds(30);
+  double straggler_share = 0.2;
   // Zero: a shard's death fails the job. Else (launch --restart_failed_shards) the job waits
   // this long for the shard to register again under its rank, restarted from its checkpoint.
   absl::Duration shard_restart_grace = absl::ZeroDuration();
@@ -119,8 +138,11 @@ class SchedulerCore {
   // is DONE when every worker has finished.
   void MemberStopped(MemberRole role, int rank, const std::string& error);
   // Fails the job if a member is silent past the heartbeat timeout or the job has not formed in
-  // time.
+  // time; names the straggler (a notice) every straggler_report_interval while it holds the
+  // others up.
   void CheckLiveness();
+  // The slowest of the alive workers that reported progress (none with fewer than 2).
+  std::optional<Straggler> FindStraggler() const;
 
   JobState state() const;
   // Why the job ended: for FAILED, one message naming the member, its host and its last error.
@@ -174,6 +196,8 @@ class SchedulerCore {
   // Takes a member in at `rank`; the job runs once every member is in.
   int Admit(const MemberRegistration& r, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShardRestarting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<Straggler> Slowest() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReportStraggler(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses a registration that would leave a shard reachable only at a loopback address in a
   // job whose members are on more than one host.
   absl::Status CheckReachable(const MemberRegistration& r, int rank) const
@@ -191,6 +215,7 @@ class SchedulerCore {
   mutable absl::Mutex mu_;
   JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // ClusterView::generation
+  absl::Time straggler_reported_ ABSL_GUARDED_BY(mu_);  // last time one was named
   std::string reason_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);

@@ -229,6 +229,59 @@ TEST(SchedulerCoreTest, MembersRegisteringAgainKeepTheirPlaceOrFormTheJobAgain) 
                         "a running job");
 }
 
+// The slowest worker is the one with the most compute a step (step time less its time in the
+// kvstore): named in /status, and in a notice every report interval while it holds the others
+// up by more than the share; not while the workers are even.
+TEST(SchedulerCoreTest, TheSlowestWorkerIsNamedWithItsLag) {
+  FakeClock clock;
+  SchedulerCore core(Spec(3, 1), &clock);
+  Form(&core);
+  const auto beat = [&](int rank, int64_t step, double step_seconds, double comm) {
+    WorkerProgress p;
+    p.step = step;
+    p.step_seconds = step_seconds;
+    p.communication_overhead = comm;
+    core.Heartbeat(MemberRole::kWorker, rank, &p);
+  };
+  core.Heartbeat(MemberRole::kShard, 0);
+  beat(0, 100, 0.25, 0.6);  // 0.10 s of compute, waiting the rest
+  beat(1, 100, 0.25, 0.5);  // 0.125 s
+  beat(2, 98, 0.25, 0.0);   // 0.25 s: the others wait for it
+  const std::optional<Straggler> s = core.FindStraggler();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 2);
+  EXPECT_EQ(s->host, "host-2");
+  EXPECT_EQ(s->fastest_rank, 0);
+  EXPECT_NEAR(s->lag_seconds, 0.15, 1e-9);
+  EXPECT_EQ(s->lag_steps, 2);
+  const nlohmann::json status = nlohmann::json::parse(core.StatusJson());
+  EXPECT_EQ(status["straggler"]["rank"], 2);
+  EXPECT_EQ(core.TakeSnapshot().straggler->rank, 2);
+
+  core.CheckLiveness();
+  EXPECT_TRUE(core.TakeNotices().empty());  // not before the report interval
+  clock.Advance(absl::Seconds(1));
+  for (int r = 0; r < 3; ++r) beat(r, 100, 0.25, r == 2 ? 0.0 : 0.6);
+  core.Heartbeat(MemberRole::kShard, 0);
+  clock.Advance(core.spec().straggler_report_interval);
+  for (int r = 0; r < 3; ++r) beat(r, 100, 0.25, r == 2 ? 0.0 : 0.6);
+  core.Heartbeat(MemberRole::kShard, 0);
+  core.CheckLiveness();
+  const std::vector<std::string> notices = core.TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0],
+            "worker 2 (host host-2) is the slowest: 0.250 s of compute a step, 0.150 s (150%) "
+            "more than worker 0, which every other worker waits for at every step (dist_sync); "
+            "see docs/reliability.md, stragglers");
+
+  // Even workers: nobody is named.
+  clock.Advance(core.spec().straggler_report_interval);
+  for (int r = 0; r < 3; ++r) beat(r, 101, 0.25, r == 2 ? 0.55 : 0.6);
+  core.Heartbeat(MemberRole::kShard, 0);
+  core.CheckLiveness();
+  EXPECT_TRUE(core.TakeNotices().empty());
+}
+
 TEST(SchedulerCoreTest, JobThatDoesNotFormInTimeFailsNamingWhoIsMissing) {
   FakeClock clock;
   JobSpec spec = Spec(2, 1);

@@ -6,7 +6,14 @@ SchedulerMetrics::SchedulerMetrics(ProcessMetrics& p, const JobSpec& spec,
                                    double baseline_images_per_second)
     : barrier_wait_(p.Histogram("cohort_scheduler_barrier_wait_seconds",
                                 "Time from a barrier's first arrival to its release.",
-                                {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300})) {
+                                {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300})),
+      straggler_rank_(p.Gauge("cohort_scheduler_straggler_rank",
+                              "Rank of the worker with the most compute a step (-1: none).")),
+      straggler_lag_seconds_(p.Gauge(
+          "cohort_scheduler_straggler_lag_seconds",
+          "How much more compute a step the slowest worker takes than the fastest.")),
+      straggler_lag_steps_(p.Gauge("cohort_scheduler_straggler_lag_steps",
+                                   "Steps the slowest worker is behind the furthest one.")) {
   auto& members = p.GaugeFamily("cohort_scheduler_members",
                                 "Members of the job by role and state (missing, alive, stopped, "
                                 "dead).");
@@ -52,6 +59,11 @@ void SchedulerMetrics::Update(const SchedulerSnapshot& snapshot) {
   for (absl::Duration wait : snapshot.barrier_waits) {
     barrier_wait_.Observe(absl::ToDoubleSeconds(wait));
   }
+  const Straggler none;
+  const Straggler& s = snapshot.straggler.value_or(none);
+  straggler_rank_.Set(s.rank);
+  straggler_lag_seconds_.Set(s.lag_seconds);
+  straggler_lag_steps_.Set(static_cast<double>(s.lag_steps));
 }
 
 }  // namespace cohort

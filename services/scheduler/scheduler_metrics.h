@@ -16,7 +16,8 @@ namespace cohort {
 //   cohort_scheduler_barrier_wait_seconds (first arrival to release), cohort_scheduler_workers,
 //   cohort_scheduler_shards and, when a baseline was recorded,
 //   cohort_scheduler_baseline_images_per_second (one worker alone: the scaling-efficiency
-//   rule's denominator).
+//   rule's denominator); the straggler: cohort_scheduler_straggler_rank (-1: none),
+//   cohort_scheduler_straggler_lag_seconds and cohort_scheduler_straggler_lag_steps.
 class SchedulerMetrics {
  public:
   // baseline_images_per_second <= 0: unknown, not exported.
@@ -32,6 +33,9 @@ class SchedulerMetrics {
   prometheus::Gauge* job_state_[kNumJobStates];
   prometheus::Counter* missed_heartbeats_[kNumMemberRoles];
   prometheus::Histogram& barrier_wait_;
+  prometheus::Gauge& straggler_rank_;
+  prometheus::Gauge& straggler_lag_seconds_;
+  prometheus::Gauge& straggler_lag_steps_;
 };
 
 }  // namespace cohort

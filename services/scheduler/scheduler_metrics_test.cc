@@ -27,6 +27,8 @@ TEST(SchedulerMetricsTest, ExportsTheSnapshot) {
   s.missed_heartbeats[static_cast<int>(MemberRole::kWorker)] = 5;
   s.barrier_waits = {absl::Milliseconds(300), absl::Seconds(2)};
   metrics.Update(s);
+  EXPECT_EQ(Value(process, "cohort_scheduler_straggler_rank"), -1);
+  s.straggler = Straggler{2, "host-2", 0.25, 0, 0.15, 3};
   s.missed_heartbeats[static_cast<int>(MemberRole::kWorker)] = 7;
   s.barrier_waits.clear();
   metrics.Update(s);
@@ -40,6 +42,9 @@ TEST(SchedulerMetricsTest, ExportsTheSnapshot) {
   EXPECT_EQ(Value(process, "cohort_scheduler_workers"), 3);
   EXPECT_EQ(Value(process, "cohort_scheduler_shards"), 2);
   EXPECT_EQ(Value(process, "cohort_scheduler_baseline_images_per_second"), 250);
+  EXPECT_EQ(Value(process, "cohort_scheduler_straggler_rank"), 2);
+  EXPECT_DOUBLE_EQ(Value(process, "cohort_scheduler_straggler_lag_seconds"), 0.15);
+  EXPECT_EQ(Value(process, "cohort_scheduler_straggler_lag_steps"), 3);
   const auto barrier = FindSeries(process, "cohort_scheduler_barrier_wait_seconds");
   ASSERT_TRUE(barrier.has_value());
   EXPECT_EQ(barrier->histogram.sample_count, 2u);
