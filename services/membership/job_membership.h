@@ -7,15 +7,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace cohort {
 
-// Where the shards are, at a generation of the cluster: 1 at the start, one more each time a
-// dead shard came back (restarted from its checkpoint).
+// Where the shards are and which processes they are.
 struct ShardsView {
-  int64_t generation = 0;
-  std::vector<std::string> addresses;  // by shard rank, host:port
-  std::vector<int> restarts;           // by shard rank: how many times it came back
+  std::vector<std::string> addresses;     // by shard rank, host:port
+  std::vector<std::string> incarnations;  // by shard rank: "host pid"; another after a restart
+  // How long the scheduler waits for a dead shard to come back (zero: a death fails the job).
+  absl::Duration restart_grace;
 };
 
 // What a worker's data path needs of its membership in a job (MemberSession in a process, a
@@ -38,9 +39,9 @@ class JobMembership {
   virtual void RemoveEndListener(int id) = 0;
   // OK while running and after DONE; why it ended otherwise.
   virtual absl::Status end_status() const = 0;
-  // Waits until the job runs with every shard up at a generation after `after` (0: any);
-  // Aborted with the reason when the job ends first.
-  virtual absl::StatusOr<ShardsView> WaitForShards(int64_t after) = 0;
+  // Waits until the job runs with every shard up (a dead one back), up to timeout; Aborted with
+  // the reason when the job ends first, DeadlineExceeded after the timeout.
+  virtual absl::StatusOr<ShardsView> WaitForShards(absl::Duration timeout) = 0;
 };
 
 }  // namespace cohort

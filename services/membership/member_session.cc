@@ -105,19 +105,21 @@ std::string MemberSession::name() const {
   return absl::StrCat(RoleWord(options_.role), " ", rank_);
 }
 
-absl::StatusOr<ShardsView> MemberSession::WaitForShards(int64_t after) {
+absl::StatusOr<ShardsView> MemberSession::WaitForShards(absl::Duration timeout) {
   v1::ClusterSpecRequest request;
   request.set_role(options_.role);
   request.set_rank(rank_);
-  request.set_after_generation(after);
   grpc::ClientContext context;
+  if (timeout != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
   v1::ClusterSpec spec;
   const grpc::Status status = stub_->GetClusterSpec(&context, request, &spec);
   if (!status.ok()) return FromGrpcStatus(status);
   ShardsView view;
-  view.generation = spec.generation();
   view.addresses.assign(spec.shard_addresses().begin(), spec.shard_addresses().end());
-  view.restarts.assign(spec.shard_restarts().begin(), spec.shard_restarts().end());
+  view.incarnations.assign(spec.shard_incarnations().begin(), spec.shard_incarnations().end());
+  view.restart_grace = absl::Seconds(spec.shard_restart_grace_seconds());
   return view;
 }
 

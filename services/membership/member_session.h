@@ -60,7 +60,8 @@ class MemberSession final : public JobMembership {
   // "worker 1", "shard 0": how messages name this member.
   std::string name() const override;
 
-  absl::StatusOr<ShardsView> WaitForShards(int64_t after) override;
+  absl::StatusOr<ShardsView> WaitForShards(
+      absl::Duration timeout = absl::InfiniteDuration()) override;
   // Waits until every worker reached the barrier; see SchedulerCore::Barrier.
   absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint) override;
   // Tells the scheduler this member leaves (OK: finished; else failed with the status's

@@ -1,5 +1,7 @@
 #include "services/membership/membership_core.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 
@@ -113,6 +115,7 @@ std::string MembershipCore::RunControlStream() {
   v1::Heartbeat heartbeat;
   heartbeat.set_role(role_);
   heartbeat.set_rank(rank_);
+  heartbeat.set_pid(getpid());
   std::string broke;
   const auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || ended_; };
   {

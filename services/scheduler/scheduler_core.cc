@@ -77,12 +77,25 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   absl::MutexLock lock(&mu_);
   const char* role = RoleName(r.role);
   std::vector<Member>& members = Members(r.role);
-  if (r.rejoin && r.requested_rank >= 0 && r.requested_rank < static_cast<int>(members.size()) &&
-      members[r.requested_rank].registered) {
-    const Member& m = members[r.requested_rank];
-    if (m.pid == r.pid && m.host == r.host && !m.dead) return r.requested_rank;
+  const bool known_rank =
+      r.requested_rank >= 0 && r.requested_rank < static_cast<int>(members.size());
+  if (r.rejoin && known_rank && members[r.requested_rank].registered) {
+    Member& m = members[r.requested_rank];
+    if (m.pid == r.pid && m.host == r.host && (!m.dead || m.restarting)) {
+      // The same process: its control stream broke for a moment (a shard taken for dead
+      // comes back as it was; a worker's break already failed the job).
+      m.dead = m.restarting = false;
+      m.last_heartbeat = clock_->Now();
+      return r.requested_rank;
+    }
   }
   if (state_ == JobState::kRunning && r.role == MemberRole::kShard && !r.rejoin) {
+    // A new process at the rank of a shard not yet known dead: the old one is.
+    if (known_rank && members[r.requested_rank].registered &&
+        !members[r.requested_rank].restarting && spec_.shard_restart_grace > absl::ZeroDuration()) {
+      Died(MemberRole::kShard, r.requested_rank,
+           absl::StrFormat("replaced by a new process (pid %d)", r.pid));
+    }
     return Reregister(r);
   }
   if (state_ != JobState::kForming) {
@@ -146,20 +159,12 @@ absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
   }
   if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
   Member& m = shards_[rank];
-  const int restarts = m.restarts + 1;
   notices_.push_back(absl::StrFormat(
       "shard %d is back (host %s, pid %d, at %s) %.1f s after its death; the workers roll back "
       "to its checkpoint",
       rank, r.host, r.pid, r.address, absl::ToDoubleSeconds(clock_->Now() - m.died_at)));
   m = Member();
-  m.registered = true;
-  m.host = r.host;
-  m.pid = r.pid;
-  m.address = r.address;
-  m.last_heartbeat = clock_->Now();
-  m.restarts = restarts;
-  ++generation_;
-  return rank;
+  return Admit(r, rank);
 }
 
 bool SchedulerCore::ShardRestarting() const {
@@ -240,25 +245,19 @@ std::vector<std::string> SchedulerCore::TakeNotices() {
   return std::move(notices_);
 }
 
-absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster(int64_t after) {
+absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {
   absl::MutexLock lock(&mu_);
-  struct Args {
-    SchedulerCore* self;
-    int64_t after;
-  } args{this, after};
   mu_.Await(absl::Condition(
-      +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        const SchedulerCore& c = *a->self;
-        return c.Ended() || (c.state_ == JobState::kRunning && !c.ShardRestarting() &&
-                             c.generation_ > a->after);
+      +[](SchedulerCore* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return c->Ended() || (c->state_ == JobState::kRunning && !c->ShardRestarting());
       },
-      &args));
+      this));
   if (state_ == JobState::kFailed) return absl::AbortedError(reason_);
   ClusterView view;
-  view.generation = generation_;
+  view.shard_restart_grace = spec_.shard_restart_grace;
   for (const Member& s : shards_) {
     view.shard_addresses.push_back(s.address);
-    view.shard_restarts.push_back(s.restarts);
+    view.shard_incarnations.push_back(absl::StrCat(s.host, " ", s.pid));
   }
   return view;
 }
@@ -280,9 +279,15 @@ void SchedulerCore::CountMissedHeartbeats(MemberRole role, Member& m, absl::Time
   m.missed_in_silence = missed;
 }
 
-JobState SchedulerCore::Heartbeat(MemberRole role, int rank, const WorkerProgress* progress) {
+SchedulerCore::Member* SchedulerCore::FindProcess(MemberRole role, int rank, int64_t pid) {
+  Member* m = Find(role, rank);
+  return m != nullptr && (pid == 0 || m->pid == pid) ? m : nullptr;
+}
+
+JobState SchedulerCore::Heartbeat(MemberRole role, int rank, const WorkerProgress* progress,
+                                  int64_t pid) {
   absl::MutexLock lock(&mu_);
-  if (Member* m = Find(role, rank)) {
+  if (Member* m = FindProcess(role, rank, pid)) {
     const absl::Time now = clock_->Now();
     CountMissedHeartbeats(role, *m, now);
     m->last_heartbeat = now;
@@ -296,9 +301,10 @@ JobState SchedulerCore::Heartbeat(MemberRole role, int rank, const WorkerProgres
   return state_;
 }
 
-void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::string& detail) {
+void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::string& detail,
+                                       int64_t pid) {
   absl::MutexLock lock(&mu_);
-  Member* m = Find(role, rank);
+  Member* m = FindProcess(role, rank, pid);
   if (m == nullptr) return;
   if (m->restarting) return;  // its death is known
   m->stream_open = false;

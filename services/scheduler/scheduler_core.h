@@ -96,11 +96,9 @@ struct MemberRegistration {
 };
 
 struct ClusterView {
-  // One more for every shard that came back after dying: the workers reconnect to the shards
-  // and roll back to its checkpoint.
-  int64_t generation = 0;
-  std::vector<std::string> shard_addresses;  // by shard rank
-  std::vector<int> shard_restarts;           // by shard rank: times it came back
+  std::vector<std::string> shard_addresses;     // by shard rank
+  std::vector<std::string> shard_incarnations;  // by shard rank: "host pid"
+  absl::Duration shard_restart_grace;           // JobSpec's
 };
 
 // The scheduler's state machine, without gRPC: membership and ranks, the cluster spec,
@@ -115,21 +113,21 @@ class SchedulerCore {
 
   // Gives the member its rank. The job becomes RUNNING when every member has registered. While
   // it runs, a shard restarted after its death registers again under its rank (with
-  // shard_restart_grace), which moves the cluster's generation on.
+  // shard_restart_grace; a new process at the rank of a shard thought alive is its death).
   absl::StatusOr<int> Register(const MemberRegistration& member);
   // What the scheduler should say (once each) since the last call: a host whose workers run
   // more compute threads than it has cores.
   std::vector<std::string> TakeNotices();
-  // Waits until the job is RUNNING with every shard up, at a generation after `after` (-1: any),
-  // or returns the reason it never will be.
-  absl::StatusOr<ClusterView> WaitForCluster(int64_t after = -1);
+  // Waits until the job is RUNNING with every shard up, or returns the reason it never will be.
+  absl::StatusOr<ClusterView> WaitForCluster();
   // A heartbeat from a registered member (a worker's may carry its progress); returns the job
-  // state to tell it.
-  JobState Heartbeat(MemberRole role, int rank, const WorkerProgress* progress = nullptr);
+  // state to tell it. pid: the sending process (0: unknown); another process's is ignored.
+  JobState Heartbeat(MemberRole role, int rank, const WorkerProgress* progress = nullptr,
+                     int64_t pid = 0);
   // The member's control stream ended (detail: why, for the failure message). Before the
   // member said it stops, that is its death: the job fails at once (a shard's, unless it may
-  // restart).
-  void ControlStreamEnded(MemberRole role, int rank, const std::string& detail);
+  // restart). pid as for Heartbeat: the end of a replaced process's stream is no news.
+  void ControlStreamEnded(MemberRole role, int rank, const std::string& detail, int64_t pid = 0);
   // Blocks until every worker has called Barrier with this name. A non-zero fingerprint must
   // match every other worker's (they all compute the partition map); a mismatch fails the job.
   // Returns the agreed fingerprint.
@@ -178,7 +176,6 @@ class SchedulerCore {
     bool restarting = false;
     absl::Time died_at;
     std::string death;
-    int restarts = 0;  // times it came back
   };
 
   std::vector<Member>& Members(MemberRole role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -195,6 +192,8 @@ class SchedulerCore {
   absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a member in at `rank`; the job runs once every member is in.
   int Admit(const MemberRegistration& r, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The registered member at (role, rank) when pid is 0 or its process's; else null.
+  Member* FindProcess(MemberRole role, int rank, int64_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShardRestarting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<Straggler> Slowest() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportStraggler(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -214,7 +213,6 @@ class SchedulerCore {
 
   mutable absl::Mutex mu_;
   JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // ClusterView::generation
   absl::Time straggler_reported_ ABSL_GUARDED_BY(mu_);  // last time one was named
   std::string reason_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);

@@ -156,17 +156,16 @@ TEST(SchedulerCoreTest, ADeadShardMayComeBackUnderItsRankWithinTheGrace) {
   Form(&core);
   auto first = core.WaitForCluster();
   ASSERT_TRUE(first.ok());
-  EXPECT_EQ(first->generation, 0);
-  EXPECT_EQ(core.Register(Member(MemberRole::kShard, 1, "10.0.0.9:8")).status().code(),
-            absl::StatusCode::kFailedPrecondition);  // not dead: no place to take
-  core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost");
+  EXPECT_EQ(first->shard_incarnations, (std::vector<std::string>{"host-0 1000", "host-1 1001"}));
+  EXPECT_EQ(first->shard_restart_grace, absl::Seconds(30));
+  core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost", 1001);
   EXPECT_EQ(core.state(), JobState::kRunning);
   const std::vector<std::string> notices = core.TakeNotices();
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_TRUE(absl::StrContains(notices[0], "shard 1 (host host-1, pid 1001) died")) << notices[0];
 
   absl::StatusOr<ClusterView> later;
-  std::thread waiter([&] { later = core.WaitForCluster(first->generation); });
+  std::thread waiter([&] { later = core.WaitForCluster(); });  // until shard 1 is back
   clock.Advance(absl::Seconds(20));
   for (int w = 0; w < 2; ++w) core.Heartbeat(MemberRole::kWorker, w);
   core.Heartbeat(MemberRole::kShard, 0);
@@ -177,21 +176,30 @@ TEST(SchedulerCoreTest, ADeadShardMayComeBackUnderItsRankWithinTheGrace) {
   EXPECT_EQ(*core.Register(back), 1);
   waiter.join();
   ASSERT_TRUE(later.ok()) << later.status();
-  EXPECT_EQ(later->generation, 1);
   EXPECT_EQ(later->shard_addresses, (std::vector<std::string>{"10.0.0.0:7", "10.0.0.9:8"}));
-  EXPECT_EQ(later->shard_restarts, (std::vector<int>{0, 1}));
+  EXPECT_EQ(later->shard_incarnations, (std::vector<std::string>{"host-0 1000", "host-1 2001"}));
   EXPECT_TRUE(absl::StrContains(core.TakeNotices().at(0), "shard 1 is back"));
+  // The old process's stream, ending late, is no news about the new one.
+  core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost", 1001);
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  EXPECT_TRUE(core.TakeNotices().empty());
+
+  // A new process at a shard's rank before its old one was seen to die: that is its death.
+  MemberRegistration replacement = Member(MemberRole::kShard, 0, "10.0.0.8:9");
+  replacement.pid = 3000;
+  EXPECT_EQ(*core.Register(replacement), 0);
+  EXPECT_TRUE(absl::StrContains(core.TakeNotices().at(0), "replaced by a new process (pid 3000)"));
 
   // Not back in time: the job fails naming the shard and why it died.
-  core.ControlStreamEnded(MemberRole::kShard, 0, "connection lost");
+  core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost", 2001);
   for (int i = 0; i < 4; ++i) {
     clock.Advance(absl::Seconds(10));
     for (int w = 0; w < 2; ++w) core.Heartbeat(MemberRole::kWorker, w);
-    core.Heartbeat(MemberRole::kShard, 1);
+    core.Heartbeat(MemberRole::kShard, 0);
     core.CheckLiveness();
   }
   EXPECT_EQ(core.state(), JobState::kFailed);
-  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 0 (host host-0, pid 1000) died (its control "
+  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 1 (host host-1, pid 2001) died (its control "
                                                "stream ended (connection lost) without a stop) "
                                                "and did not come back within 30s"))
       << core.reason();
@@ -211,6 +219,22 @@ TEST(SchedulerCoreTest, MembersRegisteringAgainKeepTheirPlaceOrFormTheJobAgain) 
   MemberRegistration impostor = again;
   impostor.pid = 99;
   EXPECT_FALSE(core.Register(impostor).ok());
+
+  // A shard whose control stream broke for a moment, taken for dead while the job may restart
+  // shards, keeps its place when it registers again.
+  JobSpec restartable = Spec(1, 1);
+  restartable.shard_restart_grace = absl::Seconds(30);
+  SchedulerCore blip(restartable, &clock);
+  Form(&blip);
+  blip.ControlStreamEnded(MemberRole::kShard, 0, "connection lost");
+  MemberRegistration same_shard = Member(MemberRole::kShard, 0, "10.0.0.0:7");
+  same_shard.rejoin = true;
+  EXPECT_EQ(*blip.Register(same_shard), 0);
+  clock.Advance(absl::Seconds(40));
+  blip.Heartbeat(MemberRole::kShard, 0);
+  blip.Heartbeat(MemberRole::kWorker, 0);
+  blip.CheckLiveness();
+  EXPECT_EQ(blip.state(), JobState::kRunning);
 
   SchedulerCore restarted(Spec(2, 1), &clock);
   MemberRegistration shard = Member(MemberRole::kShard, 0, "10.0.0.0:7");

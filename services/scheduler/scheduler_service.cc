@@ -74,11 +74,9 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*,
-                                              const v1::ClusterSpecRequest* request,
+grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*, const v1::ClusterSpecRequest*,
                                               v1::ClusterSpec* spec) {
-  // On the wire generations count from 1, so that 0 (unset) asks for any.
-  absl::StatusOr<ClusterView> view = core_->WaitForCluster(request->after_generation() - 1);
+  absl::StatusOr<ClusterView> view = core_->WaitForCluster();
   if (!view.ok()) return ToGrpcStatus(view.status());
   const JobSpec& job = core_->spec();
   spec->set_job_id(job.job_id);
@@ -86,8 +84,8 @@ grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*,
   spec->set_num_shards(job.num_shards);
   spec->set_mode(std::string(KVStoreModeName(job.mode)));
   for (const std::string& a : view->shard_addresses) spec->add_shard_addresses(a);
-  spec->set_generation(view->generation + 1);
-  spec->mutable_shard_restarts()->Add(view->shard_restarts.begin(), view->shard_restarts.end());
+  for (const std::string& i : view->shard_incarnations) spec->add_shard_incarnations(i);
+  spec->set_shard_restart_grace_seconds(absl::ToDoubleSeconds(view->shard_restart_grace));
   return grpc::Status::OK;
 }
 
@@ -99,11 +97,13 @@ grpc::Status SchedulerService::Control(
   bool known = false;
   MemberRole role = MemberRole::kWorker;
   int rank = -1;
+  int64_t pid = 0;
   while (stream->Read(&heartbeat)) {
     absl::StatusOr<MemberRole> r = RoleFromProto(heartbeat.role());
     if (!r.ok()) return ToGrpcStatus(r.status());
     role = *r;
     rank = heartbeat.rank();
+    pid = heartbeat.pid();
     known = true;
     JobState state;
     if (heartbeat.has_progress()) {
@@ -111,9 +111,9 @@ grpc::Status SchedulerService::Control(
       const WorkerProgress progress{p.step(),         p.epoch(),
                                     p.images_per_second(), p.step_seconds(),
                                     p.communication_overhead(), p.loss()};
-      state = core_->Heartbeat(role, rank, &progress);
+      state = core_->Heartbeat(role, rank, &progress, pid);
     } else {
-      state = core_->Heartbeat(role, rank);
+      state = core_->Heartbeat(role, rank, nullptr, pid);
     }
     answer.set_state(ToProto(state));
     if (state == JobState::kDone || state == JobState::kFailed) answer.set_reason(core_->reason());
@@ -121,7 +121,8 @@ grpc::Status SchedulerService::Control(
   }
   if (known) {
     core_->ControlStreamEnded(role, rank,
-                              context->IsCancelled() ? "connection lost" : "closed by the member");
+                              context->IsCancelled() ? "connection lost" : "closed by the member",
+                              pid);
   }
   return grpc::Status::OK;
 }

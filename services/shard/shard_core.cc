@@ -91,9 +91,26 @@ absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint) {
         absl::StrCat("shard ", shard_rank_.load(), ": roll back before rank 0 initialised it"));
   }
   RETURN_IF_ERROR(CheckCheckpointFits(checkpoint, config_));
+  // Every part is checked before any changes: a checkpoint that does not fit leaves the shard
+  // as it was.
+  absl::flat_hash_map<PartId, const PartCheckpoint*> saved;
+  for (const PartCheckpoint& part : checkpoint.parts) saved[part.id] = &part;
+  for (auto& [id, p] : parts_) {
+    absl::MutexLock part_lock(&p->mu);
+    auto it = saved.find(id);
+    if (it == saved.end() || it->second->value.size() != p->value->data.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard ", shard_rank_.load(), ": the checkpoint at step ", checkpoint.step,
+          it == saved.end() ? " lacks key " : " has another size for key ", id.key, " part ",
+          id.part));
+    }
+  }
+  ++rollbacks_;  // before any part changes: a push that sees a rolled-back part sees this
   resume_ = std::move(checkpoint);
-  for (const PartCheckpoint& part : resume_->parts) resume_parts_[part.id] = &part;
+  resume_parts_ = std::move(saved);
   absl::Status status;
+  int dropped = 0;  // pushes that waited for their version's last one
+  int64_t version = 0;
   for (auto& [id, p] : parts_) {
     absl::MutexLock part_lock(&p->mu);
     if (p->optimizer != nullptr) {
@@ -101,10 +118,16 @@ absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint) {
           *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
     }
     status.Update(Restore(id, p.get()));
+    dropped += p->arrived;
+    version = std::max(version, p->version);
     ResetPushes(p.get());
   }
   start_step_ = resume_->step;
-  highest_version_ = 0;
+  highest_version_ = version;
+  if (ShardMetrics* m = metrics_.load()) {
+    m->pulls_waiting.Decrement(dropped);
+    m->parameter_version.Set(static_cast<double>(version));
+  }
   if (checkpoints_ != nullptr) checkpoints_->RolledBack(resume_->step);
   resume_parts_.clear();
   resume_.reset();

@@ -106,6 +106,9 @@ class ShardCore {
   absl::Status RollBack(ShardCheckpoint checkpoint);
   // The step the parts started from: 0, or that of the checkpoint resumed or rolled back to.
   int64_t start_step() const;
+  // How many times the shard rolled back: a stream opened before the last one carries pushes
+  // of a past that was undone (the service refuses them).
+  int64_t rollbacks() const { return rollbacks_.load(); }
   // Copies the part's current value into out (resized) and returns its version.
   absl::StatusOr<int64_t> Read(PartId id, std::vector<float>* out);
   // Forgets every waiting reply to sink (its stream ended).
@@ -168,6 +171,7 @@ class ShardCore {
   std::atomic<int> shard_rank_;
   std::atomic<ShardMetrics*> metrics_{nullptr};
   std::atomic<int64_t> highest_version_{0};
+  std::atomic<int64_t> rollbacks_{0};
   mutable absl::Mutex mu_;  // the part table; parts are never removed
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
   int expected_parts_ ABSL_GUARDED_BY(mu_) = 0;

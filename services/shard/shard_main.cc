@@ -85,32 +85,34 @@ int main(int argc, char** argv) {
   // and rank 0's Init waits until the core is set up.
   cohort::ShardCore core;
   absl::Notification set_up;
-  // Known once registered, before set_up; a roll back comes only after.
+  // Known once registered, before set_up; a roll back waits for set_up.
   int rank = -1;
   int num_shards = 0;
   cohort::ShardMetrics* shard_metrics = nullptr;
-  cohort::ShardService::CheckpointLoader load_checkpoint;
+  std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
+  // The shard's parts start from `step` (a resume, a roll back): said, counted, and when the
+  // shard checkpoints into that folder its files of later checkpoints go (they are written
+  // again, and a folder never mixes two runs' files).
+  const auto started_at = [&](int64_t step, const std::string& folder,
+                              absl::string_view what) -> absl::Status {
+    std::cout << absl::StrFormat("shard %d: %s step %d (%s)\n", rank, what, step,
+                                 cohort::CheckpointFolder(folder, step))
+              << std::flush;
+    shard_metrics->resumed_step.Set(static_cast<double>(step));
+    if (checkpoint_every == 0 || checkpoint_dir != folder) return absl::OkStatus();
+    return cohort::RemoveShardFilesAfter(folder, rank, step);
+  };
+  cohort::ShardService::RollBackHooks roll_back;
   if (!checkpoint_dir.empty()) {
-    load_checkpoint = [&](int64_t step) -> absl::StatusOr<cohort::ShardCheckpoint> {
-      absl::StatusOr<cohort::ShardCheckpoint> c =
-          cohort::LoadShardCheckpoint(checkpoint_dir, step, rank, num_shards);
-      if (!c.ok()) {
-        std::cerr << "shard " << rank << ": error: cannot roll back: " << c.status().message()
-                  << "\n";
-        return c.status();
-      }
-      std::cout << absl::StrFormat("shard %d: another shard came back: rolling back to step %d "
-                                   "(%s)\n",
-                                   rank, step, cohort::CheckpointFolder(checkpoint_dir, step))
-                << std::flush;
-      shard_metrics->resumed_step.Set(static_cast<double>(step));
-      if (absl::Status s = cohort::RemoveShardFilesAfter(checkpoint_dir, rank, step); !s.ok()) {
-        return s;
-      }
-      return c;
+    roll_back.load = [&](int64_t step) {
+      return cohort::LoadShardCheckpoint(checkpoint_dir, step, rank, num_shards);
+    };
+    roll_back.rolled_back = [&](int64_t step) {
+      if (checkpointer != nullptr) checkpointer->Flush();  // no write of a later step after this
+      return started_at(step, checkpoint_dir, "another shard came back: rolling back to");
     };
   }
-  cohort::ShardService service(&core, &set_up, std::move(load_checkpoint));
+  cohort::ShardService service(&core, &set_up, std::move(roll_back));
   auto server =
       cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service},
                           **security);
@@ -144,22 +146,13 @@ int main(int argc, char** argv) {
     for (const std::string& line : point->refused) {
       std::cerr << "shard " << rank << ": skipping a newer checkpoint: " << line << "\n";
     }
-    std::cout << absl::StrFormat("shard %d: resuming from step %d (%s)\n", rank,
-                                 point->checkpoint.step,
-                                 cohort::CheckpointFolder(resume, point->checkpoint.step))
-              << std::flush;
-    metrics.resumed_step.Set(static_cast<double>(point->checkpoint.step));
-    if (checkpoint_every > 0 && checkpoint_dir == resume) {
-      if (absl::Status s = cohort::RemoveShardFilesAfter(resume, rank, point->checkpoint.step);
-          !s.ok()) {
-        std::cerr << "shard " << rank << ": error: " << s.message() << "\n";
-        (*session)->Leave(s);
-        return 1;
-      }
+    if (absl::Status s = started_at(point->checkpoint.step, resume, "resuming from"); !s.ok()) {
+      std::cerr << "shard " << rank << ": error: " << s.message() << "\n";
+      (*session)->Leave(s);
+      return 1;
     }
     core.ResumeFrom(std::move(point->checkpoint));
   }
-  std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
   if (checkpoint_every > 0) {
     checkpointer = std::make_unique<cohort::ShardCheckpointer>(
         cohort::ShardCheckpointerOptions{checkpoint_dir, absl::GetFlag(FLAGS_checkpoint_keep), rank,

@@ -12,6 +12,7 @@ absl::string_view RejectionName(Rejection reason) {
     case Rejection::kStaleVersion: return "stale_version";
     case Rejection::kFutureVersion: return "future_version";
     case Rejection::kDuplicate: return "duplicate";
+    case Rejection::kRolledBack: return "rolled_back";
   }
   return "unknown";
 }
@@ -47,7 +48,7 @@ ShardMetrics::ShardMetrics(ProcessMetrics& p)
                            "back to (0: a new job).")) {
   auto& family =
       p.CounterFamily("cohort_shard_rejected_requests_total", "Pushes the shard refused, by reason.");
-  for (int r = 0; r < 8; ++r) {
+  for (int r = 0; r < kNumRejections; ++r) {
     rejected[r] = &family.Add({{"reason", std::string(RejectionName(static_cast<Rejection>(r)))}});
   }
 }

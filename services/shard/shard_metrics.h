@@ -20,7 +20,9 @@ enum class Rejection {
   kStaleVersion,   // computed on an older version than the part's (dist_sync)
   kFutureVersion,  // computed on a version the part has not reached
   kDuplicate,      // a second push of one version from one worker
+  kRolledBack,     // on a stream opened before the shard rolled back (another shard died)
 };
+constexpr int kNumRejections = 9;
 absl::string_view RejectionName(Rejection reason);
 
 // A shard's series (ProcessMetrics labels on each).
@@ -35,7 +37,7 @@ struct ShardMetrics {
   prometheus::Histogram& apply_seconds;  // one optimizer update of one part
   prometheus::Gauge& pulls_waiting;     // pushed parts whose new value waits for other workers
   prometheus::Gauge& parameter_version;  // updates applied to the most updated part
-  prometheus::Counter* rejected[8];      // by Rejection
+  prometheus::Counter* rejected[kNumRejections];  // by Rejection
   prometheus::Histogram& checkpoint_seconds;  // encoding and writing one checkpoint
   prometheus::Gauge& checkpoint_bytes;        // the last checkpoint's file
   prometheus::Gauge& checkpoint_step;         // the step of the last checkpoint written

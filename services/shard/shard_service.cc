@@ -20,7 +20,8 @@ namespace {
 class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                               public PartSink {
  public:
-  PushPullReactor(ShardCore* core, std::string peer) : core_(core), peer_(std::move(peer)) {
+  PushPullReactor(ShardCore* core, std::string peer)
+      : core_(core), peer_(std::move(peer)), rollbacks_(core->rollbacks()) {
     StartRead(&in_);
   }
 
@@ -102,6 +103,13 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
           "shard: the stream of worker ", rank_, " carried a push claiming rank ", h.rank,
           " (key ", h.id.key, " part ", h.id.part, "); each worker pushes on its own stream"));
     }
+    if (core_->rollbacks() != rollbacks_) {
+      if (metrics != nullptr) metrics->Reject(Rejection::kRolledBack);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard: worker ", h.rank, "'s push of key ", h.id.key, " part ", h.id.part,
+          " came on a stream opened before the shard rolled back to step ", core_->start_step(),
+          "; pushes after a roll back come on new streams"));
+    }
     return core_->Push(h.rank, h.id, h.version, part_.chunks(), this);
   }
 
@@ -114,6 +122,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
   ShardCore* const core_;
   const std::string peer_;
+  const int64_t rollbacks_;  // the shard's when the stream opened
   grpc::ByteBuffer in_;
   ReceivedPart part_;
   int rank_ = -1;  // the reading side's only
@@ -132,11 +141,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
 grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::InitMessage>* reader,
                                 v1::InitReply* reply) {
-  if (set_up_ != nullptr && !set_up_->WaitForNotificationWithTimeout(absl::Minutes(5))) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "shard init: the shard has not finished loading its checkpoint in 5 "
-                        "minutes (see its log)");
-  }
+  if (grpc::Status set_up = WaitForSetUp("init"); !set_up.ok()) return set_up;
   v1::InitMessage message;
   if (!reader->Read(&message) || !message.has_config()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -159,16 +164,27 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
   return grpc::Status::OK;
 }
 
+grpc::Status ShardService::WaitForSetUp(absl::string_view call) const {
+  if (set_up_ == nullptr || set_up_->WaitForNotificationWithTimeout(absl::Minutes(5))) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("shard ", call, ": the shard has not finished loading its "
+                                   "checkpoint in 5 minutes (see its log)"));
+}
+
 grpc::Status ShardService::RollBack(grpc::ServerContext*, const v1::RollBackRequest* request,
                                     v1::RollBackReply*) {
-  if (load_checkpoint_ == nullptr) {
+  if (grpc::Status set_up = WaitForSetUp("roll back"); !set_up.ok()) return set_up;
+  if (roll_back_.load == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "this shard keeps no checkpoints to roll back to: give every shard "
                         "--checkpoint_dir (launch --checkpoint_dir)");
   }
-  absl::StatusOr<ShardCheckpoint> checkpoint = load_checkpoint_(request->step());
+  absl::StatusOr<ShardCheckpoint> checkpoint = roll_back_.load(request->step());
   if (!checkpoint.ok()) return ToGrpcStatus(checkpoint.status());
-  return ToGrpcStatus(core_->RollBack(*std::move(checkpoint)));
+  if (absl::Status s = core_->RollBack(*std::move(checkpoint)); !s.ok()) return ToGrpcStatus(s);
+  return ToGrpcStatus(roll_back_.rolled_back(request->step()));
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ShardService::PushPull(

@@ -17,15 +17,21 @@ namespace cohort {
 // the shard also logs. The core must outlive the service.
 class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::Shard::Service> {
  public:
-  // This shard's part of the checkpoint at a step (RollBack reads it).
-  using CheckpointLoader = std::function<absl::StatusOr<ShardCheckpoint>(int64_t step)>;
+  // What RollBack needs besides the core; empty when the shard keeps no checkpoints (RollBack
+  // is refused).
+  struct RollBackHooks {
+    // This shard's part of the checkpoint at a step.
+    std::function<absl::StatusOr<ShardCheckpoint>(int64_t step)> load;
+    // After the core went back to the step: say so, count it, drop later checkpoints' files.
+    std::function<absl::Status(int64_t step)> rolled_back;
+  };
 
   // set_up, when given, is notified once the core is set up (its rank known, its checkpoint
-  // loaded): rank 0's Init, which may come as soon as every member has joined, waits for it.
-  // load_checkpoint: null when the shard keeps no checkpoints (RollBack is refused).
+  // loaded): rank 0's Init and RollBack, which may come as soon as every member has joined,
+  // wait for it.
   explicit ShardService(ShardCore* core, absl::Notification* set_up = nullptr,
-                        CheckpointLoader load_checkpoint = nullptr)
-      : core_(core), set_up_(set_up), load_checkpoint_(std::move(load_checkpoint)) {}
+                        RollBackHooks roll_back = {})
+      : core_(core), set_up_(set_up), roll_back_(std::move(roll_back)) {}
 
   grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitMessage>* reader,
                     v1::InitReply* reply) override;
@@ -39,7 +45,10 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
  private:
   ShardCore* const core_;
   absl::Notification* const set_up_;
-  const CheckpointLoader load_checkpoint_;
+  // OK once the core is set up (or at once without set_up_); Unavailable after 5 minutes.
+  grpc::Status WaitForSetUp(absl::string_view call) const;
+
+  const RollBackHooks roll_back_;
 };
 
 }  // namespace cohort

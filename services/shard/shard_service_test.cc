@@ -255,5 +255,33 @@ TEST_F(ShardServiceTest, RollBackWithoutCheckpointsIsRefusedSayingWhatToGive) {
   ExpectUntouched();
 }
 
+// A stream opened before the shard rolled back carries pushes of an undone past: refused, and
+// counted by the core's metrics as rolled_back; the values are the checkpoint's.
+TEST_F(ShardServiceTest, APushOnAStreamFromBeforeARollBackIsRefused) {
+  grpc::ClientContext a_context, b_context;
+  auto a = stub_->PushPull(&a_context);
+  auto b = stub_->PushPull(&b_context);
+  ASSERT_TRUE(a->Write(Push(0, 1, 0, {1, 1, 1})));
+  ASSERT_TRUE(b->Write(Push(1, 1, 0, {1, 1, 1})));
+  v1::Part answer;
+  ASSERT_TRUE(a->Read(&answer));  // step 0 of key 1 done: both streams are open at the shard
+  ShardCheckpoint at0;
+  at0.mode = "dist_sync";
+  at0.num_workers = 2;
+  at0.parts = {{{0, 0}, 0, initial_key0_, {}}, {{1, 0}, 0, initial_key1_, {}}};
+  ASSERT_TRUE(core_.RollBack(at0).ok());
+  a->Write(Push(0, 0, 0, {1, 1, 1, 1}));
+  a->WritesDone();
+  while (a->Read(&answer)) {
+  }
+  const grpc::Status status = a->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(status.error_message(),
+                                "came on a stream opened before the shard rolled back to step 0"))
+      << status.error_message();
+  b_context.TryCancel();
+  ExpectUntouched();
+}
+
 }  // namespace
 }  // namespace cohort

@@ -51,7 +51,7 @@ absl::Status ValidateDataPath(const JobOptions& options) {
 
 absl::StatusOr<std::unique_ptr<ShardTransport>> ConnectToShards(
     MemberSession* session, const JobOptions& options, const TransportWrapper& wrap_transport) {
-  ASSIGN_OR_RETURN(ShardsView shards, session->WaitForShards(0));
+  ASSIGN_OR_RETURN(ShardsView shards, session->WaitForShards());
   std::unique_ptr<ShardTransport> transport =
       MakeGrpcShardTransport(std::move(shards.addresses), options.security);
   if (wrap_transport) transport = wrap_transport(std::move(transport));

@@ -11,6 +11,10 @@
 namespace cohort {
 namespace {
 
+// Recover waits this much past the scheduler's grace for the shards, and asks this often.
+constexpr absl::Duration kRecoverySlack = absl::Seconds(10);
+constexpr absl::Duration kRecoveryPoll = absl::Milliseconds(100);
+
 absl::Status InFlight(int64_t key) {
   return absl::FailedPreconditionError(
       absl::StrCat("kvstore push of key ", key, " while its last push is in flight; wait for "
@@ -172,11 +176,14 @@ void DistKVStoreCore::OnAnswer(int shard, const PartHeader& h, ByteChunks values
 void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (closing_ || job_ended_ || !stream_error_.ok()) return;
-  stream_error_ = absl::UnavailableError(absl::StrCat(
-      membership_->name(), ": the stream to shard ", shard, " at ",
-      transport_->shard_address(shard), " ended: ",
-      status.ok() ? "closed by the shard" : status.message(),
-      absl::IsUnavailable(status) ? " (did the shard die?)" : ""));
+  // A dead shard's stream ends Unavailable; a shard that refused a push ends it with the
+  // refusal's code (Recover tells the two apart).
+  stream_error_ = absl::Status(
+      status.ok() ? absl::StatusCode::kUnavailable : status.code(),
+      absl::StrCat(membership_->name(), ": the stream to shard ", shard, " at ",
+                   transport_->shard_address(shard), " ended: ",
+                   status.ok() ? "closed by the shard" : status.message(),
+                   absl::IsUnavailable(status) ? " (did the shard die?)" : ""));
 }
 
 absl::StatusOr<DistKVStoreCore::Key*> DistKVStoreCore::Find(int64_t key, const Tensor& t,
@@ -304,6 +311,7 @@ absl::Status DistKVStoreCore::CommitOnce() {
   ASSIGN_OR_RETURN(map_,
                    PartitionParameters(sizes, transport_->num_shards(), options_.part_bytes));
   fingerprint_ = map_.Fingerprint();
+  ASSIGN_OR_RETURN(shards_, membership_->WaitForShards(absl::InfiniteDuration()));
   if (rank() == 0) {
     WarnAboutIdleShards();
     RETURN_IF_ERROR(InitShards());
@@ -335,16 +343,24 @@ absl::Status DistKVStoreCore::InitShards() {
     return absl::FailedPreconditionError("kvstore: rank 0 must call SetOptimizer before Init");
   }
   for (int s = 0; s < transport_->num_shards(); ++s) {
-    std::vector<InitialPart> parts;
-    for (const Part& p : map_.parts) {
-      if (p.shard != s) continue;
-      parts.push_back({{p.key, p.index},
-                       absl::MakeConstSpan(keys_[p.key]->initial).subspan(p.offset, p.elements)});
-    }
+    const std::vector<InitialPart> parts = InitialParts(s, {});
     RETURN_IF_ERROR(transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())), parts)
                         .status());
   }
   return absl::OkStatus();
+}
+
+std::vector<InitialPart> DistKVStoreCore::InitialParts(int shard,
+                                                       absl::Span<const float> placeholder) const {
+  std::vector<InitialPart> parts;
+  for (const Part& p : map_.parts) {
+    if (p.shard != shard) continue;
+    parts.push_back({{p.key, p.index},
+                     placeholder.empty()
+                         ? absl::MakeConstSpan(keys_[p.key]->initial).subspan(p.offset, p.elements)
+                         : placeholder.first(p.elements)});
+  }
+  return parts;
 }
 
 ShardConfig DistKVStoreCore::ShardConfigFor(int num_parts) const {
@@ -361,35 +377,54 @@ ShardConfig DistKVStoreCore::ShardConfigFor(int num_parts) const {
 absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
   {
     absl::MutexLock lock(&mu_);
-    // Only a shard's stream ending while the job runs: a shard died.
+    // Only a shard's stream ending as a dead shard's does, in a job whose scheduler waits for
+    // dead shards to come back.
     if (!committed_ || !commit_status_.ok() || job_ended_ ||
-        !absl::IsUnavailable(stream_error_)) {
+        !absl::IsUnavailable(stream_error_) || shards_.restart_grace <= absl::ZeroDuration()) {
       return failure;
     }
   }
+  const auto failed = [&](const absl::Status& s) {
+    return absl::Status(s.code(),
+                        absl::StrCat(failure.message(), "; then, recovering: ", s.message()));
+  };
   StopStreams();
-  const std::string round = absl::StrCat("shard recovery ", shard_generation_);
+  const std::string round = absl::StrCat("shard recovery ", ++recoveries_);
   // No worker pushes on the old streams once a shard goes back.
-  RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0).status());
-  absl::StatusOr<ShardsView> shards = membership_->WaitForShards(shard_generation_);
-  if (!shards.ok()) {
-    return absl::Status(shards.status().code(),
-                        absl::StrCat(failure.message(), "; no shard came back: ",
-                                     shards.status().message()));
+  if (auto s = membership_->Barrier(round + ": streams closed", 0); !s.ok()) {
+    return failed(s.status());
+  }
+  // The scheduler answers once every shard is up; a shard that came back is another process.
+  // A stream that ended while its shard lives brings none back: given up after the grace.
+  const absl::Time deadline = absl::Now() + shards_.restart_grace + kRecoverySlack;
+  ShardsView view;
+  std::vector<int> restarted;
+  while (restarted.empty()) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return failed(absl::DeadlineExceededError(absl::StrCat(
+          "no shard came back within ", absl::FormatDuration(shards_.restart_grace))));
+    }
+    absl::StatusOr<ShardsView> now = membership_->WaitForShards(left);
+    if (!now.ok()) return failed(now.status());
+    view = *std::move(now);
+    for (size_t s = 0; s < view.incarnations.size(); ++s) {
+      if (s >= shards_.incarnations.size() || view.incarnations[s] != shards_.incarnations[s]) {
+        restarted.push_back(static_cast<int>(s));
+      }
+    }
+    if (restarted.empty()) absl::SleepFor(kRecoveryPoll);
   }
   std::cerr << failure.message() << "; the shards are back ("
-            << absl::StrJoin(shards->addresses, ", ") << "): rolling back\n";
-  std::vector<int> restarted;
-  for (size_t s = 0; s < shards->restarts.size(); ++s) {
-    if (shards->restarts[s] != (s < shard_restarts_.size() ? shard_restarts_[s] : 0)) {
-      restarted.push_back(static_cast<int>(s));
-    }
+            << absl::StrJoin(view.addresses, ", ") << "): rolling back\n";
+  transport_->Redial(view.addresses);
+  shards_ = std::move(view);
+  if (rank() == 0) {
+    if (absl::Status s = RollBackShards(restarted); !s.ok()) return failed(s);
   }
-  shard_generation_ = shards->generation;
-  shard_restarts_ = shards->restarts;
-  transport_->Redial(std::move(shards->addresses));
-  if (rank() == 0) RETURN_IF_ERROR(RollBackShards(restarted));
-  RETURN_IF_ERROR(membership_->Barrier(round + ": shards rolled back", 0).status());
+  if (auto s = membership_->Barrier(round + ": shards rolled back", 0); !s.ok()) {
+    return failed(s.status());
+  }
   {
     absl::MutexLock lock(&mu_);
     stream_error_ = absl::OkStatus();
@@ -410,14 +445,11 @@ absl::Status DistKVStoreCore::RollBackShards(const std::vector<int>& restarted) 
   // sent are replaced by the checkpoint's) and learns its step.
   int64_t step = -1;
   int first = -1;
-  std::vector<float> placeholder;
+  int64_t largest = 1;
+  for (const Part& p : map_.parts) largest = std::max(largest, p.elements);
+  const std::vector<float> placeholder(largest);
   for (int s : restarted) {
-    std::vector<InitialPart> parts;
-    for (const Part& p : map_.parts) {
-      if (p.shard != s) continue;
-      if (placeholder.size() < static_cast<size_t>(p.elements)) placeholder.resize(p.elements);
-      parts.push_back({{p.key, p.index}, absl::MakeConstSpan(placeholder).first(p.elements)});
-    }
+    const std::vector<InitialPart> parts = InitialParts(s, placeholder);
     ASSIGN_OR_RETURN(const int64_t resumed,
                      transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())),
                                            parts));

@@ -71,12 +71,13 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   // dist_sync: the version every part is at (Internal naming two parts that disagree: shards
   // resumed from different checkpoints); dist_async: the least part version / W.
   absl::StatusOr<int64_t> StartStep() override;
-  // When the failure is a shard's stream ending and that shard came back from its checkpoint
-  // (the scheduler's --shard_restart_grace): every worker stops pushing (a barrier); the
-  // streams are dialled again at the shards' addresses now; rank 0 sets up the restarted shards
-  // and rolls every other back to the checkpoint they resumed from; after a second barrier the
-  // streams open again and the caller pulls every key and goes on from StartStep(). Any other
-  // failure comes back as it is.
+  // When the failure is a shard's stream ending Unavailable (it died) in a job whose scheduler
+  // waits for dead shards (--shard_restart_grace): every worker stops pushing (a barrier) and
+  // waits, up to the grace, for a shard to come back from its checkpoint (another process at
+  // its rank); the streams are dialled again at the shards' addresses now; rank 0 sets up the
+  // restarted shards and rolls every other back to the checkpoint they resumed from; after a
+  // second barrier the streams open again and the caller pulls every key and goes on from
+  // StartStep(). Any other failure comes back as it is; one while recovering carries both.
   absl::Status Recover(const absl::Status& failure) override;
 
  private:
@@ -121,6 +122,9 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   void WarnAboutIdleShards() const;
   absl::Status InitShards();
   ShardConfig ShardConfigFor(int num_parts) const;
+  // Shard `shard`'s parts with their initial values or, for a restarted shard (its checkpoint
+  // replaces them), with the zeros of placeholder (as long as the largest part).
+  std::vector<InitialPart> InitialParts(int shard, absl::Span<const float> placeholder) const;
   // Rank 0, in Recover: `restarted` (shard ranks) came back from a checkpoint; every shard goes
   // to its step.
   absl::Status RollBackShards(const std::vector<int>& restarted);
@@ -140,10 +144,10 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   std::vector<std::unique_ptr<Key>> keys_;  // stable addresses: answers and pins refer to them
   std::vector<int64_t> auxiliary_keys_;
   int64_t barriers_ = 0;
-  // The shards' generation and restarts (JobMembership::WaitForShards) the streams were opened
-  // on; the store starts on the job's first.
-  int64_t shard_generation_ = 1;
-  std::vector<int> shard_restarts_;
+  // The shards the streams are open to (JobMembership::WaitForShards), and how many times the
+  // store recovered from a shard's death.
+  ShardsView shards_;
+  int recoveries_ = 0;
 
   absl::Mutex mu_;  // guards the Key fields marked so, and the job and stream state below
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;

@@ -20,9 +20,11 @@ class FakeMembership final : public JobMembership {
  public:
   FakeMembership(int rank, int num_workers, int num_shards)
       : rank_(rank), num_workers_(num_workers) {
-    shards_.generation = 1;
-    for (int s = 0; s < num_shards; ++s) shards_.addresses.push_back(absl::StrCat("fake-", s));
-    shards_.restarts.assign(num_shards, 0);
+    for (int s = 0; s < num_shards; ++s) {
+      shards_.addresses.push_back(absl::StrCat("fake-", s));
+      shards_.incarnations.push_back(absl::StrCat("host pid-", s));
+    }
+    shards_.restart_grace = absl::Seconds(60);
   }
 
   int rank() const override { return rank_; }
@@ -51,19 +53,19 @@ class FakeMembership final : public JobMembership {
     absl::MutexLock lock(&mu_);
     return end_;
   }
-  absl::StatusOr<ShardsView> WaitForShards(int64_t after) override {
+  absl::StatusOr<ShardsView> WaitForShards(absl::Duration) override {
     absl::MutexLock lock(&mu_);
-    if (shards_.generation <= after) {
-      return absl::DeadlineExceededError("no shard came back in this test");
-    }
     return shards_;
   }
-  // A shard came back: the cluster's next generation.
+  // A shard came back: another process at another address.
   void ShardCameBack(int shard, std::string address) {
     absl::MutexLock lock(&mu_);
-    ++shards_.generation;
     shards_.addresses.at(shard) = std::move(address);
-    ++shards_.restarts.at(shard);
+    shards_.incarnations.at(shard) += " again";
+  }
+  void set_restart_grace(absl::Duration grace) {
+    absl::MutexLock lock(&mu_);
+    shards_.restart_grace = grace;
   }
 
   // The scheduler ends the job. Listeners run under their own lock, as MemberSession's do.
@@ -510,6 +512,18 @@ TEST_F(DistKVStoreCoreTest, OtherFailuresAreNotRecoveredFrom) {
     transport_->Answer(pushed[0].shard, pushed[0].id, pushed[0].version + 5, pushed[0].values);
   });
   ASSERT_EQ(failure.code(), absl::StatusCode::kInternal) << failure;
+  EXPECT_EQ(kv_->Recover(failure), failure);
+  EXPECT_EQ(membership_->barriers(), std::vector<std::string>{"kvstore init"});
+}
+
+// A dead shard's stream in a job that does not restart shards: the failure stands.
+TEST_F(DistKVStoreCoreTest, WithoutShardRestartsADeadShardIsNotWaitedFor) {
+  Make(0);
+  membership_->set_restart_grace(absl::ZeroDuration());
+  PushKey0();
+  const absl::Status failure =
+      WaitWhile([&] { transport_->EndStream(1, absl::UnavailableError("Socket closed")); });
+  ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
   EXPECT_EQ(kv_->Recover(failure), failure);
   EXPECT_EQ(membership_->barriers(), std::vector<std::string>{"kvstore init"});
 }

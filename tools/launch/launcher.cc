@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <map>
@@ -390,16 +391,19 @@ class Job {
   void OnExit(const Member& m) {
     if (phase_ == Phase::kTerminating || phase_ == Phase::kKilling) return;  // we stopped it
     const int status = m.process->wait_status();
-    if (status != 0 && m.role == Role::kScheduler && o_.restart_scheduler &&
-        phase_ == Phase::kRunning && !m.remote() && ++scheduler_restarts_ <= kMaxSchedulerRestarts) {
+    // Only a death is restarted (a signal: SIGKILL, the OOM killer, a crash); a process that
+    // exits with an error (the job failed) is not.
+    const bool died = WIFSIGNALED(status) && phase_ == Phase::kRunning && !m.remote();
+    if (died && m.role == Role::kScheduler && o_.restart_scheduler &&
+        ++scheduler_restarts_ <= kMaxSchedulerRestarts) {
       Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status), "; restarting it at ",
                        scheduler_address_, " (restart ", scheduler_restarts_, " of at most ",
                        kMaxSchedulerRestarts, ")"));
       restart_scheduler_ = true;
       return;
     }
-    if (status != 0 && m.role == Role::kShard && o_.restart_failed_shards &&
-        phase_ == Phase::kRunning && !m.remote() && ++shard_restarts_[m.rank] <= kMaxShardRestarts) {
+    if (died && m.role == Role::kShard && o_.restart_failed_shards &&
+        ++shard_restarts_[m.rank] <= kMaxShardRestarts) {
       Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status), "; restarting it from the "
                        "newest complete checkpoint in ", o_.checkpoint_dir, " (restart ",
                        shard_restarts_[m.rank], " of at most ", kMaxShardRestarts, ")"));
@@ -448,23 +452,31 @@ class Job {
   // Starts again the members OnExit chose: the scheduler at its port (the members register
   // with it again), shards from the checkpoint (the scheduler waits for them).
   void RestartMembers() {
-    if (restart_scheduler_) {
-      restart_scheduler_ = false;
-      metrics_ports_.erase("scheduler");
+    const bool scheduler = restart_scheduler_;
+    std::vector<int> shards;
+    shards.swap(to_restart_);
+    restart_scheduler_ = false;
+    if (phase_ != Phase::kRunning) return;  // something else failed meanwhile: the job ends
+    if (scheduler) {
+      ForgetMetricsPort(Role::kScheduler, 0);
       if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, SchedulerArgv(scheduler_port_))) {
         return Abort();
       }
     }
-    for (int rank : to_restart_) {
-      const std::string port_file =
-          absl::StrCat(FolderOf(Role::kShard, rank), "/", MetricsPortFileName(Role::kShard, rank));
-      unlink(port_file.c_str());
-      metrics_ports_.erase(absl::StrCat(RoleName(Role::kShard), " ", rank));
+    for (int rank : shards) {
+      ForgetMetricsPort(Role::kShard, rank);
       std::vector<std::string> argv = ShardArgv(rank);
       argv.push_back(absl::StrCat("--resume=", o_.checkpoint_dir));
       if (!Spawn(Role::kShard, rank, o_.shard_binary, argv)) return Abort();
     }
-    to_restart_.clear();
+  }
+
+  // A restarted member writes its new port: the old one is no target any more.
+  void ForgetMetricsPort(Role role, int rank) {
+    const std::string file = absl::StrCat(FolderOf(role, rank), "/", MetricsPortFileName(role, rank));
+    unlink(file.c_str());
+    metrics_ports_.erase(role == Role::kScheduler ? std::string("scheduler")
+                                                  : absl::StrCat(RoleName(role), " ", rank));
   }
 
   std::vector<std::string> ShardArgv(int rank) const {
@@ -603,7 +615,9 @@ class Job {
 
   // Adds the metrics ports that appeared to the file_sd list and rewrites it.
   void CheckMetricsPorts() {
-    if (o_.metrics_targets.empty() || metrics_ports_.size() == members_.size()) return;
+    const size_t live = std::count_if(members_.begin(), members_.end(),
+                                      [](const auto& m) { return !m->process->reaped(); });
+    if (o_.metrics_targets.empty() || metrics_ports_.size() >= live) return;
     bool found = false;
     for (const auto& m : members_) {
       if (metrics_ports_.count(m->name) > 0) continue;

@@ -108,7 +108,9 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
       kvstore_(kvstore),
       overlap_(overlap),
       num_keys_(NumKeys(replicas_)),
-      state_key_(StateKey(*replicas_[0].model)) {
+      state_key_(StateKey(*replicas_[0].model)),
+      exchange_state_(state_key_ >= 0 &&
+                      (replicas_.size() > 1 || kvstore->type() != "local")) {
   for (const Replica& replica : replicas_) {
     const auto& params = replica.model->parameters();
     COHORT_CHECK(static_cast<int64_t>(params.size()) == num_keys_, "replicas of different models");
@@ -120,7 +122,7 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     gradients_ready_.assign(num_keys_, 0);
     pulls_.assign(num_keys_, 0);
     copied_.assign(replicas_.size(), std::vector<int64_t>(num_keys_, 0));
-    if (state_key_ >= 0) {
+    if (exchange_state_) {
       state_pushed_ = Tensor(Shape{StateElements(*replicas_[0].model)});
       state_pulled_ = Tensor(Shape{StateElements(*replicas_[0].model)});
     }
@@ -253,7 +255,7 @@ void StepRunner::Receive(int r, int64_t key) {
 }
 
 void StepRunner::SendState() {
-  if (state_key_ < 0 || !status_.ok()) return;
+  if (!exchange_state_ || !status_.ok()) return;
   float* mean = state_pushed_.data<float>();
   PackState(*replicas_[0].model, mean);
   if (num_replicas() > 1) {

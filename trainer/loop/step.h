@@ -72,7 +72,7 @@ struct Replica {
 // Batch-norm running statistics are averaged after every step: across the replicas (summed in
 // replica order, times 1/R), then across workers through the kvstore's auxiliary key
 // (StateKey), pushed after the gradients and taken back into every replica before the next
-// forward; so every worker and replica holds the same statistics, which a shard's checkpoint
+// forward (a lone replica of a local store keeps its own); so every worker and replica holds the same statistics, which a shard's checkpoint
 // keeps with the parameters. After a step, values may still be arriving: call
 // WaitForParameters before reading the first replica's weights or statistics (evaluation,
 // export). Installs the models' hooks for its lifetime; the replicas and kvstore must outlive
@@ -126,6 +126,9 @@ class StepRunner {
   const bool overlap_;
   const int64_t num_keys_;
   const int64_t state_key_;  // -1: the model has no state
+  // Whether the state goes through the kvstore after every step: not for one replica of a
+  // local store (the mean of one).
+  const bool exchange_state_;
   std::vector<Slice> slices_;
   std::unique_ptr<ThreadTeam> team_;  // several replicas: one thread each
   absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
