@@ -16,6 +16,7 @@ packages=(
   openssh-client rsync                      # launch --launcher ssh, --sync_dst_dir
   openssh-server                            # the multi-host test's hosts
   prometheus                                # promtool and the server, for the metrics tests
+  clang-14 libclang-rt-14-dev llvm-14       # tools/fuzz.sh: libFuzzer, sanitizers, symbolizer
 )
 
 missing=()

@@ -8,13 +8,20 @@ tools/install_deps.sh || exit 1
 
 rc=0
 bazel test --config=ci //... "$@" || rc=$?
+# Every fuzz target for a bounded time (COHORT_FUZZ_SECONDS, default 10; tools/fuzz.sh 60 is the
+# full run), counted as one test case each; not when only some tests were asked for.
+rm -rf fuzz-artifacts/reports
+if [ $# -eq 0 ]; then
+  FUZZ_REPORT_DIR=fuzz-artifacts/reports tools/fuzz.sh "${COHORT_FUZZ_SECONDS:-10}" || rc=1
+fi
 
 # Bazel's own summary counts targets; count test cases from the JUnit XML of this run's targets.
 /usr/bin/python3 - "$rc" <<'PY'
 import glob, sys, xml.etree.ElementTree as ET
 rc = int(sys.argv[1])
 passed = failed = skipped = 0
-for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True):
+for path in (glob.glob("bazel-testlogs/**/test.xml", recursive=True) +
+             glob.glob("fuzz-artifacts/reports/*.xml")):
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError:

@@ -16,12 +16,10 @@
 #include "services/common/port_file.h"
 
 namespace cohort {
-namespace {
 
 namespace fs = std::filesystem;
 
-// A manifest's JSON, checked field by field (no exceptions: a damaged file is an error).
-absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
+absl::StatusOr<Manifest> ParseManifest(absl::string_view text) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   const absl::Status bad = absl::DataLossError("is not a manifest");
   if (j.is_discarded() || !j.is_object() || !j.contains("version") ||
@@ -46,8 +44,6 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
   }
   return m;
 }
-
-}  // namespace
 
 std::string Sha256Hex(absl::string_view bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];

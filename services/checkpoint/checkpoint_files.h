@@ -36,6 +36,10 @@ struct Manifest {
   std::map<std::string, std::string> metadata;  // e.g. the shard's rank, the step
 };
 
+// A manifest's JSON, checked field by field (no exceptions: a damaged file is an error; a file
+// name must stay inside its folder).
+absl::StatusOr<Manifest> ParseManifest(absl::string_view text);
+
 // The folder of `version` under root (root/v000000000042), created on demand by the writers.
 std::string CheckpointFolder(const std::string& root, int64_t version);
 

@@ -83,7 +83,7 @@ absl::StatusOr<PartHeader> DecodePart(const v1::Part& part, std::vector<float>* 
   const absl::Status valid = CheckHeader(part.header(), part.data().size());
   if (!valid.ok()) return valid;
   out->resize(part.data().size() / sizeof(float));
-  std::memcpy(out->data(), part.data().data(), part.data().size());
+  if (!out->empty()) std::memcpy(out->data(), part.data().data(), part.data().size());
   return HeaderFields(part.header());
 }
 

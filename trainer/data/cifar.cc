@@ -46,41 +46,46 @@ absl::StatusOr<std::vector<uint8_t>> ReadFile(const std::string& path) {
 
 }  // namespace
 
+absl::Status AppendCifar10Records(absl::Span<const uint8_t> bytes, absl::string_view where,
+                                  ImageDataset* d) {
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  if (size == 0) {
+    return absl::DataLossError(
+        absl::StrCat(where, " is empty; download and unpack the CIFAR-10 binary version again"));
+  }
+  if (size % kCifar10RecordBytes != 0) {
+    return absl::DataLossError(absl::StrCat(
+        where, ": size ", size, " bytes is not a whole number of ", kCifar10RecordBytes,
+        "-byte CIFAR-10 records (", size / kCifar10RecordBytes, " records and ",
+        size % kCifar10RecordBytes,
+        " bytes over); the file is truncated or not from the CIFAR-10 binary version"));
+  }
+  const int64_t records = size / kCifar10RecordBytes;
+  d->labels.reserve(d->labels.size() + static_cast<size_t>(records));
+  d->pixels.reserve(d->pixels.size() + static_cast<size_t>(records * (kCifar10RecordBytes - 1)));
+  for (int64_t r = 0; r < records; ++r) {
+    const uint8_t* record = bytes.data() + r * kCifar10RecordBytes;
+    if (record[0] >= kClasses) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": label ", int{record[0]}, " of record ", r, " (byte offset ",
+          r * kCifar10RecordBytes, ") is outside [0, ", kClasses,
+          "); the file is corrupt or not from the CIFAR-10 binary version"));
+    }
+    d->labels.push_back(record[0]);
+    d->pixels.insert(d->pixels.end(), record + 1, record + kCifar10RecordBytes);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ImageDataset> ReadCifar10(const std::vector<std::string>& paths,
                                          const std::string& name) {
   ImageDataset d;
   d.name = name;
   d.sample_shape = Shape{3, 32, 32};
   d.num_classes = kClasses;
-  const int64_t pixels = kCifar10RecordBytes - 1;
   for (const std::string& path : paths) {
-    ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFile(path));
-    const int64_t size = static_cast<int64_t>(bytes.size());
-    if (size == 0) {
-      return absl::DataLossError(
-          absl::StrCat(path, " is empty; download and unpack the CIFAR-10 binary version again"));
-    }
-    if (size % kCifar10RecordBytes != 0) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": size ", size, " bytes is not a whole number of ", kCifar10RecordBytes,
-          "-byte CIFAR-10 records (", size / kCifar10RecordBytes, " records and ",
-          size % kCifar10RecordBytes,
-          " bytes over); the file is truncated or not from the CIFAR-10 binary version"));
-    }
-    const int64_t records = size / kCifar10RecordBytes;
-    d.labels.reserve(d.labels.size() + static_cast<size_t>(records));
-    d.pixels.reserve(d.pixels.size() + static_cast<size_t>(records * pixels));
-    for (int64_t r = 0; r < records; ++r) {
-      const uint8_t* record = bytes.data() + r * kCifar10RecordBytes;
-      if (record[0] >= kClasses) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": label ", int{record[0]}, " of record ", r, " (byte offset ",
-            r * kCifar10RecordBytes, ") is outside [0, ", kClasses,
-            "); the file is corrupt or not from the CIFAR-10 binary version"));
-      }
-      d.labels.push_back(record[0]);
-      d.pixels.insert(d.pixels.end(), record + 1, record + kCifar10RecordBytes);
-    }
+    ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadFile(path));
+    RETURN_IF_ERROR(AppendCifar10Records(bytes, path, &d));
   }
   return d;
 }

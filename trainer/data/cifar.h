@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "trainer/data/dataset.h"
 
 namespace cohort {
@@ -19,6 +21,11 @@ inline constexpr int64_t kCifar10RecordBytes = 1 + 3 * 32 * 32;
 // and byte offset).
 absl::StatusOr<ImageDataset> ReadCifar10(const std::vector<std::string>& paths,
                                          const std::string& name);
+
+// One batch file's bytes, checked as ReadCifar10 does (where: the file, for messages), appended
+// to d's labels and pixels.
+absl::Status AppendCifar10Records(absl::Span<const uint8_t> bytes, absl::string_view where,
+                                  ImageDataset* d);
 
 // Loads data_batch_1.bin … data_batch_5.bin (train, 50,000 images) and test_batch.bin (test,
 // 10,000) from dir or from its cifar-10-batches-bin/ subdirectory (where the archive unpacks).

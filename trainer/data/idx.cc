@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 
 namespace cohort {
@@ -45,12 +46,10 @@ uint32_t BigEndian32(const uint8_t* p) {
 
 }  // namespace
 
-absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int rank) {
-  auto bytes_or = ReadGzipOrPlain(path);
-  if (!bytes_or.ok()) return bytes_or.status();
-  const std::vector<uint8_t>& bytes = *bytes_or;
+absl::StatusOr<IdxArray> DecodeIdx(absl::Span<const uint8_t> bytes, int rank,
+                                   absl::string_view where) {
   if (bytes.size() < 4) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated IDX header (", bytes.size(),
+    return absl::DataLossError(absl::StrCat(where, ": truncated IDX header (", bytes.size(),
                                             " bytes)"));
   }
   const uint32_t magic = BigEndian32(bytes.data());
@@ -59,30 +58,41 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: magic number 0x%08x is not an IDX file of unsigned bytes with %d dimensions "
         "(expected 0x%08x); is this the right file?",
-        path, magic, rank, want));
+        where, magic, rank, want));
   }
   const size_t header = 4 + 4 * static_cast<size_t>(rank);
   if (bytes.size() < header) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated IDX header (", bytes.size(),
+    return absl::DataLossError(absl::StrCat(where, ": truncated IDX header (", bytes.size(),
                                             " bytes, need ", header, ")"));
   }
   IdxArray a;
-  int64_t count = 1;
+  // A product past 64 bits is more than any file holds: an error below, not a wrap.
+  uint64_t count = 1;
+  bool overflow = false;
+  const uint64_t have = bytes.size() - header;
   for (int i = 0; i < rank; ++i) {
     a.dims.push_back(BigEndian32(bytes.data() + 4 + 4 * i));
-    count *= a.dims.back();
+    overflow = overflow ||
+               __builtin_mul_overflow(count, static_cast<uint64_t>(a.dims.back()), &count);
   }
-  const int64_t have = static_cast<int64_t>(bytes.size() - header);
-  if (have < count) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated: the header promises ", count,
-                                            " data bytes, the file holds ", have));
+  if (overflow || have < count) {
+    return absl::DataLossError(absl::StrCat(
+        where, ": truncated: the header promises ",
+        overflow ? absl::StrJoin(a.dims, " x ") : absl::StrCat(count),
+        " data bytes, the file holds ", have));
   }
   if (have > count) {
-    return absl::DataLossError(absl::StrCat(path, ": ", have - count,
+    return absl::DataLossError(absl::StrCat(where, ": ", have - count,
                                             " bytes after the data the header describes"));
   }
   a.data.assign(bytes.begin() + static_cast<ptrdiff_t>(header), bytes.end());
   return a;
+}
+
+absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int rank) {
+  auto bytes = ReadGzipOrPlain(path);
+  if (!bytes.ok()) return bytes.status();
+  return DecodeIdx(*bytes, rank, path);
 }
 
 }  // namespace cohort

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace cohort {
 
@@ -19,6 +21,10 @@ struct IdxArray {
 // Every problem — missing file, bad gzip stream, wrong magic, truncated data, trailing bytes —
 // is an error naming the file and what is wrong.
 absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int rank);
+
+// An IDX array's plain bytes, checked as ReadIdx does (where: the file, for messages).
+absl::StatusOr<IdxArray> DecodeIdx(absl::Span<const uint8_t> bytes, int rank,
+                                   absl::string_view where);
 
 }  // namespace cohort
 

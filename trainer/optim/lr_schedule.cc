@@ -56,7 +56,12 @@ absl::StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& o) {
         " steps per epoch: must be > 0; is the global batch (--batch_size × workers) larger than "
         "the training set?"));
   }
-  const int64_t total = o.epochs * o.steps_per_epoch;
+  int64_t total = 0;
+  if (__builtin_mul_overflow(o.epochs, o.steps_per_epoch, &total)) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs=", o.epochs, " x ",
+                                                   o.steps_per_epoch,
+                                                   " steps per epoch: too many steps"));
+  }
   // Epoch bounds first, so that rounding to steps stays in range; -1 marks a value outside them.
   auto to_steps = [&o](double epochs) {
     return epochs >= 0 && epochs < o.epochs ? EpochsToSteps(epochs, o.steps_per_epoch) : -1;

@@ -158,6 +158,10 @@ TEST(LrScheduleTest, RejectsBadOptionsNamingTheFlag) {
                "larger than the training set?");
 
   o = TenEpochs(LrScheduleKind::kCosine);
+  o.steps_per_epoch = int64_t{1} << 62;
+  expect_error(o, "--epochs=10 x 4611686018427387904 steps per epoch: too many steps");
+
+  o = TenEpochs(LrScheduleKind::kCosine);
   o.warmup_epochs = 10;
   expect_error(o,
                "--warmup_epochs=10: must be >= 0 and end before training does (--epochs=10, "

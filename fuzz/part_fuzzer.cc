@@ -1,0 +1,45 @@
+// What a shard reads from any worker's stream: the bulk path's part parser, on arbitrary bytes
+// cut into one to three slices as the transport may deliver them, and the protobuf path's
+// decoder.
+
+#include <cstdint>
+
+#include <google/protobuf/stubs/logging.h>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "services/wire/byte_chunks.h"
+#include "services/wire/part_codec.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Protobuf logs every string field that is not UTF-8; the parse's result is what counts.
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);
+    return true;
+  }();
+  (void)quiet;
+  if (size == 0) return 0;
+  const int cuts = data[0] % 3;  // the first byte says where the slices end
+  ++data;
+  --size;
+  const size_t first = cuts >= 1 ? size / 3 : size;
+  const size_t second = cuts >= 2 ? 2 * size / 3 : size;
+  std::vector<grpc::Slice> slices = {grpc::Slice(data, first)};
+  if (cuts >= 1) slices.emplace_back(data + first, second - first);
+  if (cuts >= 2) slices.emplace_back(data + second, size - second);
+  grpc::ByteBuffer message(slices.data(), slices.size());
+  cohort::ReceivedPart part;
+  if (part.Parse(&message).ok()) {
+    // An accepted part's chunks hold exactly the bytes its header announced.
+    if (cohort::TotalBytes(part.chunks()) != part.bytes()) __builtin_trap();
+    std::vector<char> values(part.bytes());
+    cohort::CopyChunks(part.chunks(), values.data());
+  }
+  cohort::v1::Part decoded;
+  if (decoded.ParseFromArray(data, static_cast<int>(size))) {
+    std::vector<float> values;
+    cohort::DecodePart(decoded, &values).IgnoreError();
+  }
+  return 0;
+}
