@@ -13,7 +13,8 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for f in fuzz/*_fuzzer.cc; do targets+=("$(basename "$f" .cc)"); done
 fi
-output_base=${COHORT_FUZZ_OUTPUT_BASE:-/var/cache/cohort/fuzz-bazel}
+# One per checkout, as Bazel's own output base is.
+output_base=${COHORT_FUZZ_OUTPUT_BASE:-/var/cache/cohort/fuzz-bazel-$(pwd | md5sum | cut -c1-12)}
 mkdir -p "$(dirname "$output_base")"
 bazel_fuzz() { CC=clang-14 CXX=clang++-14 bazel --output_base="$output_base" "$@"; }
 export ASAN_SYMBOLIZER_PATH=/usr/bin/llvm-symbolizer-14  # names the frames of a report
