@@ -20,7 +20,8 @@ bazel_fuzz() { CC=clang-14 CXX=clang++-14 bazel --output_base="$output_base" "$@
 export ASAN_SYMBOLIZER_PATH=/usr/bin/llvm-symbolizer-14  # names the frames of a report
 labels=()
 for t in "${targets[@]}"; do labels+=("//fuzz:$t"); done
-if ! bazel_fuzz build --config=fuzz "${labels[@]}"; then
+# No bazel-* links: they stay the regular build's (tools/test.sh counts its bazel-testlogs).
+if ! bazel_fuzz build --config=fuzz --symlink_prefix=/ "${labels[@]}"; then
   echo "fuzz: the build failed"
   bazel_fuzz shutdown
   exit 1

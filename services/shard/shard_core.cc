@@ -235,6 +235,15 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
                       where(), " has ", bytes, " bytes; the part has ", elements,
                       " F32 elements (", elements * sizeof(float), " bytes)")));
   }
+  // Refused, not skipped: in dist_sync every worker's push makes the step, and a NaN means the
+  // training diverged (or a worker is broken), which no later step undoes.
+  if (!AllFinite(grad)) {
+    return Refuse(Rejection::kNonFinite,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      where(), " for version ", version,
+                      " holds NaN or infinite values: the training diverged on that worker "
+                      "(lower --lr, add --warmup_epochs, or check its data)")));
+  }
   if (config_.mode == KVStoreMode::kDistAsync) {
     // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
     const float lr = static_cast<float>(schedule_->At(p->version / num_workers));

@@ -57,9 +57,10 @@ class CheckpointSink {
 // dist_async: each push is scaled by 1/W and applied at once, with the schedule's rate at step
 // ⌊version / W⌋ (W pushes make a step); the new value goes back to the pusher. An auxiliary
 // key (ShardConfig::auxiliary_keys) has no optimizer: its value becomes the mean of the
-// workers' pushes (dist_sync: of the version's W pushes; dist_async: of each worker's latest). A refused push (wrong size, unknown part, stale or future version, a second push of
-// a version) leaves the part untouched. Thread-safe: pushes of different parts run in parallel
-// (one lock per part).
+// workers' pushes (dist_sync: of the version's W pushes; dist_async: of each worker's latest).
+// A refused push (wrong size, NaN or infinite values, unknown part, stale or future version, a
+// second push of a version) leaves the part untouched. Thread-safe: pushes of different parts
+// run in parallel (one lock per part).
 //
 // Checkpoints: with set_checkpoints, every part copies its value and optimizer state to the
 // sink when it reaches a checkpoint step (dist_sync: version = step, the same for every part,

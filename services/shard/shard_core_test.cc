@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "services/common/metrics_testing.h"
 
@@ -87,6 +88,34 @@ TEST(ShardCoreTest, SyncUpdateIsTheRankOrderMeanWhateverTheArrivalOrder) {
   std::vector<float> read;
   EXPECT_EQ(*core.Read({7, 2}, &read), 4);
   EXPECT_EQ(read, weights);
+}
+
+// NaN or an infinity in a push is refused before it touches anything, counted, and named; the
+// worker's next good push of that version is taken.
+TEST(ShardCoreTest, NonFinitePushesAreRefusedNamingTheWorker) {
+  ShardCore core(2);
+  ProcessMetrics process("job", "shard", 2);
+  ShardMetrics metrics(process);
+  core.set_metrics(&metrics);
+  ASSERT_TRUE(core.Configure(Config(1, KVStoreMode::kDistSync)).ok());
+  const std::vector<float> initial = {1, 2, 3};
+  ASSERT_TRUE(core.AddPart({5, 0}, initial).ok());
+  RecordingSink sink;
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    const absl::Status s = core.Push(0, {5, 0}, 0, std::vector<float>{0.5f, bad, 0}, &sink);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(s.message(), "shard 2: worker 0's push of key 5 part 0 for "
+                                               "version 0 holds NaN or infinite values"))
+        << s;
+  }
+  std::vector<float> value;
+  EXPECT_EQ(*core.Read({5, 0}, &value), 0);
+  EXPECT_EQ(value, initial);
+  EXPECT_TRUE(sink.values.empty());
+  EXPECT_EQ(metrics.rejected[static_cast<int>(Rejection::kNonFinite)]->Value(), 3);
+  ASSERT_TRUE(core.Push(0, {5, 0}, 0, std::vector<float>{0.5f, 1, 0}, &sink).ok());
+  EXPECT_EQ(sink.versions.back(), 1);
+  core.set_metrics(nullptr);
 }
 
 TEST(ShardCoreTest, ConcurrentPushesOfManyPartsAllComplete) {

@@ -13,6 +13,7 @@ absl::string_view RejectionName(Rejection reason) {
     case Rejection::kFutureVersion: return "future_version";
     case Rejection::kDuplicate: return "duplicate";
     case Rejection::kRolledBack: return "rolled_back";
+    case Rejection::kNonFinite: return "non_finite";
   }
   return "unknown";
 }

@@ -21,8 +21,9 @@ enum class Rejection {
   kFutureVersion,  // computed on a version the part has not reached
   kDuplicate,      // a second push of one version from one worker
   kRolledBack,     // on a stream opened before the shard rolled back (another shard died)
+  kNonFinite,      // a gradient (or statistic) holding NaN or an infinity
 };
-constexpr int kNumRejections = 9;
+constexpr int kNumRejections = 10;
 absl::string_view RejectionName(Rejection reason);
 
 // A shard's series (ProcessMetrics labels on each).

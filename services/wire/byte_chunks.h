@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/types/span.h"
@@ -51,6 +52,38 @@ void ForEachFloatBlock(ByteChunks chunks, absl::Span<float> block, Fn fn) {
     }
   }
   if (filled > 0) fn(first, absl::Span<const float>(block.data(), filled / sizeof(float)));
+}
+
+// Whether every F32 value of chunks is finite (neither NaN nor infinite): one pass over the
+// bytes where they lie (a float straddling two chunks is put together), testing the exponent's
+// bits so that the loop vectorises. TotalBytes(chunks) must be a multiple of 4.
+inline bool AllFinite(ByteChunks chunks) {
+  constexpr uint32_t kExponent = 0x7f800000u;  // all ones: an infinity or a NaN
+  uint32_t non_finite = 0;
+  const auto scan = [&](const char* p, size_t words) {
+    for (size_t i = 0; i < words; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, p + 4 * i, sizeof bits);
+      non_finite |= static_cast<uint32_t>((bits & kExponent) == kExponent);
+    }
+  };
+  char straddling[4];
+  size_t carried = 0;  // bytes of a float begun in an earlier chunk
+  for (absl::Span<const char> c : chunks) {
+    while (carried > 0 && !c.empty()) {
+      straddling[carried++] = c.front();
+      c.remove_prefix(1);
+      if (carried == 4) {
+        scan(straddling, 1);
+        carried = 0;
+      }
+    }
+    const size_t words = c.size() / 4;
+    scan(c.data(), words);
+    c.remove_prefix(words * 4);
+    for (char byte : c) straddling[carried++] = byte;
+  }
+  return non_finite == 0;
 }
 
 }  // namespace cohort

@@ -1,6 +1,8 @@
 #include "services/wire/byte_chunks.h"
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -52,6 +54,29 @@ TEST(ByteChunksTest, FloatBlocksSeeEveryValueOnceWhateverTheCuts) {
       std::vector<float> gathered(count);
       CopyChunks(cut.chunks, gathered.data());
       EXPECT_EQ(gathered, seen);
+    }
+  }
+}
+
+// One NaN or infinity anywhere, straddling a cut or not, is found; finite values (the largest,
+// the smallest subnormal, negative zero) are not taken for one.
+TEST(ByteChunksTest, AllFiniteFindsEveryNonFiniteValueWhateverTheCuts) {
+  const float special[] = {std::numeric_limits<float>::quiet_NaN(),
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::signaling_NaN()};
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    for (int count : {1, 7, 64, 101}) {
+      Cut cut = CutFloats(count, seed);
+      EXPECT_TRUE(AllFinite(cut.chunks));
+      const float finite[] = {std::numeric_limits<float>::max(),
+                              std::numeric_limits<float>::denorm_min(), -0.0f};
+      std::memcpy(cut.storage.data() + 1 + (seed % count) * sizeof(float), &finite[seed % 3],
+                  sizeof(float));
+      EXPECT_TRUE(AllFinite(cut.chunks));
+      const int at = static_cast<int>((seed * 7) % count);
+      std::memcpy(cut.storage.data() + 1 + at * sizeof(float), &special[seed % 4], sizeof(float));
+      EXPECT_FALSE(AllFinite(cut.chunks)) << "seed " << seed << " count " << count << " at " << at;
     }
   }
 }
