@@ -2,7 +2,8 @@
 """Whole jobs on this machine: the launcher's LeNet job learns and the numpy checker agrees
 (dist_sync, dist_async, two device contexts per worker);
 SIGKILL of a worker, a shard or the scheduler ends the job within 10 s with a message naming
-the member and leaves no process behind; the three roles started by hand train; a user's own
+the member and leaves no process behind; a diverged training (NaN gradients) fails naming the
+worker; the three roles started by hand train; a user's own
 program runs under the launcher.
 
 Usage: job_test.py LAUNCH SCHEDULER SHARD WORKER LINEAR_REGRESSION CHECK_MODEL JOB_PROCESSES_PY
@@ -160,6 +161,18 @@ class FailFastTest(JobTestCase):
     def test_scheduler_killed(self):
         out = self.kill_member_and_check("scheduler", None, "scheduler")
         self.assertRegex(out, r"lost the scheduler at 127\.0\.0\.1:\d+")
+
+    def test_diverged_training_fails_naming_the_worker_and_the_nan(self):
+        """A learning rate of 1e30 sends the gradients to NaN within a step or two: the shard
+        refuses the push and the job fails saying which worker pushed what."""
+        p = self.launch("-n", "2", "-s", "1",
+                        worker=["--train_samples=1280", "--epochs=1", "--lr=1e30", "--output="])
+        self.assertNotEqual(p.wait(timeout=120), 0)
+        out = self.output()
+        self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: worker \d .* shard 0: "
+                              r"worker \d's push of key \d+ part \d+ for version \d+ holds NaN "
+                              r"or infinite values: the training diverged on that worker")
+        self.assertEqual(wait_job_gone(self.job_id, 2), [], out)
 
 
 class ManualStartTest(JobTestCase):
