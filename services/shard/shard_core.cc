@@ -14,9 +14,15 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
     return absl::FailedPreconditionError(
         absl::StrCat("shard ", shard_rank_.load(), " was initialised twice; only rank 0 initialises"));
   }
-  if (config.num_workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shard ", shard_rank_.load(), ": ", config.num_workers, " workers"));
+  // Bounds before anything is sized by them: a part keeps a slot per worker.
+  if (config.num_workers < 1 || config.num_workers > kMaxWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(), ": ",
+                                                   config.num_workers, " workers (1 to ",
+                                                   kMaxWorkers, ")"));
+  }
+  if (config.num_parts < 0 || config.num_parts > kMaxParts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", shard_rank_.load(), ": ", config.num_parts, " parts (0 to ", kMaxParts, ")"));
   }
   if (config.mode == KVStoreMode::kLocal) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -69,6 +69,10 @@ class CheckpointSink {
 // optimizer state instead of the initial values (the workers then pull them).
 class ShardCore {
  public:
+  // What a configuration may ask for (a hostile or broken one is refused, not allocated).
+  static constexpr int kMaxWorkers = 1 << 16;
+  static constexpr int kMaxParts = 1 << 24;
+
   explicit ShardCore(int shard_rank = 0) : shard_rank_(shard_rank) {}
   // The rank messages name, once the scheduler has assigned it (before any request).
   void set_rank(int shard_rank) { shard_rank_ = shard_rank; }

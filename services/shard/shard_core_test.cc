@@ -118,6 +118,19 @@ TEST(ShardCoreTest, NonFinitePushesAreRefusedNamingTheWorker) {
   core.set_metrics(nullptr);
 }
 
+// A config asking for more workers or parts than any job has is refused before anything is
+// sized by it.
+TEST(ShardCoreTest, ConfigsBeyondTheBoundsAreRefused) {
+  for (auto [workers, parts] : {std::pair{ShardCore::kMaxWorkers + 1, 1}, std::pair{0, 1},
+                                std::pair{2, ShardCore::kMaxParts + 1}, std::pair{2, -1}}) {
+    ShardCore core;
+    const absl::Status s = core.Configure(Config(workers, KVStoreMode::kDistSync, parts));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << workers << " " << parts;
+  }
+  ShardCore largest;
+  EXPECT_TRUE(largest.Configure(Config(ShardCore::kMaxWorkers, KVStoreMode::kDistSync)).ok());
+}
+
 TEST(ShardCoreTest, ConcurrentPushesOfManyPartsAllComplete) {
   const int workers = 4, parts = 16;
   ShardCore core(0);
