@@ -31,10 +31,12 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;
+      queued_bytes_ += message.Length();
       queue_.Push(id, std::move(message));
       if (writing_) return;
       writing_ = true;
       current_ = queue_.Pop();
+      queued_bytes_ -= current_.Length();
     }
     StartWrite(&current_);
   }
@@ -54,23 +56,38 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
         Close();
         return;
       }
+      // A worker that reads its answers slower than it pushes: its next push waits (and
+      // gRPC's flow control holds its writes) until the answers have drained.
+      if (queued_bytes_ > kMaxQueuedBytes) {
+        reading_ = false;
+        paused_ = true;
+        return;
+      }
     }
     StartRead(&in_);
   }
 
   void OnWriteDone(bool ok) override {
+    bool read = false, write = false;
     {
       absl::MutexLock lock(&mu_);
       current_.Clear();
       if (!ok) Close();  // the worker is gone
+      if (paused_ && !closing_ && queued_bytes_ <= kMaxQueuedBytes / 2) {
+        paused_ = false;
+        reading_ = read = true;
+      }
       if (closing_ || queue_.empty()) {
         writing_ = false;
         MaybeFinish();
-        return;
+      } else {
+        current_ = queue_.Pop();
+        queued_bytes_ -= current_.Length();
+        write = true;
       }
-      current_ = queue_.Pop();
     }
-    StartWrite(&current_);
+    if (read) StartRead(&in_);
+    if (write) StartWrite(&current_);
   }
 
   void OnDone() override {
@@ -79,10 +96,15 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   }
 
  private:
+  // Answers queued for one worker past which its pushes are no longer read (they resume at
+  // half): a slow reader cannot grow the shard's memory.
+  static constexpr size_t kMaxQueuedBytes = 64 << 20;
+
   // No more reads or answers; queued answers are dropped (releasing their pins).
   void Close() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     closing_ = true;
     queue_.Clear();
+    queued_bytes_ = 0;
     MaybeFinish();
   }
 
@@ -134,6 +156,8 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // no more reads; answer nothing more
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;  // no read: too many answers queued
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in queue_
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 

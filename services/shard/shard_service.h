@@ -14,7 +14,9 @@ namespace cohort {
 // the pushing worker's own stream. PushPull is the bulk path: parts are read from the
 // transport's slices and answered without copying (as raw v1::Part bytes, so any protobuf
 // client can speak to it). A refused push ends that worker's stream with the reason, which
-// the shard also logs. The core must outlive the service.
+// the shard also logs. A worker that pushes faster than it reads its answers is held back: past
+// 64 MiB of answers queued for it, its stream is not read until they drain. The core must
+// outlive the service.
 class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::Shard::Service> {
  public:
   // What RollBack needs besides the core; empty when the shard keeps no checkpoints (RollBack

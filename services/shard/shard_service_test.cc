@@ -1,12 +1,16 @@
 // Hostile pushes over a real PushPull stream (loopback), sent by a plain protobuf client: each
 // is refused with a status naming the worker and what was wrong, the stream ends, and the
-// shard's parameters are untouched.
+// shard's parameters are untouched; a flood neither grows the shard nor stops the others.
 
 #include "services/shard/shard_service.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <fstream>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -281,6 +285,86 @@ TEST_F(ShardServiceTest, APushOnAStreamFromBeforeARollBackIsRefused) {
       << status.error_message();
   b_context.TryCancel();
   ExpectUntouched();
+}
+
+size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// dist_async, a 4 MiB part. One worker pushes valid parts as fast as it can and never reads an
+// answer, another sends oversized and malformed messages: the shard's memory stays bounded (it
+// stops reading the flooder once 64 MiB of its answers wait) and the other worker's training
+// goes on.
+TEST(ShardFloodTest, FloodsAndSlowReadersNeitherGrowTheShardNorStopTheOthers) {
+  ShardCore core(0);
+  ShardConfig config;
+  config.num_workers = 2;
+  config.mode = KVStoreMode::kDistAsync;
+  config.num_parts = 1;
+  config.optimizer.lr_schedule.base_lr = 1e-3;
+  config.optimizer.lr_schedule.steps_per_epoch = 1000;
+  ASSERT_TRUE(core.Configure(config).ok());
+  const std::vector<float> grad(1 << 20, 0.5f);
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>(grad.size(), 1.0f)).ok());
+  ShardService service(&core);
+  auto server = StartServer("127.0.0.1", 0, {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Shard::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", server->port)));
+  v1::Part push;
+  const size_t before = ResidentBytes();
+
+  std::atomic<int> flooded{0};
+  grpc::ClientContext flood_context;
+  auto flood = stub->PushPull(&flood_context);
+  std::thread flooder([&] {
+    v1::Part m;
+    EncodePart({0, 0}, 0, 1, grad, &m);
+    while (flood->Write(m)) ++flooded;
+  });
+  // Oversized (past the 16 MiB message limit) and malformed: refused, each on its stream.
+  for (bool oversized : {true, false}) {
+    grpc::ClientContext context;
+    auto stream = stub->PushPull(&context);
+    v1::Part m;
+    if (oversized) {
+      EncodePart({0, 0}, 0, 1, std::vector<float>(5 << 20, 1.0f), &m);
+    } else {
+      EncodePart({0, 0}, 0, 1, grad, &m);
+      m.mutable_header()->set_bytes(12);  // says otherwise than its data
+    }
+    stream->Write(m);
+    stream->WritesDone();
+    v1::Part answer;
+    while (stream->Read(&answer)) {
+    }
+    EXPECT_FALSE(stream->Finish().ok()) << (oversized ? "oversized" : "malformed");
+  }
+  // The other worker trains on, and the shard's memory stays bounded meanwhile.
+  size_t peak = 0;
+  grpc::ClientContext context;
+  auto worker = stub->PushPull(&context);
+  int64_t version = 0;
+  for (int step = 0; step < 40; ++step) {
+    EncodePart({0, 0}, version, 0, grad, &push);
+    ASSERT_TRUE(worker->Write(push)) << "step " << step;
+    v1::Part answer;
+    ASSERT_TRUE(worker->Read(&answer)) << "step " << step;
+    version = answer.header().version();
+    peak = std::max(peak, ResidentBytes());
+  }
+  worker->WritesDone();
+  EXPECT_GT(flooded.load(), 16) << "the flooder wrote past the 64 MiB of queued answers";
+  const size_t growth = peak > before ? peak - before : 0;
+  std::printf("resident memory grew %.0f MiB while the flooder wrote %d pushes of 4 MiB\n",
+              growth / 1048576.0, flooded.load());
+  EXPECT_LT(growth, size_t{300} << 20);
+  flood_context.TryCancel();
+  flooder.join();
+  context.TryCancel();
+  server->server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace
