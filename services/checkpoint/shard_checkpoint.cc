@@ -1,5 +1,7 @@
 #include "services/checkpoint/shard_checkpoint.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -145,12 +147,22 @@ absl::StatusOr<int64_t> WriteShardCheckpoint(const std::string& root, const Shar
 
 namespace {
 
-// The shard's file of the checkpoint at step, decoded and checked against where it lies.
+// The shard's file of the checkpoint at step, decoded and checked against where it lies and,
+// given its manifest (sizes verified), against the checksum there: the file is read once.
 absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& root, int64_t step,
-                                                    int shard_rank, int num_shards) {
-  const std::string path =
-      absl::StrCat(CheckpointFolder(root, step), "/", ShardCheckpointFile(shard_rank));
+                                                    int shard_rank, int num_shards,
+                                                    const Manifest* manifest) {
+  const std::string file = ShardCheckpointFile(shard_rank);
+  const std::string path = absl::StrCat(CheckpointFolder(root, step), "/", file);
   ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(path));
+  if (manifest != nullptr) {
+    const auto entry = std::find_if(manifest->files.begin(), manifest->files.end(),
+                                    [&](const ManifestEntry& e) { return e.file == file; });
+    if (entry == manifest->files.end() || Sha256Hex(bytes) != entry->sha256) {
+      return absl::DataLossError(absl::StrCat(path, " does not match its checksum in ",
+                                              ShardCheckpointManifest(shard_rank)));
+    }
+  }
   ASSIGN_OR_RETURN(ShardCheckpoint c, DecodeShardCheckpoint(bytes, path));
   if (c.step != step || c.shard_rank != shard_rank || c.num_shards != num_shards) {
     return absl::DataLossError(absl::StrCat(
@@ -169,15 +181,18 @@ absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, i
                    FindLatestCheckpoint(root, ShardCheckpointManifests(num_shards)));
   ResumePoint point;
   ASSIGN_OR_RETURN(point.checkpoint,
-                   ReadShardCheckpoint(root, latest.version, shard_rank, num_shards));
+                   ReadShardCheckpoint(root, latest.version, shard_rank, num_shards,
+                                       /*manifest=*/nullptr));  // verified whole already
   point.refused = std::move(latest.refused);
   return point;
 }
 
 absl::StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& root, int64_t step,
                                                     int shard_rank, int num_shards) {
-  RETURN_IF_ERROR(VerifyManifest(root, step, ShardCheckpointManifest(shard_rank)).status());
-  return ReadShardCheckpoint(root, step, shard_rank, num_shards);
+  ASSIGN_OR_RETURN(const Manifest manifest, VerifyManifest(root, step,
+                                                          ShardCheckpointManifest(shard_rank),
+                                                          Check::kSizes));
+  return ReadShardCheckpoint(root, step, shard_rank, num_shards, &manifest);
 }
 
 absl::Status RemoveShardFilesAfter(const std::string& root, int shard_rank, int64_t step) {

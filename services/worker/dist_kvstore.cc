@@ -17,13 +17,20 @@ struct OwnedSession {
   std::unique_ptr<MemberSession> session;
 };
 
+// The shards as the scheduler lists them, and the transport dialled to them.
+struct ShardConnection {
+  ShardsView shards;
+  std::unique_ptr<ShardTransport> transport;
+};
+
 // kvstore::Create's store: the membership lives and ends with it.
 class SessionOwningKVStore final : private OwnedSession, public DistKVStoreCore {
  public:
   SessionOwningKVStore(std::unique_ptr<MemberSession> session, KVStoreMode mode,
-                       std::unique_ptr<ShardTransport> transport, const DistKVStoreOptions& options)
+                       ShardConnection shards, const DistKVStoreOptions& options)
       : OwnedSession{std::move(session)},
-        DistKVStoreCore(mode, OwnedSession::session.get(), std::move(transport), options) {}
+        DistKVStoreCore(mode, OwnedSession::session.get(), std::move(shards.transport),
+                        std::move(shards.shards), options) {}
 };
 
 // The mode a distributed store of `type` runs, checked against the job's.
@@ -49,13 +56,13 @@ absl::Status ValidateDataPath(const JobOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ShardTransport>> ConnectToShards(
-    MemberSession* session, const JobOptions& options, const TransportWrapper& wrap_transport) {
-  ASSIGN_OR_RETURN(ShardsView shards, session->WaitForShards());
-  std::unique_ptr<ShardTransport> transport =
-      MakeGrpcShardTransport(std::move(shards.addresses), options.security);
-  if (wrap_transport) transport = wrap_transport(std::move(transport));
-  return transport;
+absl::StatusOr<ShardConnection> ConnectToShards(MemberSession* session, const JobOptions& options,
+                                                const TransportWrapper& wrap_transport) {
+  ShardConnection c;
+  ASSIGN_OR_RETURN(c.shards, session->WaitForShards());
+  c.transport = MakeGrpcShardTransport(c.shards.addresses, options.security);
+  if (wrap_transport) c.transport = wrap_transport(std::move(c.transport));
+  return c;
 }
 
 }  // namespace
@@ -136,10 +143,9 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(absl::string_view typ
                                                            const TransportWrapper& wrap_transport) {
   ASSIGN_OR_RETURN(const KVStoreMode mode, DistMode(type, *session));
   RETURN_IF_ERROR(ValidateDataPath(options));
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardTransport> transport,
-                   ConnectToShards(session, options, wrap_transport));
+  ASSIGN_OR_RETURN(ShardConnection c, ConnectToShards(session, options, wrap_transport));
   return std::unique_ptr<KVStore>(std::make_unique<DistKVStoreCore>(
-      mode, session, std::move(transport), options.KVStoreOptions()));
+      mode, session, std::move(c.transport), std::move(c.shards), options.KVStoreOptions()));
 }
 
 namespace kvstore {
@@ -150,10 +156,9 @@ absl::StatusOr<std::unique_ptr<KVStore>> Create(absl::string_view type, const Jo
   ASSIGN_OR_RETURN(std::unique_ptr<MemberSession> session,
                    MemberSession::Join(options.SessionOptions()));
   ASSIGN_OR_RETURN(const KVStoreMode mode, DistMode(type, *session));
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardTransport> transport,
-                   ConnectToShards(session.get(), options, nullptr));
+  ASSIGN_OR_RETURN(ShardConnection c, ConnectToShards(session.get(), options, nullptr));
   return std::unique_ptr<KVStore>(std::make_unique<SessionOwningKVStore>(
-      std::move(session), mode, std::move(transport), options.KVStoreOptions()));
+      std::move(session), mode, std::move(c), options.KVStoreOptions()));
 }
 
 }  // namespace kvstore

@@ -24,9 +24,13 @@ absl::Status InFlight(int64_t key) {
 }  // namespace
 
 DistKVStoreCore::DistKVStoreCore(KVStoreMode mode, JobMembership* membership,
-                                 std::unique_ptr<ShardTransport> transport,
+                                 std::unique_ptr<ShardTransport> transport, ShardsView shards,
                                  const DistKVStoreOptions& options)
-    : mode_(mode), membership_(membership), transport_(std::move(transport)), options_(options) {
+    : mode_(mode),
+      membership_(membership),
+      transport_(std::move(transport)),
+      options_(options),
+      shards_(std::move(shards)) {
   end_listener_ = membership_->OnEnd([this] {
     absl::MutexLock lock(&mu_);
     job_ended_ = true;
@@ -311,7 +315,6 @@ absl::Status DistKVStoreCore::CommitOnce() {
   ASSIGN_OR_RETURN(map_,
                    PartitionParameters(sizes, transport_->num_shards(), options_.part_bytes));
   fingerprint_ = map_.Fingerprint();
-  ASSIGN_OR_RETURN(shards_, membership_->WaitForShards(absl::InfiniteDuration()));
   if (rank() == 0) {
     WarnAboutIdleShards();
     RETURN_IF_ERROR(InitShards());

@@ -51,9 +51,11 @@ struct DistKVStoreOptions {
 // Calls come from one thread (KVStore's contract); answers arrive on the transport's threads.
 class DistKVStoreCore : public KVStore, private AnswerReceiver {
  public:
-  // mode: dist_sync or dist_async. membership outlives the store.
+  // mode: dist_sync or dist_async. membership outlives the store. shards: the view the
+  // transport was dialled from (JobMembership::WaitForShards).
   DistKVStoreCore(KVStoreMode mode, JobMembership* membership,
-                  std::unique_ptr<ShardTransport> transport, const DistKVStoreOptions& options);
+                  std::unique_ptr<ShardTransport> transport, ShardsView shards,
+                  const DistKVStoreOptions& options);
   ~DistKVStoreCore() override;
 
   absl::string_view type() const override { return KVStoreModeName(mode_); }

@@ -260,15 +260,19 @@ Tensor Filled(const Shape& shape, float first) {
 // A store of rank `rank` of 2 on the fakes, with keys 0 (6,) and 1 (3,) initialised.
 class DistKVStoreCoreTest : public ::testing::Test {
  protected:
+  // restart_grace: the scheduler's wait for a dead shard, as the store learns it at the start.
   void Make(int rank = 0, KVStoreMode mode = KVStoreMode::kDistSync,
-            absl::Duration answer_timeout = absl::Seconds(30)) {
+            absl::Duration answer_timeout = absl::Seconds(30),
+            absl::Duration restart_grace = absl::Seconds(60)) {
     membership_ = std::make_unique<FakeMembership>(rank, 2, kShards);
+    membership_->set_restart_grace(restart_grace);
     auto transport = std::make_unique<FakeTransport>(kShards);
     transport_ = transport.get();
     DistKVStoreOptions options;
     options.part_bytes = kPartBytes;
     options.answer_timeout = answer_timeout;
     kv_ = std::make_unique<DistKVStoreCore>(mode, membership_.get(), std::move(transport),
+                                            *membership_->WaitForShards(absl::ZeroDuration()),
                                             options);
     ASSERT_TRUE(kv_->SetOptimizer(Sgd()).ok());
     ASSERT_TRUE(kv_->Init(0, Filled(Shape{6}, 1)).ok());
@@ -518,8 +522,7 @@ TEST_F(DistKVStoreCoreTest, OtherFailuresAreNotRecoveredFrom) {
 
 // A dead shard's stream in a job that does not restart shards: the failure stands.
 TEST_F(DistKVStoreCoreTest, WithoutShardRestartsADeadShardIsNotWaitedFor) {
-  Make(0);
-  membership_->set_restart_grace(absl::ZeroDuration());
+  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), /*restart_grace=*/absl::ZeroDuration());
   PushKey0();
   const absl::Status failure =
       WaitWhile([&] { transport_->EndStream(1, absl::UnavailableError("Socket closed")); });
@@ -576,7 +579,9 @@ TEST_F(DistKVStoreCoreTest, RankZeroSaysWhenShardsHoldNoParameters) {
   transport_ = transport.get();
   DistKVStoreOptions options;  // one key of 3 floats splits into 3 parts at most, for 4 shards
   kv_ = std::make_unique<DistKVStoreCore>(KVStoreMode::kDistSync, membership_.get(),
-                                          std::move(transport), options);
+                                          std::move(transport),
+                                          *membership_->WaitForShards(absl::ZeroDuration()),
+                                          options);
   ASSERT_TRUE(kv_->SetOptimizer(Sgd()).ok());
   ASSERT_TRUE(kv_->Init(0, Filled(Shape{3}, 1)).ok());
   Tensor grad(Shape{3}), out(Shape{3});
