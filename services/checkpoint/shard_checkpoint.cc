@@ -1,7 +1,6 @@
 #include "services/checkpoint/shard_checkpoint.h"
 
 #include <algorithm>
-
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -193,6 +192,20 @@ absl::StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& root, int
                                                           ShardCheckpointManifest(shard_rank),
                                                           Check::kSizes));
   return ReadShardCheckpoint(root, step, shard_rank, num_shards, &manifest);
+}
+
+std::vector<int64_t> ShardCheckpointSteps(const std::string& root, int shard_rank) {
+  std::vector<int64_t> steps;
+  for (int64_t version : CheckpointVersions(root)) {  // newest first
+    std::error_code error;
+    if (std::filesystem::exists(absl::StrCat(CheckpointFolder(root, version), "/",
+                                             ShardCheckpointManifest(shard_rank)),
+                                error)) {
+      steps.push_back(version);
+    }
+  }
+  std::reverse(steps.begin(), steps.end());
+  return steps;
 }
 
 absl::Status RemoveShardFilesAfter(const std::string& root, int shard_rank, int64_t step) {

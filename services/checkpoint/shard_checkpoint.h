@@ -69,6 +69,10 @@ absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, i
 absl::StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& root, int64_t step,
                                                     int shard_rank, int num_shards);
 
+// The steps of the checkpoints under root that hold this shard's manifest, oldest first (what
+// it could roll back to; LoadShardCheckpoint verifies the one chosen).
+std::vector<int64_t> ShardCheckpointSteps(const std::string& root, int shard_rank);
+
 // Removes this shard's files (its manifest first) from every checkpoint newer than `step`
 // under root: a job resumed at `step` writes those steps again, and a folder must never mix
 // one run's files with another's.

@@ -118,7 +118,9 @@ TEST(ShardCheckpointTest, LoadsTheNewestCompleteOneNamingTheDamagedFile) {
 
   // Resumed at step 10, shard 0 takes its files out of steps 20 and 30; shard 1's stay, and
   // the folder of step 30, which held shard 0's files only, goes.
+  EXPECT_EQ(ShardCheckpointSteps(root, 1), (std::vector<int64_t>{10, 20}));
   ASSERT_TRUE(RemoveShardFilesAfter(root, 0, 10).ok());
+  EXPECT_EQ(ShardCheckpointSteps(root, 0), (std::vector<int64_t>{10}));
   EXPECT_EQ(CheckpointVersions(root), (std::vector<int64_t>{20, 10}));
   EXPECT_FALSE(std::filesystem::exists(CheckpointFolder(root, 20) + "/" + ShardCheckpointFile(0)));
   EXPECT_TRUE(std::filesystem::exists(damaged));

@@ -8,12 +8,7 @@
 
 namespace cohort {
 
-absl::Status ShardCore::Configure(const ShardConfig& config) {
-  absl::MutexLock lock(&mu_);
-  if (configured_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("shard ", shard_rank_.load(), " was initialised twice; only rank 0 initialises"));
-  }
+absl::Status ShardCore::CheckConfig(const ShardConfig& config) const {
   // Bounds before anything is sized by them: a part keeps a slot per worker.
   if (config.num_workers < 1 || config.num_workers > kMaxWorkers) {
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(), ": ",
@@ -28,20 +23,31 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shard ", shard_rank_.load(), ": mode local, expected dist_sync or dist_async"));
   }
-  RETURN_IF_ERROR(
-      MakeOptimizer(config.optimizer.optimizer, config.optimizer.optimizer_options).status());
+  if (config.generation < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", shard_rank_.load(), ": membership generation ", config.generation));
+  }
+  return MakeOptimizer(config.optimizer.optimizer, config.optimizer.optimizer_options).status();
+}
+
+absl::Status ShardCore::Configure(const ShardConfig& config) {
+  absl::MutexLock lock(&mu_);
+  if (configured_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", shard_rank_.load(), " was initialised twice; only rank 0 initialises"));
+  }
+  RETURN_IF_ERROR(CheckConfig(config));
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config.optimizer.lr_schedule));
-  schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
   if (resume_.has_value()) {
     RETURN_IF_ERROR(CheckCheckpointFits(*resume_, config));
     for (const PartCheckpoint& part : resume_->parts) resume_parts_[part.id] = &part;
     start_step_ = resume_->step;
   }
-  config_ = config;
+  settings_ = std::make_shared<const Settings>(Settings{config, std::move(schedule)});
   auxiliary_keys_.insert(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
   expected_parts_ = config.num_parts;
   configured_ = true;
-  if (checkpoints_ != nullptr) checkpoints_->Configured(config_);
+  if (checkpoints_ != nullptr) checkpoints_->Configured(config);
   return absl::OkStatus();
 }
 
@@ -73,11 +79,12 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
   auto p = std::make_unique<PartState>();
   {
     absl::MutexLock part_lock(&p->mu);
+    p->settings = settings_;
     p->value = std::make_unique<PinnedValue>();
     p->value->data.assign(value.begin(), value.end());
     if (!auxiliary_keys_.contains(id.key)) {
-      p->optimizer =
-          *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
+      const OptimizerSpec& spec = settings_->config.optimizer;
+      p->optimizer = *MakeOptimizer(spec.optimizer, spec.optimizer_options);
     }
     if (resume_.has_value()) RETURN_IF_ERROR(Restore(id, p.get()));
     ResetPushes(p.get());
@@ -90,13 +97,30 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
   return absl::OkStatus();
 }
 
-absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint) {
+absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint,
+                                 const std::optional<Regeneration>& next) {
   absl::MutexLock lock(&mu_);
   if (!configured_ || static_cast<int>(parts_.size()) != expected_parts_) {
     return absl::FailedPreconditionError(
         absl::StrCat("shard ", shard_rank_.load(), ": roll back before rank 0 initialised it"));
   }
-  RETURN_IF_ERROR(CheckCheckpointFits(checkpoint, config_));
+  const ShardConfig& current = settings_->config;
+  RETURN_IF_ERROR(CheckCheckpointFits(checkpoint, current));
+  std::shared_ptr<const Settings> settings = settings_;
+  if (next.has_value()) {
+    const ShardConfig& c = next->config;
+    RETURN_IF_ERROR(CheckConfig(c));
+    if (c.mode != current.mode || c.partition_fingerprint != current.partition_fingerprint ||
+        c.num_parts != current.num_parts || c.auxiliary_keys != current.auxiliary_keys ||
+        c.optimizer.optimizer != current.optimizer.optimizer || next->step < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard ", shard_rank_.load(), ": generation ", c.generation, " changes what only the "
+          "number of workers and the update rule's rate may change (mode, partition, parts, "
+          "optimizer), or starts at step ", next->step));
+    }
+    ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(c.optimizer.lr_schedule));
+    settings = std::make_shared<const Settings>(Settings{c, std::move(schedule)});
+  }
   // Every part is checked before any changes: a checkpoint that does not fit leaves the shard
   // as it was.
   absl::flat_hash_map<PartId, const PartCheckpoint*> saved;
@@ -114,30 +138,52 @@ absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint) {
   ++rollbacks_;  // before any part changes: a push that sees a rolled-back part sees this
   resume_ = std::move(checkpoint);
   resume_parts_ = std::move(saved);
+  const int64_t from = resume_->step;
+  const int64_t step = next.has_value() ? next->step : from;
   absl::Status status;
   int dropped = 0;  // pushes that waited for their version's last one
   int64_t version = 0;
   for (auto& [id, p] : parts_) {
     absl::MutexLock part_lock(&p->mu);
     if (p->optimizer != nullptr) {
-      p->optimizer =
-          *MakeOptimizer(config_.optimizer.optimizer, config_.optimizer.optimizer_options);
+      const OptimizerSpec& spec = p->settings->config.optimizer;
+      p->optimizer = *MakeOptimizer(spec.optimizer, spec.optimizer_options);
     }
     status.Update(Restore(id, p.get()));
     dropped += p->arrived;
+    p->settings = settings;
+    if (next.has_value()) p->version = step * PushesPerStep(settings->config);
     version = std::max(version, p->version);
     ResetPushes(p.get());
   }
-  start_step_ = resume_->step;
+  settings_ = std::move(settings);
+  start_step_ = step;
   highest_version_ = version;
   if (ShardMetrics* m = metrics_.load()) {
     m->pulls_waiting.Decrement(dropped);
     m->parameter_version.Set(static_cast<double>(version));
   }
-  if (checkpoints_ != nullptr) checkpoints_->RolledBack(resume_->step);
+  if (checkpoints_ != nullptr) {
+    checkpoints_->RolledBack(std::min(from, step));
+    if (next.has_value()) checkpoints_->Configured(settings_->config);
+  }
   resume_parts_.clear();
   resume_.reset();
   return status;
+}
+
+void ShardCore::CheckpointNow() {
+  if (checkpoints_ == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, p] : parts_) {
+    absl::MutexLock part_lock(&p->mu);
+    AddCheckpoint(id, p.get());
+  }
+}
+
+int64_t ShardCore::generation() const {
+  absl::MutexLock lock(&mu_);
+  return settings_ == nullptr ? 0 : settings_->config.generation;
 }
 
 int64_t ShardCore::start_step() const {
@@ -147,13 +193,14 @@ int64_t ShardCore::start_step() const {
 
 void ShardCore::ResetPushes(PartState* p) {
   p->arrived = 0;
-  if (config_.mode == KVStoreMode::kDistSync) {
-    p->slots.resize(config_.num_workers);  // allocated on first use
-    p->pushed.assign(config_.num_workers, 0);
-    p->waiting.assign(config_.num_workers, nullptr);
+  const ShardConfig& config = p->settings->config;
+  if (config.mode == KVStoreMode::kDistSync) {
+    p->slots.resize(config.num_workers);  // allocated on first use
+    p->pushed.assign(config.num_workers, 0);
+    p->waiting.assign(config.num_workers, nullptr);
   } else if (p->optimizer == nullptr) {
     // An auxiliary part: until a worker pushes, it counts with the part's value.
-    p->slots.assign(config_.num_workers, p->value->data);
+    p->slots.assign(config.num_workers, p->value->data);
   }
 }
 
@@ -182,10 +229,12 @@ absl::Status ShardCore::Restore(PartId id, PartState* p) {
 
 void ShardCore::MaybeCheckpoint(PartId id, PartState* p) {
   if (checkpoint_every_ <= 0) return;
-  // dist_async: W pushes make a step.
-  const int64_t per_step = config_.mode == KVStoreMode::kDistAsync ? config_.num_workers : 1;
-  if (p->version % (checkpoint_every_ * per_step) != 0) return;
-  checkpoints_->Add(p->version / per_step,
+  if (p->version % (checkpoint_every_ * PushesPerStep(p->settings->config)) != 0) return;
+  AddCheckpoint(id, p);
+}
+
+void ShardCore::AddCheckpoint(PartId id, PartState* p) {
+  checkpoints_->Add(p->version / PushesPerStep(p->settings->config),
                     {id, p->version, p->value->data,
                      p->optimizer != nullptr ? p->optimizer->SaveState(0) : OptimizerState{}});
 }
@@ -212,27 +261,37 @@ absl::StatusOr<ShardCore::PartState*> ShardCore::FindPart(PartId id, absl::strin
 }
 
 absl::Status ShardCore::Push(int rank, PartId id, int64_t version,
-                             absl::Span<const float> grad, PartSink* reply_to) {
+                             absl::Span<const float> grad, PartSink* reply_to,
+                             int64_t generation) {
   const absl::Span<const char> bytes(reinterpret_cast<const char*>(grad.data()),
                                      grad.size() * sizeof(float));
-  return Push(rank, id, version, ByteChunks(&bytes, 1), reply_to);
+  return Push(rank, id, version, ByteChunks(&bytes, 1), reply_to, generation);
 }
 
 absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks grad,
-                             PartSink* reply_to) {
+                             PartSink* reply_to, int64_t generation) {
   ASSIGN_OR_RETURN(PartState * p, FindPart(id, "push"));
-  const int num_workers = config_.num_workers;
+  absl::MutexLock lock(&p->mu);
+  const Settings& settings = *p->settings;
+  const int num_workers = settings.config.num_workers;
+  const auto where = [&] {
+    return absl::StrCat("shard ", shard_rank_.load(), ": worker ", rank, "'s push of key ", id.key,
+                        " part ", id.part);
+  };
+  // Before the rank: ranks are renumbered from one generation to the next.
+  if (generation != settings.config.generation) {
+    return Refuse(Rejection::kStaleGeneration,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      where(), " was made in membership generation ", generation,
+                      ", but the job's workers changed: it is in generation ",
+                      settings.config.generation, " (the worker rejoins the job and pulls)")));
+  }
   if (rank < 0 || rank >= num_workers) {
     return Refuse(Rejection::kWrongRank,
                   absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(),
                                                           ": push from rank ", rank, " in a job of ",
                                                           num_workers, " workers")));
   }
-  absl::MutexLock lock(&p->mu);
-  const auto where = [&] {
-    return absl::StrCat("shard ", shard_rank_.load(), ": worker ", rank, "'s push of key ", id.key,
-                        " part ", id.part);
-  };
   const size_t bytes = TotalBytes(grad);
   const size_t elements = p->value->data.size();
   if (bytes != elements * sizeof(float)) {
@@ -250,9 +309,9 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
                       " holds NaN or infinite values: the training diverged on that worker "
                       "(lower --lr, add --warmup_epochs, or check its data)")));
   }
-  if (config_.mode == KVStoreMode::kDistAsync) {
+  if (settings.config.mode == KVStoreMode::kDistAsync) {
     // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
-    const float lr = static_cast<float>(schedule_->At(p->version / num_workers));
+    const float lr = static_cast<float>(settings.schedule.At(p->version / num_workers));
     // Stale pushes are what asynchronous training accepts; a version never produced is a bug.
     if (version > p->version) {
       return Refuse(Rejection::kFutureVersion,
@@ -271,7 +330,7 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
     reply_to->Send(id, p->version, p->value->data, nullptr);
     return absl::OkStatus();
   }
-  const float lr = static_cast<float>(schedule_->At(p->version));
+  const float lr = static_cast<float>(settings.schedule.At(p->version));
   if (version != p->version) {
     return Refuse(version < p->version ? Rejection::kStaleVersion : Rejection::kFutureVersion,
                   absl::FailedPreconditionError(absl::StrCat(
@@ -353,7 +412,8 @@ void ShardCore::ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<fl
 
 void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
                                 float lr) {
-  const int num_workers = config_.num_workers;
+  const ShardConfig& config = p->settings->config;
+  const int num_workers = config.num_workers;
   const float scale = 1.0f / static_cast<float>(num_workers);
   // Per gRPC thread: the push's block and the reduced block, both small enough to stay in cache.
   thread_local std::vector<float> block(kBlockFloats), reduced(kBlockFloats);
@@ -361,7 +421,7 @@ void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::S
   ForEachFloatBlock(grad, absl::MakeSpan(block), [&](size_t first, absl::Span<const float> g) {
     const size_t n = g.size();
     absl::Span<const float> update = g;  // x · 1 == x: W = 1 needs no pass
-    if (config_.mode == KVStoreMode::kDistAsync && num_workers > 1) {
+    if (config.mode == KVStoreMode::kDistAsync && num_workers > 1) {
       for (size_t i = 0; i < n; ++i) reduced[i] = g[i] * scale;
       update = absl::MakeConstSpan(reduced.data(), n);
     } else if (num_workers > 1) {
@@ -391,7 +451,7 @@ void ShardCore::AverageIntoValue(PartState* p, ByteChunks grad, int rank,
   std::vector<float>& slot = p->slots[rank];
   slot.resize(value.size());
   CopyChunks(grad, slot.data());
-  const int num_workers = config_.num_workers;
+  const int num_workers = p->settings->config.num_workers;
   std::copy(p->slots[0].begin(), p->slots[0].end(), value.begin());
   if (num_workers == 1) return;
   for (int r = 1; r < num_workers; ++r) {

@@ -99,16 +99,25 @@ class ShardCore {
   // True once every announced part has been added.
   bool ready() const;
 
-  // grad: the part's bytes (F32), computed on `version`. reply_to receives the new value (it
-  // must stay valid until the update it waits for has been sent, or until Detach).
-  absl::Status Push(int rank, PartId id, int64_t version, ByteChunks grad, PartSink* reply_to);
+  // grad: the part's bytes (F32), computed on `version` in membership `generation`. reply_to
+  // receives the new value (it must stay valid until the update it waits for has been sent, or
+  // until Detach).
+  absl::Status Push(int rank, PartId id, int64_t version, ByteChunks grad, PartSink* reply_to,
+                    int64_t generation = 0);
   absl::Status Push(int rank, PartId id, int64_t version, absl::Span<const float> grad,
-                    PartSink* reply_to);
-  // After another shard of the job died and came back from a checkpoint: every part takes
-  // this checkpoint's value, version and optimizer state (it must hold every part), the pushes
-  // waiting for a version are dropped, and the sink forgets steps after the checkpoint's. The
-  // workers have closed their streams; they pull the values and push from that step on.
-  absl::Status RollBack(ShardCheckpoint checkpoint);
+                    PartSink* reply_to, int64_t generation = 0);
+  // After another shard of the job died and came back from a checkpoint, or an elastic job's
+  // workers changed: every part takes this checkpoint's value, version and optimizer state (it
+  // must hold every part), the pushes waiting for a version are dropped, and the sink forgets
+  // steps after the checkpoint's. With `next`, the parts go on under its generation, number
+  // of workers and update rule, from its step (versions renumbered; the optimizer state kept).
+  // The workers have closed their streams; they pull the values and push from that step on.
+  absl::Status RollBack(ShardCheckpoint checkpoint,
+                        const std::optional<Regeneration>& next = std::nullopt);
+  // Gives the checkpoint sink every part as it is now (after a regeneration: its first step).
+  void CheckpointNow();
+  // The membership generation pushes must come from.
+  int64_t generation() const;
   // The step the parts started from: 0, or that of the checkpoint resumed or rolled back to.
   int64_t start_step() const;
   // How many times the shard rolled back: a stream opened before the last one carries pushes
@@ -125,8 +134,14 @@ class ShardCore {
     std::vector<float> data;
     PinCount readers;
   };
+  // What pushes are judged and applied by; replaced whole when an elastic job's workers change.
+  struct Settings {
+    ShardConfig config;
+    LrSchedule schedule;
+  };
   struct PartState {
     absl::Mutex mu;
+    std::shared_ptr<const Settings> settings ABSL_GUARDED_BY(mu);
     std::unique_ptr<PinnedValue> value ABSL_GUARDED_BY(mu);
     // Earlier values that replies still read; freed once they are done.
     std::vector<std::unique_ptr<PinnedValue>> retired ABSL_GUARDED_BY(mu);
@@ -153,6 +168,14 @@ class ShardCore {
   void ResetPushes(PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // Gives the sink a copy of the part when its version is a checkpoint step.
   void MaybeCheckpoint(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  // Gives the sink a copy of the part at its step.
+  void AddCheckpoint(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  // Pushes that make a step: dist_async, W.
+  static int64_t PushesPerStep(const ShardConfig& config) {
+    return config.mode == KVStoreMode::kDistAsync ? config.num_workers : 1;
+  }
+  // Refuses what no part could be set up for (before anything is sized by it).
+  absl::Status CheckConfig(const ShardConfig& config) const;
   // p's value, free to change in place. Replies normally let go of a value long before its next
   // update (every worker has received them); if some still read it, they keep the old buffer and
   // the part goes on with a copy. Never blocks: updates run on gRPC's threads.
@@ -180,15 +203,15 @@ class ShardCore {
   mutable absl::Mutex mu_;  // the part table; parts are never removed
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
   int expected_parts_ ABSL_GUARDED_BY(mu_) = 0;
-  ShardConfig config_;  // written once by Configure, before any push
-  absl::flat_hash_set<int64_t> auxiliary_keys_;  // as config_
+  // Configure's, or the latest regeneration's; each part holds it too.
+  std::shared_ptr<const Settings> settings_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<int64_t> auxiliary_keys_;  // written once by Configure, before any push
   int64_t checkpoint_every_ = 0;  // set before Configure
   CheckpointSink* checkpoints_ = nullptr;
   // The checkpoint the parts are restored from, until every part has been.
   std::optional<ShardCheckpoint> resume_ ABSL_GUARDED_BY(mu_);
   int64_t start_step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<PartId, const PartCheckpoint*> resume_parts_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<LrSchedule> schedule_;
   absl::flat_hash_map<PartId, std::unique_ptr<PartState>> parts_ ABSL_GUARDED_BY(mu_);
 };
 

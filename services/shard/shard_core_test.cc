@@ -509,6 +509,84 @@ TEST(ShardCoreCheckpointTest, RolledBackShardRepeatsTheStepsAfterTheCheckpointBi
   EXPECT_EQ(core.RollBack(at2).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// An elastic job's workers changed (2 → 3): the shard goes back to the checkpoint at step 2,
+// renumbered as step 5 for 3 workers, with their update rule. Its first update under the new
+// generation is bitwise the one a shard resumed from that checkpoint under the new config
+// makes; the old generation's pushes are refused and counted; the new generation's first step
+// is handed to the checkpoint sink at once, and the undone steps are forgotten.
+TEST(ShardCoreCheckpointTest, RegenerationGoesOnFromTheCheckpointUnderTheNewMembership) {
+  for (KVStoreMode mode : {KVStoreMode::kDistSync, KVStoreMode::kDistAsync}) {
+    SCOPED_TRACE(std::string(KVStoreModeName(mode)));
+    ProcessMetrics process("job-e", "shard", 0);
+    ShardMetrics metrics(process);
+    const ShardConfig config = Config(2, mode, /*parts=*/2);
+    MemoryCheckpoints checkpoints;
+    ShardCore core;
+    core.set_metrics(&metrics);
+    core.set_checkpoints(2, &checkpoints);
+    ASSERT_TRUE(core.Configure(config).ok());
+    ASSERT_TRUE(core.AddPart({4, 0}, std::vector<float>{1, 2, 3}).ok());
+    ASSERT_TRUE(core.AddPart({4, 1}, std::vector<float>{-1, 0.5f, 9}).ok());
+    std::vector<RecordingSink> sinks(3);
+    Train(&core, 0, 3, &sinks);
+    ShardCheckpoint at2 = checkpoints.steps.at(2);
+
+    ShardConfig next = Config(3, mode, /*parts=*/2);
+    next.generation = 1;
+    next.optimizer.lr_schedule.base_lr = 0.75;
+    next.optimizer.lr_schedule.steps_per_epoch = 3;
+    ASSERT_TRUE(core.RollBack(at2, Regeneration{next, 5}).ok());
+    EXPECT_EQ(core.generation(), 1);
+    EXPECT_EQ(core.start_step(), 5);
+    EXPECT_EQ(checkpoints.steps.count(3), 0u);
+    const int64_t per_step = mode == KVStoreMode::kDistAsync ? 3 : 1;
+    std::vector<float> value;
+    EXPECT_EQ(*core.Read({4, 0}, &value), 5 * per_step);
+
+    core.CheckpointNow();
+    ASSERT_EQ(checkpoints.steps.count(5), 1u);
+    EXPECT_EQ(checkpoints.steps.at(5).parts.size(), 2u);
+    EXPECT_EQ(checkpoints.configured.num_workers, 3);
+
+    // A push made before the change: refused whatever its rank, version or values.
+    const absl::Status stale = core.Push(0, {4, 0}, 5 * per_step, Gradient(0, 5, 3), &sinks[0]);
+    EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StrContains(stale.message(), "generation 0")) << stale;
+    EXPECT_EQ(metrics.rejected[static_cast<int>(Rejection::kStaleGeneration)]->Value(), 1);
+
+    // The reference: a shard resumed from the same checkpoint under the new config.
+    ShardCheckpoint renumbered = at2;
+    renumbered.step = 5;
+    for (PartCheckpoint& p : renumbered.parts) p.version = 5 * per_step;
+    ShardCore reference;
+    reference.ResumeFrom(renumbered);
+    ASSERT_TRUE(reference.Configure(next).ok());
+    ASSERT_TRUE(reference.AddPart({4, 0}, std::vector<float>(3)).ok());
+    ASSERT_TRUE(reference.AddPart({4, 1}, std::vector<float>(3)).ok());
+    for (ShardCore* c : {&core, &reference}) {
+      for (int r = 0; r < 3; ++r) {
+        for (int part = 0; part < 2; ++part) {
+          ASSERT_TRUE(
+              c->Push(r, {4, part}, 5 * per_step, Gradient(r + part, 5, 3), &sinks[r], 1).ok());
+        }
+      }
+    }
+    for (int part = 0; part < 2; ++part) {
+      std::vector<float> want, got;
+      EXPECT_EQ(*reference.Read({4, part}, &want), *core.Read({4, part}, &got));
+      EXPECT_EQ(want, got) << "part " << part;
+    }
+
+    // Only the number of workers and the rate may change.
+    ShardConfig other = next;
+    other.generation = 2;
+    other.partition_fingerprint += 1;
+    EXPECT_EQ(core.RollBack(at2, Regeneration{other, 5}).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(core.generation(), 1);
+  }
+}
+
 // An auxiliary key (batch-norm running statistics) has no optimizer: dist_sync's new value is
 // the version's pushes summed in rank order times 1/W, bitwise as a process averages its
 // replicas, whatever the arrival order; it is checkpointed and resumed with no optimizer state.

@@ -109,7 +109,11 @@ int main(int argc, char** argv) {
     };
     roll_back.rolled_back = [&](int64_t step) {
       if (checkpointer != nullptr) checkpointer->Flush();  // no write of a later step after this
-      return started_at(step, checkpoint_dir, "another shard came back: rolling back to");
+      return started_at(step, checkpoint_dir, "rolling back to");
+    };
+    roll_back.steps = [&] { return cohort::ShardCheckpointSteps(checkpoint_dir, rank); };
+    roll_back.flush = [&] {
+      if (checkpointer != nullptr) checkpointer->Flush();
     };
   }
   cohort::ShardService service(&core, &set_up, std::move(roll_back));

@@ -14,6 +14,7 @@ absl::string_view RejectionName(Rejection reason) {
     case Rejection::kDuplicate: return "duplicate";
     case Rejection::kRolledBack: return "rolled_back";
     case Rejection::kNonFinite: return "non_finite";
+    case Rejection::kStaleGeneration: return "stale_generation";
   }
   return "unknown";
 }

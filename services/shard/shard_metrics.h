@@ -22,8 +22,9 @@ enum class Rejection {
   kDuplicate,      // a second push of one version from one worker
   kRolledBack,     // on a stream opened before the shard rolled back (another shard died)
   kNonFinite,      // a gradient (or statistic) holding NaN or an infinity
+  kStaleGeneration,  // made in another membership generation (an elastic job's workers changed)
 };
-constexpr int kNumRejections = 10;
+constexpr int kNumRejections = 11;
 absl::string_view RejectionName(Rejection reason);
 
 // A shard's series (ProcessMetrics labels on each).

@@ -1,5 +1,6 @@
 #include "services/shard/shard_service.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -205,10 +206,34 @@ grpc::Status ShardService::RollBack(grpc::ServerContext*, const v1::RollBackRequ
                         "this shard keeps no checkpoints to roll back to: give every shard "
                         "--checkpoint_dir (launch --checkpoint_dir)");
   }
+  std::optional<Regeneration> next;
+  if (request->has_next()) {
+    absl::StatusOr<ShardConfig> config = FromProto(request->next());
+    if (!config.ok()) return ToGrpcStatus(config.status());
+    next = Regeneration{*std::move(config), request->next_step()};
+  }
   absl::StatusOr<ShardCheckpoint> checkpoint = roll_back_.load(request->step());
   if (!checkpoint.ok()) return ToGrpcStatus(checkpoint.status());
-  if (absl::Status s = core_->RollBack(*std::move(checkpoint)); !s.ok()) return ToGrpcStatus(s);
-  return ToGrpcStatus(roll_back_.rolled_back(request->step()));
+  if (absl::Status s = core_->RollBack(*std::move(checkpoint), next); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  // Files of the undone steps go first; with a new generation, ones numbered for the old number
+  // of workers past its first step too, once that step is written.
+  const int64_t step = next.has_value() ? std::min(request->step(), next->step) : request->step();
+  if (absl::Status s = roll_back_.rolled_back(step); !s.ok()) return ToGrpcStatus(s);
+  if (!next.has_value()) return grpc::Status::OK;
+  core_->CheckpointNow();
+  roll_back_.flush();
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardService::ListCheckpoints(grpc::ServerContext*,
+                                           const v1::ListCheckpointsRequest*,
+                                           v1::ListCheckpointsReply* reply) {
+  if (grpc::Status set_up = WaitForSetUp("list checkpoints"); !set_up.ok()) return set_up;
+  if (roll_back_.steps == nullptr) return grpc::Status::OK;
+  for (int64_t step : roll_back_.steps()) reply->add_steps(step);
+  return grpc::Status::OK;
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ShardService::PushPull(

@@ -2,6 +2,7 @@
 #define COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 
 #include <functional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
@@ -26,6 +27,10 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
     std::function<absl::StatusOr<ShardCheckpoint>(int64_t step)> load;
     // After the core went back to the step: say so, count it, drop later checkpoints' files.
     std::function<absl::Status(int64_t step)> rolled_back;
+    // The steps of this shard's checkpoints, oldest first.
+    std::function<std::vector<int64_t>()> steps;
+    // Returns once the checkpoints handed over so far are written.
+    std::function<void()> flush;
   };
 
   // set_up, when given, is notified once the core is set up (its rank known, its checkpoint
@@ -41,8 +46,14 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
       grpc::CallbackServerContext* context) override;
   grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request,
                     grpc::ServerWriter<v1::Part>* writer) override;
+  // With a next generation (an elastic job's workers changed) the shard goes on under it and
+  // writes its state at once as the new generation's first checkpoint, so that a later roll
+  // back never lands on a step numbered for another number of workers.
   grpc::Status RollBack(grpc::ServerContext* context, const v1::RollBackRequest* request,
                         v1::RollBackReply* reply) override;
+  grpc::Status ListCheckpoints(grpc::ServerContext* context,
+                               const v1::ListCheckpointsRequest* request,
+                               v1::ListCheckpointsReply* reply) override;
 
  private:
   ShardCore* const core_;

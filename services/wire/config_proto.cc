@@ -54,6 +54,7 @@ v1::InitMessage::Config ToProto(const ShardConfig& config) {
   c.set_num_parts(config.num_parts);
   *c.mutable_optimizer() = ToProto(config.optimizer);
   c.mutable_auxiliary_keys()->Add(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
+  c.set_generation(config.generation);
   return c;
 }
 
@@ -65,6 +66,7 @@ absl::StatusOr<ShardConfig> FromProto(const v1::InitMessage::Config& c) {
   config.num_parts = c.num_parts();
   ASSIGN_OR_RETURN(config.optimizer, FromProto(c.optimizer()));
   config.auxiliary_keys.assign(c.auxiliary_keys().begin(), c.auxiliary_keys().end());
+  config.generation = c.generation();
   return config;
 }
 

@@ -9,18 +9,19 @@
 namespace cohort {
 namespace {
 
-void FillHeader(PartId id, int64_t version, int rank, size_t bytes, v1::PartHeader* h) {
+void FillHeader(PartId id, int64_t version, int rank, size_t bytes, v1::PartHeader* h,
+                int64_t generation = 0) {
   h->set_key(id.key);
   h->set_part(id.part);
   h->set_version(version);
-  h->set_generation(0);
+  h->set_generation(generation);
   h->set_dtype(v1::F32);
   h->set_bytes(static_cast<int64_t>(bytes));
   h->set_rank(rank);
 }
 
 PartHeader HeaderFields(const v1::PartHeader& h) {
-  return PartHeader{PartId{h.key(), h.part()}, h.version(), h.rank()};
+  return PartHeader{PartId{h.key(), h.part()}, h.version(), h.rank(), h.generation()};
 }
 
 absl::Status CheckHeader(const v1::PartHeader& h, size_t data_bytes) {
@@ -32,9 +33,9 @@ absl::Status CheckHeader(const v1::PartHeader& h, size_t data_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(where(), ": dtype ", v1::DType_Name(h.dtype()), "; only F32 is supported"));
   }
-  if (h.generation() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where(), ": membership generation ",
-                                                   h.generation(), "; this job has only 0"));
+  if (h.generation() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), ": membership generation ", h.generation(), " (never negative)"));
   }
   if (h.bytes() != static_cast<int64_t>(data_bytes) || h.bytes() % sizeof(float) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(where(), ": header says ", h.bytes(),
@@ -88,10 +89,11 @@ absl::StatusOr<PartHeader> DecodePart(const v1::Part& part, std::vector<float>* 
 }
 
 grpc::ByteBuffer SerializePart(PartId id, int64_t version, int rank,
-                               absl::Span<const float> values, PinCount* pin) {
+                               absl::Span<const float> values, PinCount* pin,
+                               int64_t generation) {
   const size_t bytes = values.size() * sizeof(float);
   v1::PartHeader h;
-  FillHeader(id, version, rank, bytes, &h);
+  FillHeader(id, version, rank, bytes, &h, generation);
   // Tag, length and header (at most 7 varint fields), then the data field's tag and length.
   unsigned char prefix[128];
   size_t n = 0;

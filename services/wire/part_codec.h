@@ -17,7 +17,7 @@
 namespace cohort {
 
 // A parameter part on the wire (Contracts, "Parts on the wire"): the header (key, part index,
-// version, generation 0, dtype F32, byte count, pushing rank) and the values' bytes.
+// version, membership generation, dtype F32, byte count, pushing rank) and the values' bytes.
 // The message is reused: its buffers are kept across calls.
 void EncodePart(PartId id, int64_t version, int rank, absl::Span<const float> values,
                 v1::Part* out);
@@ -31,7 +31,8 @@ absl::StatusOr<PartHeader> DecodePart(const v1::Part& part, std::vector<float>* 
 // not copied: pin is held until gRPC has written them, and the caller must not change them
 // before pin->WaitUnpinned(). Without pin, they are copied.
 grpc::ByteBuffer SerializePart(PartId id, int64_t version, int rank,
-                               absl::Span<const float> values, PinCount* pin);
+                               absl::Span<const float> values, PinCount* pin,
+                               int64_t generation = 0);
 
 // A part received on the bulk path, its values left in the transport's slices. Reused from
 // message to message (it keeps its buffers).

@@ -39,8 +39,11 @@ TEST(PartCodecTest, InconsistentHeadersAreRejectedNamingThePart) {
   part.mutable_header()->set_dtype(v1::DTYPE_UNSPECIFIED);
   EXPECT_FALSE(DecodePart(part, &out).ok());
   EncodePart({5, 2}, 0, 0, values, &part);
-  part.mutable_header()->set_generation(2);
+  part.mutable_header()->set_generation(-1);
   EXPECT_FALSE(DecodePart(part, &out).ok());
+  part.mutable_header()->set_generation(2);  // whether it is the current one is the shard's call
+  ASSERT_TRUE(DecodePart(part, &out).ok());
+  EXPECT_EQ(DecodePart(part, &out)->generation, 2);
 }
 
 std::vector<float> Gathered(const ReceivedPart& part) {
@@ -73,13 +76,14 @@ std::string Flatten(const grpc::ByteBuffer& b) {
 TEST(PartCodecTest, BulkMessagesAreProtobufPartsBothWays) {
   std::vector<float> values(1000);
   for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * i - 3.25f;
-  const grpc::ByteBuffer sent = SerializePart({9, 4}, 77, 1, values, nullptr);
+  const grpc::ByteBuffer sent = SerializePart({9, 4}, 77, 1, values, nullptr, /*generation=*/3);
   v1::Part parsed;
   ASSERT_TRUE(parsed.ParseFromString(Flatten(sent)));
   std::vector<float> decoded;
   ASSERT_TRUE(DecodePart(parsed, &decoded).ok());
   EXPECT_EQ(decoded, values);
   EXPECT_EQ(parsed.header().version(), 77);
+  EXPECT_EQ(parsed.header().generation(), 3);
 
   v1::Part part;
   EncodePart({9, 4}, 77, 1, values, &part);

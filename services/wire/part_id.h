@@ -22,6 +22,9 @@ struct PartHeader {
   PartId id;
   int64_t version = 0;  // the value's version, or the one a pushed gradient was computed on
   int rank = -1;        // the pushing worker; -1 on a shard's answer
+  // The job's membership generation the push was made in (elastic jobs move it on when their
+  // workers change; a shard refuses pushes of another generation).
+  int64_t generation = 0;
 };
 
 }  // namespace cohort

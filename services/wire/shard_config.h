@@ -19,6 +19,17 @@ struct ShardConfig {
   // Keys of state that is not trained (batch-norm running statistics): their pushes are
   // averaged across workers, with no optimizer.
   std::vector<int64_t> auxiliary_keys;
+  // The job's membership generation: pushes of any other are refused (elastic jobs move it on
+  // when their workers change).
+  int64_t generation = 0;
+};
+
+// An elastic job's workers changed: the shards go back to a checkpoint and go on under the
+// config's generation, number of workers and update rule, at `step` (the checkpoint's step
+// renumbered for that number of workers: its position in the epoch is kept).
+struct Regeneration {
+  ShardConfig config;
+  int64_t step = 0;
 };
 
 }  // namespace cohort
