@@ -120,18 +120,26 @@ absl::StatusOr<ShardsView> MemberSession::WaitForShards(absl::Duration timeout) 
   view.addresses.assign(spec.shard_addresses().begin(), spec.shard_addresses().end());
   view.incarnations.assign(spec.shard_incarnations().begin(), spec.shard_incarnations().end());
   view.restart_grace = absl::Seconds(spec.shard_restart_grace_seconds());
+  view.generation = spec.generation();
+  view.rank = spec.worker_rank();
+  view.num_workers = spec.num_workers();
   return view;
 }
 
-absl::StatusOr<uint64_t> MemberSession::Barrier(const std::string& name, uint64_t fingerprint) {
+absl::StatusOr<uint64_t> MemberSession::Barrier(const std::string& name, uint64_t fingerprint,
+                                                int64_t generation) {
   v1::BarrierRequest request;
   request.set_rank(rank_);
   request.set_name(name);
   request.set_partition_fingerprint(fingerprint);
+  request.set_generation(generation);
   grpc::ClientContext context;
   v1::BarrierReply reply;
   const grpc::Status status = stub_->Barrier(&context, request, &reply);
   if (!status.ok()) return FromGrpcStatus(status);
+  if (reply.membership_changed_to() != 0) {
+    return MembershipChangedError(reply.membership_changed_to(), reply.membership_change());
+  }
   return reply.partition_fingerprint();
 }
 

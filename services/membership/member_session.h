@@ -51,7 +51,9 @@ class MemberSession final : public JobMembership {
   static absl::StatusOr<std::unique_ptr<MemberSession>> Join(const MemberSessionOptions& options);
   ~MemberSession() override;  // leaves as failed if Leave was not called
 
+  // As registered (an elastic job's workers have another in each generation: WaitForShards).
   int rank() const override { return rank_; }
+  // As the job started (an elastic job's number changes: WaitForShards).
   int num_workers() const override { return reply_.num_workers(); }
   int num_shards() const { return reply_.num_shards(); }
   const std::string& job_id() const { return reply_.job_id(); }
@@ -63,7 +65,8 @@ class MemberSession final : public JobMembership {
   absl::StatusOr<ShardsView> WaitForShards(
       absl::Duration timeout = absl::InfiniteDuration()) override;
   // Waits until every worker reached the barrier; see SchedulerCore::Barrier.
-  absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint) override;
+  absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint,
+                                   int64_t generation = 0) override;
   // Tells the scheduler this member leaves (OK: finished; else failed with the status's
   // message) and stops the heartbeat.
   void Leave(const absl::Status& status);
@@ -72,6 +75,10 @@ class MemberSession final : public JobMembership {
   void SetProgress(const v1::Progress& progress) { core_.SetProgress(progress); }
 
   int OnEnd(std::function<void()> f) override { return core_.OnEnd(std::move(f)); }
+  int OnGenerationChange(std::function<void(int64_t)> f) override {
+    return core_.OnGenerationChange(std::move(f));
+  }
+  int64_t generation() const override { return core_.generation(); }
   void RemoveEndListener(int id) override { core_.RemoveEndListener(id); }
   absl::Status end_status() const override { return core_.end_status(); }
   bool ended() const { return core_.ended(); }

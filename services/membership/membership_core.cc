@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 
@@ -53,14 +55,35 @@ int MembershipCore::OnEnd(std::function<void()> f) {
   return id;
 }
 
+int MembershipCore::OnGenerationChange(std::function<void(int64_t)> f) {
+  absl::MutexLock listeners(&listeners_mu_);
+  const int id = next_listener_++;
+  generation_listeners_.emplace_back(id, std::move(f));
+  return id;
+}
+
 void MembershipCore::RemoveEndListener(int id) {
   absl::MutexLock listeners(&listeners_mu_);
-  for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
-    if (it->first == id) {
-      listeners_.erase(it);
-      return;
-    }
+  const auto is_id = [id](const auto& listener) { return listener.first == id; };
+  listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(), is_id), listeners_.end());
+  generation_listeners_.erase(
+      std::remove_if(generation_listeners_.begin(), generation_listeners_.end(), is_id),
+      generation_listeners_.end());
+}
+
+int64_t MembershipCore::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+void MembershipCore::SawGeneration(int64_t generation) {
+  absl::MutexLock listeners(&listeners_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (generation <= generation_) return;
+    generation_ = generation;
   }
+  for (auto& [id, f] : generation_listeners_) f(generation);
 }
 
 absl::Status MembershipCore::end_status() const {
@@ -106,6 +129,7 @@ std::string MembershipCore::RunControlStream() {
         absl::MutexLock lock(&mu_);
         last_answer_ = clock_->Now();
       }
+      SawGeneration(message.generation());
       if (message.state() == v1::DONE || message.state() == v1::FAILED) {
         End(message.state(), message.reason());
       }

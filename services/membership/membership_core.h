@@ -73,7 +73,12 @@ class MembershipCore {
   // Calls f once when the job ends (at once if it already has); f must not block. Returns an
   // id for RemoveEndListener, after which the listener is not running and is never called.
   int OnEnd(std::function<void()> f);
+  // Calls f with the generation each time a control message says the membership generation
+  // moved on; f must not block. Removed with RemoveEndListener.
+  int OnGenerationChange(std::function<void(int64_t)> f);
   void RemoveEndListener(int id);
+  // The latest membership generation a control message carried.
+  int64_t generation() const;
   // OK while running and after DONE; Aborted with the reason after FAILED; Unavailable after
   // the scheduler was lost.
   absl::Status end_status() const;
@@ -87,6 +92,8 @@ class MembershipCore {
   // why it broke ("" when it did not).
   std::string RunControlStream();
   void End(v1::JobState state, const std::string& reason);
+  // A control message said generation: the listeners hear of it if it is new.
+  void SawGeneration(int64_t generation);
 
   const std::string name_;
   const v1::Role role_;
@@ -100,6 +107,8 @@ class MembershipCore {
   // Held while listeners run, so that one removed is not running any more.
   absl::Mutex listeners_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<std::pair<int, std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  std::vector<std::pair<int, std::function<void(int64_t)>>> generation_listeners_
+      ABSL_GUARDED_BY(listeners_mu_);
   int next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 0;
 
   mutable absl::Mutex mu_;
@@ -107,6 +116,7 @@ class MembershipCore {
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool listeners_ran_ ABSL_GUARDED_BY(mu_) = false;  // after ended_: the end listeners are done
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::Progress> progress_ ABSL_GUARDED_BY(mu_);
   std::thread heartbeat_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "services/common/addresses.h"
+#include "services/membership/job_membership.h"
 
 namespace cohort {
 
@@ -48,6 +49,7 @@ SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock)
       straggler_reported_(started_) {
   shards_.resize(spec_.num_shards);
   workers_.resize(spec_.num_workers);
+  for (int r = 0; r < spec_.num_workers; ++r) active_.push_back(r);
 }
 
 std::vector<SchedulerCore::Member>& SchedulerCore::Members(MemberRole role) {
@@ -88,6 +90,10 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
       m.last_heartbeat = clock_->Now();
       return r.requested_rank;
     }
+  }
+  if (state_ == JobState::kRunning && r.role == MemberRole::kWorker && spec_.elastic &&
+      !r.rejoin) {
+    return Join(r);
   }
   if (state_ == JobState::kRunning && r.role == MemberRole::kShard && !r.rejoin) {
     // A new process at the rank of a shard not yet known dead: the old one is.
@@ -149,6 +155,36 @@ int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
   return rank;
 }
 
+absl::StatusOr<int> SchedulerCore::Join(const MemberRegistration& r) {
+  const int most = spec_.max_workers > 0 ? spec_.max_workers : spec_.num_workers;
+  if (static_cast<int>(active_.size()) >= most) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job ", spec_.job_id, " already runs ", active_.size(), " workers, its --max_workers=",
+        most, "; start it with a larger --max_workers to add more"));
+  }
+  const int rank = static_cast<int>(workers_.size());
+  if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
+  workers_.emplace_back();
+  Admit(r, rank);
+  active_.push_back(rank);
+  NewGeneration(absl::StrFormat("worker %d (host %s, pid %d) joined", rank, r.host, r.pid));
+  return rank;
+}
+
+void SchedulerCore::NewGeneration(const std::string& why) {
+  ++generation_;
+  generation_why_ = why;
+  // Waiters see the generation move and leave unpassed; the new generation starts afresh.
+  barrier_arrived_ = 0;
+  barrier_name_.clear();
+  notices_.push_back(absl::StrCat(why, ": generation ", generation_, " with ", active_.size(),
+                                  " workers; they go back to the shards' newest checkpoint"));
+}
+
+bool SchedulerCore::Active(int rank) const {
+  return std::find(active_.begin(), active_.end(), rank) != active_.end();
+}
+
 absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
   const int rank = r.requested_rank;
   if (rank < 0 || rank >= static_cast<int>(shards_.size()) || !shards_[rank].restarting) {
@@ -185,6 +221,17 @@ void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
     notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "); waiting up to ",
                                     absl::FormatDuration(spec_.shard_restart_grace),
                                     " for it to restart"));
+    return;
+  }
+  if (role == MemberRole::kWorker && spec_.elastic && state_ == JobState::kRunning) {
+    if (!Active(rank)) return;  // its death is known
+    active_.erase(std::find(active_.begin(), active_.end(), rank));
+    if (static_cast<int>(active_.size()) >= spec_.min_workers) {
+      NewGeneration(absl::StrCat(Describe(role, rank), " died (", why, ")"));
+      return;
+    }
+    Fail(absl::StrFormat("%s is dead: %s; %d workers are left, fewer than --min_workers=%d",
+                         Describe(role, rank), why, active_.size(), spec_.min_workers));
     return;
   }
   Fail(absl::StrFormat("%s is dead: %s; last error: %s", Describe(role, rank), why,
@@ -255,6 +302,8 @@ absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {
   if (state_ == JobState::kFailed) return absl::AbortedError(reason_);
   ClusterView view;
   view.shard_restart_grace = spec_.shard_restart_grace;
+  view.generation = generation_;
+  view.workers = active_;
   for (const Member& s : shards_) {
     view.shard_addresses.push_back(s.address);
     view.shard_incarnations.push_back(absl::StrCat(s.host, " ", s.pid));
@@ -306,7 +355,7 @@ void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::str
   absl::MutexLock lock(&mu_);
   Member* m = FindProcess(role, rank, pid);
   if (m == nullptr) return;
-  if (m->restarting) return;  // its death is known
+  if (m->restarting || m->dead) return;  // its death is known
   m->stream_open = false;
   m->stream_end = detail;
   // A member closes its stream only after saying it stops: anything else is a death, noticed
@@ -316,14 +365,25 @@ void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::str
   }
 }
 
+int64_t SchedulerCore::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
 absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& name,
-                                                uint64_t fingerprint) {
+                                                uint64_t fingerprint, int64_t generation) {
   absl::MutexLock lock(&mu_);
   if (Find(MemberRole::kWorker, rank) == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("barrier '", name, "' from worker ", rank, ", which has not registered"));
   }
   if (Ended()) return absl::AbortedError(reason_);
+  if (generation != generation_) return MembershipChangedError(generation_, generation_why_);
+  if (!Active(rank)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "barrier '", name, "' from ", Describe(MemberRole::kWorker, rank),
+        ", which is not one of the job's workers any more (taken for dead: no heartbeat in time)"));
+  }
   if (barrier_arrived_ == 0) {
     barrier_name_ = name;
   } else if (name != barrier_name_) {
@@ -344,23 +404,28 @@ absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& nam
       return absl::AbortedError(reason_);
     }
   }
-  const int64_t generation = barrier_generation_;
+  const int64_t release = barrier_generation_;
   if (barrier_arrived_ == 0) barrier_started_ = clock_->Now();
-  if (++barrier_arrived_ == spec_.num_workers) {
+  if (++barrier_arrived_ == static_cast<int>(active_.size())) {
     barrier_arrived_ = 0;
     ++barrier_generation_;
     barrier_waits_.push_back(clock_->Now() - barrier_started_);
   } else {
     struct Args {
       SchedulerCore* self;
+      int64_t release;
       int64_t generation;
-    } args{this, generation};
+    } args{this, release, generation};
     mu_.Await(absl::Condition(
         +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return a->self->barrier_generation_ != a->generation || a->self->Ended();
+          return a->self->barrier_generation_ != a->release || a->self->Ended() ||
+                 a->self->generation_ != a->generation;
         },
         &args));
-    if (barrier_generation_ == generation) return absl::AbortedError(reason_);
+    if (barrier_generation_ == release) {
+      if (Ended()) return absl::AbortedError(reason_);
+      return MembershipChangedError(generation_, generation_why_);
+    }
   }
   return fingerprint_;
 }
@@ -377,12 +442,12 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
     return;
   }
   if (role != MemberRole::kWorker || Ended()) return;
-  for (const Member& w : workers_) {
-    if (!w.stopped) return;
+  for (int w : active_) {
+    if (!workers_[w].stopped) return;
   }
   state_ = JobState::kDone;
-  reason_ = workers_.size() == 1 ? std::string("the worker finished")
-                                 : absl::StrCat("all ", workers_.size(), " workers finished");
+  reason_ = active_.size() == 1 ? std::string("the worker finished")
+                                : absl::StrCat("all ", active_.size(), " workers finished");
 }
 
 void SchedulerCore::CheckLiveness() {
@@ -418,6 +483,7 @@ void SchedulerCore::CheckLiveness() {
                              absl::FormatDuration(spec_.shard_restart_grace)));
         return;
       }
+      if (m.dead) continue;  // an elastic job's worker, gone
       const absl::Duration silent = now - m.last_heartbeat;
       // The beats that should have come by now, less the one that may be on its way.
       CountMissedHeartbeats(role, m, now);
@@ -500,7 +566,9 @@ std::string SchedulerCore::StatusJson() const {
                       {"state", JobStateName(state_)},
                       {"reason", reason_},
                       {"mode", std::string(KVStoreModeName(spec_.mode))},
-                      {"num_workers", spec_.num_workers},
+                      {"num_workers", active_.size()},
+                      {"generation", generation_},
+                      {"workers", active_},
                       {"num_shards", spec_.num_shards},
                       {"seconds_since_start", absl::ToDoubleSeconds(now - started_)},
                       {"images_per_second", images_per_second},

@@ -80,6 +80,12 @@ struct JobSpec {
   // Zero: a shard's death fails the job. Else (launch --restart_failed_shards) the job waits
   // this long for the shard to register again under its rank, restarted from its checkpoint.
   absl::Duration shard_restart_grace = absl::ZeroDuration();
+  // --on_worker_failure=elastic: a worker's death does not fail the job while min_workers
+  // remain, and workers may join the running job up to max_workers (0: num_workers). Each
+  // change starts a new membership generation.
+  bool elastic = false;
+  int min_workers = 1;
+  int max_workers = 0;
 };
 
 struct MemberRegistration {
@@ -99,6 +105,8 @@ struct ClusterView {
   std::vector<std::string> shard_addresses;     // by shard rank
   std::vector<std::string> shard_incarnations;  // by shard rank: "host pid"
   absl::Duration shard_restart_grace;           // JobSpec's
+  int64_t generation = 0;                       // the membership generation
+  std::vector<int> workers;  // the generation's workers (their registered ranks), by rank in it
 };
 
 // The scheduler's state machine, without gRPC: membership and ranks, the cluster spec,
@@ -113,7 +121,8 @@ class SchedulerCore {
 
   // Gives the member its rank. The job becomes RUNNING when every member has registered. While
   // it runs, a shard restarted after its death registers again under its rank (with
-  // shard_restart_grace; a new process at the rank of a shard thought alive is its death).
+  // shard_restart_grace; a new process at the rank of a shard thought alive is its death), and
+  // in an elastic job a worker joins under a new rank, starting a new generation.
   absl::StatusOr<int> Register(const MemberRegistration& member);
   // What the scheduler should say (once each) since the last call: a host whose workers run
   // more compute threads than it has cores.
@@ -126,12 +135,16 @@ class SchedulerCore {
                      int64_t pid = 0);
   // The member's control stream ended (detail: why, for the failure message). Before the
   // member said it stops, that is its death: the job fails at once (a shard's, unless it may
-  // restart). pid as for Heartbeat: the end of a replaced process's stream is no news.
+  // restart; a worker's in an elastic job, unless fewer than min_workers remain). pid as for Heartbeat: the end of a replaced process's stream is no news.
   void ControlStreamEnded(MemberRole role, int rank, const std::string& detail, int64_t pid = 0);
-  // Blocks until every worker has called Barrier with this name. A non-zero fingerprint must
-  // match every other worker's (they all compute the partition map); a mismatch fails the job.
-  // Returns the agreed fingerprint.
-  absl::StatusOr<uint64_t> Barrier(int rank, const std::string& name, uint64_t fingerprint);
+  // Blocks until every worker of the current generation has called Barrier with this name. A
+  // non-zero fingerprint must match every other worker's (they all compute the partition map);
+  // a mismatch fails the job. Returns the agreed fingerprint, or MembershipChangedError when
+  // `generation` is not the current one or the generation moves on while it waits.
+  absl::StatusOr<uint64_t> Barrier(int rank, const std::string& name, uint64_t fingerprint,
+                                   int64_t generation = 0);
+  // The membership generation: 0, moved on by each change of an elastic job's workers.
+  int64_t generation() const;
   // The member leaves: finished (error empty) or failed (the job fails with its error). The job
   // is DONE when every worker has finished.
   void MemberStopped(MemberRole role, int rank, const std::string& error);
@@ -192,6 +205,11 @@ class SchedulerCore {
   absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a member in at `rank`; the job runs once every member is in.
   int Admit(const MemberRegistration& r, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An elastic job's new worker: a new rank in a new generation.
+  absl::StatusOr<int> Join(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The workers changed (why: how): a new generation; a barrier in progress is not passed.
+  void NewGeneration(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Active(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The registered member at (role, rank) when pid is 0 or its process's; else null.
   Member* FindProcess(MemberRole role, int rank, int64_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShardRestarting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -216,7 +234,12 @@ class SchedulerCore {
   absl::Time straggler_reported_ ABSL_GUARDED_BY(mu_);  // last time one was named
   std::string reason_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
-  std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);
+  std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);  // by registered rank
+  // The membership generation, its workers (registered ranks, ascending: their ranks in it)
+  // and what started it.
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> active_ ABSL_GUARDED_BY(mu_);
+  std::string generation_why_ ABSL_GUARDED_BY(mu_);
   // The barrier in progress: its name, arrivals, and a generation that moves when it releases.
   std::string barrier_name_ ABSL_GUARDED_BY(mu_);
   int barrier_arrived_ ABSL_GUARDED_BY(mu_) = 0;

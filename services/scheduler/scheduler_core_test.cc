@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "services/common/fake_clock.h"
+#include "services/membership/job_membership.h"
 
 namespace cohort {
 namespace {
@@ -500,6 +501,87 @@ TEST(SchedulerCoreTest, WorkersSharingTheCoresOrNotSayingAreNoNotice) {
   ASSERT_TRUE(core.Register(WorkerOn("a", 1, 2)).ok());  // the launcher's share
   ASSERT_TRUE(core.Register(WorkerOn("a", 0, 0)).ok());  // a program that does not say
   EXPECT_TRUE(core.TakeNotices().empty());
+}
+
+}  // namespace
+}  // namespace cohort
+
+namespace cohort {
+namespace {
+
+JobSpec Elastic(int workers, int min_workers, int max_workers) {
+  JobSpec s = Spec(workers, 1);
+  s.elastic = true;
+  s.min_workers = min_workers;
+  s.max_workers = max_workers;
+  return s;
+}
+
+// An elastic job: a worker's death starts a new generation without it (a barrier in progress
+// is not passed: its waiters learn the generation), the others barrier in the new generation
+// and a barrier of the old one is refused; a joining worker takes a new rank and starts the
+// next generation; below min_workers the job fails; past max_workers a join is refused; the
+// job is done when the current generation's workers finished.
+TEST(SchedulerCoreTest, ElasticWorkersDieAndJoinInNewGenerations) {
+  FakeClock clock;
+  SchedulerCore core(Elastic(3, 2, 3), &clock);
+  Form(&core);
+  ASSERT_EQ(core.generation(), 0);
+  absl::StatusOr<uint64_t> waited;
+  std::thread waiter([&] { waited = core.Barrier(0, "step", 0, 0); });
+  absl::SleepFor(absl::Milliseconds(50));  // rank 0 waits for the others
+  core.ControlStreamEnded(MemberRole::kWorker, 1, "killed");
+  waiter.join();
+  ASSERT_FALSE(waited.ok());
+  EXPECT_EQ(ChangedGeneration(waited.status()), 1) << waited.status();
+  EXPECT_TRUE(absl::StrContains(waited.status().message(), "worker 1 (host host-1, pid 1001) died"))
+      << waited.status();
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  EXPECT_EQ(core.generation(), 1);
+  auto view = core.WaitForCluster();
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->generation, 1);
+  EXPECT_EQ(view->workers, (std::vector<int>{0, 2}));
+  EXPECT_EQ(ChangedGeneration(core.Barrier(2, "old", 0, 0).status()), 1);
+  EXPECT_EQ(core.Barrier(1, "dead", 0, 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  std::thread second([&] { waited = core.Barrier(0, "regroup", 0, 1); });
+  EXPECT_TRUE(core.Barrier(2, "regroup", 0, 1).ok());
+  second.join();
+  EXPECT_TRUE(waited.ok()) << waited.status();
+  // The dead worker's silence afterwards is no new death.
+  clock.Advance(absl::Seconds(10));
+  core.Heartbeat(MemberRole::kShard, 0);
+  core.Heartbeat(MemberRole::kWorker, 0);
+  core.Heartbeat(MemberRole::kWorker, 2);
+  core.CheckLiveness();
+  EXPECT_EQ(core.generation(), 1);
+
+  MemberRegistration joiner = Member(MemberRole::kWorker, -1);
+  joiner.host = "host-9";
+  joiner.pid = 9;
+  EXPECT_EQ(*core.Register(joiner), 3);
+  EXPECT_EQ(core.generation(), 2);
+  EXPECT_EQ(core.WaitForCluster()->workers, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(core.Register(joiner).status().code(), absl::StatusCode::kResourceExhausted);
+  const nlohmann::json status = nlohmann::json::parse(core.StatusJson());
+  EXPECT_EQ(status["generation"], 2);
+  EXPECT_EQ(status["num_workers"], 3);
+
+  for (int w : {0, 2}) core.MemberStopped(MemberRole::kWorker, w, "");
+  EXPECT_EQ(core.state(), JobState::kRunning);  // worker 3 still trains
+  core.MemberStopped(MemberRole::kWorker, 3, "");
+  EXPECT_EQ(core.state(), JobState::kDone);
+  EXPECT_EQ(core.reason(), "all 3 workers finished");
+}
+
+TEST(SchedulerCoreTest, ElasticJobFailsBelowMinWorkers) {
+  FakeClock clock;
+  SchedulerCore core(Elastic(2, 2, 2), &clock);
+  Form(&core);
+  core.ControlStreamEnded(MemberRole::kWorker, 0, "killed");
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "1 workers are left, fewer than --min_workers=2"))
+      << core.reason();
 }
 
 }  // namespace

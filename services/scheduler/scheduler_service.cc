@@ -1,10 +1,13 @@
 #include "services/scheduler/scheduler_service.h"
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "services/common/addresses.h"
 #include "services/common/grpc_util.h"
+#include "services/membership/job_membership.h"
 
 namespace cohort {
 namespace {
@@ -74,13 +77,19 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*, const v1::ClusterSpecRequest*,
+grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*,
+                                              const v1::ClusterSpecRequest* request,
                                               v1::ClusterSpec* spec) {
   absl::StatusOr<ClusterView> view = core_->WaitForCluster();
   if (!view.ok()) return ToGrpcStatus(view.status());
   const JobSpec& job = core_->spec();
   spec->set_job_id(job.job_id);
-  spec->set_num_workers(job.num_workers);
+  spec->set_num_workers(static_cast<int>(view->workers.size()));
+  spec->set_generation(view->generation);
+  const auto place = std::find(view->workers.begin(), view->workers.end(), request->rank());
+  spec->set_worker_rank(request->role() == v1::WORKER && place != view->workers.end()
+                            ? static_cast<int>(place - view->workers.begin())
+                            : -1);
   spec->set_num_shards(job.num_shards);
   spec->set_mode(std::string(KVStoreModeName(job.mode)));
   for (const std::string& a : view->shard_addresses) spec->add_shard_addresses(a);
@@ -116,6 +125,7 @@ grpc::Status SchedulerService::Control(
       state = core_->Heartbeat(role, rank, nullptr, pid);
     }
     answer.set_state(ToProto(state));
+    answer.set_generation(core_->generation());
     if (state == JobState::kDone || state == JobState::kFailed) answer.set_reason(core_->reason());
     if (!stream->Write(answer)) break;
   }
@@ -129,8 +139,13 @@ grpc::Status SchedulerService::Control(
 
 grpc::Status SchedulerService::Barrier(grpc::ServerContext*, const v1::BarrierRequest* request,
                                        v1::BarrierReply* reply) {
-  absl::StatusOr<uint64_t> fingerprint =
-      core_->Barrier(request->rank(), request->name(), request->partition_fingerprint());
+  absl::StatusOr<uint64_t> fingerprint = core_->Barrier(
+      request->rank(), request->name(), request->partition_fingerprint(), request->generation());
+  if (const std::optional<int64_t> changed = ChangedGeneration(fingerprint.status())) {
+    reply->set_membership_changed_to(*changed);
+    reply->set_membership_change(std::string(fingerprint.status().message()));
+    return grpc::Status::OK;
+  }
   if (!fingerprint.ok()) return ToGrpcStatus(fingerprint.status());
   reply->set_partition_fingerprint(*fingerprint);
   return grpc::Status::OK;

@@ -42,6 +42,7 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
     RETURN_IF_ERROR(CheckCheckpointFits(*resume_, config));
     for (const PartCheckpoint& part : resume_->parts) resume_parts_[part.id] = &part;
     start_step_ = resume_->step;
+    resumed_ = true;
   }
   settings_ = std::make_shared<const Settings>(Settings{config, std::move(schedule)});
   auxiliary_keys_.insert(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
@@ -86,7 +87,11 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
       const OptimizerSpec& spec = settings_->config.optimizer;
       p->optimizer = *MakeOptimizer(spec.optimizer, spec.optimizer_options);
     }
-    if (resume_.has_value()) RETURN_IF_ERROR(Restore(id, p.get()));
+    if (resume_.has_value()) {
+      RETURN_IF_ERROR(Restore(id, p.get()));
+    } else {
+      MaybeCheckpoint(id, p.get());
+    }
     ResetPushes(p.get());
   }
   parts_.emplace(id, std::move(p));
@@ -179,6 +184,17 @@ void ShardCore::CheckpointNow() {
     absl::MutexLock part_lock(&p->mu);
     AddCheckpoint(id, p.get());
   }
+}
+
+bool ShardCore::resumed() const {
+  absl::MutexLock lock(&mu_);
+  return resumed_;
+}
+
+std::optional<ShardConfig> ShardCore::config() const {
+  absl::MutexLock lock(&mu_);
+  if (settings_ == nullptr) return std::nullopt;
+  return settings_->config;
 }
 
 int64_t ShardCore::generation() const {

@@ -66,7 +66,9 @@ class CheckpointSink {
 // sink when it reaches a checkpoint step (dist_sync: version = step, the same for every part,
 // so the shards agree on it without a message; dist_async: W pushes make a step). With
 // ResumeFrom, the parts rank 0 initialises take the checkpoint's values, versions and
-// optimizer state instead of the initial values (the workers then pull them).
+// optimizer state instead of the initial values (the workers then pull them); without, the
+// initial values are checkpoint step 0 (what an elastic job goes back to before its first
+// checkpoint).
 class ShardCore {
  public:
   // What a configuration may ask for (a hostile or broken one is refused, not allocated).
@@ -120,6 +122,10 @@ class ShardCore {
   int64_t generation() const;
   // The step the parts started from: 0, or that of the checkpoint resumed or rolled back to.
   int64_t start_step() const;
+  // Whether the parts started from a checkpoint (ResumeFrom) rather than the initial values.
+  bool resumed() const;
+  // The settings pushes are judged by (the latest generation's); none before Configure.
+  std::optional<ShardConfig> config() const;
   // How many times the shard rolled back: a stream opened before the last one carries pushes
   // of a past that was undone (the service refuses them).
   int64_t rollbacks() const { return rollbacks_.load(); }
@@ -211,6 +217,7 @@ class ShardCore {
   // The checkpoint the parts are restored from, until every part has been.
   std::optional<ShardCheckpoint> resume_ ABSL_GUARDED_BY(mu_);
   int64_t start_step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool resumed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<PartId, const PartCheckpoint*> resume_parts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<PartId, std::unique_ptr<PartState>> parts_ ABSL_GUARDED_BY(mu_);
 };

@@ -436,8 +436,10 @@ TEST(ShardCoreCheckpointTest, ResumedShardContinuesBitwise) {
     ASSERT_TRUE(original.AddPart({4, 1}, std::vector<float>{-1, 0.5f, 9}).ok());
     std::vector<RecordingSink> sinks(2);
     Train(&original, 0, 4, &sinks);
-    // Steps 2 and 4, each with both parts at the step's version (dist_async: 2 pushes a step).
-    ASSERT_EQ(checkpoints.steps.size(), 2u);
+    // Steps 0 (the initial values), 2 and 4, each with both parts at the step's version
+    // (dist_async: 2 pushes a step).
+    ASSERT_EQ(checkpoints.steps.size(), 3u);
+    EXPECT_EQ(checkpoints.steps.at(0).parts.size(), 2u);
     const ShardCheckpoint& at2 = checkpoints.steps.at(2);
     ASSERT_EQ(at2.parts.size(), 2u);
     const int64_t per_step = mode == KVStoreMode::kDistAsync ? 2 : 1;

@@ -186,6 +186,7 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
                         "shard init ended before every announced part arrived");
   }
   reply->set_step(core_->start_step());
+  reply->set_resumed(core_->resumed());
   return grpc::Status::OK;
 }
 
@@ -231,7 +232,13 @@ grpc::Status ShardService::ListCheckpoints(grpc::ServerContext*,
                                            const v1::ListCheckpointsRequest*,
                                            v1::ListCheckpointsReply* reply) {
   if (grpc::Status set_up = WaitForSetUp("list checkpoints"); !set_up.ok()) return set_up;
+  if (const std::optional<ShardConfig> config = core_->config()) {
+    reply->set_configured(true);
+    reply->set_num_workers(config->num_workers);
+    reply->set_steps_per_epoch(config->optimizer.lr_schedule.steps_per_epoch);
+  }
   if (roll_back_.steps == nullptr) return grpc::Status::OK;
+  roll_back_.flush();  // a checkpoint handed over counts once written
   for (int64_t step : roll_back_.steps()) reply->add_steps(step);
   return grpc::Status::OK;
 }

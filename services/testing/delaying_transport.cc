@@ -17,19 +17,26 @@ class DelayingTransport final : public ShardTransport {
                                     absl::Span<const InitialPart> parts) override {
     return inner_->InitShard(shard, config, parts);
   }
-  absl::Status RollBack(int shard, int64_t step) override { return inner_->RollBack(shard, step); }
+  absl::Status RollBack(int shard, int64_t step,
+                        const std::optional<Regeneration>& next) override {
+    return inner_->RollBack(shard, step, next);
+  }
+  absl::StatusOr<ShardCheckpoints> ListCheckpoints(int shard) override {
+    return inner_->ListCheckpoints(shard);
+  }
   void Redial(std::vector<std::string> addresses) override {
     inner_->Redial(std::move(addresses));
   }
   void Open(AnswerReceiver* receiver) override { inner_->Open(receiver); }
-  void Send(int shard, PartId id, int64_t version, int rank, absl::Span<const float> values,
+  void Send(int shard, const PartHeader& header, absl::Span<const float> values,
             PinCount* pin) override {
-    const uint64_t h = MixKeys({seed_, static_cast<uint64_t>(version),
-                                static_cast<uint64_t>(id.key), static_cast<uint64_t>(id.part)});
-    if (static_cast<int>(h % num_workers_) == rank) {
+    const uint64_t h =
+        MixKeys({seed_, static_cast<uint64_t>(header.version),
+                 static_cast<uint64_t>(header.id.key), static_cast<uint64_t>(header.id.part)});
+    if (static_cast<int>(h % num_workers_) == header.rank) {
       absl::SleepFor(absl::Microseconds((h >> 16) % 3000));
     }
-    inner_->Send(shard, id, version, rank, values, pin);
+    inner_->Send(shard, header, values, pin);
   }
   void Close() override { inner_->Close(); }
   absl::StatusOr<PartHeader> Pull(int shard, PartId id, std::vector<float>* out) override {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -31,13 +32,28 @@ DistKVStoreCore::DistKVStoreCore(KVStoreMode mode, JobMembership* membership,
       transport_(std::move(transport)),
       options_(options),
       shards_(std::move(shards)) {
+  {
+    absl::MutexLock lock(&mu_);
+    generation_heard_ = shards_.generation;
+  }
   end_listener_ = membership_->OnEnd([this] {
     absl::MutexLock lock(&mu_);
     job_ended_ = true;
   });
+  generation_listener_ = membership_->OnGenerationChange([this](int64_t generation) {
+    absl::MutexLock lock(&mu_);
+    if (generation <= generation_heard_) return;
+    generation_heard_ = generation;
+    // A wait for answers that may never come (a dead worker's push) ends now.
+    if (stream_error_.ok()) {
+      stream_error_ = MembershipChangedError(
+          generation, absl::StrCat(membership_->name(), " heard it from the scheduler"));
+    }
+  });
 }
 
 DistKVStoreCore::~DistKVStoreCore() {
+  membership_->RemoveEndListener(generation_listener_);
   membership_->RemoveEndListener(end_listener_);
   StopStreams();
 }
@@ -151,7 +167,8 @@ absl::Status DistKVStoreCore::Pull(int64_t key, Tensor* out) {
 
 absl::Status DistKVStoreCore::Barrier() {
   RETURN_IF_ERROR(Commit());
-  return membership_->Barrier(absl::StrCat("user barrier ", ++barriers_), 0).status();
+  return membership_->Barrier(absl::StrCat("user barrier ", ++barriers_), 0, shards_.generation)
+      .status();
 }
 
 void DistKVStoreCore::OnAnswer(int shard, const PartHeader& h, ByteChunks values) {
@@ -231,7 +248,8 @@ absl::Status DistKVStoreCore::Start(int64_t key, Key* k, const Tensor& grad, flo
   for (int index : parts) {
     const Part& p = map_.parts[index];
     k->sent[p.index] = k->versions[p.index];
-    transport_->Send(p.shard, {key, p.index}, k->sent[p.index], rank(),
+    transport_->Send(p.shard, PartHeader{{key, p.index}, k->sent[p.index], rank(),
+                                         shards_.generation},
                      values.subspan(p.offset, p.elements), &k->pins);
   }
   return absl::OkStatus();
@@ -315,17 +333,21 @@ absl::Status DistKVStoreCore::CommitOnce() {
   ASSIGN_OR_RETURN(map_,
                    PartitionParameters(sizes, transport_->num_shards(), options_.part_bytes));
   fingerprint_ = map_.Fingerprint();
-  if (rank() == 0) {
-    WarnAboutIdleShards();
-    RETURN_IF_ERROR(InitShards());
-  }
   for (size_t key = 0; key < keys_.size(); ++key) {
     Key& k = *keys_[key];
     k.versions.assign(map_.key_parts[key].size(), 0);
     k.sent.assign(map_.key_parts[key].size(), 0);
-    std::vector<float>().swap(k.initial);
   }
-  RETURN_IF_ERROR(membership_->Barrier("kvstore init", fingerprint_).status());
+  // A worker of an elastic job whose workers changed since it started (one that joined it)
+  // meets the others in their generation.
+  if (shards_.generation > 0) return Regroup();
+  if (rank() == 0) {
+    WarnAboutIdleShards();
+    RETURN_IF_ERROR(InitShards());
+  }
+  for (auto& k : keys_) std::vector<float>().swap(k->initial);
+  RETURN_IF_ERROR(
+      membership_->Barrier("kvstore init", fingerprint_, shards_.generation).status());
   transport_->Open(this);
   return absl::OkStatus();
 }
@@ -374,16 +396,23 @@ ShardConfig DistKVStoreCore::ShardConfigFor(int num_parts) const {
   config.optimizer = optimizer_;
   config.auxiliary_keys = auxiliary_keys_;
   config.num_parts = num_parts;
+  config.generation = shards_.generation;
   return config;
 }
 
 absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
+  bool regroup = false;
   {
     absl::MutexLock lock(&mu_);
-    // Only a shard's stream ending as a dead shard's does, in a job whose scheduler waits for
-    // dead shards to come back.
-    if (!committed_ || !commit_status_.ok() || job_ended_ ||
-        !absl::IsUnavailable(stream_error_) || shards_.restart_grace <= absl::ZeroDuration()) {
+    if (!committed_ || job_ended_) return failure;
+    // The job's workers changed: said by the failure itself (a barrier), or heard meanwhile.
+    regroup = ChangedGeneration(failure).has_value() ||
+              ChangedGeneration(commit_status_).has_value() ||
+              generation_heard_ > shards_.generation;
+    // Else only a shard's stream ending as a dead shard's does, in a job whose scheduler waits
+    // for dead shards to come back.
+    if (!regroup && (!commit_status_.ok() || !absl::IsUnavailable(stream_error_) ||
+                     shards_.restart_grace <= absl::ZeroDuration())) {
       return failure;
     }
   }
@@ -392,9 +421,16 @@ absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
                         absl::StrCat(failure.message(), "; then, recovering: ", s.message()));
   };
   StopStreams();
+  if (regroup) {
+    std::cerr << membership_->name() << ": " << failure.message() << "; regrouping\n";
+    if (absl::Status s = MoveToCurrentGeneration(); !s.ok()) return failed(s);
+    commit_status_ = Regroup();
+    if (!commit_status_.ok()) return failed(commit_status_);
+    return absl::OkStatus();
+  }
   const std::string round = absl::StrCat("shard recovery ", ++recoveries_);
   // No worker pushes on the old streams once a shard goes back.
-  if (auto s = membership_->Barrier(round + ": streams closed", 0); !s.ok()) {
+  if (auto s = membership_->Barrier(round + ": streams closed", 0, shards_.generation); !s.ok()) {
     return failed(s.status());
   }
   // The scheduler answers once every shard is up; a shard that came back is another process.
@@ -425,7 +461,8 @@ absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
   if (rank() == 0) {
     if (absl::Status s = RollBackShards(restarted); !s.ok()) return failed(s);
   }
-  if (auto s = membership_->Barrier(round + ": shards rolled back", 0); !s.ok()) {
+  if (auto s = membership_->Barrier(round + ": shards rolled back", 0, shards_.generation);
+      !s.ok()) {
     return failed(s.status());
   }
   {
@@ -443,6 +480,115 @@ absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
   return absl::OkStatus();
 }
 
+absl::Status DistKVStoreCore::MoveToCurrentGeneration() {
+  absl::StatusOr<ShardsView> view =
+      membership_->WaitForShards(shards_.restart_grace + kRecoverySlack);
+  if (!view.ok()) return view.status();
+  transport_->Redial(view->addresses);
+  shards_ = *std::move(view);
+  absl::MutexLock lock(&mu_);
+  generation_heard_ = std::max(generation_heard_, shards_.generation);
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::Regroup() {
+  while (true) {
+    const absl::Status s = RegroupOnce();
+    if (!ChangedGeneration(s).has_value()) return s;
+    std::cerr << membership_->name() << ": " << s.message() << "; regrouping again\n";
+    RETURN_IF_ERROR(MoveToCurrentGeneration());
+  }
+}
+
+absl::Status DistKVStoreCore::RegroupOnce() {
+  const int64_t generation = shards_.generation;
+  if (rank() < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        membership_->name(), " is not one of generation ", generation,
+        "'s workers: the scheduler took it for dead (no heartbeat in time)"));
+  }
+  if (update_rule_ != nullptr) {
+    ASSIGN_OR_RETURN(const OptimizerSpec spec, update_rule_(num_workers()));
+    RETURN_IF_ERROR(SetOptimizer(spec));
+  }
+  const std::string round = absl::StrCat("generation ", generation);
+  // Every worker of the generation has stopped pushing before any shard goes back.
+  RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0, generation).status());
+  if (rank() == 0) RETURN_IF_ERROR(RegenerateShards());
+  RETURN_IF_ERROR(membership_->Barrier(round + ": shards ready", fingerprint_, generation).status());
+  {
+    absl::MutexLock lock(&mu_);
+    stream_error_ = absl::OkStatus();
+    closing_ = false;
+    for (auto& k : keys_) {
+      k->in_flight = false;
+      k->result_unread = false;
+      k->awaiting = 0;
+      std::fill(k->pending.begin(), k->pending.end(), 0);
+    }
+    if (generation_heard_ > generation) {  // it moved on again already: the next push says so
+      stream_error_ = MembershipChangedError(generation_heard_, "while regrouping");
+    }
+  }
+  for (auto& k : keys_) std::vector<float>().swap(k->initial);
+  transport_->Open(this);
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::RegenerateShards() {
+  const int num_shards = transport_->num_shards();
+  std::vector<ShardCheckpoints> held;
+  int configured = 0;
+  for (int s = 0; s < num_shards; ++s) {
+    ASSIGN_OR_RETURN(held.emplace_back(), transport_->ListCheckpoints(s));
+    configured += held.back().configured ? 1 : 0;
+  }
+  if (configured == 0) {  // no worker got as far as initialising them
+    WarnAboutIdleShards();
+    return InitShards();
+  }
+  if (configured < num_shards) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        membership_->name(), ": only ", configured, " of the ", num_shards,
+        " shards were initialised (the workers changed while rank 0 initialised them): start "
+        "the job again"));
+  }
+  std::vector<int64_t> common = held[0].steps;
+  for (const ShardCheckpoints& h : held) {
+    std::vector<int64_t> both;
+    std::set_intersection(common.begin(), common.end(), h.steps.begin(), h.steps.end(),
+                          std::back_inserter(both));
+    common = std::move(both);
+  }
+  if (common.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        membership_->name(), ": the job's workers changed (generation ", shards_.generation,
+        "), but the shards hold no checkpoint in common to go on from: an elastic job needs "
+        "--checkpoint_dir and --checkpoint_every on every shard (launch passes them)"));
+  }
+  const int64_t step = common.back();
+  const int64_t next_step = RenumberStep(step, held[0].steps_per_epoch,
+                                         optimizer_.lr_schedule.steps_per_epoch);
+  for (int s = 0; s < num_shards; ++s) {
+    const int parts = static_cast<int>(std::count_if(
+        map_.parts.begin(), map_.parts.end(), [s](const Part& p) { return p.shard == s; }));
+    RETURN_IF_ERROR(transport_->RollBack(s, step, Regeneration{ShardConfigFor(parts), next_step}));
+  }
+  std::cerr << membership_->name() << ": generation " << shards_.generation << " of "
+            << num_workers() << " workers (was " << held[0].num_workers
+            << "): every shard went back to step " << step << ", step " << next_step
+            << " for " << num_workers() << " workers\n";
+  return absl::OkStatus();
+}
+
+int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_steps_per_epoch) {
+  if (old_steps_per_epoch <= 0 || new_steps_per_epoch <= 0) return step;
+  const int64_t epoch = step / old_steps_per_epoch;
+  const int64_t within = step % old_steps_per_epoch;
+  return epoch * new_steps_per_epoch +
+         std::min(new_steps_per_epoch - 1, within * new_steps_per_epoch / old_steps_per_epoch);
+}
+
 absl::Status DistKVStoreCore::RollBackShards(const std::vector<int>& restarted) {
   // The restarted shards resumed from their checkpoint: rank 0 sets them up again (the values
   // sent are replaced by the checkpoint's) and learns its step.
@@ -456,7 +602,7 @@ absl::Status DistKVStoreCore::RollBackShards(const std::vector<int>& restarted) 
     ASSIGN_OR_RETURN(const int64_t resumed,
                      transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())),
                                            parts));
-    if (resumed <= 0) {
+    if (resumed < 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           membership_->name(), ": shard ", s, " at ", transport_->shard_address(s),
           " came back without a checkpoint to resume from: restart it with --resume=<the "

@@ -27,6 +27,10 @@ struct DistKVStoreOptions {
   absl::Duration answer_timeout = absl::Minutes(5);
 };
 
+// An elastic job's step on the shards when its workers changed, numbered for the new number
+// of workers: the same epoch, at the same share of it done (steps per epoch follow 1/W).
+int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_steps_per_epoch);
+
 // The worker's side of the data path without gRPC: the distributed kvstore ("dist_sync",
 // "dist_async") on a job membership and a transport to the shards, both injected.
 //
@@ -59,8 +63,11 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   ~DistKVStoreCore() override;
 
   absl::string_view type() const override { return KVStoreModeName(mode_); }
-  int rank() const override { return membership_->rank(); }
-  int num_workers() const override { return membership_->num_workers(); }
+  // In the current membership generation (an elastic job's change renumbers the workers).
+  int rank() const override { return shards_.rank; }
+  int num_workers() const override { return shards_.num_workers; }
+  int initial_num_workers() const override { return membership_->num_workers(); }
+  void SetUpdateRuleFor(UpdateRuleFor rule) override { update_rule_ = std::move(rule); }
 
   absl::Status SetOptimizer(const OptimizerSpec& spec) override;
   absl::Status Init(int64_t key, const Tensor& value) override;
@@ -79,7 +86,11 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   // its rank); the streams are dialled again at the shards' addresses now; rank 0 sets up the
   // restarted shards and rolls every other back to the checkpoint they resumed from; after a
   // second barrier the streams open again and the caller pulls every key and goes on from
-  // StartStep(). Any other failure comes back as it is; one while recovering carries both.
+  // StartStep().
+  // When the job's workers changed (an elastic job: the scheduler's new generation, heard on
+  // the control stream or from a barrier): the streams close, the workers of the new
+  // generation regroup (Regroup) and the caller pulls and goes on as above.
+  // Any other failure comes back as it is; one while recovering carries both.
   absl::Status Recover(const absl::Status& failure) override;
 
  private:
@@ -120,6 +131,17 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   // rank computed the same map; then the streams open. Answers come only after that.
   absl::Status Commit();
   absl::Status CommitOnce();
+  // The workers of shards_'s generation meet (a barrier), rank 0 sets the shards up for it
+  // (RegenerateShards) and, after a second barrier, the streams open: the caller pulls every
+  // key. When the job moves on to yet another generation meanwhile, it starts over there.
+  absl::Status Regroup();
+  absl::Status RegroupOnce();
+  // Closed streams dialled again at the shards of the job's current generation (shards_).
+  absl::Status MoveToCurrentGeneration();
+  // Rank 0 of a new generation: shards rank 0 never initialised are initialised; otherwise
+  // every shard goes back to the newest checkpoint they all hold, renumbered for the new number
+  // of workers, under the generation's update rule.
+  absl::Status RegenerateShards();
   // Rank 0 says so when some shards hold no part (more shards than parts).
   void WarnAboutIdleShards() const;
   absl::Status InitShards();
@@ -150,12 +172,17 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   // store recovered from a shard's death.
   ShardsView shards_;
   int recoveries_ = 0;
+  UpdateRuleFor update_rule_;
+  int generation_listener_ = -1;
 
   absl::Mutex mu_;  // guards the Key fields marked so, and the job and stream state below
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);
   int64_t answers_ ABSL_GUARDED_BY(mu_) = 0;  // answers accepted so far: a wait's progress
+  // The newest membership generation the scheduler spoke of (shards_'s, or one past it: the
+  // store stops and regroups there).
+  int64_t generation_heard_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cohort

@@ -25,15 +25,42 @@ class FakeMembership final : public JobMembership {
       shards_.incarnations.push_back(absl::StrCat("host pid-", s));
     }
     shards_.restart_grace = absl::Seconds(60);
+    shards_.rank = rank;
+    shards_.num_workers = num_workers;
   }
 
   int rank() const override { return rank_; }
   int num_workers() const override { return num_workers_; }
   std::string name() const override { return absl::StrCat("worker ", rank_); }
-  absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint) override {
+  absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint,
+                                   int64_t generation) override {
     absl::MutexLock lock(&mu_);
     barriers_.push_back(name);
+    if (generation != shards_.generation) {
+      return MembershipChangedError(shards_.generation, "the fake moved on");
+    }
     return fingerprint;
+  }
+  int OnGenerationChange(std::function<void(int64_t)> f) override {
+    absl::MutexLock lock(&listeners_mu_);
+    generation_listeners_.emplace_back(next_, std::move(f));
+    return next_++;
+  }
+  int64_t generation() const override {
+    absl::MutexLock lock(&mu_);
+    return shards_.generation;
+  }
+  // The scheduler starts a new generation in which this worker has `rank` of `num_workers`.
+  void NewGeneration(int rank, int num_workers) {
+    int64_t generation;
+    {
+      absl::MutexLock lock(&mu_);
+      generation = ++shards_.generation;
+      shards_.rank = rank;
+      shards_.num_workers = num_workers;
+    }
+    absl::MutexLock lock(&listeners_mu_);
+    for (auto& [id, f] : generation_listeners_) f(generation);
   }
   int OnEnd(std::function<void()> f) override {
     absl::MutexLock lock(&listeners_mu_);
@@ -42,12 +69,12 @@ class FakeMembership final : public JobMembership {
   }
   void RemoveEndListener(int id) override {
     absl::MutexLock lock(&listeners_mu_);
-    for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
-      if (it->first == id) {
-        listeners_.erase(it);
-        return;
-      }
-    }
+    const auto is_id = [id](const auto& listener) { return listener.first == id; };
+    listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(), is_id),
+                     listeners_.end());
+    generation_listeners_.erase(
+        std::remove_if(generation_listeners_.begin(), generation_listeners_.end(), is_id),
+        generation_listeners_.end());
   }
   absl::Status end_status() const override {
     absl::MutexLock lock(&mu_);
@@ -83,13 +110,15 @@ class FakeMembership final : public JobMembership {
   }
   int listeners() const {
     absl::MutexLock lock(&listeners_mu_);
-    return static_cast<int>(listeners_.size());
+    return static_cast<int>(listeners_.size() + generation_listeners_.size());
   }
 
  private:
   const int rank_, num_workers_;
   mutable absl::Mutex listeners_mu_;
   std::vector<std::pair<int, std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  std::vector<std::pair<int, std::function<void(int64_t)>>> generation_listeners_
+      ABSL_GUARDED_BY(listeners_mu_);
   int next_ ABSL_GUARDED_BY(listeners_mu_) = 0;
   mutable absl::Mutex mu_;
   absl::Status end_ ABSL_GUARDED_BY(mu_);
@@ -104,6 +133,7 @@ struct Pushed {
   int64_t version;
   int rank;
   std::vector<float> values;
+  int64_t generation;
 };
 
 // The shards, played by the test: it records what the store sends (holding each push's pin, as
@@ -126,12 +156,23 @@ class FakeTransport final : public ShardTransport {
       }
       init_shard_[{p.id.key, p.id.part}] = shard;
     }
-    return resumed_step_;
+    return resumed_ ? resumed_step_ : -1;
   }
-  absl::Status RollBack(int shard, int64_t step) override {
+  absl::Status RollBack(int shard, int64_t step,
+                        const std::optional<Regeneration>& next) override {
     absl::MutexLock lock(&mu_);
     rolled_back_.emplace_back(shard, step);
+    if (next.has_value()) {
+      regenerations_.push_back(*next);
+      resumed_step_ = next->step;
+    }
     return absl::OkStatus();
+  }
+  absl::StatusOr<ShardCheckpoints> ListCheckpoints(int shard) override {
+    absl::MutexLock lock(&mu_);
+    ShardCheckpoints held = held_;
+    held.steps = checkpoints_.at(shard);
+    return held;
   }
   void Redial(std::vector<std::string> addresses) override {
     absl::MutexLock lock(&mu_);
@@ -143,13 +184,14 @@ class FakeTransport final : public ShardTransport {
     absl::MutexLock lock(&mu_);
     receiver_ = receiver;
   }
-  void Send(int shard, PartId id, int64_t version, int rank, absl::Span<const float> values,
+  void Send(int shard, const PartHeader& h, absl::Span<const float> values,
             PinCount* pin) override {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
     pin->Pin();
     pins_.push_back(pin);
-    pushed_.push_back({shard, id, version, rank, {values.begin(), values.end()}});
+    pushed_.push_back(
+        {shard, h.id, h.version, h.rank, {values.begin(), values.end()}, h.generation});
   }
   void Close() override {
     absl::MutexLock lock(&mu_);
@@ -167,7 +209,20 @@ class FakeTransport final : public ShardTransport {
   // A restarted shard's Init answers this step, and every pull this version.
   void ResumeAt(int64_t step) {
     absl::MutexLock lock(&mu_);
+    resumed_ = true;
     resumed_step_ = step;
+  }
+  // The checkpoints each shard holds (ListCheckpoints), numbered for this many workers and
+  // steps an epoch.
+  void HoldCheckpoints(std::vector<std::vector<int64_t>> steps, int num_workers,
+                       int64_t steps_per_epoch) {
+    absl::MutexLock lock(&mu_);
+    checkpoints_ = std::move(steps);
+    held_ = {{}, true, num_workers, steps_per_epoch};
+  }
+  std::vector<Regeneration> regenerations() const {
+    absl::MutexLock lock(&mu_);
+    return regenerations_;
   }
   std::vector<std::pair<int, int64_t>> rolled_back() const {
     absl::MutexLock lock(&mu_);
@@ -236,7 +291,11 @@ class FakeTransport final : public ShardTransport {
   std::vector<ShardConfig> configs_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, std::vector<float>> initial_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, int> init_shard_ ABSL_GUARDED_BY(mu_);
+  bool resumed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t resumed_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::vector<int64_t>> checkpoints_ ABSL_GUARDED_BY(mu_);
+  ShardCheckpoints held_ ABSL_GUARDED_BY(mu_);
+  std::vector<Regeneration> regenerations_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int, int64_t>> rolled_back_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
 };
@@ -263,8 +322,8 @@ class DistKVStoreCoreTest : public ::testing::Test {
   // restart_grace: the scheduler's wait for a dead shard, as the store learns it at the start.
   void Make(int rank = 0, KVStoreMode mode = KVStoreMode::kDistSync,
             absl::Duration answer_timeout = absl::Seconds(30),
-            absl::Duration restart_grace = absl::Seconds(60)) {
-    membership_ = std::make_unique<FakeMembership>(rank, 2, kShards);
+            absl::Duration restart_grace = absl::Seconds(60), int workers = 2) {
+    membership_ = std::make_unique<FakeMembership>(rank, workers, kShards);
     membership_->set_restart_grace(restart_grace);
     auto transport = std::make_unique<FakeTransport>(kShards);
     transport_ = transport.get();
@@ -508,6 +567,64 @@ TEST_F(DistKVStoreCoreTest, RecoversFromAShardThatCameBackByRollingEveryShardBac
   for (const Pushed& p : transport_->TakePushed()) EXPECT_EQ(p.version, 40);
 }
 
+// An elastic job's worker dies while rank 0 of 3 waits for its answers: the scheduler's new
+// generation (of 2 workers) ends the wait; the store regroups in it: rank 0 takes the newest
+// checkpoint both shards hold (step 20 of 10 steps an epoch), renumbered for 2 workers (12 steps
+// an epoch: step 24), and the shards go on under generation 1 with 2 workers; pushes carry the
+// new generation and rank.
+TEST_F(DistKVStoreCoreTest, ANewGenerationEndsTheWaitAndRegroupsOnTheNewestCommonCheckpoint) {
+  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
+  OptimizerSpec spec = Sgd();
+  spec.lr_schedule.steps_per_epoch = 10;
+  ASSERT_TRUE(kv_->SetOptimizer(spec).ok());
+  kv_->SetUpdateRuleFor([spec](int workers) {
+    OptimizerSpec s = spec;
+    s.lr_schedule.steps_per_epoch = workers == 2 ? 12 : 10;
+    return s;
+  });
+  transport_->HoldCheckpoints({{0, 10, 20, 30}, {0, 10, 20}}, 3, 10);
+  PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
+  });
+  ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
+  ExpectStopped(transport_, kv_.get());
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  EXPECT_EQ(kv_->rank(), 0);
+  EXPECT_EQ(kv_->num_workers(), 2);
+  EXPECT_EQ(membership_->barriers(),
+            (std::vector<std::string>{"kvstore init", "generation 1: streams closed",
+                                      "generation 1: shards ready"}));
+  EXPECT_EQ(transport_->rolled_back(), (std::vector<std::pair<int, int64_t>>{{0, 20}, {1, 20}}));
+  const std::vector<Regeneration> next = transport_->regenerations();
+  ASSERT_EQ(next.size(), 2u);
+  for (const Regeneration& r : next) {
+    EXPECT_EQ(r.step, 24);
+    EXPECT_EQ(r.config.generation, 1);
+    EXPECT_EQ(r.config.num_workers, 2);
+    EXPECT_EQ(r.config.optimizer.lr_schedule.steps_per_epoch, 12);
+  }
+  Tensor value0(Shape{6}), value1(Shape{3});
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  ASSERT_TRUE(kv_->Pull(1, &value1).ok());
+  EXPECT_EQ(*kv_->StartStep(), 24);
+  ASSERT_TRUE(kv_->PushPull(0, grad_, &value0).ok());
+  for (const Pushed& p : transport_->TakePushed()) {
+    EXPECT_EQ(p.version, 24);
+    EXPECT_EQ(p.generation, 1);
+    EXPECT_EQ(p.rank, 0);
+  }
+}
+
+TEST(RenumberStepTest, KeepsTheEpochAndTheShareOfItDone) {
+  EXPECT_EQ(RenumberStep(20, 10, 12), 24);  // epoch 2, its start
+  EXPECT_EQ(RenumberStep(25, 10, 15), 37);  // epoch 2, half done: 7 of 15
+  EXPECT_EQ(RenumberStep(29, 10, 5), 14);   // epoch 2, 9 of 10: 4 of 5
+  EXPECT_EQ(RenumberStep(9, 10, 30), 27);   // the last step of epoch 0 goes to 27 of 30
+  EXPECT_EQ(RenumberStep(7, 10, 10), 7);
+}
+
 // What is not a shard's death (a refused answer, the job's end) is not recovered from.
 TEST_F(DistKVStoreCoreTest, OtherFailuresAreNotRecoveredFrom) {
   Make(0);
@@ -557,7 +674,7 @@ TEST_F(DistKVStoreCoreTest, PullWithNothingInFlightReadsTheShardsAndNamesAnUnrea
 TEST_F(DistKVStoreCoreTest, DestroyingTheStoreStopsItsStreamsAndItsEndListener) {
   Make();
   PushKey0();  // in flight, never answered
-  EXPECT_EQ(membership_->listeners(), 1);
+  EXPECT_EQ(membership_->listeners(), 2);  // the job's end, a new generation
   kv_.reset();
   EXPECT_EQ(membership_->listeners(), 0);
 }

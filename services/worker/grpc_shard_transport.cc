@@ -156,22 +156,43 @@ class GrpcShardTransport final : public ShardTransport {
     }
     writer->WritesDone();
     const grpc::Status status = writer->Finish();
-    if (status.ok()) return reply.step();
+    if (status.ok()) return reply.resumed() ? reply.step() : -1;
     return absl::Status(FromGrpcStatus(status).code(),
                         absl::StrCat("worker 0: initialising shard ", shard, " at ",
                                      addresses_[shard], ": ", status.error_message()));
   }
 
-  absl::Status RollBack(int shard, int64_t step) override {
+  absl::Status RollBack(int shard, int64_t step,
+                        const std::optional<Regeneration>& next) override {
     grpc::ClientContext context;
     v1::RollBackRequest request;
     request.set_step(step);
+    if (next.has_value()) {
+      *request.mutable_next() = ToProto(next->config);
+      request.set_next_step(next->step);
+    }
     v1::RollBackReply reply;
     const grpc::Status status = stubs_[shard]->RollBack(&context, request, &reply);
     if (status.ok()) return absl::OkStatus();
     return absl::Status(FromGrpcStatus(status).code(),
                         absl::StrCat("worker 0: rolling shard ", shard, " at ", addresses_[shard],
                                      " back to step ", step, ": ", status.error_message()));
+  }
+
+  absl::StatusOr<ShardCheckpoints> ListCheckpoints(int shard) override {
+    grpc::ClientContext context;
+    v1::ListCheckpointsReply reply;
+    const grpc::Status status =
+        stubs_[shard]->ListCheckpoints(&context, v1::ListCheckpointsRequest(), &reply);
+    if (!status.ok()) {
+      return absl::Status(FromGrpcStatus(status).code(),
+                          absl::StrCat("asking shard ", shard, " at ", addresses_[shard],
+                                       " for its checkpoints: ", status.error_message()));
+    }
+    return ShardCheckpoints{{reply.steps().begin(), reply.steps().end()},
+                            reply.configured(),
+                            reply.num_workers(),
+                            reply.steps_per_epoch()};
   }
 
   void Redial(std::vector<std::string> addresses) override {
@@ -188,9 +209,10 @@ class GrpcShardTransport final : public ShardTransport {
     }
   }
 
-  void Send(int shard, PartId id, int64_t version, int rank, absl::Span<const float> values,
+  void Send(int shard, const PartHeader& h, absl::Span<const float> values,
             PinCount* pin) override {
-    streams_[shard]->Send(id, SerializePart(id, version, rank, values, pin));
+    streams_[shard]->Send(h.id,
+                          SerializePart(h.id, h.version, h.rank, values, pin, h.generation));
   }
 
   void Close() override {

@@ -2,6 +2,7 @@
 #define COHORT_SERVICES_WORKER_SHARD_TRANSPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ class AnswerReceiver {
   virtual void OnStreamEnd(int shard, const absl::Status& status) = 0;
 };
 
+// What a shard could roll back to (an elastic job's workers changed), and how its steps are
+// numbered.
+struct ShardCheckpoints {
+  std::vector<int64_t> steps;  // oldest first
+  bool configured = false;     // rank 0 has initialised it; then:
+  int num_workers = 0;
+  int64_t steps_per_epoch = 0;
+};
+
 // A part's initial value, as rank 0 sends it.
 struct InitialPart {
   PartId id;
@@ -45,23 +55,28 @@ class ShardTransport {
   virtual std::string shard_address(int shard) const = 0;
 
   // Rank 0, before Open: the shard's settings, then its parts' initial values (version 0).
-  // Returns the step the shard's parts start at: 0, or that of the checkpoint it resumed from
-  // (which then replaces the values sent).
+  // Returns the step of the checkpoint the shard resumed from (which then replaces the values
+  // sent), or -1 when its parts start from the values sent.
   virtual absl::StatusOr<int64_t> InitShard(int shard, const ShardConfig& config,
                                             absl::Span<const InitialPart> parts) = 0;
   // Rank 0, while no stream is open: the shard goes back to its part of the checkpoint at
-  // `step` (another shard died and came back from it).
-  virtual absl::Status RollBack(int shard, int64_t step) = 0;
+  // `step` (another shard died and came back from it; or, with next, an elastic job's workers
+  // changed and the shard goes on under the next generation).
+  virtual absl::Status RollBack(int shard, int64_t step,
+                                const std::optional<Regeneration>& next = std::nullopt) = 0;
+  // What the shard could roll back to.
+  virtual absl::StatusOr<ShardCheckpoints> ListCheckpoints(int shard) = 0;
   // After Close: the shards are at these addresses now (one came back); Open opens new streams.
   virtual void Redial(std::vector<std::string> addresses) = 0;
   // Opens one bulk stream per shard; answers and stream ends go to receiver until Close.
   virtual void Open(AnswerReceiver* receiver) = 0;
-  // Queues a push on shard's stream: part id's gradient, computed on `version` by `rank`.
-  // values are sent without copying: the transport holds pin (PinCount::Pin) until it is done
-  // with them. Pushes go out in model order. After the stream ended, or after Close, the push
-  // is dropped (OnStreamEnd has said, or will say, why).
-  virtual void Send(int shard, PartId id, int64_t version, int rank,
-                    absl::Span<const float> values, PinCount* pin) = 0;
+  // Queues a push on shard's stream: the gradient of the header's part, computed on its
+  // version by its rank in its generation. values are sent without copying: the transport
+  // holds pin (PinCount::Pin) until it is done with them. Pushes go out in model order. After
+  // the stream ended, or after Close, the push is dropped (OnStreamEnd has said, or will say,
+  // why).
+  virtual void Send(int shard, const PartHeader& header, absl::Span<const float> values,
+                    PinCount* pin) = 0;
   // Ends every stream and waits until none calls the receiver any more. Idempotent.
   virtual void Close() = 0;
   // Asks the shard for the part's current value outside the streams: its header, the values

@@ -57,8 +57,16 @@ class KVStore {
   virtual absl::StatusOr<int64_t> StartStep() { return 0; }
   // After a call failed with `failure`: OK when the store has recovered and training goes on
   // from StartStep(), pulling every key first (a distributed store whose dead shard came back
-  // from a checkpoint: the parameters went back to it); otherwise the failure itself.
+  // from a checkpoint, or an elastic job whose workers changed: the parameters went back to
+  // the newest checkpoint, and rank() and num_workers() may be others); otherwise the failure
+  // itself.
   virtual absl::Status Recover(const absl::Status& failure) { return failure; }
+  // The number of workers the job started with (an elastic job's changes).
+  virtual int initial_num_workers() const { return num_workers(); }
+  // How the update rule follows the number of workers: an elastic store asks it for the spec
+  // of the new number when the workers change (without one, the spec stays).
+  using UpdateRuleFor = std::function<absl::StatusOr<OptimizerSpec>(int num_workers)>;
+  virtual void SetUpdateRuleFor(UpdateRuleFor rule) {}
 };
 
 // Makes the kvstore a --kv_store value names.
