@@ -193,7 +193,7 @@ class RecoveryTest(job_fixture.JobTestCase):
                       out)
         per_epoch = case.steps_per_epoch
         for rank in (0, 1):
-            self.assertIn(f"[worker {rank}] train: rank {rank}: rolled back to step {resumed} "
+            self.assertIn(f"[worker {rank}] train: rank {rank} of 2: rolled back to step {resumed} "
                           f"(epoch {resumed // per_epoch}, step {resumed % per_epoch} of "
                           f"{per_epoch})", out)
         self.assertEqual(self.model_bytes(model), want)

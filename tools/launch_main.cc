@@ -100,6 +100,14 @@ ABSL_FLAG(std::string, resume, "",
 ABSL_FLAG(bool, restart_failed_shards, false,
           "restart a shard that dies from the newest complete checkpoint (needs "
           "--checkpoint_dir and --checkpoint_every); the workers roll back to it and go on");
+ABSL_FLAG(std::string, on_worker_failure, "fail",
+          "what a worker's death does: fail (the job fails) or elastic (the others go on from the "
+          "shards' newest checkpoint while --min_workers remain; needs --checkpoint_dir and "
+          "--checkpoint_every)");
+ABSL_FLAG(int, min_workers, 1, "elastic: the fewest workers the job goes on with");
+ABSL_FLAG(int, max_workers, 0, "elastic: the most workers the job takes (0: -n)");
+ABSL_FLAG(bool, restart_failed_workers, false,
+          "elastic: start a new worker in place of one that dies; it joins the running job");
 ABSL_FLAG(bool, restart_scheduler, false,
           "restart the scheduler at its address if it dies while the job runs; the shards and "
           "workers register with it again within --scheduler_grace and the job goes on");
@@ -436,6 +444,28 @@ int main(int argc, char** argv) {
   }
   o.num_workers = absl::GetFlag(FLAGS_num_workers);
   if (o.num_workers < 1) return UsageError("give the number of workers with -n N (at least 1)");
+  const std::string on_worker_failure = absl::GetFlag(FLAGS_on_worker_failure);
+  o.elastic = on_worker_failure == "elastic";
+  o.min_workers = absl::GetFlag(FLAGS_min_workers);
+  o.max_workers = absl::GetFlag(FLAGS_max_workers);
+  o.restart_failed_workers = absl::GetFlag(FLAGS_restart_failed_workers);
+  if (on_worker_failure != "fail" && !o.elastic) {
+    return UsageError(absl::StrCat("--on_worker_failure=", on_worker_failure,
+                                   ": expected fail or elastic"));
+  }
+  if (o.elastic && (o.min_workers < 1 || o.min_workers > o.num_workers ||
+                    (o.max_workers != 0 && o.max_workers < o.num_workers))) {
+    return UsageError(absl::StrCat("--min_workers=", o.min_workers, " and --max_workers=",
+                                   o.max_workers, ": need 1 <= min_workers <= -n (",
+                                   o.num_workers, ") <= max_workers"));
+  }
+  if ((o.elastic || o.restart_failed_workers) &&
+      (!o.elastic || absl::GetFlag(FLAGS_checkpoint_every) == 0 ||
+       (absl::GetFlag(FLAGS_checkpoint_dir).empty() && absl::GetFlag(FLAGS_resume).empty()))) {
+    return UsageError("--on_worker_failure=elastic goes back to the shards' newest checkpoint "
+                      "when the workers change: give --checkpoint_dir DIR and --checkpoint_every "
+                      "N (--restart_failed_workers needs it too)");
+  }
   o.num_shards = absl::GetFlag(FLAGS_num_shards).value_or(o.num_workers);
   if (o.num_shards < 1) return UsageError("the number of shards, -s N, must be at least 1");
   o.mode = absl::GetFlag(FLAGS_mode);

@@ -39,6 +39,12 @@ ABSL_FLAG(double, shard_restart_grace, 0.0,
           "seconds a dead shard has to register again under its rank, restarted from its "
           "checkpoint, while the workers wait (0: a shard's death fails the job; launch "
           "--restart_failed_shards sets it)");
+ABSL_FLAG(std::string, on_worker_failure, "fail",
+          "what a worker's death does: fail (the job fails) or elastic (the job goes on with the "
+          "others, from the shards' newest checkpoint, while --min_workers remain; workers may "
+          "also join, up to --max_workers)");
+ABSL_FLAG(int, min_workers, 1, "elastic: the fewest workers the job goes on with");
+ABSL_FLAG(int, max_workers, 0, "elastic: the most workers the job takes (0: --num_workers)");
 ABSL_FLAG(double, form_timeout, 120.0,
           "seconds to wait for every member to register before the job fails");
 ABSL_FLAG(double, linger, 0.0,
@@ -76,6 +82,19 @@ int main(int argc, char** argv) {
   const absl::Duration linger = absl::Seconds(absl::GetFlag(FLAGS_linger));
   if (spec.num_workers < 1 || spec.num_shards < 1) {
     std::cerr << "scheduler: error: --num_workers and --num_shards must be >= 1\n";
+    return 2;
+  }
+  const std::string on_worker_failure = absl::GetFlag(FLAGS_on_worker_failure);
+  spec.elastic = on_worker_failure == "elastic";
+  spec.min_workers = absl::GetFlag(FLAGS_min_workers);
+  spec.max_workers = absl::GetFlag(FLAGS_max_workers);
+  if (spec.max_workers == 0) spec.max_workers = spec.num_workers;
+  if ((on_worker_failure != "fail" && !spec.elastic) || spec.min_workers < 1 ||
+      spec.min_workers > spec.num_workers || spec.max_workers < spec.num_workers) {
+    std::cerr << "scheduler: error: --on_worker_failure=" << on_worker_failure
+              << " --min_workers=" << spec.min_workers << " --max_workers=" << spec.max_workers
+              << ": expected fail or elastic, and 1 <= min_workers <= num_workers ("
+              << spec.num_workers << ") <= max_workers\n";
     return 2;
   }
   const absl::StatusOr<cohort::KVStoreMode> mode = cohort::ParseKVStoreMode(absl::GetFlag(FLAGS_mode));

@@ -133,7 +133,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
           " came on a stream opened before the shard rolled back to step ", core_->start_step(),
           "; pushes after a roll back come on new streams"));
     }
-    return core_->Push(h.rank, h.id, h.version, part_.chunks(), this);
+    return core_->Push(h.rank, h.id, h.version, part_.chunks(), this, h.generation);
   }
 
   // Finishes once closing, with no read or write in flight.

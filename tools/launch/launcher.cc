@@ -55,6 +55,8 @@ constexpr int kMaxShardRestarts = 3;
 constexpr absl::Duration kShardRestartGrace = absl::Seconds(60);
 // --restart_scheduler: the scheduler's restarts.
 constexpr int kMaxSchedulerRestarts = 3;
+// --restart_failed_workers (elastic jobs): new workers started in place of dead ones, in all.
+constexpr int kMaxWorkerRestarts = 100;
 
 constexpr char kLoopback[] = "127.0.0.1";
 constexpr char kSchedulerPortFile[] = "scheduler.port";
@@ -410,6 +412,15 @@ class Job {
       to_restart_.push_back(m.rank);
       return;
     }
+    if (died && m.role == Role::kWorker && o_.elastic) {
+      const bool restart = o_.restart_failed_workers && ++worker_restarts_ <= kMaxWorkerRestarts;
+      Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status),
+                       "; the job goes on without it (--on_worker_failure=elastic)",
+                       restart ? absl::StrCat("; starting worker ", next_worker_, " to join it")
+                               : ""));
+      if (restart) ++workers_to_start_;
+      return;
+    }
     if (status != 0) {
       // ssh's own status when it cannot reach the host or loses it (a program's is passed on).
       const bool ssh_failed = m.remote() && ExitCodeOf(status) == 255;
@@ -446,6 +457,12 @@ class Job {
       argv.push_back(
           absl::StrCat("--shard_restart_grace=", absl::ToDoubleSeconds(kShardRestartGrace)));
     }
+    if (o_.elastic) {
+      argv.push_back("--on_worker_failure=elastic");
+      argv.push_back(absl::StrCat("--min_workers=", o_.min_workers));
+      argv.push_back(absl::StrCat("--max_workers=", o_.max_workers > 0 ? o_.max_workers
+                                                                       : o_.num_workers));
+    }
     return argv;
   }
 
@@ -469,6 +486,12 @@ class Job {
       argv.push_back(absl::StrCat("--resume=", o_.checkpoint_dir));
       if (!Spawn(Role::kShard, rank, o_.shard_binary, argv)) return Abort();
     }
+    // The scheduler gives a joining worker its rank; the launcher numbers it for its output.
+    for (; workers_to_start_ > 0; --workers_to_start_) {
+      if (!Spawn(Role::kWorker, next_worker_++, o_.worker_program, o_.worker_argv)) {
+        return Abort();
+      }
+    }
   }
 
   // A restarted member writes its new port: the old one is no target any more.
@@ -487,14 +510,18 @@ class Job {
     return argv;
   }
 
+  // Elastic: every worker has ended, some finished and the others died.
   bool AllWorkersSucceeded() const {
-    int done = 0;
+    int done = 0, running = 0;
     for (const auto& m : members_) {
-      if (m->role == Role::kWorker && m->process->reaped() && m->process->wait_status() == 0) {
+      if (m->role != Role::kWorker) continue;
+      if (!m->process->reaped()) {
+        ++running;
+      } else if (m->process->wait_status() == 0) {
         ++done;
       }
     }
-    return done == o_.num_workers;
+    return o_.elastic ? running == 0 && done > 0 : done == o_.num_workers;
   }
 
   // Records the job's status (the first failure's) and lets the others end on their own.
@@ -655,8 +682,8 @@ class Job {
     for (int i = 0; i < o_.num_shards; ++i) {
       if (!Spawn(Role::kShard, i, o_.shard_binary, ShardArgv(i))) return Abort();
     }
-    for (int r = 0; r < o_.num_workers; ++r) {
-      if (!Spawn(Role::kWorker, r, o_.worker_program, o_.worker_argv)) return Abort();
+    for (; next_worker_ < o_.num_workers; ++next_worker_) {
+      if (!Spawn(Role::kWorker, next_worker_, o_.worker_program, o_.worker_argv)) return Abort();
     }
     Say(absl::StrCat("job ", o_.job_id, ": scheduler at ", scheduler_address_, " (pid ",
                      scheduler.process->pid(), "), ", Count(o_.num_shards, "shard"), ", ",
@@ -679,6 +706,9 @@ class Job {
   std::vector<int> to_restart_;               // shard ranks that died this turn
   int scheduler_restarts_ = 0;
   bool restart_scheduler_ = false;            // it died this turn
+  int worker_restarts_ = 0;
+  int workers_to_start_ = 0;                  // in place of workers that died this turn
+  int next_worker_ = 0;                       // the launcher's number for the next worker
   int scheduler_port_ = 0;
   bool targets_written_ = false;
 

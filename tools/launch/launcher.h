@@ -54,6 +54,14 @@ struct LaunchOptions {
   // kMaxSchedulerRestarts times); the members register with it again within their
   // --scheduler_grace and the job goes on.
   bool restart_scheduler = false;
+  // --on_worker_failure=elastic: a worker that dies does not end the job while min_workers
+  // remain (the scheduler's); with restart_failed_workers a new worker takes its place (it
+  // joins the running job), up to kMaxWorkerRestarts times in all. max_workers: 0 for
+  // num_workers.
+  bool elastic = false;
+  int min_workers = 1;
+  int max_workers = 0;
+  bool restart_failed_workers = false;
   // What every worker runs: the worker binary with the user's flags, or the user's own program.
   std::string worker_program;
   std::vector<std::string> worker_argv;  // argv[0] first

@@ -21,6 +21,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
   o.warmup_epochs = absl::GetFlag(FLAGS_warmup_epochs);
   o.scale_lr = absl::GetFlag(FLAGS_scale_lr);
+  o.elastic_lr = absl::GetFlag(FLAGS_elastic_lr);
   o.augment = absl::GetFlag(FLAGS_augment);
   o.momentum = absl::GetFlag(FLAGS_momentum);
   o.wd = absl::GetFlag(FLAGS_wd);

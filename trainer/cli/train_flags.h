@@ -34,6 +34,9 @@
             "epochs of linear learning-rate warm-up before the schedule (may be fractional)");   \
   ABSL_FLAG(bool, scale_lr, cohort::TrainOptions().scale_lr,                                     \
             "linear scaling rule: use lr x global batch / 256 as the base learning rate");       \
+  ABSL_FLAG(std::string, elastic_lr, cohort::TrainOptions().elastic_lr,                          \
+            "an elastic job whose workers changed: keep the learning rate of the workers it "    \
+            "started with, or scale it with their number (linear scaling rule)");                \
   ABSL_FLAG(std::string, augment, cohort::TrainOptions().augment,                                \
             "training augmentation: none, flip (random horizontal flip) or crop_flip (random "   \
             "crop with side/8 zero padding, then flip)");                                        \
@@ -72,6 +75,7 @@ ABSL_DECLARE_FLAG(double, lr);
 ABSL_DECLARE_FLAG(std::string, lr_schedule);
 ABSL_DECLARE_FLAG(double, warmup_epochs);
 ABSL_DECLARE_FLAG(bool, scale_lr);
+ABSL_DECLARE_FLAG(std::string, elastic_lr);
 ABSL_DECLARE_FLAG(std::string, augment);
 ABSL_DECLARE_FLAG(double, momentum);
 ABSL_DECLARE_FLAG(double, wd);

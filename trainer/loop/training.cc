@@ -60,6 +60,10 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
         absl::StrCat("--kv_store=", o.kv_store, ": expected local, dist_sync or dist_async"));
   }
   RETURN_IF_ERROR(ParseLrScheduleKind(o.lr_schedule).status());
+  if (o.elastic_lr != "keep" && o.elastic_lr != "scale") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--elastic_lr=", o.elastic_lr, ": expected keep or scale"));
+  }
   RETURN_IF_ERROR(ParseAugment(o.augment, 32).status());
   if (o.momentum < 0 || o.momentum >= 1) {
     return absl::InvalidArgumentError(absl::StrCat("--momentum=", o.momentum, ": must be in [0, 1)"));
@@ -127,20 +131,57 @@ absl::StatusOr<TrainTestData> LoadTrainingData(const TrainOptions& options, bool
   return data;
 }
 
-// The update rule the kvstore runs: the optimizer and the learning-rate schedule over the
-// job's steps (the linear scaling rule with --scale_lr).
-absl::StatusOr<OptimizerSpec> UpdateRule(const TrainOptions& options, int64_t global_batch,
-                                         int64_t steps_per_epoch) {
+// What the workers of one membership generation run (an elastic job plans again when its
+// workers change): every rank runs the same steps over the global batch (Contracts,
+// "Sampler"), and the update rule the kvstore runs over the job's steps.
+struct Plan {
+  int rank = 0;
+  int num_workers = 1;
+  bool lead = false;  // rank 0 speaks for the job: the table, evaluation and the model file
+  int64_t global_batch = 0;
+  int64_t steps_per_epoch = 0;
+  OptimizerSpec optimizer;
+  LrSchedule schedule;  // the one the kvstore applies, for the progress table
+};
+
+// The update rule for W workers: the optimizer and the learning-rate schedule over the job's
+// steps; the linear scaling rule with --scale_lr; an elastic job's rate follows the workers
+// with --elastic_lr=scale and stays that of the workers it started with otherwise.
+absl::StatusOr<OptimizerSpec> UpdateRule(const TrainOptions& options, int num_workers,
+                                         int initial_num_workers, int64_t steps_per_epoch) {
   OptimizerSpec spec;
   spec.optimizer = options.optimizer;
   spec.optimizer_options = {options.momentum, options.wd};
   LrScheduleOptions& lr = spec.lr_schedule;
   ASSIGN_OR_RETURN(lr.kind, ParseLrScheduleKind(options.lr_schedule));
-  lr.base_lr = options.scale_lr ? LinearScaledLr(options.lr, global_batch) : options.lr;
+  const int64_t initial_batch = options.batch_size * initial_num_workers;
+  const int64_t lr_batch =
+      options.batch_size * (options.elastic_lr == "scale" ? num_workers : initial_num_workers);
+  lr.base_lr = options.scale_lr ? LinearScaledLr(options.lr, lr_batch)
+                                : options.lr * static_cast<double>(lr_batch) / initial_batch;
   lr.epochs = options.epochs;
   lr.steps_per_epoch = steps_per_epoch;
   lr.warmup_epochs = options.warmup_epochs;
   return spec;
+}
+
+absl::StatusOr<Plan> MakePlan(const TrainOptions& options, int64_t train_size,
+                              const KVStore& kvstore) {
+  const int num_workers = kvstore.num_workers();
+  const int64_t global_batch = options.batch_size * num_workers;
+  const int64_t steps_per_epoch = train_size / global_batch;
+  if (steps_per_epoch == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch_size=", options.batch_size, " × ", num_workers,
+        " workers is larger than the training set (", train_size, " samples)"));
+  }
+  ASSIGN_OR_RETURN(OptimizerSpec optimizer,
+                   UpdateRule(options, num_workers, kvstore.initial_num_workers(),
+                              steps_per_epoch));
+  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(optimizer.lr_schedule));
+  return Plan{kvstore.rank(),  num_workers,          kvstore.rank() == 0,
+              global_batch,    steps_per_epoch,      std::move(optimizer),
+              std::move(schedule)};
 }
 
 absl::Status OpenJsonLog(const std::string& path, std::ofstream* log) {
@@ -166,6 +207,7 @@ struct EpochLoop {
 struct TrainedSoFar {
   double seconds = 0;
   int64_t steps = 0;  // steps run by this process (steps after a roll back run again)
+  int64_t images = 0;  // the job's images in those steps (an elastic job's global batch varies)
   TrainResult result;
 };
 
@@ -252,80 +294,103 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         " device contexts of --devices=", options.devices));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, make_kvstore(options.kv_store));
-  const int rank = kvstore->rank();
-  const int num_workers = kvstore->num_workers();
-  // Rank 0 speaks for the job: the table, evaluation and the model file.
-  const bool lead = rank == 0;
   Normalization norm;
-  ASSIGN_OR_RETURN(const TrainTestData data, LoadTrainingData(options, lead, out, &norm));
+  ASSIGN_OR_RETURN(const TrainTestData data,
+                   LoadTrainingData(options, kvstore->rank() == 0, out, &norm));
   const Shape& sample = data.train.sample_shape;
   ASSIGN_OR_RETURN(Replicas replicas, BuildReplicas(options, std::move(backends), sample,
                                                     data.train.num_classes));
   Model* model = replicas.models[0].get();
 
-  // Every rank runs the same steps over the global batch (Contracts, "Sampler").
-  const int64_t global_batch = options.batch_size * num_workers;
-  const int64_t steps_per_epoch = data.train.size() / global_batch;
-  if (steps_per_epoch == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--batch_size=", options.batch_size, " × ", num_workers,
-        " workers is larger than the training set (", data.train.size(), " samples)"));
-  }
-  ASSIGN_OR_RETURN(const OptimizerSpec optimizer,
-                   UpdateRule(options, global_batch, steps_per_epoch));
-  const LrScheduleOptions& lr_options = optimizer.lr_schedule;
-  // The progress table shows the rate the kvstore applies (the same schedule).
-  ASSIGN_OR_RETURN(const LrSchedule schedule, LrSchedule::Create(lr_options));
-  RETURN_IF_ERROR(kvstore->SetOptimizer(optimizer));
-  RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
+  ASSIGN_OR_RETURN(Plan plan, MakePlan(options, data.train.size(), *kvstore));
+  RETURN_IF_ERROR(kvstore->SetOptimizer(plan.optimizer));
+  // An elastic job's shards take the new number of workers' rule when its workers change.
+  const int64_t train_size = data.train.size();
+  kvstore->SetUpdateRuleFor([&options, train_size, &kvstore](int num_workers) {
+    return UpdateRule(options, num_workers, kvstore->initial_num_workers(),
+                      train_size / (options.batch_size * num_workers));
+  });
+  // Goes on after a failure the kvstore recovers from: a dead shard back from its checkpoint,
+  // or an elastic job's workers changed; every rank goes back to the step the shards are at,
+  // with the plan of the workers there are now.
+  const auto recover = [&](const absl::Status& failure) -> absl::StatusOr<int64_t> {
+    RETURN_IF_ERROR(kvstore->Recover(failure));
+    RETURN_IF_ERROR(PullKVStore(*model, kvstore.get()));
+    ASSIGN_OR_RETURN(plan, MakePlan(options, train_size, *kvstore));
+    ASSIGN_OR_RETURN(const int64_t from, kvstore->StartStep());
+    out << absl::StrFormat(
+               "train: rank %d of %d: rolled back to step %d (epoch %d, step %d of %d)\n",
+               plan.rank, plan.num_workers, from, from / plan.steps_per_epoch,
+               from % plan.steps_per_epoch, plan.steps_per_epoch)
+        << std::flush;
+    return from;
+  };
   // A job whose shards resumed from a checkpoint goes on at its step: the sampler's position
   // and the augmentation derive from (seed, epoch, step), so nothing else is restored.
-  ASSIGN_OR_RETURN(const int64_t first_step, kvstore->StartStep());
-  const int64_t total_steps = options.epochs * steps_per_epoch;
+  absl::StatusOr<int64_t> started = [&]() -> absl::StatusOr<int64_t> {
+    RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
+    return kvstore->StartStep();
+  }();
+  if (!started.ok()) started = recover(started.status());
+  RETURN_IF_ERROR(started.status());
+  const int64_t first_step = *started;
+  // Committing may have moved the store on to another generation.
+  ASSIGN_OR_RETURN(plan, MakePlan(options, train_size, *kvstore));
+  const int64_t total_steps = options.epochs * plan.steps_per_epoch;
   if (first_step > total_steps) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the shards resumed at step ", first_step, ", past this job's end (--epochs=",
-        options.epochs, " x ", steps_per_epoch, " steps): resume with the flags of the job that "
-        "wrote the checkpoint, or more --epochs"));
+        options.epochs, " x ", plan.steps_per_epoch, " steps): resume with the flags of the job "
+        "that wrote the checkpoint, or more --epochs"));
   }
   std::ofstream json_log;
-  if (lead && !options.log_json.empty()) RETURN_IF_ERROR(OpenJsonLog(options.log_json, &json_log));
+  if (plan.lead && !options.log_json.empty()) {
+    RETURN_IF_ERROR(OpenJsonLog(options.log_json, &json_log));
+  }
   ProgressLog progress(&out, json_log.is_open() ? &json_log : nullptr);
   ASSIGN_OR_RETURN(const Augmentation augmentation, ParseAugment(options.augment, sample[1]));
 
-  if (lead) {
+  if (plan.lead) {
+    const LrScheduleOptions& lr_options = plan.optimizer.lr_schedule;
     out << absl::StrFormat(
         "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d x %d "
         "worker(s), %d epochs, %s, lr %g %s (warm-up %g epochs), augment %s, kvstore %s, "
         "backend %s on %s (%s), %d hardware threads\n",
         options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
-        model->num_parameter_elements(), options.batch_size, num_workers, options.epochs,
+        model->num_parameter_elements(), options.batch_size, plan.num_workers, options.epochs,
         options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
         options.augment, kvstore->type(), replicas.backends[0]->name(), options.devices,
         options.precision, std::thread::hardware_concurrency());
     if (first_step > 0) {
       out << absl::StrFormat("train: resuming at step %d (epoch %d, step %d of %d)\n", first_step,
-                             first_step / steps_per_epoch, first_step % steps_per_epoch,
-                             steps_per_epoch);
+                             first_step / plan.steps_per_epoch,
+                             first_step % plan.steps_per_epoch, plan.steps_per_epoch);
     }
     progress.Header();
+  } else if (first_step > 0) {  // a resumed job, or a worker joining an elastic one
+    out << absl::StrFormat("train: rank %d of %d: starting at step %d (epoch %d, step %d of %d)\n",
+                           plan.rank, plan.num_workers, first_step,
+                           first_step / plan.steps_per_epoch, first_step % plan.steps_per_epoch,
+                           plan.steps_per_epoch)
+        << std::flush;
   }
 
   // Runs the epochs from step `from` to the end, adding to so_far.
   const auto train_from = [&](int64_t from, TrainedSoFar* so_far) -> absl::Status {
+    const bool lead = plan.lead;
     PrefetchOptions prefetch;
     prefetch.seed = options.seed;
-    prefetch.rank = rank;
-    prefetch.num_workers = num_workers;
+    prefetch.rank = plan.rank;
+    prefetch.num_workers = plan.num_workers;
     prefetch.batch_size = options.batch_size;
     prefetch.augmentation = augmentation;
-    prefetch.first_epoch = from / steps_per_epoch;
-    prefetch.first_step = from % steps_per_epoch;
+    prefetch.first_epoch = from / plan.steps_per_epoch;
+    prefetch.first_step = from % plan.steps_per_epoch;
     prefetch.end_epoch = options.epochs;
     BatchPrefetcher batches(data.train, norm, prefetch);
     StepRunner runner(replicas.views, kvstore.get(), options.overlap);
-    const EpochLoop loop{options, &runner, &batches, &schedule, lead ? &progress : nullptr,
-                         observer, steps_per_epoch, global_batch};
+    const EpochLoop loop{options, &runner, &batches, &plan.schedule, lead ? &progress : nullptr,
+                         observer, plan.steps_per_epoch, plan.global_batch};
     int64_t step = from;
     for (int64_t epoch = prefetch.first_epoch; epoch < options.epochs; ++epoch) {
       const int64_t first = epoch == prefetch.first_epoch ? prefetch.first_step : 0;
@@ -333,6 +398,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
       ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, first, &step));
       so_far->seconds += times.seconds;
       so_far->steps += step - before;
+      so_far->images += (step - before) * plan.global_batch;
       if (!lead) continue;
       const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
       so_far->result.test_top1 = acc.top1_percent();
@@ -341,8 +407,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
           "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
           "%.2f%%\n",
           epoch, times.seconds, times.data_wait_seconds,
-          (steps_per_epoch - first) * global_batch / times.seconds, so_far->result.test_top1,
-          so_far->result.test_top5);
+          (plan.steps_per_epoch - first) * plan.global_batch / times.seconds,
+          so_far->result.test_top1, so_far->result.test_top5);
       out.flush();  // a job's launcher shows each line as it comes, in order with the others
     }
     return absl::OkStatus();
@@ -352,29 +418,23 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   for (int64_t from = first_step;;) {
     const absl::Status trained = train_from(from, &so_far);
     if (trained.ok()) break;
-    // A dead shard that came back from its checkpoint: every rank goes back to its step.
-    RETURN_IF_ERROR(kvstore->Recover(trained));
-    RETURN_IF_ERROR(PullKVStore(*model, kvstore.get()));
-    ASSIGN_OR_RETURN(from, kvstore->StartStep());
-    out << absl::StrFormat("train: rank %d: rolled back to step %d (epoch %d, step %d of %d)\n",
-                           rank, from, from / steps_per_epoch, from % steps_per_epoch,
-                           steps_per_epoch)
-        << std::flush;
+    ASSIGN_OR_RETURN(from, recover(trained));
   }
   TrainResult result = so_far.result;
   const double train_seconds = so_far.seconds;
   // Per epoch of steps this process ran (a resumed job ran fewer).
-  const double epochs_run = static_cast<double>(so_far.steps) / steps_per_epoch;
-  if (lead && first_step == total_steps) {  // resumed at the very end: nothing was evaluated
+  const double epochs_run = static_cast<double>(so_far.images) /
+                            static_cast<double>(plan.steps_per_epoch * plan.global_batch);
+  if (plan.lead && first_step == total_steps) {  // resumed at the very end: nothing evaluated
     const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
     result.test_top1 = acc.top1_percent();
     result.test_top5 = acc.top5_percent();
   }
   result.seconds_per_epoch = epochs_run > 0 ? train_seconds / epochs_run : 0;
-  result.images_per_second = train_seconds > 0 ? so_far.steps * global_batch / train_seconds : 0;
-  if (!lead) {
-    out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", rank, num_workers,
-                           result.seconds_per_epoch)
+  result.images_per_second = train_seconds > 0 ? so_far.images / train_seconds : 0;
+  if (!plan.lead) {
+    out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", plan.rank,
+                           plan.num_workers, result.seconds_per_epoch)
         << std::flush;
     return result;
   }

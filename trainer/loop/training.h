@@ -27,6 +27,9 @@ struct TrainOptions {
   std::string lr_schedule = "cosine";  // constant | step | cosine | poly
   double warmup_epochs = 0;              // linear warm-up before the schedule
   bool scale_lr = false;  // linear scaling rule: lr × global batch / 256
+  // An elastic job whose workers changed: keep the rate of the workers it started with, or
+  // scale it with their number (the linear scaling rule).
+  std::string elastic_lr = "keep";  // keep | scale
   double momentum = 0.9;
   double wd = 1e-4;
   std::string kv_store = "local";  // local (this process) | dist_sync | dist_async

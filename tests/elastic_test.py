@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Elastic workers (launch --on_worker_failure=elastic, W=3, S=2, dist_sync): a worker SIGKILLed
+after a checkpoint leaves the job to the other two, which go back to the shards' newest
+checkpoint renumbered for two workers and finish in the accuracy band; with
+--restart_failed_workers a new worker takes its place, joins the running job under a new rank in
+the next generation and trains to the end with the others.
+
+Usage: elastic_test.py LAUNCH JOB_PROCESSES_PY
+"""
+
+import glob
+import os
+import re
+import signal
+import sys
+import time
+import unittest
+
+LAUNCH, JOB_PROCESSES = (os.path.abspath(p) for p in sys.argv[1:3])
+sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_fixture  # noqa: E402
+from job_fixture import environ_of  # noqa: E402
+from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
+
+# 7680 samples, batch 32: 80 steps an epoch with 3 workers, 120 with 2; 3 epochs.
+WORKER = ["--model=lenet", "--dataset=fashion-mnist", "--train_samples=7680", "--batch_size=32",
+          "--epochs=3", "--log_interval=20"]
+EVERY = 20
+# LeNet on 7680 Fashion-MNIST images for 3 epochs lands at ~80% top-1 (W=3, uninterrupted).
+ACCURACY_BAND = (72.0, 95.0)
+
+
+def complete_steps(root):
+    steps = []
+    for path in glob.glob(os.path.join(root, "v*")):
+        if all(os.path.exists(os.path.join(path, f"shard-{s}.manifest")) for s in (0, 1)):
+            steps.append(int(os.path.basename(path)[1:]))
+    return sorted(steps)
+
+
+class ElasticTest(job_fixture.JobTestCase):
+    job_prefix = "elastictest"
+
+    def elastic_job(self, name, *flags):
+        job = f"{self.job_id}-{name}"
+        self.addCleanup(kill_job, job)
+        root = os.path.join(self.dir, "ckpt")
+        launcher = self.start(name, [
+            LAUNCH, f"--job_id={job}", "-n", "3", "-s", "2", "--on_worker_failure=elastic",
+            "--min_workers=2", f"--checkpoint_dir={root}", f"--checkpoint_every={EVERY}", *flags,
+            "--", *WORKER, f"--output={self.dir}/{name}.safetensors"])
+        return job, root, launcher
+
+    def kill_worker_after(self, job, root, launcher, name, rank, step):
+        """SIGKILLs worker `rank` once a checkpoint at `step` or later is complete."""
+        deadline = time.monotonic() + 300
+        while not [s for s in complete_steps(root) if s >= step]:
+            self.assertLess(time.monotonic(), deadline, self.log(name))
+            self.assertIsNone(launcher.poll(), self.log(name))
+            time.sleep(0.02)
+        worker = [p for p in job_pids(job) if environ_of(p).get("COHORT_ROLE") == "worker" and
+                  environ_of(p).get("COHORT_RANK") == str(rank)]
+        self.assertEqual(len(worker), 1, job_pids(job))
+        os.kill(worker[0], signal.SIGKILL)
+
+    def accuracy(self, out):
+        m = re.search(r"\[worker \d+\] Test top-1 ([\d.]+)%", out)
+        self.assertIsNotNone(m, out)
+        return float(m.group(1))
+
+    def test_killed_worker_leaves_the_job_to_the_others(self):
+        job, root, launcher = self.elastic_job("shrunk")
+        self.kill_worker_after(job, root, launcher, "shrunk", 2, 2 * EVERY)
+        self.assertEqual(launcher.wait(timeout=600), 0, self.log("shrunk"))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log("shrunk")
+        self.assertRegex(out, r"launch: worker 2 \(pid \d+\) was killed by signal 9 .*; the job "
+                              r"goes on without it")
+        self.assertRegex(out, r"\[scheduler\] scheduler: warning: worker 2 \(host .*\) died "
+                              r"\(.*\): generation 1 with 2 workers")
+        # Both go back to one checkpoint, renumbered from 80 to 120 steps an epoch.
+        rolled = re.findall(r"\[worker (\d)\] train: rank (\d) of 2: rolled back to step (\d+) "
+                            r"\(epoch (\d+), step (\d+) of 120\)", out)
+        self.assertEqual(sorted(w for w, _, _, _, _ in rolled), ["0", "1"], out)
+        self.assertEqual(len({s for _, _, s, _, _ in rolled}), 1, rolled)
+        step, epoch = int(rolled[0][2]), int(rolled[0][3])
+        self.assertGreaterEqual(step, 2 * EVERY * 120 // 80 - 120, rolled)
+        self.assertRegex(out, rf"\[worker 0\] worker 0: generation 1 of 2 workers \(was 3\): "
+                              rf"every shard went back to step \d+, step {step} for 2 workers")
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        self.assertIn("[worker 1] train: rank 1 of 2 done", out)
+        low, high = ACCURACY_BAND
+        self.assertTrue(low <= self.accuracy(out) <= high, out)
+
+    def test_restarted_worker_joins_the_running_job(self):
+        job, root, launcher = self.elastic_job("rejoined", "--restart_failed_workers")
+        self.kill_worker_after(job, root, launcher, "rejoined", 1, 2 * EVERY)
+        self.assertEqual(launcher.wait(timeout=600), 0, self.log("rejoined"))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log("rejoined")
+        self.assertRegex(out, r"launch: worker 1 \(pid \d+\) was killed by signal 9 .*; the job "
+                              r"goes on without it .*; starting worker 3 to join it")
+        # The new process takes the next rank of the scheduler's (3), the last of 3 in its
+        # generation, and trains to the end with the others.
+        self.assertRegex(out, r"\[scheduler\] scheduler: warning: worker 3 \(host .*\) joined: "
+                              r"generation \d+ with 3 workers")
+        self.assertRegex(out, r"\[worker 3\] train: rank 2 of 3: starting at step \d+ "
+                              r"\(epoch \d+, step \d+ of 80\)")
+        self.assertIn("[worker 3] train: rank 2 of 3 done", out)
+        self.assertIn("[scheduler] scheduler: job DONE: all 3 workers finished", out)
+        low, high = ACCURACY_BAND
+        self.assertTrue(low <= self.accuracy(out) <= high, out)
+
+
+if __name__ == "__main__":
+    unittest.main()
