@@ -167,8 +167,8 @@ absl::Status DistKVStoreCore::Pull(int64_t key, Tensor* out) {
 
 absl::Status DistKVStoreCore::Barrier() {
   RETURN_IF_ERROR(Commit());
-  return membership_->Barrier(absl::StrCat("user barrier ", ++barriers_), 0, shards_.generation)
-      .status();
+  // Not numbered: a worker that joined an elastic job has passed fewer.
+  return membership_->Barrier("user barrier", 0, shards_.generation).status();
 }
 
 void DistKVStoreCore::OnAnswer(int shard, const PartHeader& h, ByteChunks values) {
@@ -421,18 +421,24 @@ absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
                         absl::StrCat(failure.message(), "; then, recovering: ", s.message()));
   };
   StopStreams();
-  if (regroup) {
-    std::cerr << membership_->name() << ": " << failure.message() << "; regrouping\n";
-    if (absl::Status s = MoveToCurrentGeneration(); !s.ok()) return failed(s);
-    commit_status_ = Regroup();
-    if (!commit_status_.ok()) return failed(commit_status_);
-    return absl::OkStatus();
+  if (!regroup) {
+    const absl::Status s = RecoverShards(failure);
+    if (!ChangedGeneration(s).has_value()) return s.ok() ? s : failed(s);
+    // The workers changed meanwhile: they regroup, and the restarted shard with them.
   }
-  const std::string round = absl::StrCat("shard recovery ", ++recoveries_);
+  std::cerr << membership_->name() << ": " << failure.message() << "; regrouping\n";
+  if (absl::Status s = MoveToCurrentGeneration(); !s.ok()) return failed(s);
+  commit_status_ = Regroup();
+  if (!commit_status_.ok()) return failed(commit_status_);
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::RecoverShards(const absl::Status& failure) {
+  // Named by the generation, not counted: a worker that joined an elastic job saw fewer.
+  const std::string round = absl::StrCat("generation ", shards_.generation, ": shard recovery");
   // No worker pushes on the old streams once a shard goes back.
-  if (auto s = membership_->Barrier(round + ": streams closed", 0, shards_.generation); !s.ok()) {
-    return failed(s.status());
-  }
+  RETURN_IF_ERROR(
+      membership_->Barrier(round + ": streams closed", 0, shards_.generation).status());
   // The scheduler answers once every shard is up; a shard that came back is another process.
   // A stream that ended while its shard lives brings none back: given up after the grace.
   const absl::Time deadline = absl::Now() + shards_.restart_grace + kRecoverySlack;
@@ -441,12 +447,13 @@ absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
   while (restarted.empty()) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
-      return failed(absl::DeadlineExceededError(absl::StrCat(
-          "no shard came back within ", absl::FormatDuration(shards_.restart_grace))));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no shard came back within ", absl::FormatDuration(shards_.restart_grace)));
     }
-    absl::StatusOr<ShardsView> now = membership_->WaitForShards(left);
-    if (!now.ok()) return failed(now.status());
-    view = *std::move(now);
+    ASSIGN_OR_RETURN(view, membership_->WaitForShards(left));
+    if (view.generation != shards_.generation) {
+      return MembershipChangedError(view.generation, "while a shard restarted");
+    }
     for (size_t s = 0; s < view.incarnations.size(); ++s) {
       if (s >= shards_.incarnations.size() || view.incarnations[s] != shards_.incarnations[s]) {
         restarted.push_back(static_cast<int>(s));
@@ -458,13 +465,14 @@ absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
             << absl::StrJoin(view.addresses, ", ") << "): rolling back\n";
   transport_->Redial(view.addresses);
   shards_ = std::move(view);
-  if (rank() == 0) {
-    if (absl::Status s = RollBackShards(restarted); !s.ok()) return failed(s);
-  }
-  if (auto s = membership_->Barrier(round + ": shards rolled back", 0, shards_.generation);
-      !s.ok()) {
-    return failed(s.status());
-  }
+  if (rank() == 0) RETURN_IF_ERROR(RollBackShards(restarted));
+  RETURN_IF_ERROR(
+      membership_->Barrier(round + ": shards rolled back", 0, shards_.generation).status());
+  ReopenStreams();
+  return absl::OkStatus();
+}
+
+void DistKVStoreCore::ReopenStreams() {
   {
     absl::MutexLock lock(&mu_);
     stream_error_ = absl::OkStatus();
@@ -475,9 +483,11 @@ absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
       k->awaiting = 0;
       std::fill(k->pending.begin(), k->pending.end(), 0);
     }
+    if (generation_heard_ > shards_.generation) {  // it moved on again: the next push says so
+      stream_error_ = MembershipChangedError(generation_heard_, "while recovering");
+    }
   }
   transport_->Open(this);
-  return absl::OkStatus();
 }
 
 absl::Status DistKVStoreCore::MoveToCurrentGeneration() {
@@ -516,22 +526,8 @@ absl::Status DistKVStoreCore::RegroupOnce() {
   RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0, generation).status());
   if (rank() == 0) RETURN_IF_ERROR(RegenerateShards());
   RETURN_IF_ERROR(membership_->Barrier(round + ": shards ready", fingerprint_, generation).status());
-  {
-    absl::MutexLock lock(&mu_);
-    stream_error_ = absl::OkStatus();
-    closing_ = false;
-    for (auto& k : keys_) {
-      k->in_flight = false;
-      k->result_unread = false;
-      k->awaiting = 0;
-      std::fill(k->pending.begin(), k->pending.end(), 0);
-    }
-    if (generation_heard_ > generation) {  // it moved on again already: the next push says so
-      stream_error_ = MembershipChangedError(generation_heard_, "while regrouping");
-    }
-  }
   for (auto& k : keys_) std::vector<float>().swap(k->initial);
-  transport_->Open(this);
+  ReopenStreams();
   return absl::OkStatus();
 }
 
@@ -543,15 +539,28 @@ absl::Status DistKVStoreCore::RegenerateShards() {
     ASSIGN_OR_RETURN(held.emplace_back(), transport_->ListCheckpoints(s));
     configured += held.back().configured ? 1 : 0;
   }
-  if (configured == 0) {  // no worker got as far as initialising them
+  const bool fresh = !keys_.empty() && !keys_[0]->initial.empty();  // never initialised here
+  if (configured == 0 && fresh) {  // no worker got as far as initialising them
     WarnAboutIdleShards();
     return InitShards();
   }
-  if (configured < num_shards) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        membership_->name(), ": only ", configured, " of the ", num_shards,
-        " shards were initialised (the workers changed while rank 0 initialised them): start "
-        "the job again"));
+  // The others restarted from a checkpoint meanwhile: set up like RollBackShards does, before
+  // every shard goes back to the newest checkpoint they all hold.
+  int64_t largest = 1;
+  for (const Part& p : map_.parts) largest = std::max(largest, p.elements);
+  const std::vector<float> placeholder(largest);
+  for (int s = 0; s < num_shards; ++s) {
+    if (held[s].configured) continue;
+    const std::vector<InitialPart> parts = InitialParts(s, placeholder);
+    ASSIGN_OR_RETURN(const int64_t resumed,
+                     transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())),
+                                           parts));
+    if (resumed < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          membership_->name(), ": shard ", s, " at ", transport_->shard_address(s),
+          " is neither set up nor resumed from a checkpoint (the workers changed while rank 0 "
+          "first initialised the shards): start the job again"));
+    }
   }
   std::vector<int64_t> common = held[0].steps;
   for (const ShardCheckpoints& h : held) {
@@ -567,15 +576,21 @@ absl::Status DistKVStoreCore::RegenerateShards() {
         "--checkpoint_dir and --checkpoint_every on every shard (launch passes them)"));
   }
   const int64_t step = common.back();
-  const int64_t next_step = RenumberStep(step, held[0].steps_per_epoch,
-                                         optimizer_.lr_schedule.steps_per_epoch);
+  // How the checkpoints are numbered: by the settings of a shard that was running (one that
+  // restarted has this generation's now; with none left, the numbering is taken to stay).
+  ShardCheckpoints was{{}, true, num_workers(), optimizer_.lr_schedule.steps_per_epoch};
+  for (const ShardCheckpoints& h : held) {
+    if (h.configured) was = h;
+  }
+  const int64_t next_step =
+      RenumberStep(step, was.steps_per_epoch, optimizer_.lr_schedule.steps_per_epoch);
   for (int s = 0; s < num_shards; ++s) {
     const int parts = static_cast<int>(std::count_if(
         map_.parts.begin(), map_.parts.end(), [s](const Part& p) { return p.shard == s; }));
     RETURN_IF_ERROR(transport_->RollBack(s, step, Regeneration{ShardConfigFor(parts), next_step}));
   }
   std::cerr << membership_->name() << ": generation " << shards_.generation << " of "
-            << num_workers() << " workers (was " << held[0].num_workers
+            << num_workers() << " workers (was " << was.num_workers
             << "): every shard went back to step " << step << ", step " << next_step
             << " for " << num_workers() << " workers\n";
   return absl::OkStatus();

@@ -138,6 +138,12 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   absl::Status RegroupOnce();
   // Closed streams dialled again at the shards of the job's current generation (shards_).
   absl::Status MoveToCurrentGeneration();
+  // Recover's path for a shard's death (failure: how its stream ended): MembershipChangedError
+  // when the workers change meanwhile.
+  absl::Status RecoverShards(const absl::Status& failure);
+  // After a recovery: nothing in flight, the streams open again (already failed when the
+  // generation moved on meanwhile).
+  void ReopenStreams();
   // Rank 0 of a new generation: shards rank 0 never initialised are initialised; otherwise
   // every shard goes back to the newest checkpoint they all hold, renumbered for the new number
   // of workers, under the generation's update rule.
@@ -167,11 +173,8 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   uint64_t fingerprint_ = 0;
   std::vector<std::unique_ptr<Key>> keys_;  // stable addresses: answers and pins refer to them
   std::vector<int64_t> auxiliary_keys_;
-  int64_t barriers_ = 0;
-  // The shards the streams are open to (JobMembership::WaitForShards), and how many times the
-  // store recovered from a shard's death.
+  // The shards the streams are open to (JobMembership::WaitForShards).
   ShardsView shards_;
-  int recoveries_ = 0;
   UpdateRuleFor update_rule_;
   int generation_listener_ = -1;
 

@@ -551,8 +551,8 @@ TEST_F(DistKVStoreCoreTest, RecoversFromAShardThatCameBackByRollingEveryShardBac
   transport_->ResumeAt(40);
   ASSERT_TRUE(kv_->Recover(failure).ok());
   EXPECT_EQ(membership_->barriers(),
-            (std::vector<std::string>{"kvstore init", "shard recovery 1: streams closed",
-                                      "shard recovery 1: shards rolled back"}));
+            (std::vector<std::string>{"kvstore init", "generation 0: shard recovery: streams closed",
+                                      "generation 0: shard recovery: shards rolled back"}));
   EXPECT_EQ(transport_->addresses(), (std::vector<std::string>{"fake-0", "fake-1-again"}));
   const std::vector<ShardConfig> configs = transport_->configs();
   ASSERT_EQ(configs.size(), 3u);  // both at the start, then the restarted one
