@@ -8,7 +8,6 @@ the next generation and trains to the end with the others.
 Usage: elastic_test.py LAUNCH JOB_PROCESSES_PY
 """
 
-import glob
 import os
 import re
 import signal
@@ -20,8 +19,8 @@ LAUNCH, JOB_PROCESSES = (os.path.abspath(p) for p in sys.argv[1:3])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
-from job_fixture import environ_of  # noqa: E402
-from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
+from job_fixture import complete_steps  # noqa: E402
+from job_processes import environ_of, job_pids, kill_job, wait_job_gone  # noqa: E402
 
 # 7680 samples, batch 32: 80 steps an epoch with 3 workers, 120 with 2; 3 epochs.
 WORKER = ["--model=lenet", "--dataset=fashion-mnist", "--train_samples=7680", "--batch_size=32",
@@ -29,14 +28,6 @@ WORKER = ["--model=lenet", "--dataset=fashion-mnist", "--train_samples=7680", "-
 EVERY = 20
 # LeNet on 7680 Fashion-MNIST images for 3 epochs lands at ~80% top-1 (W=3, uninterrupted).
 ACCURACY_BAND = (72.0, 95.0)
-
-
-def complete_steps(root):
-    steps = []
-    for path in glob.glob(os.path.join(root, "v*")):
-        if all(os.path.exists(os.path.join(path, f"shard-{s}.manifest")) for s in (0, 1)):
-            steps.append(int(os.path.basename(path)[1:]))
-    return sorted(steps)
 
 
 class ElasticTest(job_fixture.JobTestCase):

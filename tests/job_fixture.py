@@ -2,21 +2,22 @@
 with their output in <name>.log, members found by the job's marker (job_processes.py), and a
 cleanup that kills whatever carries that marker, whatever happened."""
 
+import glob
 import os
 import subprocess
 import tempfile
 import unittest
 
-from job_processes import job_pids, kill_job
+from job_processes import environ_of, job_pids, kill_job
 
 
-def environ_of(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            entries = f.read().split(b"\0")
-    except OSError:
-        return {}
-    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+def complete_steps(root, shards=2):
+    """Steps of the checkpoints under root whose folder holds every shard's manifest."""
+    steps = []
+    for path in glob.glob(os.path.join(root, "v*")):
+        if all(os.path.exists(os.path.join(path, f"shard-{s}.manifest")) for s in range(shards)):
+            steps.append(int(os.path.basename(path)[1:]))
+    return sorted(steps)
 
 
 class JobTestCase(unittest.TestCase):

@@ -12,7 +12,6 @@ Usage: recovery_test.py LAUNCH JOB_PROCESSES_PY
 """
 
 import collections
-import glob
 import json
 import os
 import re
@@ -26,8 +25,8 @@ LAUNCH, JOB_PROCESSES = (os.path.abspath(p) for p in sys.argv[1:3])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
-from job_fixture import environ_of  # noqa: E402
-from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
+from job_fixture import complete_steps  # noqa: E402
+from job_processes import environ_of, job_pids, kill_job, wait_job_gone  # noqa: E402
 
 # A job: the worker's flags, its steps per epoch and in all, and the checkpoint interval.
 Case = collections.namedtuple("Case", "worker steps_per_epoch total_steps every")
@@ -57,15 +56,6 @@ def shard_target(targets, rank):
         if g["labels"]["role"] == "shard" and g["labels"]["rank"] == str(rank):
             return g["targets"][0]
     return None
-
-
-def complete_steps(root):
-    """Steps whose folder holds both shards' manifests."""
-    steps = []
-    for path in glob.glob(os.path.join(root, "v*")):
-        if all(os.path.exists(os.path.join(path, f"shard-{s}.manifest")) for s in (0, 1)):
-            steps.append(int(os.path.basename(path)[1:]))
-    return sorted(steps)
 
 
 class RecoveryTest(job_fixture.JobTestCase):

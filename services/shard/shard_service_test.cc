@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "services/common/grpc_util.h"
 #include "services/common/job_certs_testing.h"
+#include "services/common/metrics.h"
 #include "services/common/test_tmp_dir.h"
 #include "services/common/port_file.h"
 #include "services/wire/part_codec.h"
@@ -285,6 +286,20 @@ TEST_F(ShardServiceTest, APushOnAStreamFromBeforeARollBackIsRefused) {
       << status.error_message();
   b_context.TryCancel();
   ExpectUntouched();
+}
+
+// A push made in another membership generation (an elastic job's workers changed since) is
+// refused before its rank, version or values are looked at, and counted as stale_generation.
+TEST_F(ShardServiceTest, APushOfAnotherGenerationIsRefusedAndCounted) {
+  ProcessMetrics process("job-g", "shard", 3);
+  ShardMetrics metrics(process);
+  core_.set_metrics(&metrics);
+  v1::Part m = Push(0, 0, 0, {1, 1, 1, 1});
+  m.mutable_header()->set_generation(1);
+  ExpectRefused({m}, "shard 3: worker 0's push of key 0 part 0 was made in membership "
+                     "generation 1, but the job's workers changed: it is in generation 0");
+  EXPECT_EQ(metrics.rejected[static_cast<int>(Rejection::kStaleGeneration)]->Value(), 1);
+  core_.set_metrics(nullptr);
 }
 
 size_t ResidentBytes() {

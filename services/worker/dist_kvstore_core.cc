@@ -544,23 +544,11 @@ absl::Status DistKVStoreCore::RegenerateShards() {
     WarnAboutIdleShards();
     return InitShards();
   }
-  // The others restarted from a checkpoint meanwhile: set up like RollBackShards does, before
-  // every shard goes back to the newest checkpoint they all hold.
-  int64_t largest = 1;
-  for (const Part& p : map_.parts) largest = std::max(largest, p.elements);
-  const std::vector<float> placeholder(largest);
+  // The others restarted from a checkpoint meanwhile: set up before every shard goes back to
+  // the newest checkpoint they all hold.
   for (int s = 0; s < num_shards; ++s) {
     if (held[s].configured) continue;
-    const std::vector<InitialPart> parts = InitialParts(s, placeholder);
-    ASSIGN_OR_RETURN(const int64_t resumed,
-                     transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())),
-                                           parts));
-    if (resumed < 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          membership_->name(), ": shard ", s, " at ", transport_->shard_address(s),
-          " is neither set up nor resumed from a checkpoint (the workers changed while rank 0 "
-          "first initialised the shards): start the job again"));
-    }
+    RETURN_IF_ERROR(SetUpRestartedShard(s).status());
   }
   std::vector<int64_t> common = held[0].steps;
   for (const ShardCheckpoints& h : held) {
@@ -604,25 +592,30 @@ int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_step
          std::min(new_steps_per_epoch - 1, within * new_steps_per_epoch / old_steps_per_epoch);
 }
 
+absl::StatusOr<int64_t> DistKVStoreCore::SetUpRestartedShard(int shard) {
+  int64_t largest = 1;
+  for (const Part& p : map_.parts) largest = std::max(largest, p.elements);
+  const std::vector<float> placeholder(largest);
+  const std::vector<InitialPart> parts = InitialParts(shard, placeholder);
+  ASSIGN_OR_RETURN(const int64_t resumed,
+                   transport_->InitShard(shard, ShardConfigFor(static_cast<int>(parts.size())),
+                                         parts));
+  if (resumed < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        membership_->name(), ": shard ", shard, " at ", transport_->shard_address(shard),
+        " came back without a checkpoint to resume from: restart it with --resume=<the job's "
+        "--checkpoint_dir> (launch --restart_failed_shards does)"));
+  }
+  return resumed;
+}
+
 absl::Status DistKVStoreCore::RollBackShards(const std::vector<int>& restarted) {
   // The restarted shards resumed from their checkpoint: rank 0 sets them up again (the values
   // sent are replaced by the checkpoint's) and learns its step.
   int64_t step = -1;
   int first = -1;
-  int64_t largest = 1;
-  for (const Part& p : map_.parts) largest = std::max(largest, p.elements);
-  const std::vector<float> placeholder(largest);
   for (int s : restarted) {
-    const std::vector<InitialPart> parts = InitialParts(s, placeholder);
-    ASSIGN_OR_RETURN(const int64_t resumed,
-                     transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())),
-                                           parts));
-    if (resumed < 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          membership_->name(), ": shard ", s, " at ", transport_->shard_address(s),
-          " came back without a checkpoint to resume from: restart it with --resume=<the "
-          "job's --checkpoint_dir> (launch --restart_failed_shards does)"));
-    }
+    ASSIGN_OR_RETURN(const int64_t resumed, SetUpRestartedShard(s));
     if (step >= 0 && resumed != step) {
       return absl::FailedPreconditionError(absl::StrCat(
           membership_->name(), ": shard ", first, " came back at step ", step, " but shard ", s,

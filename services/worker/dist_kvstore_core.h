@@ -155,6 +155,9 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   // Shard `shard`'s parts with their initial values or, for a restarted shard (its checkpoint
   // replaces them), with the zeros of placeholder (as long as the largest part).
   std::vector<InitialPart> InitialParts(int shard, absl::Span<const float> placeholder) const;
+  // Rank 0: a shard restarted from its checkpoint is set up again (the values sent, zeros, are
+  // replaced by the checkpoint's); returns the checkpoint's step.
+  absl::StatusOr<int64_t> SetUpRestartedShard(int shard);
   // Rank 0, in Recover: `restarted` (shard ranks) came back from a checkpoint; every shard goes
   // to its step.
   absl::Status RollBackShards(const std::vector<int>& restarted);

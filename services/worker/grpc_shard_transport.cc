@@ -199,7 +199,8 @@ class GrpcShardTransport final : public ShardTransport {
     Close();
     streams_.clear();
     generic_stubs_.clear();
-    Dial(std::move(addresses));
+    // The same shards (an elastic job's workers changed): their channels stay.
+    if (addresses != addresses_) Dial(std::move(addresses));
   }
 
   void Open(AnswerReceiver* receiver) override {

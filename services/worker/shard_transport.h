@@ -66,7 +66,8 @@ class ShardTransport {
                                 const std::optional<Regeneration>& next = std::nullopt) = 0;
   // What the shard could roll back to.
   virtual absl::StatusOr<ShardCheckpoints> ListCheckpoints(int shard) = 0;
-  // After Close: the shards are at these addresses now (one came back); Open opens new streams.
+  // After Close: the shards are at these addresses now (one came back, or the same ones);
+  // Open opens new streams.
   virtual void Redial(std::vector<std::string> addresses) = 0;
   // Opens one bulk stream per shard; answers and stream ends go to receiver until Close.
   virtual void Open(AnswerReceiver* receiver) = 0;

@@ -10,6 +10,16 @@ import signal
 import time
 
 
+def environ_of(pid):
+    """The environment of process pid ({} when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return {}
+    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+
+
 def job_pids(job_id):
     """PIDs of the live processes whose environment holds COHORT_JOB_ID=<job_id> exactly.
 

@@ -26,16 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
-from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
-
-
-def environ_of(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            entries = f.read().split(b"\0")
-    except OSError:
-        return {}
-    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+from job_processes import environ_of, job_pids, kill_job, wait_job_gone  # noqa: E402
 
 
 def rss_kib(pid):
