@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Elastic workers (launch --on_worker_failure=elastic, W=3, S=2, dist_sync): a worker SIGKILLed
 after a checkpoint leaves the job to the other two, which go back to the shards' newest
-checkpoint renumbered for two workers and finish in the accuracy band; with
---restart_failed_workers a new worker takes its place, joins the running job under a new rank in
-the next generation and trains to the end with the others.
+checkpoint renumbered for two workers, at the rate scaled for two (--elastic_lr=scale), and
+finish in the accuracy band; with --restart_failed_workers a new worker takes its place, joins
+the running job under a new rank in the next generation and trains to the end with the others,
+at the rate the job started with (--elastic_lr=keep).
 
 Usage: elastic_test.py LAUNCH JOB_PROCESSES_PY
 """
@@ -33,14 +34,15 @@ ACCURACY_BAND = (72.0, 95.0)
 class ElasticTest(job_fixture.JobTestCase):
     job_prefix = "elastictest"
 
-    def elastic_job(self, name, *flags):
+    def elastic_job(self, name, *flags, elastic_lr="keep"):
         job = f"{self.job_id}-{name}"
         self.addCleanup(kill_job, job)
         root = os.path.join(self.dir, "ckpt")
         launcher = self.start(name, [
             LAUNCH, f"--job_id={job}", "-n", "3", "-s", "2", "--on_worker_failure=elastic",
             "--min_workers=2", f"--checkpoint_dir={root}", f"--checkpoint_every={EVERY}", *flags,
-            "--", *WORKER, f"--output={self.dir}/{name}.safetensors"])
+            "--", *WORKER, f"--elastic_lr={elastic_lr}",
+            f"--output={self.dir}/{name}.safetensors"])
         return job, root, launcher
 
     def kill_worker_after(self, job, root, launcher, name, rank, step):
@@ -61,7 +63,7 @@ class ElasticTest(job_fixture.JobTestCase):
         return float(m.group(1))
 
     def test_killed_worker_leaves_the_job_to_the_others(self):
-        job, root, launcher = self.elastic_job("shrunk")
+        job, root, launcher = self.elastic_job("shrunk", elastic_lr="scale")
         self.kill_worker_after(job, root, launcher, "shrunk", 2, 2 * EVERY)
         self.assertEqual(launcher.wait(timeout=600), 0, self.log("shrunk"))
         self.assertEqual(wait_job_gone(job, 5), [])
@@ -77,8 +79,10 @@ class ElasticTest(job_fixture.JobTestCase):
         self.assertEqual(len({s for _, _, s, _, _ in rolled}), 1, rolled)
         step, epoch = int(rolled[0][2]), int(rolled[0][3])
         self.assertGreaterEqual(step, 2 * EVERY * 120 // 80 - 120, rolled)
+        # --elastic_lr=scale: the rate follows the workers, 0.02 x 2/3.
         self.assertRegex(out, rf"\[worker 0\] worker 0: generation 1 of 2 workers \(was 3\): "
-                              rf"every shard went back to step \d+, step {step} for 2 workers")
+                              rf"every shard went back to step \d+, step {step} for 2 workers, "
+                              rf"base lr 0\.013333")
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
         self.assertIn("[worker 1] train: rank 1 of 2 done", out)
         low, high = ACCURACY_BAND
@@ -99,6 +103,11 @@ class ElasticTest(job_fixture.JobTestCase):
         self.assertRegex(out, r"\[worker 3\] train: rank 2 of 3: starting at step \d+ "
                               r"\(epoch \d+, step \d+ of 80\)")
         self.assertIn("[worker 3] train: rank 2 of 3 done", out)
+        # --elastic_lr=keep: the rate of the 3 workers the job started with, whatever the number.
+        for m in re.finditer(r"every shard went back to step \d+, step \d+ for \d workers, "
+                             r"base lr ([\d.]+)", out):
+            self.assertEqual(m.group(1), "0.02", out)
+        self.assertRegex(out, r"base lr 0\.02\n")
         self.assertIn("[scheduler] scheduler: job DONE: all 3 workers finished", out)
         low, high = ACCURACY_BAND
         self.assertTrue(low <= self.accuracy(out) <= high, out)

@@ -580,7 +580,8 @@ absl::Status DistKVStoreCore::RegenerateShards() {
   std::cerr << membership_->name() << ": generation " << shards_.generation << " of "
             << num_workers() << " workers (was " << was.num_workers
             << "): every shard went back to step " << step << ", step " << next_step
-            << " for " << num_workers() << " workers\n";
+            << " for " << num_workers() << " workers, base lr "
+            << optimizer_.lr_schedule.base_lr << "\n";
   return absl::OkStatus();
 }
 
