@@ -4,7 +4,7 @@ after a checkpoint leaves the job to the other two, which go back to the shards'
 checkpoint renumbered for two workers, at the rate scaled for two (--elastic_lr=scale), and
 finish in the accuracy band; with --restart_failed_workers a new worker takes its place, joins
 the running job under a new rank in the next generation and trains to the end with the others,
-at the rate the job started with (--elastic_lr=keep).
+at the rate the job started with (--elastic_lr=keep); a dist_async job goes on as well.
 
 Usage: elastic_test.py LAUNCH JOB_PROCESSES_PY
 """
@@ -34,14 +34,15 @@ ACCURACY_BAND = (72.0, 95.0)
 class ElasticTest(job_fixture.JobTestCase):
     job_prefix = "elastictest"
 
-    def elastic_job(self, name, *flags, elastic_lr="keep"):
+    def elastic_job(self, name, *flags, elastic_lr="keep", mode="dist_sync"):
         job = f"{self.job_id}-{name}"
         self.addCleanup(kill_job, job)
         root = os.path.join(self.dir, "ckpt")
         launcher = self.start(name, [
-            LAUNCH, f"--job_id={job}", "-n", "3", "-s", "2", "--on_worker_failure=elastic",
-            "--min_workers=2", f"--checkpoint_dir={root}", f"--checkpoint_every={EVERY}", *flags,
-            "--", *WORKER, f"--elastic_lr={elastic_lr}",
+            LAUNCH, f"--job_id={job}", "-n", "3", "-s", "2", f"--mode={mode}",
+            "--on_worker_failure=elastic", "--min_workers=2", f"--checkpoint_dir={root}",
+            f"--checkpoint_every={EVERY}", *flags,
+            "--", *WORKER, f"--kv_store={mode}", f"--elastic_lr={elastic_lr}",
             f"--output={self.dir}/{name}.safetensors"])
         return job, root, launcher
 
@@ -85,6 +86,21 @@ class ElasticTest(job_fixture.JobTestCase):
                               rf"base lr 0\.013333")
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
         self.assertIn("[worker 1] train: rank 1 of 2 done", out)
+        low, high = ACCURACY_BAND
+        self.assertTrue(low <= self.accuracy(out) <= high, out)
+
+    def test_async_job_goes_on_without_a_killed_worker(self):
+        """dist_async: the same regroup (the shards' versions count pushes: step x W)."""
+        job, root, launcher = self.elastic_job("async", mode="dist_async")
+        self.kill_worker_after(job, root, launcher, "async", 2, 2 * EVERY)
+        self.assertEqual(launcher.wait(timeout=600), 0, self.log("async"))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log("async")
+        self.assertRegex(out, r"\[worker 0\] worker 0: generation 1 of 2 workers \(was 3\): every "
+                              r"shard went back to step \d+, step \d+ for 2 workers")
+        self.assertRegex(out, r"\[worker 1\] train: rank 1 of 2: rolled back to step \d+ "
+                              r"\(epoch \d+, step \d+ of 120\)")
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
         low, high = ACCURACY_BAND
         self.assertTrue(low <= self.accuracy(out) <= high, out)
 
