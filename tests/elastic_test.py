@@ -27,7 +27,7 @@ from job_processes import environ_of, job_pids, kill_job, wait_job_gone  # noqa:
 WORKER = ["--model=lenet", "--dataset=fashion-mnist", "--train_samples=7680", "--batch_size=32",
           "--epochs=3", "--log_interval=20"]
 EVERY = 20
-# LeNet on 7680 Fashion-MNIST images for 3 epochs lands at ~80% top-1 (W=3, uninterrupted).
+# LeNet on 7680 Fashion-MNIST images for 3 epochs: these jobs end at 81-83% top-1.
 ACCURACY_BAND = (72.0, 95.0)
 
 

@@ -197,11 +197,6 @@ std::optional<ShardConfig> ShardCore::config() const {
   return settings_->config;
 }
 
-int64_t ShardCore::generation() const {
-  absl::MutexLock lock(&mu_);
-  return settings_ == nullptr ? 0 : settings_->config.generation;
-}
-
 int64_t ShardCore::start_step() const {
   absl::MutexLock lock(&mu_);
   return start_step_;

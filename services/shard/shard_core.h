@@ -118,8 +118,6 @@ class ShardCore {
                         const std::optional<Regeneration>& next = std::nullopt);
   // Gives the checkpoint sink every part as it is now (after a regeneration: its first step).
   void CheckpointNow();
-  // The membership generation pushes must come from.
-  int64_t generation() const;
   // The step the parts started from: 0, or that of the checkpoint resumed or rolled back to.
   int64_t start_step() const;
   // Whether the parts started from a checkpoint (ResumeFrom) rather than the initial values.

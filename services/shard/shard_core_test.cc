@@ -538,7 +538,7 @@ TEST(ShardCoreCheckpointTest, RegenerationGoesOnFromTheCheckpointUnderTheNewMemb
     next.optimizer.lr_schedule.base_lr = 0.75;
     next.optimizer.lr_schedule.steps_per_epoch = 3;
     ASSERT_TRUE(core.RollBack(at2, Regeneration{next, 5}).ok());
-    EXPECT_EQ(core.generation(), 1);
+    EXPECT_EQ(core.config()->generation, 1);
     EXPECT_EQ(core.start_step(), 5);
     EXPECT_EQ(checkpoints.steps.count(3), 0u);
     const int64_t per_step = mode == KVStoreMode::kDistAsync ? 3 : 1;
@@ -585,7 +585,7 @@ TEST(ShardCoreCheckpointTest, RegenerationGoesOnFromTheCheckpointUnderTheNewMemb
     other.partition_fingerprint += 1;
     EXPECT_EQ(core.RollBack(at2, Regeneration{other, 5}).code(),
               absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(core.generation(), 1);
+    EXPECT_EQ(core.config()->generation, 1);
   }
 }
 

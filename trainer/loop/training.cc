@@ -206,8 +206,9 @@ struct EpochLoop {
 // What the epochs run so far add up to, across roll backs.
 struct TrainedSoFar {
   double seconds = 0;
-  int64_t steps = 0;  // steps run by this process (steps after a roll back run again)
-  int64_t images = 0;  // the job's images in those steps (an elastic job's global batch varies)
+  // The job's images in the steps this process ran (steps after a roll back run again; an
+  // elastic job's global batch varies).
+  int64_t images = 0;
   TrainResult result;
 };
 
@@ -397,7 +398,6 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
       const int64_t before = step;
       ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, first, &step));
       so_far->seconds += times.seconds;
-      so_far->steps += step - before;
       so_far->images += (step - before) * plan.global_batch;
       if (!lead) continue;
       const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
