@@ -12,7 +12,9 @@
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 #include "services/common/grpc_util.h"
+#include "services/common/job_certs_testing.h"
 #include "services/common/metrics.h"
+#include "services/common/test_tmp_dir.h"
 
 namespace cohort {
 namespace {
@@ -118,6 +120,28 @@ TEST(HttpServerTest, RequestsTheGuardRefusesGet401AndNeverReachTheHandler) {
   EXPECT_EQ(with->body, "{}");
   EXPECT_EQ(handled, 1);
   EXPECT_EQ(seen, std::vector<std::string>(3, "/status 127.0.0.1"));
+}
+
+TEST(ServeMetricsTest, HealthNeedsNoTokenWhereMetricsDo) {
+  const std::string dir = TmpDir() + "/health-job";
+  ASSERT_TRUE(MakeJobCerts(dir, "worker").ok());
+  ASSERT_TRUE(WriteToken(dir + "/token", "s3cret").ok());
+  auto security = LoadSecurity(dir, "worker", dir + "/token");
+  ASSERT_TRUE(security.ok()) << security.status();
+  ProcessMetrics metrics("job-1", "worker", 0, *security);
+  auto server = ServeMetrics("127.0.0.1", 0, "", {metrics.Route()}, *security);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto health = HttpGet("127.0.0.1", port, kHealthPath);
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->body, "ok\n");
+  auto page = HttpGet("127.0.0.1", port, "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->status, 401);
+  page = HttpGet("127.0.0.1", port, "/metrics", "Bearer s3cret");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->status, 200);
 }
 
 TEST(ProcessMetricsTest, MetricsCarryTheProcessLabels) {

@@ -83,10 +83,11 @@ HttpServer::Route ProcessMetrics::Route(std::function<void()> refresh) const {
 absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
     const std::string& bind, int port, const std::string& port_file,
     std::vector<HttpServer::Route> routes, std::shared_ptr<const TransportSecurity> security) {
+  routes.push_back({kHealthPath, [] { return HttpResponse{200, "text/plain", "ok\n"}; }});
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
       bind, port, std::move(routes),
       [security](absl::string_view authorization, absl::string_view peer, absl::string_view path) {
-        return security->AdmitHttp(authorization, peer, path);
+        return path == kHealthPath || security->AdmitHttp(authorization, peer, path);
       });
   if (!server.ok() || port_file.empty()) return server;
   if (absl::Status s = WritePortFile(port_file, (*server)->port()); !s.ok()) return s;

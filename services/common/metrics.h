@@ -51,7 +51,9 @@ class ProcessMetrics {
 
 // Serves routes (/metrics, ...) on bind:port (0: any port) to the requests security admits
 // (with a job token, only those that carry it) and, when port_file is not empty, writes the port
-// it got there (Contracts, "Ports").
+// it got there (Contracts, "Ports"). Also serves kHealthPath to anyone ("ok": the process is up
+// and serving), for container health checks and Kubernetes probes, which carry no token.
+inline constexpr char kHealthPath[] = "/healthz";
 absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
     const std::string& bind, int port, const std::string& port_file,
     std::vector<HttpServer::Route> routes, std::shared_ptr<const TransportSecurity> security);

@@ -437,6 +437,14 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
   m->stopped = true;
   if (!error.empty()) {
     m->last_error = error;
+    const bool survivable =
+        state_ == JobState::kRunning &&
+        ((role == MemberRole::kWorker && spec_.elastic) ||
+         (role == MemberRole::kShard && spec_.shard_restart_grace > absl::ZeroDuration()));
+    if (survivable) {
+      Died(role, rank, error);
+      return;
+    }
     m->dead = true;
     Fail(absl::StrCat(Describe(role, rank), " failed: ", error));
     return;
@@ -448,6 +456,11 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
   state_ = JobState::kDone;
   reason_ = active_.size() == 1 ? std::string("the worker finished")
                                 : absl::StrCat("all ", active_.size(), " workers finished");
+}
+
+void SchedulerCore::Stop(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  Fail(reason);
 }
 
 void SchedulerCore::CheckLiveness() {

@@ -145,9 +145,13 @@ class SchedulerCore {
                                    int64_t generation = 0);
   // The membership generation: 0, moved on by each change of an elastic job's workers.
   int64_t generation() const;
-  // The member leaves: finished (error empty) or failed (the job fails with its error). The job
-  // is DONE when every worker has finished.
+  // The member leaves: finished (error empty) or failed (the job fails with its error, unless
+  // the job outlives that member's death: a restartable shard, an elastic job's worker). The
+  // job is DONE when every worker has finished.
   void MemberStopped(MemberRole role, int rank, const std::string& error);
+  // Ends the job as FAILED with this reason (the scheduler itself was told to stop); members
+  // learn it from their next heartbeat's answer.
+  void Stop(const std::string& reason);
   // Fails the job if a member is silent past the heartbeat timeout or the job has not formed in
   // time; names the straggler (a notice) every straggler_report_interval while it holds the
   // others up.

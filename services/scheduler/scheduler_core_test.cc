@@ -584,5 +584,30 @@ TEST(SchedulerCoreTest, ElasticJobFailsBelowMinWorkers) {
       << core.reason();
 }
 
+TEST(SchedulerCoreTest, AMemberThatLeavesWithAnErrorIsADeathTheJobMayOutlive) {
+  FakeClock clock;
+  SchedulerCore core(Elastic(3, 2, 3), &clock);
+  Form(&core);
+  // An elastic job's worker stopped by its engine: the others go on in a new generation.
+  core.MemberStopped(MemberRole::kWorker, 2, "stopped by SIGTERM");
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  EXPECT_EQ(core.generation(), 1);
+  // A shard without a restart grace: the job fails naming it and its error.
+  core.MemberStopped(MemberRole::kShard, 0, "stopped by SIGTERM");
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 0")) << core.reason();
+  EXPECT_TRUE(absl::StrContains(core.reason(), "failed: stopped by SIGTERM")) << core.reason();
+}
+
+TEST(SchedulerCoreTest, StopEndsTheJobWithTheReasonGiven) {
+  FakeClock clock;
+  SchedulerCore core(Elastic(2, 1, 2), &clock);
+  Form(&core);
+  core.Stop("the scheduler was stopped by SIGTERM");
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_EQ(core.reason(), "the scheduler was stopped by SIGTERM");
+  EXPECT_TRUE(core.WaitUntilEnded(absl::ZeroDuration()));
+}
+
 }  // namespace
 }  // namespace cohort

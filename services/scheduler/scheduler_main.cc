@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <iostream>
 #include <random>
@@ -21,6 +22,7 @@
 #include "services/common/metrics.h"
 #include "services/common/port_file.h"
 #include "services/common/security_flags.h"
+#include "services/common/termination.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_service.h"
@@ -107,6 +109,13 @@ int main(int argc, char** argv) {
 
   cohort::RealClock clock;
   cohort::SchedulerCore core(spec, &clock);
+  // Stopped (a container engine, Kubernetes, scancel): the job ends FAILED saying why, and the
+  // members hear it from their next heartbeat's answer.
+  std::atomic<int> stop_signal{0};
+  cohort::OnTerminationSignal([&](int signo) {
+    stop_signal = signo;
+    core.Stop(absl::StrCat("the scheduler was stopped by ", cohort::TerminationSignalName(signo)));
+  });
   cohort::SchedulerService service(&core);
   cohort::ProcessMetrics process(spec.job_id, "scheduler", 0, *security);
   cohort::SchedulerMetrics metrics(process, spec, absl::GetFlag(FLAGS_baseline_images_per_second));
@@ -156,13 +165,16 @@ int main(int argc, char** argv) {
   const bool done = core.state() == cohort::JobState::kDone;
   std::cout << "scheduler: job " << (done ? "DONE: " : "FAILED: ") << core.reason() << "\n"
             << std::flush;
-  // Members learn the end from their next heartbeat's answer and close their streams.
-  core.WaitForMembersToLeave(spec.heartbeat_timeout);
-  if (linger > absl::ZeroDuration()) {
+  // Members learn the end from their next heartbeat's answer and close their streams; a
+  // stopped scheduler has about two seconds before its engine kills it.
+  core.WaitForMembersToLeave(stop_signal != 0 ? std::min(spec.heartbeat_timeout, absl::Seconds(1))
+                                              : spec.heartbeat_timeout);
+  if (linger > absl::ZeroDuration() && stop_signal == 0) {
     std::cout << "scheduler: lingering " << absl::FormatDuration(linger) << " (--linger)\n"
               << std::flush;
     absl::SleepFor(linger);
   }
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (stop_signal != 0) return 128 + stop_signal;
   return done ? 0 : 1;
 }

@@ -1,6 +1,9 @@
 // shard: holds a share of the parameters of a job, with their optimizer state, and updates them
 // from the workers' pushes. `bazel run //services:shard -- --help` lists the flags.
 
+#include <unistd.h>
+
+#include <atomic>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -16,6 +19,7 @@
 #include "services/common/malloc_tuning.h"
 #include "services/common/metrics.h"
 #include "services/common/security_flags.h"
+#include "services/common/termination.h"
 #include "services/membership/member_session.h"
 #include "services/checkpoint/checkpoint_files.h"
 #include "services/checkpoint/shard_checkpoint.h"
@@ -117,6 +121,17 @@ int main(int argc, char** argv) {
     };
   }
   cohort::ShardService service(&core, &set_up, std::move(roll_back));
+  // Stopped (a container engine, Kubernetes, scancel): the shard leaves the job saying so (the
+  // scheduler fails the job naming it, or waits for its restart) and exits.
+  std::atomic<int> stop_signal{0};
+  std::atomic<cohort::MemberSession*> member{nullptr};
+  cohort::OnTerminationSignal([&](int signo) {
+    stop_signal = signo;
+    cohort::MemberSession* session = member.load();
+    if (session == nullptr) _exit(128 + signo);  // not in a job yet: nobody to tell
+    session->Leave(
+        absl::CancelledError(absl::StrCat("stopped by ", cohort::TerminationSignalName(signo))));
+  });
   auto server =
       cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service},
                           **security);
@@ -130,6 +145,7 @@ int main(int argc, char** argv) {
     std::cerr << "shard: error: " << session.status().message() << "\n";
     return 1;
   }
+  member = session->get();
   rank = (*session)->rank();
   num_shards = (*session)->num_shards();
   core.set_rank(rank);
@@ -183,6 +199,11 @@ int main(int argc, char** argv) {
   checkpointer.reset();  // writes what is queued
   core.set_metrics(nullptr);
   (*session)->Leave(absl::OkStatus());
+  if (stop_signal != 0) {
+    std::cerr << "shard " << rank << ": stopped by "
+              << cohort::TerminationSignalName(stop_signal) << "\n";
+    return 128 + stop_signal;
+  }
   if (!end.ok()) {
     std::cerr << "shard " << (*session)->rank() << ": stopping: " << end.message() << "\n";
     return 1;
