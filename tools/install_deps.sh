@@ -17,6 +17,7 @@ packages=(
   openssh-server                            # the multi-host test's hosts
   prometheus                                # promtool and the server, for the metrics tests
   clang-14 libclang-rt-14-dev llvm-14       # tools/fuzz.sh: libFuzzer, sanitizers, symbolizer
+  podman runc conmon netavark aardvark-dns catatonit  # images per role, the container job
 )
 
 missing=()

@@ -143,7 +143,7 @@ absl::StatusOr<uint64_t> MemberSession::Barrier(const std::string& name, uint64_
   return reply.partition_fingerprint();
 }
 
-void MemberSession::Leave(const absl::Status& status) {
+void MemberSession::Leave(const absl::Status& status, absl::Duration timeout) {
   {
     absl::MutexLock lock(&mu_);
     if (left_) return;
@@ -154,7 +154,7 @@ void MemberSession::Leave(const absl::Status& status) {
   request.set_rank(rank_);
   if (!status.ok()) request.set_error(std::string(status.message()));
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::StopReply reply;
   stub_->Stop(&context, request, &reply);  // a lost scheduler already ended the job
   core_.Stop();

@@ -68,8 +68,8 @@ class MemberSession final : public JobMembership {
   absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint,
                                    int64_t generation = 0) override;
   // Tells the scheduler this member leaves (OK: finished; else failed with the status's
-  // message) and stops the heartbeat.
-  void Leave(const absl::Status& status);
+  // message), waiting at most `timeout` for its answer, and stops the heartbeat.
+  void Leave(const absl::Status& status, absl::Duration timeout = absl::Seconds(5));
 
   // Workers: how far training is; sent with the following heartbeats.
   void SetProgress(const v1::Progress& progress) { core_.SetProgress(progress); }

@@ -174,7 +174,8 @@ int main(int argc, char** argv) {
               << std::flush;
     absl::SleepFor(linger);
   }
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server->server->Shutdown(std::chrono::system_clock::now() +
+                           std::chrono::seconds(stop_signal != 0 ? 0 : 1));
   if (stop_signal != 0) return 128 + stop_signal;
   return done ? 0 : 1;
 }

@@ -122,15 +122,18 @@ int main(int argc, char** argv) {
   }
   cohort::ShardService service(&core, &set_up, std::move(roll_back));
   // Stopped (a container engine, Kubernetes, scancel): the shard leaves the job saying so (the
-  // scheduler fails the job naming it, or waits for its restart) and exits.
-  std::atomic<int> stop_signal{0};
+  // scheduler fails the job naming it, or waits for its restart) and exits at once: streams
+  // are not drained, and a checkpoint being written stays incomplete (its manifest comes last),
+  // so a resume takes the one before.
   std::atomic<cohort::MemberSession*> member{nullptr};
   cohort::OnTerminationSignal([&](int signo) {
-    stop_signal = signo;
-    cohort::MemberSession* session = member.load();
-    if (session == nullptr) _exit(128 + signo);  // not in a job yet: nobody to tell
-    session->Leave(
-        absl::CancelledError(absl::StrCat("stopped by ", cohort::TerminationSignalName(signo))));
+    const std::string why = absl::StrCat("stopped by ", cohort::TerminationSignalName(signo));
+    if (cohort::MemberSession* session = member.load(); session != nullptr) {
+      session->Leave(absl::CancelledError(why), absl::Seconds(1));
+      std::cerr << "shard " << session->rank() << ": " << why << "\n";
+    }
+    std::cout << std::flush;
+    _exit(128 + signo);
   });
   auto server =
       cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service},
@@ -199,11 +202,6 @@ int main(int argc, char** argv) {
   checkpointer.reset();  // writes what is queued
   core.set_metrics(nullptr);
   (*session)->Leave(absl::OkStatus());
-  if (stop_signal != 0) {
-    std::cerr << "shard " << rank << ": stopped by "
-              << cohort::TerminationSignalName(stop_signal) << "\n";
-    return 128 + stop_signal;
-  }
   if (!end.ok()) {
     std::cerr << "shard " << (*session)->rank() << ": stopping: " << end.message() << "\n";
     return 1;

@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   cohort::OnTerminationSignal([&](int signo) {
     const std::string why = absl::StrCat("stopped by ", cohort::TerminationSignalName(signo));
     if (cohort::MemberSession* member = joined.load(); member != nullptr) {
-      member->Leave(absl::CancelledError(why));
+      member->Leave(absl::CancelledError(why), absl::Seconds(1));
       std::cerr << "worker " << member->rank() << ": " << why << "\n";
     }
     std::cout << std::flush;
