@@ -27,6 +27,8 @@ for p in "${packages[@]}"; do
 done
 # Node and npm, for the dashboard's schema check: Debian's, unless a node with npm is there.
 command -v npm >/dev/null || missing+=(nodejs npm)
+# kubectl (with kustomize) for the Kubernetes manifests' test: Debian's, unless one is there.
+command -v kubectl >/dev/null || missing+=(kubernetes-client)
 SUDO=()
 ((EUID == 0)) || SUDO=(sudo)
 if ((${#missing[@]} == 0)); then
@@ -38,13 +40,17 @@ else
   echo "install_deps: done"
 fi
 
-# @grafana/schema and TypeScript, pinned by the lock file, where //deploy/grafana's test looks.
-schema_src="$(cd "$(dirname "$0")/../deploy/grafana/schema_check" && pwd)"
-schema_dir=/var/cache/cohort/grafana-schema-check
-if ! cmp -s "$schema_src/package-lock.json" "$schema_dir/package-lock.json" ||
-   [[ ! -d "$schema_dir/node_modules" ]]; then
-  echo "install_deps: npm ci in $schema_dir"
-  "${SUDO[@]}" mkdir -p "$schema_dir"
-  "${SUDO[@]}" cp "$schema_src/package.json" "$schema_src/package-lock.json" "$schema_dir/"
-  (cd "$schema_dir" && "${SUDO[@]}" npm ci --no-audit --no-fund --silent)
-fi
+# npm packages pinned by their lock files, where the tests look: @grafana/schema and TypeScript
+# (//deploy/grafana), kubernetes-models and yaml (//tests:k8s_test).
+npm_ci() {
+  local src dir="$2"
+  src="$(cd "$(dirname "$0")/../$1" && pwd)"
+  if ! cmp -s "$src/package-lock.json" "$dir/package-lock.json" || [[ ! -d "$dir/node_modules" ]]; then
+    echo "install_deps: npm ci in $dir"
+    "${SUDO[@]}" mkdir -p "$dir"
+    "${SUDO[@]}" cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    (cd "$dir" && "${SUDO[@]}" npm ci --no-audit --no-fund --silent)
+  fi
+}
+npm_ci deploy/grafana/schema_check /var/cache/cohort/grafana-schema-check
+npm_ci deploy/k8s/validate /var/cache/cohort/k8s-validate
