@@ -79,9 +79,10 @@ rootfs() {
   esac
   if [[ "$role" == worker-gpu ]]; then
     # The GPU worker's libraries: cudart is static in the binary; cuDNN loads its engine
-    # libraries at run time, so all of them come along.
+    # libraries at run time, so all of them come along, and NVRTC for its runtime-compiled ones.
     local cuda=/usr/local/cuda/lib64 lib
-    for lib in "$cuda"/libcudnn*.so.9 "$cuda"/libcublas.so.* "$cuda"/libcublasLt.so.*; do
+    for lib in "$cuda"/libcudnn*.so.9 "$cuda"/libcublas.so.?? "$cuda"/libcublasLt.so.?? \
+               "$cuda"/libnvrtc.so.?? "$cuda"/libnvrtc-builtins.so.??.?; do
       [[ -e "$lib" ]] || continue
       install -D -m 0755 "$(realpath "$lib")" "$rootfs/usr/local/cuda/lib64/$(basename "$lib")"
     done
