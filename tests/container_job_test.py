@@ -16,15 +16,17 @@ Usage: container_job_test.py BUILD_IMAGES_SH JOB_YAML CHECK_MODEL_PY BINARIES...
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 import urllib.parse
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import podman_store  # noqa: E402
+from podman_store import PodmanStore  # noqa: E402
 
 BUILD_IMAGES, JOB_YAML, CHECK_MODEL = (os.path.abspath(p) for p in sys.argv[1:4])
 BINARIES = [os.path.abspath(p) for p in sys.argv[4:]]
@@ -38,13 +40,8 @@ POD = "cohort-job"
 
 
 def why_not():
-    if os.geteuid() != 0:
-        return "needs root to run containers"
-    for tool in ("podman", "runc"):
-        if shutil.which(tool) is None:
-            return f"needs {tool} (tools/install_deps.sh installs it)"
-    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
-        return "needs Debian's dataset-fashion-mnist (tools/install_deps.sh installs it)"
+    if podman_store.why_not():
+        return podman_store.why_not()
     for port in PORTS:
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -69,41 +66,16 @@ def metric(page, name):
 class ContainerJobTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        # A short path: podman's sockets live under the run root.
-        cls.home = tempfile.mkdtemp(prefix="cohort-ct-", dir="/var/tmp")
-        # What tools/containers/podman_env.sh sets (it writes these files).
-        cls.env = dict(os.environ, COHORT_CONTAINER_HOME=cls.home,
-                       CONTAINERS_CONF=f"{cls.home}/containers.conf",
-                       CONTAINERS_STORAGE_CONF=f"{cls.home}/storage.conf",
-                       CONTAINERS_REGISTRIES_CONF=f"{cls.home}/registries.conf")
-        cls.env.pop("TMPDIR", None)
-        binaries = os.path.join(cls.home, "binaries")
-        os.mkdir(binaries)
-        for path in BINARIES:
-            os.symlink(path, os.path.join(binaries, os.path.basename(path)))
-        cls.addClassCleanup(cls.reset)
+        cls.store = PodmanStore("cohort-ct-")
+        cls.home = cls.store.home
+        cls.addClassCleanup(cls.store.reset)
+        cls.addClassCleanup(cls.store.podman, "kube", "down", JOB_YAML)
         start = time.monotonic()
-        cls.build = subprocess.run(
-            [BUILD_IMAGES, "--binaries", binaries, "--out", os.path.join(cls.home, "oci")],
-            env=cls.env, capture_output=True, text=True, timeout=600)
-        cls.build_seconds = time.monotonic() - start
-        if cls.build.returncode != 0:
-            raise AssertionError(f"build_images.sh failed:\n{cls.build.stdout}{cls.build.stderr}")
-        print(cls.build.stdout, f"(built in {cls.build_seconds:.1f} s)", file=sys.stderr)
+        cls.build = cls.store.build_images(BUILD_IMAGES, BINARIES)
+        print(cls.build, f"(built in {time.monotonic() - start:.1f} s)", file=sys.stderr)
 
-    @classmethod
-    def reset(cls):
-        cls.podman("kube", "down", JOB_YAML)
-        cls.podman("system", "reset", "--force")
-        shutil.rmtree(cls.home, ignore_errors=True)
-
-    @classmethod
-    def podman(cls, *args, check=False, timeout=120):
-        r = subprocess.run(["podman", *args], env=cls.env, capture_output=True, text=True,
-                           timeout=timeout)
-        if check and r.returncode != 0:
-            raise AssertionError(f"podman {' '.join(args)}: {r.stdout}{r.stderr}")
-        return r
+    def podman(self, *args, **kwargs):
+        return self.store.podman(*args, **kwargs)
 
     def inspect(self, name, template):
         return self.podman("inspect", name, "--format", template, check=True).stdout.strip()
@@ -157,7 +129,7 @@ class ContainerJobTest(unittest.TestCase):
                                      check=True).stdout.split()
             self.assertIn("index.json", listing, archive)
             self.assertIn("oci-layout", listing, archive)
-            self.assertRegex(self.build.stdout, rf"cohort-{role} +[\d.]+ MB")
+            self.assertRegex(self.build, rf"cohort-{role} +[\d.]+ MB")
         helped = self.podman("run", "--rm", "--network=none", "localhost/cohort-worker:latest",
                              "--help")
         self.assertIn("--model", helped.stdout + helped.stderr)

@@ -26,7 +26,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
-from job_processes import job_pids, wait_job_gone  # noqa: E402
+from job_processes import wait_job_gone  # noqa: E402
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 

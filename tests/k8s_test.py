@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 import yaml
@@ -28,7 +27,9 @@ K8S = shutil.copytree(K8S, os.path.join(tempfile.mkdtemp(dir=os.environ.get("TES
                                         "k8s"))
 BINARIES = [os.path.abspath(p) for p in sys.argv[5:]]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import podman_store  # noqa: E402
 from kubelet_pods import kubelet_pods  # noqa: E402
+from podman_store import PodmanStore  # noqa: E402
 
 OVERLAYS = ("cpu", "gpu", "large")
 MODULES = "/var/cache/cohort/k8s-validate/node_modules"
@@ -113,42 +114,19 @@ class ManifestTest(unittest.TestCase):
 
 
 def podman_missing():
-    if os.geteuid() != 0:
-        return "needs root to run containers"
-    for tool in ("podman", "runc"):
-        if shutil.which(tool) is None:
-            return f"needs {tool} (tools/install_deps.sh installs it)"
-    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
-        return "needs Debian's dataset-fashion-mnist (tools/install_deps.sh)"
-    return kustomize_missing()
+    return podman_store.why_not() or kustomize_missing()
 
 
 @unittest.skipIf(podman_missing(), podman_missing())
 class KubePlaySmokeTest(unittest.TestCase):
     def setUp(self):
-        self.home = tempfile.mkdtemp(prefix="cohort-k8s-", dir="/var/tmp")
-        self.env = dict(os.environ, COHORT_CONTAINER_HOME=self.home,
-                        CONTAINERS_CONF=f"{self.home}/containers.conf",
-                        CONTAINERS_STORAGE_CONF=f"{self.home}/storage.conf",
-                        CONTAINERS_REGISTRIES_CONF=f"{self.home}/registries.conf",
-                        # netavark runs iptables, from /usr/sbin (not on Bazel's test PATH).
-                        PATH=os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin")
-        self.addCleanup(shutil.rmtree, self.home, ignore_errors=True)
-        self.addCleanup(self.podman, "system", "reset", "--force")
-        binaries = os.path.join(self.home, "binaries")
-        os.mkdir(binaries)
-        for path in BINARIES:
-            os.symlink(path, os.path.join(binaries, os.path.basename(path)))
-        subprocess.run([BUILD_IMAGES, "--binaries", binaries, "--out", f"{self.home}/oci",
-                        "scheduler", "shard", "worker"], env=self.env, check=True,
-                       capture_output=True, timeout=600)
+        self.store = PodmanStore("cohort-k8s-")
+        self.home = self.store.home
+        self.addCleanup(self.store.reset)
+        self.store.build_images(BUILD_IMAGES, BINARIES, "scheduler", "shard", "worker")
 
-    def podman(self, *args, check=False, timeout=120):
-        r = subprocess.run(["podman", *args], env=self.env, capture_output=True, text=True,
-                           timeout=timeout)
-        if check and r.returncode != 0:
-            raise AssertionError(f"podman {' '.join(args)}: {r.stdout}{r.stderr}")
-        return r
+    def podman(self, *args, **kwargs):
+        return self.store.podman(*args, **kwargs)
 
     def test_cpu_overlay_trains_under_podman_kube_play(self):
         # The Secret's files, readable by the roles' user (a kubelet does this with fsGroup).
@@ -169,8 +147,7 @@ class KubePlaySmokeTest(unittest.TestCase):
         subnet = f"10.89.{100 + os.getpid() % 100}"
         network = f"cohort-k8s-{os.getpid()}"
         played, addresses = kubelet_pods(objects, subnet, {
-            "cohort-tls": tls, "cohort-data": "/usr/share/datasets/fashion-mnist",
-            "cohort-model": model})
+            "cohort-tls": tls, "cohort-data": podman_store.DATASET, "cohort-model": model})
         self.assertEqual(sorted(addresses), ["cohort-scheduler", "cohort-shard-0",
                                              "cohort-shard-1", "cohort-worker-0",
                                              "cohort-worker-1"])

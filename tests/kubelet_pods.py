@@ -35,7 +35,6 @@ def _env(container, pod, config_maps):
     values = {}
     for source in container.get("envFrom", []):
         values.update(config_maps[source["configMapRef"]["name"]])
-    env = []
     for e in container.get("env", []):
         if "value" in e:
             value = e["value"]

@@ -1,8 +1,6 @@
 // shard: holds a share of the parameters of a job, with their optimizer state, and updates them
 // from the workers' pushes. `bazel run //services:shard -- --help` lists the flags.
 
-#include <unistd.h>
-
 #include <atomic>
 #include <iostream>
 #include <memory>
@@ -19,7 +17,7 @@
 #include "services/common/malloc_tuning.h"
 #include "services/common/metrics.h"
 #include "services/common/security_flags.h"
-#include "services/common/termination.h"
+#include "services/membership/leave_on_signal.h"
 #include "services/membership/member_session.h"
 #include "services/checkpoint/checkpoint_files.h"
 #include "services/checkpoint/shard_checkpoint.h"
@@ -121,20 +119,9 @@ int main(int argc, char** argv) {
     };
   }
   cohort::ShardService service(&core, &set_up, std::move(roll_back));
-  // Stopped (a container engine, Kubernetes, scancel): the shard leaves the job saying so (the
-  // scheduler fails the job naming it, or waits for its restart) and exits at once: streams
-  // are not drained, and a checkpoint being written stays incomplete (its manifest comes last),
-  // so a resume takes the one before.
-  std::atomic<cohort::MemberSession*> member{nullptr};
-  cohort::OnTerminationSignal([&](int signo) {
-    const std::string why = absl::StrCat("stopped by ", cohort::TerminationSignalName(signo));
-    if (cohort::MemberSession* session = member.load(); session != nullptr) {
-      session->Leave(absl::CancelledError(why), absl::Seconds(1));
-      std::cerr << "shard " << session->rank() << ": " << why << "\n";
-    }
-    std::cout << std::flush;
-    _exit(128 + signo);
-  });
+  // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
+  static std::atomic<cohort::MemberSession*> member{nullptr};
+  cohort::LeaveOnTerminationSignal("shard", &member);
   auto server =
       cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port), {&service},
                           **security);

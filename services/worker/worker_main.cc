@@ -2,8 +2,6 @@
 // the trainer's loop with a distributed kvstore. `bazel run //services:worker -- --help` lists
 // the flags; the launcher (//tools:launch) starts workers with the job in COHORT_* variables.
 
-#include <unistd.h>
-
 #include <atomic>
 #include <iostream>
 #include <string>
@@ -11,11 +9,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
 #include "services/common/malloc_tuning.h"
 #include "services/common/metrics.h"
 #include "services/common/security_flags.h"
-#include "services/common/termination.h"
+#include "services/membership/leave_on_signal.h"
 #include "services/membership/member_session.h"
 #include "services/worker/dist_kvstore.h"
 #include "services/worker/worker_metrics.h"
@@ -83,19 +80,9 @@ int main(int argc, char** argv) {
     job.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   }
 
-  // Stopped (a container engine, Kubernetes, scancel): the worker leaves the job saying so (the
-  // scheduler fails the job naming it, or an elastic job goes on without it) and exits; the
-  // training loop is not waited for.
-  std::atomic<cohort::MemberSession*> joined{nullptr};
-  cohort::OnTerminationSignal([&](int signo) {
-    const std::string why = absl::StrCat("stopped by ", cohort::TerminationSignalName(signo));
-    if (cohort::MemberSession* member = joined.load(); member != nullptr) {
-      member->Leave(absl::CancelledError(why), absl::Seconds(1));
-      std::cerr << "worker " << member->rank() << ": " << why << "\n";
-    }
-    std::cout << std::flush;
-    _exit(128 + signo);
-  });
+  // Stopped (SIGTERM/SIGINT): leaves the job and exits; the training loop is not waited for.
+  static std::atomic<cohort::MemberSession*> joined{nullptr};
+  cohort::LeaveOnTerminationSignal("worker", &joined);
   cohort::MemberSessionOptions session_options = job.SessionOptions();
   session_options.threads = cohort::ProcessComputeThreads();
   session_options.cores = static_cast<int>(std::thread::hardware_concurrency());
