@@ -11,6 +11,7 @@ packages=(
   libdnnl-dev zlib1g-dev nlohmann-json3-dev prometheus-cpp-dev
   dataset-fashion-mnist                     # the main job's data
   python3 python3-numpy                     # tools/check_model.py
+  python3-dev pybind11-dev python3-torch    # the Python package (//python:cohort), its examples
   iperf3 iproute2                           # benchmarks: TCP baseline, network namespaces
   openssl libssl-dev                        # tools/make_job_certs.sh; client certificates checked
   openssh-client rsync                      # launch --launcher ssh, --sync_dst_dir

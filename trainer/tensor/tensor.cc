@@ -73,6 +73,16 @@ Tensor::Tensor(Shape shape, DType dtype, Allocator* allocator)
   Resize(shape);
 }
 
+Tensor Tensor::Borrow(void* data, Shape shape, DType dtype) {
+  Tensor view;
+  view.shape_ = std::move(shape);
+  view.dtype_ = dtype;
+  view.data_ = data;
+  view.capacity_ = view.nbytes();
+  view.owned_ = false;
+  return view;
+}
+
 Tensor::~Tensor() { Release(); }
 
 Tensor::Tensor(Tensor&& other) noexcept { *this = std::move(other); }
@@ -85,17 +95,20 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     allocator_ = other.allocator_;
     data_ = other.data_;
     capacity_ = other.capacity_;
+    owned_ = other.owned_;
     other.shape_ = Shape();
     other.data_ = nullptr;
     other.capacity_ = 0;
+    other.owned_ = true;
   }
   return *this;
 }
 
 void Tensor::Release() {
-  if (data_ != nullptr) allocator_->Free(data_);
+  if (data_ != nullptr && owned_) allocator_->Free(data_);
   data_ = nullptr;
   capacity_ = 0;
+  owned_ = true;
 }
 
 void Tensor::Resize(const Shape& shape) {
@@ -103,6 +116,7 @@ void Tensor::Resize(const Shape& shape) {
   shape_ = shape;
   const size_t bytes = nbytes();
   if (bytes > capacity_) {
+    COHORT_CHECK(owned_, "a borrowed tensor cannot grow to %s", shape.ToString().c_str());
     Release();
     data_ = allocator_->Allocate(bytes);
     capacity_ = bytes;

@@ -84,6 +84,10 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(Shape shape, DType dtype = DType::kF32, Allocator* allocator = CpuAllocator());
+  // A view of host memory someone else owns (a numpy array's, for the Python binding): reads
+  // and writes go to `data` (row-major, shape's elements of dtype), which must outlive the
+  // view; it is never freed, and a Resize past its size is a programmer error.
+  static Tensor Borrow(void* data, Shape shape, DType dtype);
   ~Tensor();
   Tensor(Tensor&& other) noexcept;
   Tensor& operator=(Tensor&& other) noexcept;
@@ -134,6 +138,7 @@ class Tensor {
   Allocator* allocator_ = CpuAllocator();
   void* data_ = nullptr;
   size_t capacity_ = 0;
+  bool owned_ = true;  // false: a Borrow view
 };
 
 // dst = rows [first, first + n) of host tensor src's leading dimension (dst takes src's dtype;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -51,6 +52,24 @@ TEST(TensorTest, MoveAndCopy) {
   Tensor f = ConvertTo(c, DType::kF32);
   EXPECT_EQ(f.dtype(), DType::kF32);
   EXPECT_EQ(f.data<float>()[1], 0.5f);
+}
+
+TEST(TensorTest, ABorrowedViewReadsAndWritesTheOwnersMemoryAndNeverFreesIt) {
+  std::vector<float> owner = {1, 2, 3, 4, 5, 6};
+  {
+    Tensor view = Tensor::Borrow(owner.data(), Shape({2, 3}), DType::kF32);
+    EXPECT_EQ(view.raw(), owner.data());
+    EXPECT_EQ(view.data<float>()[4], 5);
+    view.data<float>()[0] = 10;
+    view.Resize(Shape({3, 2}));  // fits: the same memory
+    EXPECT_EQ(view.raw(), owner.data());
+    Tensor moved = std::move(view);
+    moved.SetZero();
+  }  // the views end; the vector still owns its memory
+  EXPECT_EQ(owner, std::vector<float>(6, 0));
+  Tensor copy;
+  copy.CopyFrom(Tensor::Borrow(owner.data(), Shape({6}), DType::kF32));
+  EXPECT_NE(copy.raw(), owner.data());
 }
 
 TEST(TensorTest, CopyRowsTakesALeadingSliceWithItsDtype) {

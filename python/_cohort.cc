@@ -1,0 +1,235 @@
+// _cohort: the Python binding of Cohort's kvstore (pybind11), the C++ side of the `cohort`
+// package. Arrays go in and out without copies: anything with the buffer protocol (numpy
+// arrays; the package hands torch tensors over as numpy views of their memory) that is
+// C-contiguous float32 is read or written in place. The GIL is released while a call waits, and
+// every error raises cohort.Error with the C++ message.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "services/worker/dist_kvstore.h"
+#include "trainer/kvstore/kvstore.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/optimizer_spec.h"
+#include "trainer/tensor/tensor.h"
+
+namespace py = pybind11;
+
+namespace cohort {
+namespace {
+
+// cohort.Error, a RuntimeError: what every failed call raises.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) throw Error(std::string(status.message()));
+}
+
+template <typename T>
+T Check(absl::StatusOr<T> value) {
+  Check(value.status());
+  return *std::move(value);
+}
+
+// An array's memory seen as a tensor, with the buffer view that keeps the array's memory in
+// place for as long as it is held.
+struct BorrowedArray {
+  py::object array;
+  py::buffer_info buffer;
+  Tensor tensor;
+};
+
+// `array` (`what` of key, for messages) as a float32 tensor over its own memory; writable when
+// the kvstore writes into it.
+std::unique_ptr<BorrowedArray> Borrow(const py::object& array, bool writable, int64_t key,
+                                      const char* what) {
+  if (!py::isinstance<py::buffer>(array)) {
+    throw Error(absl::StrCat("key ", key, ": ", what, " is a ",
+                             std::string(py::str(array.get_type().attr("__name__"))),
+                             ", not an array: give a numpy array or a CPU torch tensor"));
+  }
+  auto borrowed = std::make_unique<BorrowedArray>();
+  borrowed->array = array;
+  try {
+    borrowed->buffer = py::reinterpret_borrow<py::buffer>(array).request(writable);
+  } catch (const py::error_already_set& e) {
+    throw Error(absl::StrCat("key ", key, ": ", what, " is not ",
+                             writable ? "a writable array: " : "an array: ", e.what()));
+  }
+  const py::buffer_info& b = borrowed->buffer;
+  if (b.format != py::format_descriptor<float>::format() || b.itemsize != sizeof(float)) {
+    const std::string dtype = py::hasattr(array, "dtype")
+                                  ? std::string(py::str(array.attr("dtype")))
+                                  : absl::StrCat("format '", b.format, "'");
+    throw Error(absl::StrCat("key ", key, ": ", what, " holds ", dtype,
+                             "; the kvstore holds float32 (np.float32, torch.float32)"));
+  }
+  std::vector<int64_t> dims(b.shape.begin(), b.shape.end());
+  int64_t expected = sizeof(float);
+  for (int i = b.ndim - 1; i >= 0; --i) {
+    if (b.shape[i] > 1 && b.strides[i] != expected) {
+      throw Error(absl::StrCat("key ", key, ": ", what, " of shape (", absl::StrJoin(dims, ", "),
+                               ") is not C-contiguous (strides ",
+                               absl::StrJoin(b.strides, ", "),
+                               "): pass np.ascontiguousarray(x) or x.contiguous()"));
+    }
+    expected *= b.shape[i];
+  }
+  borrowed->tensor = Tensor::Borrow(b.ptr, Shape(dims), DType::kF32);
+  return borrowed;
+}
+
+// A kvstore for Python. Calls from several Python threads take turns (the C++ store expects one
+// thread at a time); each waits without the GIL.
+class PyKVStore {
+ public:
+  explicit PyKVStore(std::unique_ptr<KVStore> store) : store_(std::move(store)) {}
+
+  std::string type() const { return std::string(store_->type()); }
+  int rank() const { return store_->rank(); }
+  int num_workers() const { return store_->num_workers(); }
+
+  void SetOptimizer(const std::string& optimizer, double lr, double momentum, double wd,
+                    const std::string& lr_schedule, int64_t epochs, int64_t steps_per_epoch,
+                    double warmup_epochs, double beta1, double beta2, double eps) {
+    OptimizerSpec spec;
+    spec.optimizer = optimizer;
+    spec.optimizer_options = {momentum, wd, beta1, beta2, eps};
+    spec.lr_schedule.kind = Check(ParseLrScheduleKind(lr_schedule));
+    spec.lr_schedule.base_lr = lr;
+    spec.lr_schedule.epochs = epochs;
+    spec.lr_schedule.steps_per_epoch = steps_per_epoch;
+    spec.lr_schedule.warmup_epochs = warmup_epochs;
+    Call([&] { return store_->SetOptimizer(spec); });
+  }
+
+  void Init(int64_t key, const py::object& value, bool auxiliary) {
+    auto v = Borrow(value, false, key, "the initial value");
+    Call([&] {
+      return auxiliary ? store_->InitAuxiliary(key, v->tensor) : store_->Init(key, v->tensor);
+    });
+  }
+
+  void Push(int64_t key, const py::object& grad) {
+    auto g = Borrow(grad, false, key, "the gradient");
+    Call([&] { return store_->Push(key, g->tensor); });
+  }
+
+  void Pull(int64_t key, const py::object& out) {
+    auto o = Borrow(out, true, key, "the output");
+    Call([&] { return store_->Pull(key, &o->tensor); });
+  }
+
+  // Starts key's push of grad and pull into out; both stay borrowed until Wait(key).
+  void PushPull(int64_t key, const py::object& grad, const py::object& out) {
+    if (in_flight_.count(key) > 0) {
+      throw Error(absl::StrCat("key ", key, ": a pushpull is in flight; wait() for it first"));
+    }
+    auto op = std::make_unique<InFlight>();
+    op->grad = Borrow(grad, false, key, "the gradient");
+    op->out = Borrow(out, true, key, "the output");
+    Call([&] { return store_->PushPull(key, op->grad->tensor, &op->out->tensor); });
+    in_flight_[key] = std::move(op);
+  }
+
+  void Wait(int64_t key) {
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      status = store_->Wait(key);
+    }
+    in_flight_.erase(key);  // with the GIL: drops the arrays' references
+    Check(status);
+  }
+
+  void Barrier() {
+    Call([&] { return store_->Barrier(); });
+  }
+
+  int64_t StartStep() {
+    absl::StatusOr<int64_t> step;
+    Call([&] {
+      step = store_->StartStep();
+      return step.status();
+    });
+    return *step;
+  }
+
+ private:
+  struct InFlight {
+    std::unique_ptr<BorrowedArray> grad;
+    std::unique_ptr<BorrowedArray> out;
+  };
+
+  // Runs one call of the store without the GIL, one thread at a time; raises its error.
+  template <typename F>
+  void Call(F call) {
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      status = call();
+    }
+    Check(status);
+  }
+
+  // Declared first, so destroyed last: the store ends (and stops writing) before the arrays
+  // of its pushpulls in flight are let go.
+  std::map<int64_t, std::unique_ptr<InFlight>> in_flight_;  // under the GIL
+  std::mutex mu_;                                           // one call at a time
+  std::unique_ptr<KVStore> store_;
+};
+
+std::unique_ptr<PyKVStore> Create(const std::string& type) {
+  absl::StatusOr<std::unique_ptr<KVStore>> store;
+  {
+    py::gil_scoped_release release;
+    if (type == "local") {
+      store = CreateKVStore(type);
+    } else {
+      absl::StatusOr<JobOptions> job = JobOptionsFromEnvironment();
+      store = job.ok() ? kvstore::Create(type, *job) : job.status();
+    }
+  }
+  return std::make_unique<PyKVStore>(Check(std::move(store)));
+}
+
+}  // namespace
+}  // namespace cohort
+
+PYBIND11_MODULE(_cohort, m) {
+  using cohort::PyKVStore;
+  m.doc() = "Cohort's kvstore (the C++ side of the cohort package)";
+  py::register_exception<cohort::Error>(m, "Error", PyExc_RuntimeError);
+  m.def("create", &cohort::Create, py::arg("type"),
+        "A kvstore: 'local' (this process) or 'dist_sync'/'dist_async' (joins the job the "
+        "launcher describes in COHORT_* variables).");
+  py::class_<PyKVStore>(m, "KVStore")
+      .def_property_readonly("type", &PyKVStore::type)
+      .def_property_readonly("rank", &PyKVStore::rank)
+      .def_property_readonly("num_workers", &PyKVStore::num_workers)
+      .def("set_optimizer", &PyKVStore::SetOptimizer, py::arg("optimizer"), py::arg("lr"),
+           py::arg("momentum"), py::arg("wd"), py::arg("lr_schedule"), py::arg("epochs"),
+           py::arg("steps_per_epoch"), py::arg("warmup_epochs"), py::arg("beta1"),
+           py::arg("beta2"), py::arg("eps"))
+      .def("init", &PyKVStore::Init, py::arg("key"), py::arg("value"), py::arg("auxiliary"))
+      .def("push", &PyKVStore::Push, py::arg("key"), py::arg("grad"))
+      .def("pull", &PyKVStore::Pull, py::arg("key"), py::arg("out"))
+      .def("pushpull", &PyKVStore::PushPull, py::arg("key"), py::arg("grad"), py::arg("out"))
+      .def("wait", &PyKVStore::Wait, py::arg("key"))
+      .def("barrier", &PyKVStore::Barrier)
+      .def("start_step", &PyKVStore::StartStep);
+}

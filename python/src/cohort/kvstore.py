@@ -1,0 +1,100 @@
+"""The kvstore of a Cohort job, as MXNet's: every parameter has an integer key; a worker
+pushes gradients and pulls the values the shards' optimizer produced.
+
+    kv = cohort.kvstore.create("dist_sync")      # or "dist_async", or "local" (this process)
+    kv.set_optimizer("sgd", lr=0.1, steps_per_epoch=100)
+    kv.init(0, w)                                # rank 0's value wins; then every rank pulls
+    kv.pull(0, out=w)
+    kv.pushpull(0, grad, out=w).wait()           # split-phase: overlap it with other work
+
+Arrays are numpy arrays or CPU torch tensors, float32 and C-contiguous, read and written in
+place (no copies): an array handed to pushpull belongs to the kvstore until its wait()
+returns. Errors raise cohort.Error with the message of the C++ side.
+"""
+
+from cohort import _cohort
+from cohort._cohort import Error
+
+
+def _array(x):
+    """x itself, or for a torch tensor a numpy view of its memory (torch tensors do not speak
+    the buffer protocol)."""
+    if type(x).__module__.startswith("torch"):
+        if x.device.type != "cpu":
+            raise Error(f"a tensor on {x.device}: the kvstore takes CPU tensors")
+        return x.detach().numpy()
+    return x
+
+
+class Handle:
+    """A pushpull in flight; wait() returns once its output holds the pulled value."""
+
+    def __init__(self, store, key):
+        self._store, self.key = store, key
+
+    def wait(self):
+        self._store.wait(self.key)
+
+
+class KVStore:
+    def __init__(self, store):
+        self._store = store
+
+    @property
+    def type(self):
+        return self._store.type
+
+    @property
+    def rank(self):
+        return self._store.rank
+
+    @property
+    def num_workers(self):
+        return self._store.num_workers
+
+    def set_optimizer(self, optimizer="sgd", lr=0.01, momentum=0.0, wd=0.0,
+                      lr_schedule="constant", epochs=1, steps_per_epoch=1, warmup_epochs=0.0,
+                      beta1=0.9, beta2=0.999, eps=1e-8):
+        """The update rule the shards run ("sgd" or "adam"), with the learning-rate schedule
+        ("constant", "step", "cosine", "poly") over epochs of steps_per_epoch global steps.
+        Every rank calls it with the same values, before init."""
+        self._store.set_optimizer(optimizer, lr, momentum, wd, lr_schedule, epochs,
+                                  steps_per_epoch, warmup_epochs, beta1, beta2, eps)
+
+    def init(self, key, value, auxiliary=False):
+        """Registers key with its initial value (rank 0's is kept). auxiliary: state the
+        shards average without an optimizer (batch-norm statistics)."""
+        self._store.init(key, _array(value), auxiliary)
+
+    def push(self, key, grad):
+        """Pushes grad as key's next step (grad may be reused on return)."""
+        self._store.push(key, _array(grad))
+
+    def pull(self, key, out):
+        """Writes key's value into out, after the last push's step."""
+        self._store.pull(key, _array(out))
+
+    def pushpull(self, key, grad, out):
+        """Pushes grad and pulls the value it produces into out, without waiting."""
+        self._store.pushpull(key, _array(grad), _array(out))
+        return Handle(self._store, key)
+
+    def wait(self, key):
+        self._store.wait(key)
+
+    def barrier(self):
+        """Returns when every worker has reached it."""
+        self._store.barrier()
+
+    def start_step(self):
+        """The step the pulled values are at (a resumed job's checkpoint; else 0)."""
+        return self._store.start_step()
+
+
+def create(type="dist_sync"):
+    """A kvstore: "local" (this process), or "dist_sync"/"dist_async", which join the job the
+    launcher describes in COHORT_* variables (launch -n W -s S -- python3 script.py)."""
+    return KVStore(_cohort.create(type))
+
+
+__all__ = ["Error", "Handle", "KVStore", "create"]
