@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""The cohort package on the local kvstore: values land in the caller's own memory; an array
+handed to pushpull stays the kvstore's (its memory held in place) until wait(); numpy arrays
+and CPU torch tensors both work; wrong dtypes, shapes, layouts and non-arrays are cohort.Error
+naming the key and what to do.
+Usage: cohort_test.py PATH/TO/cohort/__init__.py
+"""
+
+import os
+import sys
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[1]))))
+import cohort  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # python3-torch is optional for the numpy cases
+    torch = None
+
+
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
+class KVStoreTest(unittest.TestCase):
+    def setUp(self):
+        self.kv = cohort.kvstore.create("local")
+        self.kv.set_optimizer("sgd", lr=0.5)
+        self.kv.init(7, np.arange(6, dtype=np.float32).reshape(2, 3))
+
+    def test_a_pulled_value_lands_in_the_callers_buffer(self):
+        out = np.zeros((2, 3), np.float32)
+        where = address(out)
+        self.kv.pull(7, out)
+        self.assertEqual(address(out), where)
+        np.testing.assert_array_equal(out, np.arange(6).reshape(2, 3))
+        # A view into a bigger array: the rows it covers, nothing else.
+        big = np.full((4, 3), -1, np.float32)
+        self.kv.pull(7, big[1:3])
+        np.testing.assert_array_equal(big[0], [-1, -1, -1])
+        np.testing.assert_array_equal(big[1:3], np.arange(6).reshape(2, 3))
+        np.testing.assert_array_equal(big[3], [-1, -1, -1])
+
+    def test_pushpull_holds_the_arrays_memory_until_wait(self):
+        grad_bytes, out_bytes = bytearray(24), bytearray(24)
+        grad = memoryview(grad_bytes).cast("B").cast("f", (2, 3))
+        out = memoryview(out_bytes).cast("B").cast("f", (2, 3))
+        np.asarray(grad)[:] = 1
+        handle = self.kv.pushpull(7, grad, out)
+        del grad, out  # only the kvstore holds the memory now
+        with self.assertRaises(BufferError):
+            grad_bytes.append(0)  # a bytearray cannot move while its memory is exported
+        with self.assertRaises(BufferError):
+            out_bytes.append(0)
+        with self.assertRaisesRegex(cohort.Error, "key 7: a pushpull is in flight"):
+            self.kv.pushpull(7, np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32))
+        handle.wait()
+        grad_bytes.append(0)
+        out_bytes.append(0)
+        np.testing.assert_array_equal(np.frombuffer(out_bytes[:24], np.float32),
+                                      np.arange(6) - 0.5)
+
+    def test_errors_name_the_key_and_what_to_do(self):
+        cases = [
+            (np.zeros((2, 3)), "key 7: the output holds float64; the kvstore holds float32"),
+            (np.zeros((3, 2), np.float32).T, "key 7: the output of shape \\(2, 3\\) is not "
+                                             "C-contiguous .*np.ascontiguousarray"),
+            (np.zeros((3, 3), np.float32), "pull of key 7: F32 \\(3, 3\\), the key holds F32 "
+                                           "\\(2, 3\\)"),
+            ([0.0] * 6, "key 7: the output is a list, not an array"),
+        ]
+        for out, message in cases:
+            with self.assertRaisesRegex(cohort.Error, message):
+                self.kv.pull(7, out)
+        read_only = np.zeros((2, 3), np.float32)
+        read_only.flags.writeable = False
+        with self.assertRaisesRegex(cohort.Error, "key 7: the output is not a writable array"):
+            self.kv.pull(7, read_only)
+        with self.assertRaisesRegex(cohort.Error, "pull of key 8 before its init"):
+            self.kv.pull(8, np.zeros(1, np.float32))
+        with self.assertRaisesRegex(cohort.Error, "lr_schedule|schedule"):
+            self.kv.set_optimizer("sgd", lr_schedule="sometimes")
+        self.assertTrue(issubclass(cohort.Error, RuntimeError))
+
+    @unittest.skipIf(torch is None, "needs Debian's python3-torch")
+    def test_torch_tensors_are_read_and_written_in_place(self):
+        out = torch.zeros(2, 3)
+        where = out.data_ptr()
+        self.kv.pushpull(7, torch.ones(2, 3), out).wait()
+        self.assertEqual(out.data_ptr(), where)
+        torch.testing.assert_close(out, torch.arange(6.0).reshape(2, 3) - 0.5)
+        with self.assertRaisesRegex(cohort.Error, "not C-contiguous"):
+            self.kv.pull(7, torch.zeros(3, 2).t())
+
+
+if __name__ == "__main__":
+    unittest.main()
