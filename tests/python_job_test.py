@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""Python programs as a job's workers (`launch -n 2 -s 2 -- python3 script.py`), on the cohort
+package: the numpy example finds the weights its data came from, both ranks holding the same
+values; a shard SIGKILLed mid-training ends each Python worker with cohort.Error naming the
+shard; Ctrl-C (SIGINT to the launcher) stops every process of the job.
+Usage: python_job_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY NUMPY_EXAMPLE
+"""
+
+import os
+import re
+import signal
+import sys
+import time
+import unittest
+
+LAUNCH, JOB_PROCESSES, COHORT_INIT, NUMPY_EXAMPLE = (os.path.abspath(p) for p in sys.argv[1:5])
+sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_fixture  # noqa: E402
+from job_processes import wait_job_gone  # noqa: E402
+
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-numpy and python3-torch
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(COHORT_INIT))
+
+
+class PythonJobTest(job_fixture.JobTestCase):
+    job_prefix = "pyjob"
+
+    def env(self, **extra):
+        return super().env(PYTHONPATH=PACKAGE_ROOT, **extra)
+
+    def launch(self, *script):
+        return self.start("output", [LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "2",
+                                     "--", PYTHON, *script])
+
+    def wait_for_output(self, pattern, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log("output"), re.M):
+                return
+            time.sleep(0.1)
+        self.fail(f"no line matching {pattern!r} within {timeout} s:\n{self.log('output')}")
+
+    def test_numpy_program_learns_with_equal_parameters_on_every_rank(self):
+        p = self.launch(NUMPY_EXAMPLE)
+        self.assertEqual(p.wait(timeout=120), 0, self.log("output"))
+        out = self.log("output")
+        finals = {}
+        for rank in (0, 1):
+            m = re.search(rf"\[worker {rank}\] rank {rank} of 2: last batch loss ([\d.]+), "
+                          rf"\|\(w, b\) - truth\| ([\d.]+), w\[1\] (\S+)", out)
+            self.assertIsNotNone(m, out)
+            self.assertLess(float(m.group(2)), 1e-3, out)
+            finals[rank] = m.group(3)
+        self.assertEqual(finals[0], finals[1], out)
+        self.assertIn("job DONE: all 2 workers finished", out)
+
+    def test_a_killed_shard_ends_the_python_workers_with_an_error_naming_it(self):
+        p = self.launch(NUMPY_EXAMPLE, "--steps=1000000")
+        self.wait_for_output(r"^\[shard 1\] shard 1 of job", timeout=60)
+        time.sleep(1)  # training under way
+        os.kill(self.member_pid("shard", 1), signal.SIGKILL)
+        self.assertNotEqual(p.wait(timeout=30), 0)
+        out = self.log("output")
+        self.assertRegex(out, r"\[worker \d\] numpy_kvstore: error: .*shard 1", out)
+        self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
+
+    def test_ctrl_c_stops_every_process(self):
+        p = self.launch(NUMPY_EXAMPLE, "--steps=1000000")
+        self.wait_for_output(r"^\[shard 1\] shard 1 of job", timeout=60)
+        time.sleep(1)  # training under way
+        self.member_pid("worker", 1)
+        p.send_signal(signal.SIGINT)
+        self.assertNotEqual(p.wait(timeout=30), 0)
+        self.assertEqual(wait_job_gone(self.job_id, 5), [], self.log("output"))
+
+
+if __name__ == "__main__":
+    unittest.main()
