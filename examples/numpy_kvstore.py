@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """numpy_kvstore: a training program of your own in Python on Cohort's kvstore, numpy only.
-Each worker fits y = w.x + b on its own synthetic samples; the shards sum the workers'
-gradients in rank order and run SGD.
+Each worker fits y = w.x + b on its own synthetic samples; the shards average the workers'
+gradients (summed in rank order) and run SGD.
 
     bazel build //python:cohort
     PYTHONPATH=$PWD/bazel-bin/python bazel run //tools:launch -- -n 2 -s 2 -- \\
@@ -29,8 +29,8 @@ def main():
     args = parser.parse_args()
 
     kv = cohort.kvstore.create(args.kv_store)
-    # The shards sum the W gradients of each step: lr / W averages them.
-    kv.set_optimizer("sgd", lr=0.1 / kv.num_workers, steps_per_epoch=args.steps)
+    # The shards average the workers' gradients of each step (summed in rank order, × 1/W).
+    kv.set_optimizer("sgd", lr=0.1, steps_per_epoch=args.steps)
     w = np.zeros(FEATURES, np.float32)
     b = np.zeros(1, np.float32)
     kv.init(0, w)

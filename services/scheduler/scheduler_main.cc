@@ -176,6 +176,10 @@ int main(int argc, char** argv) {
   }
   server->server->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::seconds(stop_signal != 0 ? 0 : 1));
-  if (stop_signal != 0) return 128 + stop_signal;
+  if (stop_signal != 0) {
+    // Stopping the HTTP server can take its poll's 2 s: nothing is left to serve.
+    std::cout << std::flush;
+    _exit(128 + stop_signal);
+  }
   return done ? 0 : 1;
 }

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""A PyTorch script on Cohort (examples/torch_mnist.py, cohort.torch): trained by
+`launch -n 2 -s 2` in dist_sync for 20 steps, in both modes (the shards averaging gradients for
+the local SGD; the shards running SGD), its parameters equal those of the same script in one
+plain PyTorch process on the global batch to 1e-5 of each tensor's largest magnitude; one epoch
+reaches the accuracy band of Cohort's own LeNet job.
+Usage: torch_job_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY TORCH_EXAMPLE
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+
+LAUNCH, JOB_PROCESSES, COHORT_INIT, EXAMPLE = (os.path.abspath(p) for p in sys.argv[1:5])
+sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_fixture  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+
+
+def torch_missing():
+    r = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True)
+    return None if r.returncode == 0 else "needs Debian's python3-torch (tools/install_deps.sh)"
+
+
+@unittest.skipIf(torch_missing(), torch_missing())
+class TorchJobTest(job_fixture.JobTestCase):
+    job_prefix = "torchjob"
+
+    def env(self, **extra):
+        return super().env(PYTHONPATH=os.path.dirname(os.path.dirname(COHORT_INIT)), **extra)
+
+    def alone(self, *flags):
+        r = subprocess.run([PYTHON, EXAMPLE, "--kv_store", "none", *flags], env=self.env(),
+                           cwd=self.dir, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout
+
+    def launched(self, *flags):
+        p = self.start("output", [LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "2",
+                                  "--", PYTHON, EXAMPLE, *flags])
+        self.assertEqual(p.wait(timeout=300), 0, self.log("output"))
+        return self.log("output")
+
+    def assert_same_parameters(self, mode_flags):
+        one = os.path.join(self.dir, "one.npz")
+        two = os.path.join(self.dir, "two.npz")
+        self.alone("--steps", "20", "--batch_size", "64", "--save", one)
+        out = self.launched("--steps", "20", "--batch_size", "32", "--save", two, *mode_flags)
+        self.assertIn("job DONE: all 2 workers finished", out)
+        a, b = np.load(one), np.load(two)
+        self.assertEqual(sorted(a.files), sorted(b.files))
+        self.assertEqual(len(a.files), 10)  # LeNet's weights and biases
+        for name in a.files:
+            scale = float(np.max(np.abs(a[name])))
+            error = float(np.max(np.abs(a[name] - b[name])))
+            self.assertLessEqual(error, 1e-5 * scale, f"{name}: {error} of {scale}")
+
+    def test_averaged_gradients_equal_one_process_on_the_global_batch(self):
+        self.assert_same_parameters([])
+
+    def test_the_shards_sgd_equals_one_process_on_the_global_batch(self):
+        self.assert_same_parameters(["--server_optimizer"])
+
+    def test_one_epoch_reaches_the_band(self):
+        out = self.launched("--epochs", "1", "--batch_size", "32")
+        top1 = float(re.search(r"\[worker 0\] Epoch 0: .* test top-1 ([\d.]+)%", out).group(1))
+        self.assertGreaterEqual(top1, 80.0, out)  # Cohort's own LeNet job's band
+
+
+if __name__ == "__main__":
+    unittest.main()
