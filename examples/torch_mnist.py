@@ -93,7 +93,8 @@ def main():
         ct.init(args.kv_store)
         rank, workers = ct.rank(), ct.size()
         optimizer = ct.DistributedOptimizer(optimizer, model.named_parameters(),
-                                            server_optimizer=args.server_optimizer)
+                                            server_optimizer=args.server_optimizer,
+                                            batch_size=args.batch_size)
         ct.broadcast_parameters(model.state_dict())
 
     train_x, train_y = load(args.data_dir, "train")

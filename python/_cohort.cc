@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/worker/dist_kvstore.h"
+#include "services/worker/worker_process.h"
 #include "trainer/kvstore/kvstore.h"
+#include "trainer/loop/training.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer_spec.h"
 #include "trainer/tensor/tensor.h"
@@ -95,7 +98,16 @@ std::unique_ptr<BorrowedArray> Borrow(const py::object& array, bool writable, in
 // thread at a time); each waits without the GIL.
 class PyKVStore {
  public:
-  explicit PyKVStore(std::unique_ptr<KVStore> store) : store_(std::move(store)) {}
+  // worker: the job membership and metrics of a distributed store (null for "local").
+  PyKVStore(std::unique_ptr<WorkerProcess> worker, std::unique_ptr<KVStore> store)
+      : worker_(std::move(worker)), store_(std::move(store)) {}
+  // The store ends first; then the worker tells the scheduler it finished (a program that
+  // failed exits non-zero, and the launcher fails the job).
+  ~PyKVStore() {
+    py::gil_scoped_release release;
+    store_.reset();
+    if (worker_ != nullptr) worker_->member()->Leave(absl::OkStatus());
+  }
 
   std::string type() const { return std::string(store_->type()); }
   int rank() const { return store_->rank(); }
@@ -159,6 +171,28 @@ class PyKVStore {
     Call([&] { return store_->Barrier(); });
   }
 
+  // One training step for the worker's metrics (cohort_worker_*, the dashboards' images/sec
+  // and Comm%) and the scheduler's status page; nothing for the local store.
+  void RecordStep(int64_t step, int64_t epoch, int64_t images, double step_seconds,
+                  double comm_seconds, double loss, double lr) {
+    if (worker_ == nullptr) return;
+    StepReport report;
+    report.step = step;
+    report.epoch = epoch;
+    report.images = images;
+    report.lr = lr;
+    report.step_seconds = step_seconds;
+    report.step_result.loss = loss;
+    report.step_result.pull_seconds = comm_seconds;
+    worker_->metrics()->StepDone(report);
+  }
+
+  // Where /metrics is served (None for the local store).
+  std::optional<int> metrics_port() const {
+    if (worker_ == nullptr) return std::nullopt;
+    return worker_->metrics_port();
+  }
+
   int64_t StartStep() {
     absl::StatusOr<int64_t> step;
     Call([&] {
@@ -190,21 +224,28 @@ class PyKVStore {
   // of its pushpulls in flight are let go.
   std::map<int64_t, std::unique_ptr<InFlight>> in_flight_;  // under the GIL
   std::mutex mu_;                                           // one call at a time
+  std::unique_ptr<WorkerProcess> worker_;
   std::unique_ptr<KVStore> store_;
 };
 
+// "local", or a distributed store of the job in the COHORT_* variables, with the worker's
+// membership and metrics (as the worker binary's: /metrics, the status page's progress).
 std::unique_ptr<PyKVStore> Create(const std::string& type) {
+  if (type == "local") return std::make_unique<PyKVStore>(nullptr, Check(CreateKVStore(type)));
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> worker;
   absl::StatusOr<std::unique_ptr<KVStore>> store;
   {
     py::gil_scoped_release release;
-    if (type == "local") {
-      store = CreateKVStore(type);
-    } else {
-      absl::StatusOr<JobOptions> job = JobOptionsFromEnvironment();
-      store = job.ok() ? kvstore::Create(type, *job) : job.status();
+    absl::StatusOr<JobOptions> job = JobOptionsFromEnvironment();
+    worker = job.ok() ? WorkerProcess::Join(*job, /*metrics_port=*/0, /*threads=*/0)
+                      : job.status();
+    if (worker.ok()) {
+      store = CreateDistKVStore(type, (*worker)->member(), *job);
+      if (!store.ok()) (*worker)->member()->Leave(store.status());
     }
   }
-  return std::make_unique<PyKVStore>(Check(std::move(store)));
+  std::unique_ptr<WorkerProcess> joined = Check(std::move(worker));
+  return std::make_unique<PyKVStore>(std::move(joined), Check(std::move(store)));
 }
 
 }  // namespace
@@ -231,5 +272,9 @@ PYBIND11_MODULE(_cohort, m) {
       .def("pushpull", &PyKVStore::PushPull, py::arg("key"), py::arg("grad"), py::arg("out"))
       .def("wait", &PyKVStore::Wait, py::arg("key"))
       .def("barrier", &PyKVStore::Barrier)
-      .def("start_step", &PyKVStore::StartStep);
+      .def("start_step", &PyKVStore::StartStep)
+      .def("record_step", &PyKVStore::RecordStep, py::arg("step"), py::arg("epoch"),
+           py::arg("images"), py::arg("step_seconds"), py::arg("comm_seconds"),
+           py::arg("loss"), py::arg("lr"))
+      .def_property_readonly("metrics_port", &PyKVStore::metrics_port);
 }

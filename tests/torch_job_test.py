@@ -3,15 +3,19 @@
 `launch -n 2 -s 2` in dist_sync for 20 steps, in both modes (the shards averaging gradients for
 the local SGD; the shards running SGD), its parameters equal those of the same script in one
 plain PyTorch process on the global batch to 1e-5 of each tensor's largest magnitude; one epoch
-reaches the accuracy band of Cohort's own LeNet job.
+reaches the accuracy band of Cohort's own LeNet job, its Python workers serving the worker
+metrics (steps, images, communication overhead) at the addresses the launcher lists.
 Usage: torch_job_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY TORCH_EXAMPLE
 """
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 import unittest
+import urllib.request
 
 import numpy as np
 
@@ -21,6 +25,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
+
+
+def metric(page, name):
+    m = re.search(rf"^{name}{{[^}}]*}} ([\d.e+-]+)$", page, re.M)
+    return m.group(1) if m else None
 
 
 def torch_missing():
@@ -41,9 +50,12 @@ class TorchJobTest(job_fixture.JobTestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         return r.stdout
 
+    def launch(self, *flags, launcher=()):
+        return self.start("output", [LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "2",
+                                     *launcher, "--", PYTHON, EXAMPLE, *flags])
+
     def launched(self, *flags):
-        p = self.start("output", [LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "2",
-                                  "--", PYTHON, EXAMPLE, *flags])
+        p = self.launch(*flags)
         self.assertEqual(p.wait(timeout=300), 0, self.log("output"))
         return self.log("output")
 
@@ -67,8 +79,35 @@ class TorchJobTest(job_fixture.JobTestCase):
     def test_the_shards_sgd_equals_one_process_on_the_global_batch(self):
         self.assert_same_parameters(["--server_optimizer"])
 
-    def test_one_epoch_reaches_the_band(self):
-        out = self.launched("--epochs", "1", "--batch_size", "32")
+    def scrape_worker(self, targets, rank):
+        """Worker rank's /metrics page, once the launcher lists it and it counted 10 steps."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with open(targets) as f:
+                    groups = json.load(f)
+                address = next(g["targets"][0] for g in groups
+                               if g["labels"]["role"] == "worker" and
+                               g["labels"]["rank"] == str(rank))
+                with urllib.request.urlopen(f"http://{address}/metrics", timeout=2) as r:
+                    page = r.read().decode()
+                if float(metric(page, "cohort_worker_steps_total") or 0) >= 10:
+                    return page
+            except (OSError, ValueError, StopIteration):
+                pass
+            time.sleep(0.1)
+        self.fail(f"worker {rank} served no metrics of 10 steps:\n{self.log('output')}")
+
+    def test_one_epoch_reaches_the_band_and_serves_the_workers_metrics(self):
+        targets = os.path.join(self.dir, "targets.json")
+        p = self.launch("--epochs", "1", "--batch_size", "32",
+                        launcher=[f"--metrics_targets={targets}"])
+        page = self.scrape_worker(targets, 1)
+        steps = float(metric(page, "cohort_worker_steps_total"))
+        self.assertEqual(float(metric(page, "cohort_worker_images_total")), 32 * steps, page)
+        self.assertIsNotNone(metric(page, "cohort_worker_communication_overhead_ratio"), page)
+        self.assertEqual(p.wait(timeout=300), 0, self.log("output"))
+        out = self.log("output")
         top1 = float(re.search(r"\[worker 0\] Epoch 0: .* test top-1 ([\d.]+)%", out).group(1))
         self.assertGreaterEqual(top1, 80.0, out)  # Cohort's own LeNet job's band
 

@@ -5,17 +5,15 @@
 #include <atomic>
 #include <iostream>
 #include <string>
-#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "services/common/malloc_tuning.h"
-#include "services/common/metrics.h"
 #include "services/common/security_flags.h"
 #include "services/membership/leave_on_signal.h"
 #include "services/membership/member_session.h"
 #include "services/worker/dist_kvstore.h"
-#include "services/worker/worker_metrics.h"
+#include "services/worker/worker_process.h"
 #include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
 #include "trainer/loop/devices.h"
@@ -83,36 +81,23 @@ int main(int argc, char** argv) {
   // Stopped (SIGTERM/SIGINT): leaves the job and exits; the training loop is not waited for.
   static std::atomic<cohort::MemberSession*> joined{nullptr};
   cohort::LeaveOnTerminationSignal("worker", &joined);
-  cohort::MemberSessionOptions session_options = job.SessionOptions();
-  session_options.threads = cohort::ProcessComputeThreads();
-  session_options.cores = static_cast<int>(std::thread::hardware_concurrency());
-  auto session = cohort::MemberSession::Join(session_options);
-  if (!session.ok()) {
-    std::cerr << "worker: error: " << session.status().message() << "\n";
+  auto worker = cohort::WorkerProcess::Join(job, absl::GetFlag(FLAGS_metrics_port),
+                                            cohort::ProcessComputeThreads());
+  if (!worker.ok()) {
+    std::cerr << "worker: error: " << worker.status().message() << "\n";
     return 1;
   }
-  cohort::MemberSession* member = session->get();
+  cohort::MemberSession* member = (*worker)->member();
   joined = member;
-  cohort::ProcessMetrics process(member->job_id(), "worker", member->rank(), job.security);
-  cohort::WorkerMetrics metrics(process,
-                                [member](const cohort::v1::Progress& p) { member->SetProgress(p); });
-  const std::string& metrics_bind = job.metrics_bind;
-  auto http = cohort::ServeMetrics(metrics_bind, absl::GetFlag(FLAGS_metrics_port),
-                                   job.metrics_port_file, {process.Route()}, job.security);
-  if (!http.ok()) {
-    std::cerr << "worker " << member->rank() << ": error: " << http.status().message() << "\n";
-    member->Leave(http.status());
-    return 1;
-  }
-  std::cout << "worker " << member->rank() << ": metrics on http://" << metrics_bind << ":"
-            << (*http)->port() << "/metrics\n"
+  std::cout << "worker " << member->rank() << ": metrics on http://" << job.metrics_bind << ":"
+            << (*worker)->metrics_port() << "/metrics\n"
             << std::flush;
   auto result = cohort::Train(
       options,
       [&](absl::string_view type) {
         return cohort::CreateDistKVStore(type, member, job);
       },
-      std::cout, &metrics);
+      std::cout, (*worker)->metrics());
   member->Leave(result.status());
   if (!result.ok()) {
     std::cerr << "worker " << member->rank() << ": error: " << result.status().message() << "\n";

@@ -86,6 +86,19 @@ class KVStore:
         """Returns when every worker has reached it."""
         self._store.barrier()
 
+    @property
+    def metrics_port(self):
+        """Where this worker serves /metrics (None for "local")."""
+        return self._store.metrics_port
+
+    def record_step(self, step, images, step_seconds, comm_seconds=0.0, loss=0.0, lr=0.0,
+                    epoch=0):
+        """Counts one training step in the worker's metrics (cohort_worker_*: the dashboards'
+        images/sec and communication overhead) and the scheduler's status page. images: this
+        worker's batch; comm_seconds: the part of the step spent waiting for the kvstore.
+        cohort.torch's DistributedOptimizer does this at every step."""
+        self._store.record_step(step, epoch, images, step_seconds, comm_seconds, loss, lr)
+
     def start_step(self):
         """The step the pulled values are at (a resumed job's checkpoint; else 0)."""
         return self._store.start_step()

@@ -19,6 +19,8 @@ broadcast_parameters. One backward per step; the gradients are the mean over eac
 local batch, as usual.
 """
 
+import time
+
 import torch
 
 import cohort
@@ -107,9 +109,14 @@ def _update_rule(optimizer):
 class DistributedOptimizer:
     """Wraps a torch optimizer: step() after backward gives every rank the same update."""
 
-    def __init__(self, optimizer, named_parameters, server_optimizer=False, lr_schedule=None):
+    def __init__(self, optimizer, named_parameters, server_optimizer=False, lr_schedule=None,
+                 batch_size=0):
+        """batch_size: this worker's batch, for the images/sec of its metrics."""
         self.optimizer = optimizer
         self.server_optimizer = server_optimizer
+        self.batch_size = batch_size
+        self._steps = 0
+        self._last_step = time.monotonic()
         store = init()
         self._store = store
         named = list(named_parameters)
@@ -151,19 +158,22 @@ class DistributedOptimizer:
         self._handles[i] = (self._store.pushpull(self._keys[i], grad, self._out[i]), grad)
 
     def synchronize(self):
-        """Waits for every exchange; parameters without a gradient this step push zeros."""
+        """Waits for every exchange; parameters without a gradient this step push zeros.
+        Returns the seconds spent waiting."""
         for i, p in enumerate(self._params):
             if i not in self._handles:
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
                 self._start(i)
+        start = time.monotonic()
         for i in range(len(self._params)):
             self._handles.pop(i)[0].wait()
+        return time.monotonic() - start
 
     def step(self, closure=None):
         if closure is not None:
             raise cohort.Error("DistributedOptimizer.step takes no closure")
-        self.synchronize()
+        waited = self.synchronize()
         with torch.no_grad():
             for p, out in zip(self._params, self._out):
                 if self.server_optimizer:
@@ -172,6 +182,12 @@ class DistributedOptimizer:
                     p.grad.copy_(out)
         if not self.server_optimizer:
             self.optimizer.step()
+        now = time.monotonic()
+        self._steps += 1
+        self._store.record_step(self._steps, images=self.batch_size,
+                                step_seconds=now - self._last_step, comm_seconds=waited,
+                                lr=self.optimizer.param_groups[0]["lr"])
+        self._last_step = now
 
     def zero_grad(self, set_to_none=False):
         self.optimizer.zero_grad(set_to_none=set_to_none)
