@@ -2,8 +2,9 @@
 """Python programs as a job's workers (`launch -n 2 -s 2 -- python3 script.py`), on the cohort
 package: the numpy example finds the weights its data came from, both ranks holding the same
 values; a shard SIGKILLed mid-training ends each Python worker with cohort.Error naming the
-shard; Ctrl-C (SIGINT to the launcher) stops every process of the job.
-Usage: python_job_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY NUMPY_EXAMPLE
+shard; a call that waits releases the GIL (tests/gil_probe.py); Ctrl-C (SIGINT to the
+launcher) stops every process of the job.
+Usage: python_job_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY NUMPY_EXAMPLE GIL_PROBE
 """
 
 import os
@@ -13,7 +14,8 @@ import sys
 import time
 import unittest
 
-LAUNCH, JOB_PROCESSES, COHORT_INIT, NUMPY_EXAMPLE = (os.path.abspath(p) for p in sys.argv[1:5])
+LAUNCH, JOB_PROCESSES, COHORT_INIT, NUMPY_EXAMPLE, GIL_PROBE = (
+    os.path.abspath(p) for p in sys.argv[1:6])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
@@ -64,6 +66,16 @@ class PythonJobTest(job_fixture.JobTestCase):
         out = self.log("output")
         self.assertRegex(out, r"\[worker \d\] numpy_kvstore: error: .*shard 1", out)
         self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
+
+    def test_a_waiting_call_lets_the_programs_other_threads_run(self):
+        p = self.launch(GIL_PROBE)
+        self.assertEqual(p.wait(timeout=60), 0, self.log("output"))
+        m = re.search(r"\[worker 0\] rank 0: barrier ([\d.]+) s, counted (\d+) meanwhile",
+                      self.log("output"))
+        self.assertIsNotNone(m, self.log("output"))
+        self.assertGreater(float(m.group(1)), 1.0)  # rank 1 came 1.5 s late
+        # Holding the GIL, the wait would have stopped the counting thread.
+        self.assertGreater(int(m.group(2)), 1_000_000, self.log("output"))
 
     def test_ctrl_c_stops_every_process(self):
         p = self.launch(NUMPY_EXAMPLE, "--steps=1000000")
