@@ -69,34 +69,9 @@ class LeNet(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=0, help="stop after this many (0: all)")
-    parser.add_argument("--batch_size", type=int, default=64, help="per worker")
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kv_store", default="dist_sync",
-                        help="dist_sync, dist_async, local, or none (plain PyTorch, alone)")
-    parser.add_argument("--server_optimizer", action="store_true",
-                        help="the shards run SGD (else they average gradients)")
-    parser.add_argument("--save", default="", help="rank 0 writes the parameters here (.npz)")
-    args = parser.parse_args()
-
-    torch.manual_seed(args.seed)
-    model = LeNet()
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    rank, workers = 0, 1
-    if args.kv_store != "none":
-        ct.init(args.kv_store)
-        rank, workers = ct.rank(), ct.size()
-        optimizer = ct.DistributedOptimizer(optimizer, model.named_parameters(),
-                                            server_optimizer=args.server_optimizer,
-                                            batch_size=args.batch_size)
-        ct.broadcast_parameters(model.state_dict())
-
+def train(model, optimizer, args, rank, workers):
+    """The training loop: rank's slice of every global batch; rank 0 prints each epoch's time
+    and test accuracy (as "Epoch E: S s, N steps, test top-1 P%")."""
     train_x, train_y = load(args.data_dir, "train")
     test_x, test_y = load(args.data_dir, "t10k")
     global_batch = args.batch_size * workers
@@ -126,6 +101,41 @@ def main():
                 top1 = (model(test_x).argmax(1) == test_y).float().mean().item() * 100
             print(f"Epoch {epoch}: {seconds:.1f} s, {step} steps, test top-1 {top1:.2f}%",
                   flush=True)
+
+
+def arguments(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=0, help="stop after this many (0: all)")
+    parser.add_argument("--batch_size", type=int, default=64, help="per worker")
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kv_store", default="dist_sync",
+                        help="dist_sync, dist_async, local, or none (plain PyTorch, alone)")
+    parser.add_argument("--server_optimizer", action="store_true",
+                        help="the shards run SGD (else they average gradients)")
+    parser.add_argument("--save", default="", help="rank 0 writes the parameters here (.npz)")
+    return parser.parse_args(argv)
+
+
+def main():
+    args = arguments()
+
+    torch.manual_seed(args.seed)
+    model = LeNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    rank, workers = 0, 1
+    if args.kv_store != "none":
+        ct.init(args.kv_store)
+        rank, workers = ct.rank(), ct.size()
+        optimizer = ct.DistributedOptimizer(optimizer, model.named_parameters(),
+                                            server_optimizer=args.server_optimizer,
+                                            batch_size=args.batch_size)
+        ct.broadcast_parameters(model.state_dict())
+
+    train(model, optimizer, args, rank, workers)
     if rank == 0 and args.save:
         np.savez(args.save, **{n: t.detach().numpy() for n, t in model.state_dict().items()})
     return 0
