@@ -113,6 +113,37 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(c["image"], "localhost/cohort-worker-gpu:latest")
 
 
+class KubeletEmulationTest(unittest.TestCase):
+    """tests/kubelet_pods.py gives each pod what a kubelet would (runs without podman)."""
+
+    @unittest.skipIf(kustomize_missing(), kustomize_missing())
+    def test_pods_get_their_ranks_names_and_the_services_addresses(self):
+        objects = list(yaml.safe_load_all(render("cpu")))
+        played, addresses = kubelet_pods(objects, "10.89.1", {"cohort-tls": "/tls"})
+        pods = {p["metadata"]["name"]: p for p in played if p["kind"] == "Pod"}
+        self.assertEqual(addresses, {"cohort-scheduler": "10.89.1.10",
+                                     "cohort-shard-0": "10.89.1.11",
+                                     "cohort-shard-1": "10.89.1.12",
+                                     "cohort-worker-0": "10.89.1.13",
+                                     "cohort-worker-1": "10.89.1.14"})
+        (shard,) = pods["cohort-shard-1"]["spec"]["containers"]
+        self.assertIn("--rank=1", shard["args"])
+        self.assertIn("--advertise_address=cohort-shard-1.cohort-shard", shard["args"])
+        (scheduler,) = pods["cohort-scheduler"]["spec"]["containers"]
+        self.assertIn("--num_workers=2", scheduler["args"])  # $(NUM_WORKERS) from the ConfigMap
+        (worker,) = pods["cohort-worker-1"]["spec"]["containers"]
+        self.assertIn({"name": "COHORT_RANK", "value": "1"}, worker["env"])
+        self.assertNotIn("ports", worker)
+        self.assertNotIn("readinessProbe", worker)
+        aliases = {h: a["ip"] for a in pods["cohort-worker-0"]["spec"]["hostAliases"]
+                   for h in a["hostnames"]}
+        self.assertEqual(aliases, {"cohort-scheduler": "10.89.1.10",
+                                   "cohort-shard-0.cohort-shard": "10.89.1.11",
+                                   "cohort-shard-1.cohort-shard": "10.89.1.12"})
+        tls = next(v for v in pods["cohort-worker-0"]["spec"]["volumes"] if v["name"] == "tls")
+        self.assertEqual(tls, {"name": "tls", "hostPath": {"path": "/tls", "type": "Directory"}})
+
+
 def podman_missing():
     return podman_store.why_not() or kustomize_missing()
 
