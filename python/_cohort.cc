@@ -46,10 +46,9 @@ T Check(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
-// An array's memory seen as a tensor, with the buffer view that keeps the array's memory in
-// place for as long as it is held.
+// An array's memory seen as a tensor, with the buffer view that keeps the array (and its
+// memory, in place) for as long as it is held.
 struct BorrowedArray {
-  py::object array;
   py::buffer_info buffer;
   Tensor tensor;
 };
@@ -64,7 +63,6 @@ std::unique_ptr<BorrowedArray> Borrow(const py::object& array, bool writable, in
                              ", not an array: give a numpy array or a CPU torch tensor"));
   }
   auto borrowed = std::make_unique<BorrowedArray>();
-  borrowed->array = array;
   try {
     borrowed->buffer = py::reinterpret_borrow<py::buffer>(array).request(writable);
   } catch (const py::error_already_set& e) {

@@ -19,12 +19,9 @@ under `podman kube play` (which runs Pods, not Deployments, StatefulSets or Inde
 import copy
 import re
 
-NAME_AT = {"metadata.name": lambda pod: pod["metadata"]["name"]}
-
-
 def _field(pod, path):
-    if path in NAME_AT:
-        return NAME_AT[path](pod)
+    if path == "metadata.name":
+        return pod["metadata"]["name"]
     m = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
     if not m:
         raise ValueError(f"fieldRef {path} is not emulated")

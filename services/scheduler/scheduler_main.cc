@@ -15,7 +15,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "services/common/clock.h"
 #include "services/common/grpc_util.h"
@@ -115,11 +114,9 @@ int main(int argc, char** argv) {
   // for members, lingering, stopping its servers; the job may have ended just before), the
   // process is gone 1.5 s later: engines kill it at 2 s.
   std::atomic<int> stop_signal{0};
-  absl::Notification stopped;
   cohort::OnTerminationSignal([&](int signo) {
     stop_signal = signo;
     core.Stop(absl::StrCat("the scheduler was stopped by ", cohort::TerminationSignalName(signo)));
-    stopped.Notify();
     absl::SleepFor(absl::Milliseconds(1500));
     std::cout << std::flush;
     _exit(128 + signo);
@@ -180,7 +177,7 @@ int main(int argc, char** argv) {
   if (linger > absl::ZeroDuration() && stop_signal == 0) {
     std::cout << "scheduler: lingering " << absl::FormatDuration(linger) << " (--linger)\n"
               << std::flush;
-    stopped.WaitForNotificationWithTimeout(linger);
+    absl::SleepFor(linger);
   }
   server->server->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::seconds(stop_signal != 0 ? 0 : 1));

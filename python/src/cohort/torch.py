@@ -135,12 +135,12 @@ class DistributedOptimizer:
                       auxiliary=not server_optimizer)
             self._out.append(torch.empty_like(value))
         self._handles = {}
-        self._hooks = []
+        self._accumulators = []
         for i, p in enumerate(self._params):
             # The gradient accumulator's hook runs once p.grad holds this backward's gradient.
             accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
             accumulator.register_hook(self._make_hook(i))
-            self._hooks.append(accumulator)  # keeps the accumulator (and its hook) alive
+            self._accumulators.append(accumulator)  # keeps it (and its hook) alive
 
     def _make_hook(self, i):
         def hook(*_):
