@@ -1,6 +1,6 @@
-// What a shard reads from any worker's stream: the bulk path's part parser, on arbitrary bytes
-// cut into one to three slices as the transport may deliver them, and the protobuf path's
-// decoder.
+// What a shard reads from any worker's stream: the bulk path's batch parser, on arbitrary bytes
+// cut into one to three slices as the transport may deliver them, each accepted part decoded
+// as its header says, and the protobuf path's decoder.
 
 #include <cstdint>
 
@@ -11,6 +11,7 @@
 
 #include "services/wire/byte_chunks.h"
 #include "services/wire/part_codec.h"
+#include "services/wire/wire_encoding.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Protobuf logs every string field that is not UTF-8; the parse's result is what counts.
@@ -29,12 +30,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (cuts >= 1) slices.emplace_back(data + first, second - first);
   if (cuts >= 2) slices.emplace_back(data + second, size - second);
   grpc::ByteBuffer message(slices.data(), slices.size());
-  cohort::ReceivedPart part;
-  if (part.Parse(&message).ok()) {
-    // An accepted part's chunks hold exactly the bytes its header announced.
-    if (cohort::TotalBytes(part.chunks()) != part.bytes()) __builtin_trap();
-    std::vector<char> values(part.bytes());
-    cohort::CopyChunks(part.chunks(), values.data());
+  cohort::ReceivedBatch batch;
+  if (batch.Parse(&message).ok()) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const cohort::PartHeader& h = batch.header(i);
+      // An accepted part's chunks hold whole values of its encoding; decoding the elements
+      // they hold reads exactly them.
+      const size_t bytes = cohort::TotalBytes(batch.chunks(i));
+      size_t elements = 0;
+      switch (h.encoding) {
+        case cohort::WireEncoding::kF32: elements = bytes / 4; break;
+        case cohort::WireEncoding::kF16:
+        case cohort::WireEncoding::kBF16: elements = bytes / 2; break;
+        case cohort::WireEncoding::kTwoBit: elements = bytes * 4; break;
+      }
+      if (cohort::EncodedBytes(h.encoding, elements) != bytes) __builtin_trap();
+      std::vector<float> values(elements);
+      cohort::DecodeValues(h.encoding, batch.chunks(i), h.threshold, absl::MakeSpan(values))
+          .IgnoreError();
+    }
   }
   cohort::v1::Part decoded;
   if (decoded.ParseFromArray(data, static_cast<int>(size))) {

@@ -101,12 +101,17 @@ def main():
     parser.add_argument("--iperf_seconds", type=int, default=5)
     parser.add_argument("--tls", action="store_true",
                         help="run every job twice in a row: plaintext, then mutual TLS + token")
+    parser.add_argument("--only", action="append",
+                        help="run only this case (by its name, e.g. '1000 x 4 KB'); repeatable")
     args = parser.parse_args()
     timed = 3 if args.quick else 10
     cases = [  # (name, tensors, bytes per tensor, warm-up rounds, timed rounds)
         ("100 MB (25 x 4 MB)", 25, 4_000_000, 2, timed),
+        ("100 x 1 MB", 100, 1 << 20, 2, timed),
         ("1000 x 4 KB", 1000, 4096, 5, 5 * timed),
     ]
+    if args.only:
+        cases = [c for c in cases if c[0] in args.only]
     print(f"bench_ps: {os.cpu_count()} CPUs; jobs of 1 scheduler + S shards + W workers on "
           f"127.0.0.1; dist_sync; 1 MiB parts", flush=True)
     rows = []

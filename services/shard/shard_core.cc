@@ -276,11 +276,14 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version,
                              int64_t generation) {
   const absl::Span<const char> bytes(reinterpret_cast<const char*>(grad.data()),
                                      grad.size() * sizeof(float));
-  return Push(rank, id, version, ByteChunks(&bytes, 1), reply_to, generation);
+  return Push(PartHeader{id, version, rank, generation}, ByteChunks(&bytes, 1), reply_to);
 }
 
-absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks grad,
-                             PartSink* reply_to, int64_t generation) {
+absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink* reply_to) {
+  const PartId id = header.id;
+  const int rank = header.rank;
+  const int64_t version = header.version;
+  const int64_t generation = header.generation;
   ASSIGN_OR_RETURN(PartState * p, FindPart(id, "push"));
   absl::MutexLock lock(&p->mu);
   const Settings& settings = *p->settings;
@@ -305,11 +308,27 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
   }
   const size_t bytes = TotalBytes(grad);
   const size_t elements = p->value->data.size();
-  if (bytes != elements * sizeof(float)) {
+  if (bytes != EncodedBytes(header.encoding, elements)) {
     return Refuse(Rejection::kWrongSize,
                   absl::InvalidArgumentError(absl::StrCat(
-                      where(), " has ", bytes, " bytes; the part has ", elements,
-                      " F32 elements (", elements * sizeof(float), " bytes)")));
+                      where(), " has ", bytes, " bytes of ", WireEncodingName(header.encoding),
+                      " values; the part has ", elements, " elements (",
+                      EncodedBytes(header.encoding, elements), " bytes)")));
+  }
+  // Compressed pushes are decoded into this thread's buffer and go on as F32.
+  thread_local std::vector<float> decoded;
+  absl::Span<const char> decoded_bytes;
+  if (header.encoding != WireEncoding::kF32) {
+    decoded.resize(elements);
+    const absl::Status valid =
+        DecodeValues(header.encoding, grad, header.threshold, absl::MakeSpan(decoded));
+    if (!valid.ok()) {
+      return Refuse(Rejection::kMalformed,
+                    absl::InvalidArgumentError(absl::StrCat(where(), ": ", valid.message())));
+    }
+    decoded_bytes = absl::Span<const char>(reinterpret_cast<const char*>(decoded.data()),
+                                           elements * sizeof(float));
+    grad = ByteChunks(&decoded_bytes, 1);
   }
   // Refused, not skipped: in dist_sync every worker's push makes the step, and a NaN means the
   // training diverged (or a worker is broken), which no later step undoes.
@@ -318,7 +337,11 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
                   absl::InvalidArgumentError(absl::StrCat(
                       where(), " for version ", version,
                       " holds NaN or infinite values: the training diverged on that worker "
-                      "(lower --lr, add --warmup_epochs, or check its data)")));
+                      "(lower --lr, add --warmup_epochs, or check its data)",
+                      header.encoding == WireEncoding::kF16
+                          ? "; with --gradient_compression=fp16, values beyond 65504 overflow "
+                            "(bf16 keeps F32's range)"
+                          : "")));
   }
   if (settings.config.mode == KVStoreMode::kDistAsync) {
     // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
@@ -331,14 +354,14 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version, ByteChunks gr
                         ", which the part has not reached (", p->version, ")")));
     }
     if (p->optimizer == nullptr) {
-      AverageIntoValue(p, grad, rank, absl::MakeSpan(p->value->data));
+      AverageIntoValue(p, grad, rank, absl::MakeSpan(WritableValue(p)));
     } else {
-      ApplyPush(p, grad, rank, absl::MakeSpan(p->value->data), lr);
+      ApplyPush(p, grad, rank, absl::MakeSpan(WritableValue(p)), lr);
     }
     ++p->version;
     Applied(p->version, 1);
     MaybeCheckpoint(id, p);
-    reply_to->Send(id, p->version, p->value->data, nullptr);
+    reply_to->Send(id, p->version, p->value->data, &p->value->readers);
     return absl::OkStatus();
   }
   const float lr = static_cast<float>(settings.schedule.At(p->version));

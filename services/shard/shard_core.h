@@ -30,9 +30,9 @@ namespace cohort {
 class PartSink {
  public:
   virtual ~PartSink() = default;
-  // value: the part's elements at `version` (the number of updates applied so far). With pin,
-  // the sink may keep reading value after it returns, holding pin (PinCount::Pin) until done:
-  // the core changes value only when every pin is released. Without pin, it must copy value.
+  // value: the part's elements at `version` (the number of updates applied so far). The sink
+  // may keep reading value after it returns, holding pin (PinCount::Pin) until done: the core
+  // changes value only when every pin is released (a later update works on a copy meanwhile).
   virtual void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) = 0;
 };
 
@@ -101,11 +101,12 @@ class ShardCore {
   // True once every announced part has been added.
   bool ready() const;
 
-  // grad: the part's bytes (F32), computed on `version` in membership `generation`. reply_to
-  // receives the new value (it must stay valid until the update it waits for has been sent, or
-  // until Detach).
-  absl::Status Push(int rank, PartId id, int64_t version, ByteChunks grad, PartSink* reply_to,
-                    int64_t generation = 0);
+  // grad: the bytes of the part's gradient in header.encoding (2-bit and 16-bit pushes are
+  // decoded to F32 first), computed by header.rank on header.version in membership
+  // header.generation. reply_to receives the new value (it must stay valid until the update it
+  // waits for has been sent, or until Detach).
+  absl::Status Push(const PartHeader& header, ByteChunks grad, PartSink* reply_to);
+  // An F32 push.
   absl::Status Push(int rank, PartId id, int64_t version, absl::Span<const float> grad,
                     PartSink* reply_to, int64_t generation = 0);
   // After another shard of the job died and came back from a checkpoint, or an elastic job's

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -170,8 +171,8 @@ TEST(ShardCoreTest, BadPushesAreRejectedSayingWhy) {
   EXPECT_EQ(core.Push(0, {9, 0}, 0, std::vector<float>(3), &sink).code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(core.Push(0, {1, 0}, 0, std::vector<float>(4), &sink).message(),
-            "shard 2: worker 0's push of key 1 part 0 has 16 bytes; the part has 3 F32 elements "
-            "(12 bytes)");
+            "shard 2: worker 0's push of key 1 part 0 has 16 bytes of F32 values; the part has "
+            "3 elements (12 bytes)");
   EXPECT_EQ(core.Push(0, {1, 0}, 5, std::vector<float>(3), &sink).message(),
             "shard 2: worker 0's push of key 1 part 0 was computed on version 5 but the part is "
             "at version 0: every worker must push every key once per step");
@@ -238,8 +239,60 @@ TEST(ShardCoreTest, PushesArriveInByteChunksCutAnywhere) {
   const std::vector<absl::Span<const char>> chunks = {{b, 3}, {b + 3, 6}, {b + 9, 11}};
   RecordingSink a, c;
   ASSERT_TRUE(whole.Push(0, {0, 0}, 0, g, &a).ok());
-  ASSERT_TRUE(chunked.Push(0, {0, 0}, 0, ByteChunks(chunks), &c).ok());
+  ASSERT_TRUE(chunked.Push(PartHeader{{0, 0}, 0, 0}, ByteChunks(chunks), &c).ok());
   EXPECT_EQ(a.values, c.values);
+}
+
+// A compressed push is the F32 push of its decoded values: the same update, bit for bit, with
+// two workers in rank order.
+TEST(ShardCoreTest, CompressedPushesApplyTheirDecodedValues) {
+  const std::vector<float> g0 = Gradient(0, 0, 9), g1 = Gradient(1, 0, 9);
+  for (WireEncoding e : {WireEncoding::kF16, WireEncoding::kBF16, WireEncoding::kTwoBit}) {
+    ShardCore plain(0), compressed(0);
+    for (ShardCore* core : {&plain, &compressed}) {
+      ASSERT_TRUE(core->Configure(Config(2, KVStoreMode::kDistSync)).ok());
+      ASSERT_TRUE(core->AddPart({0, 0}, std::vector<float>(9, 1.0f)).ok());
+    }
+    const float threshold = e == WireEncoding::kTwoBit ? 0.25f : 0.0f;
+    RecordingSink plain_sink, compressed_sink;
+    for (int rank : {1, 0}) {
+      const std::vector<float>& g = rank == 0 ? g0 : g1;
+      std::vector<float> residual(g.size(), 0.0f);
+      std::string bytes(EncodedBytes(e, g.size()), '\0');
+      EncodeValues(e, g, threshold, residual.data(), bytes.data());
+      const absl::Span<const char> chunk(bytes);
+      std::vector<float> decoded(g.size());
+      ASSERT_TRUE(DecodeValues(e, ByteChunks(&chunk, 1), threshold, absl::MakeSpan(decoded)).ok());
+      ASSERT_TRUE(plain.Push(rank, {0, 0}, 0, decoded, &plain_sink).ok());
+      ASSERT_TRUE(compressed
+                      .Push(PartHeader{{0, 0}, 0, rank, 0, e, threshold}, ByteChunks(&chunk, 1),
+                            &compressed_sink)
+                      .ok());
+    }
+    ASSERT_EQ(compressed_sink.values.size(), 2u) << WireEncodingName(e);
+    EXPECT_EQ(compressed_sink.values, plain_sink.values) << WireEncodingName(e);
+    const std::string short_bytes(EncodedBytes(e, 9) - 1, '\0');
+    const absl::Span<const char> short_chunk(short_bytes);
+    EXPECT_EQ(compressed.Push(PartHeader{{0, 0}, 1, 0, 0, e, 0.5f}, ByteChunks(&short_chunk, 1),
+                              &compressed_sink)
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+// fp16's range ends at 65504: an overflowed gradient is refused, and the refusal says why.
+TEST(ShardCoreTest, OverflowedFp16PushIsRefusedNamingTheCompression) {
+  ShardCore core(0);
+  ASSERT_TRUE(core.Configure(Config(1, KVStoreMode::kDistSync)).ok());
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>(2, 1.0f)).ok());
+  const std::vector<float> g = {1.0f, 1e5f};
+  std::string bytes(4, '\0');
+  EncodeValues(WireEncoding::kF16, g, 0, nullptr, bytes.data());
+  const absl::Span<const char> chunk(bytes);
+  RecordingSink sink;
+  const absl::Status s =
+      core.Push(PartHeader{{0, 0}, 0, 0, 0, WireEncoding::kF16}, ByteChunks(&chunk, 1), &sink);
+  EXPECT_TRUE(absl::StrContains(s.message(), "values beyond 65504 overflow")) << s;
 }
 
 TEST(ShardCoreTest, AsyncAppliesEachPushAtOnceScaledByOneOverW) {

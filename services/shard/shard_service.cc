@@ -11,40 +11,46 @@
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
 #include "services/wire/part_write_queue.h"
+#include "trainer/base/status_macros.h"
 
 namespace cohort {
 namespace {
 
-// One worker's PushPull stream. Reads a part, hands it to the core, reads the next; answers
-// (which the core sends from whichever stream's thread completed an update) queue here and go
-// out one write at a time, in model order (PartWriteQueue). The stream's rank is the first push's; it cannot change.
+// One worker's PushPull stream. Reads a message of parts, hands them to the core, reads the
+// next; answers (which the core sends from whichever stream's thread completed an update) queue
+// here and go out one write at a time, in model order, small ones fused (PartWriteQueue), in
+// the encoding the worker pushes in (AnswerEncoding). The stream's rank is the first push's; it
+// cannot change.
 class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                               public PartSink {
  public:
   PushPullReactor(ShardCore* core, std::string peer)
       : core_(core), peer_(std::move(peer)), rollbacks_(core->rollbacks()) {
+    // Read before taking mu_: the core's locks come before a stream's (Push sends under them).
+    if (const std::optional<ShardConfig> config = core->config()) {
+      absl::MutexLock lock(&mu_);
+      queue_.set_fusion_bytes(config->fusion_bytes);
+    }
     StartRead(&in_);
   }
 
   void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) override {
-    grpc::ByteBuffer message = SerializePart(id, version, /*rank=*/-1, value, pin);
-    if (ShardMetrics* m = core_->metrics()) m->sent_bytes.Increment(message.Length());
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;
-      queued_bytes_ += message.Length();
-      queue_.Push(id, std::move(message));
+      queue_.Push(OutgoingPart{PartHeader{id, version, /*rank=*/-1, /*generation=*/0,
+                                          answer_encoding_},
+                               value, pin});
       if (writing_) return;
       writing_ = true;
-      current_ = queue_.Pop();
-      queued_bytes_ -= current_.Length();
+      queue_.Pop(&batch_);
     }
-    StartWrite(&current_);
+    WriteBatch();
   }
 
   void OnReadDone(bool ok) override {
     const absl::Status status = ok ? Handle() : absl::OkStatus();
-    part_.Clear();  // gives the receive buffers back before the next read
+    batch_in_.Clear();  // gives the receive buffers back before the next read
     if (!status.ok()) {
       std::cerr << status.message() << " (refused; peer " << peer_ << ")\n" << std::flush;
     }
@@ -59,7 +65,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
       }
       // A worker that reads its answers slower than it pushes: its next push waits (and
       // gRPC's flow control holds its writes) until the answers have drained.
-      if (queued_bytes_ > kMaxQueuedBytes) {
+      if (queue_.queued_bytes() > kMaxQueuedBytes) {
         reading_ = false;
         paused_ = true;
         return;
@@ -70,11 +76,11 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
   void OnWriteDone(bool ok) override {
     bool read = false, write = false;
+    current_.Clear();
     {
       absl::MutexLock lock(&mu_);
-      current_.Clear();
       if (!ok) Close();  // the worker is gone
-      if (paused_ && !closing_ && queued_bytes_ <= kMaxQueuedBytes / 2) {
+      if (paused_ && !closing_ && queue_.queued_bytes() <= kMaxQueuedBytes / 2) {
         paused_ = false;
         reading_ = read = true;
       }
@@ -82,13 +88,12 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
         writing_ = false;
         MaybeFinish();
       } else {
-        current_ = queue_.Pop();
-        queued_bytes_ -= current_.Length();
+        queue_.Pop(&batch_);
         write = true;
       }
     }
     if (read) StartRead(&in_);
-    if (write) StartWrite(&current_);
+    if (write) WriteBatch();
   }
 
   void OnDone() override {
@@ -105,21 +110,38 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   void Close() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     closing_ = true;
     queue_.Clear();
-    queued_bytes_ = 0;
     MaybeFinish();
+  }
+
+  // The write in flight (writing_): its message is built outside the lock (it may copy and
+  // encode a fusion's worth of values); only this write's owner touches batch_ and current_.
+  void WriteBatch() {
+    current_ = SerializeBatch(batch_);
+    if (ShardMetrics* m = core_->metrics()) m->sent_bytes.Increment(current_.Length());
+    StartWrite(&current_);
   }
 
   absl::Status Handle() {
     ShardMetrics* metrics = core_->metrics();
     if (metrics != nullptr) metrics->received_bytes.Increment(in_.Length());
-    absl::Status parsed = part_.Parse(&in_);
+    absl::Status parsed = batch_in_.Parse(&in_);
     if (!parsed.ok()) {
       if (metrics != nullptr) metrics->Reject(Rejection::kMalformed);
       return absl::Status(parsed.code(), absl::StrCat("shard: a push from ", peer_, ": ",
                                                       parsed.message()));
     }
-    const PartHeader& h = part_.header();
-    if (rank_ < 0) rank_ = h.rank;
+    for (size_t i = 0; i < batch_in_.size(); ++i) {
+      RETURN_IF_ERROR(HandlePart(batch_in_.header(i), batch_in_.chunks(i), metrics));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status HandlePart(const PartHeader& h, ByteChunks values, ShardMetrics* metrics) {
+    if (rank_ < 0) {
+      rank_ = h.rank;
+      absl::MutexLock lock(&mu_);
+      answer_encoding_ = AnswerEncoding(h.encoding);
+    }
     if (h.rank != rank_) {
       if (metrics != nullptr) metrics->Reject(Rejection::kWrongRank);
       return absl::InvalidArgumentError(absl::StrCat(
@@ -133,7 +155,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
           " came on a stream opened before the shard rolled back to step ", core_->start_step(),
           "; pushes after a roll back come on new streams"));
     }
-    return core_->Push(h.rank, h.id, h.version, part_.chunks(), this, h.generation);
+    return core_->Push(h, values, this);
   }
 
   // Finishes once closing, with no read or write in flight.
@@ -147,18 +169,20 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   const std::string peer_;
   const int64_t rollbacks_;  // the shard's when the stream opened
   grpc::ByteBuffer in_;
-  ReceivedPart part_;
+  ReceivedBatch batch_in_;
   int rank_ = -1;  // the reading side's only
+  // The write in flight: its parts, then its message (the writer's alone; see WriteBatch).
+  std::vector<OutgoingPart> batch_;
+  grpc::ByteBuffer current_;
 
   absl::Mutex mu_;
   PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
-  grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  WireEncoding answer_encoding_ ABSL_GUARDED_BY(mu_) = WireEncoding::kF32;
   bool reading_ ABSL_GUARDED_BY(mu_) = true;  // the constructor starts the first read
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // no more reads; answer nothing more
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;  // no read: too many answers queued
-  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in queue_
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -26,6 +26,12 @@
 namespace cohort {
 namespace {
 
+// The batch's only part, cleared for encoding (each message below carries one part).
+v1::Part* OnlyPart(v1::PartBatch* batch) {
+  batch->clear_parts();
+  return batch->add_parts();
+}
+
 class ShardServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -45,23 +51,23 @@ class ShardServiceTest : public ::testing::Test {
   void TearDown() override { server_.server->Shutdown(std::chrono::system_clock::now()); }
 
   // Sends the messages on one PushPull stream and returns how the shard ended it.
-  grpc::Status PushAll(const std::vector<v1::Part>& messages) {
+  grpc::Status PushAll(const std::vector<v1::PartBatch>& messages) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     auto stream = stub_->PushPull(&context);
-    for (const v1::Part& m : messages) {
+    for (const v1::PartBatch& m : messages) {
       if (!stream->Write(m)) break;
     }
     stream->WritesDone();
-    v1::Part answer;
+    v1::PartBatch answer;
     while (stream->Read(&answer)) {
     }
     return stream->Finish();
   }
 
-  static v1::Part Push(int rank, int64_t key, int64_t version, std::vector<float> grad) {
-    v1::Part m;
-    EncodePart({key, 0}, version, rank, grad, &m);
+  static v1::PartBatch Push(int rank, int64_t key, int64_t version, std::vector<float> grad) {
+    v1::PartBatch m;
+    EncodePart({key, 0}, version, rank, grad, OnlyPart(&m));
     return m;
   }
 
@@ -73,7 +79,7 @@ class ShardServiceTest : public ::testing::Test {
     EXPECT_EQ(value, initial_key1_);
   }
 
-  void ExpectRefused(const std::vector<v1::Part>& messages, absl::string_view says) {
+  void ExpectRefused(const std::vector<v1::PartBatch>& messages, absl::string_view says) {
     const grpc::Status status = PushAll(messages);
     EXPECT_FALSE(status.ok());
     EXPECT_TRUE(absl::StrContains(status.error_message(), says))
@@ -91,19 +97,20 @@ class ShardServiceTest : public ::testing::Test {
 
 TEST_F(ShardServiceTest, WrongSizeIsRefused) {
   ExpectRefused({Push(1, 0, 0, {1, 1, 1})},
-                "shard 3: worker 1's push of key 0 part 0 has 12 bytes; the part has 4 F32 "
-                "elements (16 bytes)");
+                "shard 3: worker 1's push of key 0 part 0 has 12 bytes of F32 values; the part "
+                "has 4 elements (16 bytes)");
 }
 
 TEST_F(ShardServiceTest, WrongDtypeIsRefused) {
-  v1::Part m = Push(1, 0, 0, {1, 1, 1, 1});
-  m.mutable_header()->set_dtype(v1::DTYPE_UNSPECIFIED);
-  ExpectRefused({m}, "worker 1's key 0 part 0: dtype DTYPE_UNSPECIFIED; only F32 is supported");
+  v1::PartBatch m = Push(1, 0, 0, {1, 1, 1, 1});
+  m.mutable_parts(0)->mutable_header()->set_dtype(v1::DTYPE_UNSPECIFIED);
+  ExpectRefused({m}, "worker 1's key 0 part 0: dtype DTYPE_UNSPECIFIED; expected F32, F16, BF16 or "
+                     "TWO_BIT");
 }
 
 TEST_F(ShardServiceTest, HeaderThatDisagreesWithTheDataIsRefused) {
-  v1::Part m = Push(0, 1, 0, {1, 1, 1});
-  m.mutable_header()->set_bytes(16);
+  v1::PartBatch m = Push(0, 1, 0, {1, 1, 1});
+  m.mutable_parts(0)->mutable_header()->set_bytes(16);
   ExpectRefused({m}, "worker 0's key 1 part 0: header says 16 bytes, the message carries 12");
 }
 
@@ -125,9 +132,9 @@ TEST_F(ShardServiceTest, StaleVersionIsRefused) {
   auto w1 = stub_->PushPull(&c1);
   ASSERT_TRUE(w0->Write(Push(0, 1, 0, {1, 1, 1})));
   ASSERT_TRUE(w1->Write(Push(1, 1, 0, {3, 3, 3})));
-  v1::Part answer;
+  v1::PartBatch answer;
   ASSERT_TRUE(w0->Read(&answer));
-  EXPECT_EQ(answer.header().version(), 1);
+  EXPECT_EQ(answer.parts(0).header().version(), 1);
   ASSERT_TRUE(w0->Write(Push(0, 1, 0, {1, 1, 1})));
   w0->WritesDone();
   while (w0->Read(&answer)) {
@@ -209,7 +216,7 @@ class ShardOverTlsTest : public ShardServiceTest {
     auto w1 = stub->PushPull(&c1);
     w0->Write(Push(0, 0, 0, {1, 1, 1, 1}));
     w1->Write(Push(1, 0, 0, {3, 3, 3, 3}));
-    v1::Part answer;
+    v1::PartBatch answer;
     for (auto* w : {w0.get(), w1.get()}) {
       w->WritesDone();
       while (w->Read(&answer)) {
@@ -268,7 +275,7 @@ TEST_F(ShardServiceTest, APushOnAStreamFromBeforeARollBackIsRefused) {
   auto b = stub_->PushPull(&b_context);
   ASSERT_TRUE(a->Write(Push(0, 1, 0, {1, 1, 1})));
   ASSERT_TRUE(b->Write(Push(1, 1, 0, {1, 1, 1})));
-  v1::Part answer;
+  v1::PartBatch answer;
   ASSERT_TRUE(a->Read(&answer));  // step 0 of key 1 done: both streams are open at the shard
   ShardCheckpoint at0;
   at0.mode = "dist_sync";
@@ -294,8 +301,8 @@ TEST_F(ShardServiceTest, APushOfAnotherGenerationIsRefusedAndCounted) {
   ProcessMetrics process("job-g", "shard", 3);
   ShardMetrics metrics(process);
   core_.set_metrics(&metrics);
-  v1::Part m = Push(0, 0, 0, {1, 1, 1, 1});
-  m.mutable_header()->set_generation(1);
+  v1::PartBatch m = Push(0, 0, 0, {1, 1, 1, 1});
+  m.mutable_parts(0)->mutable_header()->set_generation(1);
   ExpectRefused({m}, "shard 3: worker 0's push of key 0 part 0 was made in membership "
                      "generation 1, but the job's workers changed: it is in generation 0");
   EXPECT_EQ(metrics.rejected[static_cast<int>(Rejection::kStaleGeneration)]->Value(), 1);
@@ -328,31 +335,31 @@ TEST(ShardFloodTest, FloodsAndSlowReadersNeitherGrowTheShardNorStopTheOthers) {
   auto server = StartServer("127.0.0.1", 0, {&service});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = v1::Shard::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", server->port)));
-  v1::Part push;
+  v1::PartBatch push;
   const size_t before = ResidentBytes();
 
   std::atomic<int> flooded{0};
   grpc::ClientContext flood_context;
   auto flood = stub->PushPull(&flood_context);
   std::thread flooder([&] {
-    v1::Part m;
-    EncodePart({0, 0}, 0, 1, grad, &m);
+    v1::PartBatch m;
+    EncodePart({0, 0}, 0, 1, grad, OnlyPart(&m));
     while (flood->Write(m)) ++flooded;
   });
   // Oversized (past the 16 MiB message limit) and malformed: refused, each on its stream.
   for (bool oversized : {true, false}) {
     grpc::ClientContext context;
     auto stream = stub->PushPull(&context);
-    v1::Part m;
+    v1::PartBatch m;
     if (oversized) {
-      EncodePart({0, 0}, 0, 1, std::vector<float>(5 << 20, 1.0f), &m);
+      EncodePart({0, 0}, 0, 1, std::vector<float>(5 << 20, 1.0f), OnlyPart(&m));
     } else {
-      EncodePart({0, 0}, 0, 1, grad, &m);
-      m.mutable_header()->set_bytes(12);  // says otherwise than its data
+      EncodePart({0, 0}, 0, 1, grad, OnlyPart(&m));
+      m.mutable_parts(0)->mutable_header()->set_bytes(12);  // says otherwise than its data
     }
     stream->Write(m);
     stream->WritesDone();
-    v1::Part answer;
+    v1::PartBatch answer;
     while (stream->Read(&answer)) {
     }
     EXPECT_FALSE(stream->Finish().ok()) << (oversized ? "oversized" : "malformed");
@@ -363,11 +370,11 @@ TEST(ShardFloodTest, FloodsAndSlowReadersNeitherGrowTheShardNorStopTheOthers) {
   auto worker = stub->PushPull(&context);
   int64_t version = 0;
   for (int step = 0; step < 40; ++step) {
-    EncodePart({0, 0}, version, 0, grad, &push);
+    EncodePart({0, 0}, version, 0, grad, OnlyPart(&push));
     ASSERT_TRUE(worker->Write(push)) << "step " << step;
-    v1::Part answer;
+    v1::PartBatch answer;
     ASSERT_TRUE(worker->Read(&answer)) << "step " << step;
-    version = answer.header().version();
+    version = answer.parts(0).header().version();
     peak = std::max(peak, ResidentBytes());
   }
   worker->WritesDone();

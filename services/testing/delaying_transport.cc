@@ -28,15 +28,15 @@ class DelayingTransport final : public ShardTransport {
     inner_->Redial(std::move(addresses));
   }
   void Open(AnswerReceiver* receiver) override { inner_->Open(receiver); }
-  void Send(int shard, const PartHeader& header, absl::Span<const float> values,
-            PinCount* pin) override {
+  void Send(int shard, const OutgoingPart& part) override {
+    const PartHeader& header = part.header;
     const uint64_t h =
         MixKeys({seed_, static_cast<uint64_t>(header.version),
                  static_cast<uint64_t>(header.id.key), static_cast<uint64_t>(header.id.part)});
     if (static_cast<int>(h % num_workers_) == header.rank) {
       absl::SleepFor(absl::Microseconds((h >> 16) % 3000));
     }
-    inner_->Send(shard, header, values, pin);
+    inner_->Send(shard, part);
   }
   void Close() override { inner_->Close(); }
   absl::StatusOr<PartHeader> Pull(int shard, PartId id, std::vector<float>* out) override {

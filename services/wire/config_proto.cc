@@ -55,6 +55,7 @@ v1::InitMessage::Config ToProto(const ShardConfig& config) {
   *c.mutable_optimizer() = ToProto(config.optimizer);
   c.mutable_auxiliary_keys()->Add(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
   c.set_generation(config.generation);
+  c.set_fusion_bytes(config.fusion_bytes);
   return c;
 }
 
@@ -67,6 +68,7 @@ absl::StatusOr<ShardConfig> FromProto(const v1::InitMessage::Config& c) {
   ASSIGN_OR_RETURN(config.optimizer, FromProto(c.optimizer()));
   config.auxiliary_keys.assign(c.auxiliary_keys().begin(), c.auxiliary_keys().end());
   config.generation = c.generation();
+  config.fusion_bytes = c.fusion_bytes();
   return config;
 }
 

@@ -46,6 +46,8 @@ TEST(ConfigProtoTest, ShardConfigRoundTrips) {
   config.num_parts = 17;
   config.optimizer.optimizer = "adam";
   config.auxiliary_keys = {40, 41};
+  config.generation = 5;
+  config.fusion_bytes = 65536;
   auto back = FromProto(ToProto(config));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->num_workers, 3);
@@ -54,6 +56,8 @@ TEST(ConfigProtoTest, ShardConfigRoundTrips) {
   EXPECT_EQ(back->num_parts, 17);
   EXPECT_EQ(back->optimizer.optimizer, "adam");
   EXPECT_EQ(back->auxiliary_keys, (std::vector<int64_t>{40, 41}));
+  EXPECT_EQ(back->generation, 5);
+  EXPECT_EQ(back->fusion_bytes, 65536);
 }
 
 TEST(ConfigProtoTest, UnknownModeIsAnError) {

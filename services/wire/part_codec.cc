@@ -9,45 +9,66 @@
 namespace cohort {
 namespace {
 
-void FillHeader(PartId id, int64_t version, int rank, size_t bytes, v1::PartHeader* h,
-                int64_t generation = 0) {
-  h->set_key(id.key);
-  h->set_part(id.part);
-  h->set_version(version);
-  h->set_generation(generation);
-  h->set_dtype(v1::F32);
+v1::DType ToProto(WireEncoding e) {
+  switch (e) {
+    case WireEncoding::kF32: return v1::F32;
+    case WireEncoding::kF16: return v1::F16;
+    case WireEncoding::kBF16: return v1::BF16;
+    case WireEncoding::kTwoBit: return v1::TWO_BIT;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+void FillHeader(const PartHeader& p, size_t bytes, v1::PartHeader* h) {
+  h->set_key(p.id.key);
+  h->set_part(p.id.part);
+  h->set_version(p.version);
+  h->set_generation(p.generation);
+  h->set_dtype(ToProto(p.encoding));
   h->set_bytes(static_cast<int64_t>(bytes));
-  h->set_rank(rank);
+  h->set_rank(p.rank);
+  h->set_threshold(p.threshold);
 }
 
-PartHeader HeaderFields(const v1::PartHeader& h) {
-  return PartHeader{PartId{h.key(), h.part()}, h.version(), h.rank(), h.generation()};
-}
-
-absl::Status CheckHeader(const v1::PartHeader& h, size_t data_bytes) {
+// The header's fields, or InvalidArgument naming the part when they do not fit data_bytes.
+absl::StatusOr<PartHeader> CheckedHeader(const v1::PartHeader& h, size_t data_bytes) {
   const auto where = [&] {
     return absl::StrCat(h.rank() >= 0 ? absl::StrCat("worker ", h.rank(), "'s ") : "", "key ",
                         h.key(), " part ", h.part());
   };
-  if (h.dtype() != v1::F32) {
+  PartHeader out{PartId{h.key(), h.part()}, h.version(), h.rank(), h.generation()};
+  size_t unit = 1;  // bytes of whole values
+  switch (h.dtype()) {
+    case v1::F32: out.encoding = WireEncoding::kF32; unit = 4; break;
+    case v1::F16: out.encoding = WireEncoding::kF16; unit = 2; break;
+    case v1::BF16: out.encoding = WireEncoding::kBF16; unit = 2; break;
+    case v1::TWO_BIT: out.encoding = WireEncoding::kTwoBit; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": dtype ", v1::DType_Name(h.dtype()),
+                                                     "; expected F32, F16, BF16 or TWO_BIT"));
+  }
+  out.threshold = h.threshold();
+  if (out.encoding == WireEncoding::kTwoBit && !(out.threshold > 0 && out.threshold < 1e30f)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where(), ": dtype ", v1::DType_Name(h.dtype()), "; only F32 is supported"));
+        absl::StrCat(where(), ": 2-bit values with threshold ", out.threshold));
   }
   if (h.generation() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(where(), ": membership generation ", h.generation(), " (never negative)"));
   }
-  if (h.bytes() != static_cast<int64_t>(data_bytes) || h.bytes() % sizeof(float) != 0) {
+  if (h.bytes() != static_cast<int64_t>(data_bytes) || h.bytes() % unit != 0) {
     return absl::InvalidArgumentError(absl::StrCat(where(), ": header says ", h.bytes(),
                                                    " bytes, the message carries ", data_bytes,
-                                                   " (or not whole floats)"));
+                                                   " (or not whole values)"));
   }
-  return absl::OkStatus();
+  return out;
 }
 
 // Protobuf wire format: a field's tag byte and base-128 varints.
-constexpr unsigned char kHeaderTag = (1 << 3) | 2;  // field 1, length-delimited
-constexpr unsigned char kDataTag = (2 << 3) | 2;    // field 2, length-delimited
+constexpr unsigned char kField1 = (1 << 3) | 2;  // length-delimited: a batch's part, a header
+constexpr unsigned char kField2 = (2 << 3) | 2;  // length-delimited: a part's data
+constexpr size_t kMaxVarint = 10;
+constexpr size_t kMaxHeader = 128;  // a PartHeader's eight fields take at most 64 bytes
 
 size_t PutVarint(uint64_t v, unsigned char* out) {
   size_t n = 0;
@@ -59,132 +80,232 @@ size_t PutVarint(uint64_t v, unsigned char* out) {
   return n;
 }
 
-bool GetVarint(const unsigned char* b, size_t end, size_t* pos, uint64_t* v) {
-  *v = 0;
-  for (int shift = 0; *pos < end && shift < 64; shift += 7) {
-    const unsigned char c = b[(*pos)++];
-    *v |= static_cast<uint64_t>(c & 0x7f) << shift;
-    if ((c & 0x80) == 0) return true;
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
   }
-  return false;
+  return n;
 }
 
 void Unpin(void* pin) { static_cast<PinCount*>(pin)->Unpin(); }
 
+bool Aliased(const OutgoingPart& p) {
+  return p.pin != nullptr && p.header.encoding == WireEncoding::kF32 &&
+         p.values.size() * sizeof(float) >= kAliasBytes;
+}
+
+// One part's framing: everything before its data's bytes.
+struct Framing {
+  unsigned char bytes[3 * kMaxVarint + 3 + kMaxHeader];
+  size_t size = 0;
+  size_t data_bytes = 0;
+};
+
+Framing Frame(const OutgoingPart& p) {
+  Framing f;
+  f.data_bytes = EncodedBytes(p.header.encoding, p.values.size());
+  v1::PartHeader h;
+  FillHeader(p.header, f.data_bytes, &h);
+  const size_t header_bytes = h.ByteSizeLong();
+  size_t part_bytes = 1 + VarintSize(header_bytes) + header_bytes;
+  if (f.data_bytes > 0) part_bytes += 1 + VarintSize(f.data_bytes) + f.data_bytes;
+  unsigned char* out = f.bytes;
+  *out++ = kField1;  // PartBatch.parts
+  out += PutVarint(part_bytes, out);
+  *out++ = kField1;  // Part.header
+  out += PutVarint(header_bytes, out);
+  out = h.SerializeWithCachedSizesToArray(out);
+  if (f.data_bytes > 0) {
+    *out++ = kField2;  // Part.data
+    out += PutVarint(f.data_bytes, out);
+  }
+  f.size = out - f.bytes;
+  return f;
+}
+
 }  // namespace
+
+// Reads a message's bytes in order across its slices.
+class SliceCursor {
+ public:
+  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {
+    for (const grpc::Slice& s : slices) total_ += s.size();
+  }
+  size_t position() const { return position_; }
+  size_t total() const { return total_; }
+
+  bool Varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      unsigned char c;
+      if (!Copy(1, &c)) return false;
+      *v |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if ((c & 0x80) == 0) return true;
+    }
+    return false;
+  }
+  bool Copy(size_t n, void* out) {
+    return Read(n, [&](const char* p, size_t k, size_t done) {
+      std::memcpy(static_cast<char*>(out) + done, p, k);
+    });
+  }
+  // The next n bytes as views into the slices.
+  bool Take(size_t n, std::vector<absl::Span<const char>>* chunks) {
+    return Read(n, [&](const char* p, size_t k, size_t) { chunks->emplace_back(p, k); });
+  }
+
+ private:
+  template <typename Fn>
+  bool Read(size_t n, Fn fn) {
+    if (n > total_ - position_) return false;
+    size_t done = 0;
+    while (done < n) {
+      const grpc::Slice& s = slices_[slice_];
+      const size_t k = std::min(n - done, s.size() - offset_);
+      if (k > 0) fn(reinterpret_cast<const char*>(s.begin()) + offset_, k, done);
+      done += k;
+      offset_ += k;
+      if (offset_ == s.size()) {
+        ++slice_;
+        offset_ = 0;
+      }
+    }
+    position_ += n;
+    return true;
+  }
+
+  const std::vector<grpc::Slice>& slices_;
+  size_t total_ = 0;
+  size_t position_ = 0;
+  size_t slice_ = 0;
+  size_t offset_ = 0;
+};
 
 void EncodePart(PartId id, int64_t version, int rank, absl::Span<const float> values,
                 v1::Part* out) {
-  FillHeader(id, version, rank, values.size() * sizeof(float), out->mutable_header());
+  FillHeader(PartHeader{id, version, rank}, values.size() * sizeof(float), out->mutable_header());
   out->mutable_data()->assign(reinterpret_cast<const char*>(values.data()),
                               values.size() * sizeof(float));
 }
 
 absl::StatusOr<PartHeader> DecodePart(const v1::Part& part, std::vector<float>* out) {
-  const absl::Status valid = CheckHeader(part.header(), part.data().size());
-  if (!valid.ok()) return valid;
+  absl::StatusOr<PartHeader> header = CheckedHeader(part.header(), part.data().size());
+  if (!header.ok()) return header.status();
+  if (header->encoding != WireEncoding::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat("key ", header->id.key, " part ",
+                                                   header->id.part, ": ",
+                                                   WireEncodingName(header->encoding),
+                                                   " values where only F32 is taken"));
+  }
   out->resize(part.data().size() / sizeof(float));
   if (!out->empty()) std::memcpy(out->data(), part.data().data(), part.data().size());
-  return HeaderFields(part.header());
+  return header;
 }
 
-grpc::ByteBuffer SerializePart(PartId id, int64_t version, int rank,
-                               absl::Span<const float> values, PinCount* pin,
-                               int64_t generation) {
-  const size_t bytes = values.size() * sizeof(float);
-  v1::PartHeader h;
-  FillHeader(id, version, rank, bytes, &h, generation);
-  // Tag, length and header (at most 7 varint fields), then the data field's tag and length.
-  unsigned char prefix[128];
-  size_t n = 0;
-  prefix[n++] = kHeaderTag;
-  n += PutVarint(h.ByteSizeLong(), prefix + n);
-  n = h.SerializeWithCachedSizesToArray(prefix + n) - prefix;
-  if (bytes > 0) {
-    prefix[n++] = kDataTag;
-    n += PutVarint(bytes, prefix + n);
+grpc::ByteBuffer SerializeBatch(absl::Span<const OutgoingPart> parts) {
+  // Copied bytes go into one buffer; an aliased part's values into a slice of their own, between
+  // the buffer's pieces.
+  std::vector<Framing> framings;
+  framings.reserve(parts.size());
+  size_t copied = 0;
+  for (const OutgoingPart& p : parts) {
+    framings.push_back(Frame(p));
+    copied += framings.back().size + (Aliased(p) ? 0 : framings.back().data_bytes);
   }
-  if (bytes == 0) {
-    grpc::Slice only(prefix, n);
-    return grpc::ByteBuffer(&only, 1);
+  grpc::Slice buffer(copied);
+  // A fresh slice's bytes are this function's alone until it is handed over.
+  unsigned char* const start = const_cast<unsigned char*>(buffer.begin());
+  unsigned char* out = start;
+  unsigned char* piece = start;  // where the buffer's current piece begins
+  std::vector<grpc::Slice> slices;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const OutgoingPart& p = parts[i];
+    std::memcpy(out, framings[i].bytes, framings[i].size);
+    out += framings[i].size;
+    if (Aliased(p)) {
+      slices.push_back(buffer.sub(piece - start, out - start));
+      piece = out;
+      p.pin->Pin();  // the slice's, released by gRPC once written
+      slices.emplace_back(const_cast<float*>(p.values.data()), framings[i].data_bytes, &Unpin,
+                          p.pin);
+    } else {
+      EncodeValues(p.header.encoding, p.values, p.header.threshold, p.residual,
+                   reinterpret_cast<char*>(out));
+      out += framings[i].data_bytes;
+    }
+    if (p.pin != nullptr) p.pin->Unpin();
   }
-  void* data = const_cast<float*>(values.data());
-  if (pin != nullptr) pin->Pin();
-  grpc::Slice slices[2] = {grpc::Slice(prefix, n),
-                           pin != nullptr ? grpc::Slice(data, bytes, &Unpin, pin)
-                                          : grpc::Slice(data, bytes)};
-  return grpc::ByteBuffer(slices, 2);
+  if (out > piece || slices.empty()) slices.push_back(buffer.sub(piece - start, out - start));
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-absl::Status ReceivedPart::Parse(grpc::ByteBuffer* message) {
+absl::Status ReceivedBatch::Parse(grpc::ByteBuffer* message) {
   Clear();
   if (!message->Dump(&slices_).ok()) {
     return absl::InvalidArgumentError("an unreadable part message");
   }
   message->Clear();
-  size_t total = 0;
-  for (const grpc::Slice& s : slices_) total += s.size();
-  if (!ParseFast(total)) {
-    std::string flat;
-    flat.reserve(total);
-    for (const grpc::Slice& s : slices_) {
-      flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  SliceCursor in(slices_);
+  while (in.position() < in.total()) {
+    unsigned char tag;
+    uint64_t length;
+    if (!in.Copy(1, &tag) || tag != kField1 || !in.Varint(&length) ||
+        length > in.total() - in.position()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a message of ", in.total(), " bytes that is not a cohort.v1.PartBatch (at byte ",
+          in.position(), ")"));
     }
-    slices_.clear();
-    if (!fallback_.ParseFromString(flat)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("a message of ", total, " bytes that is not a cohort.v1.Part"));
-    }
-    header_ = HeaderFields(fallback_.header());
-    bytes_ = fallback_.data().size();
-    if (bytes_ > 0) chunks_.push_back(absl::MakeConstSpan(fallback_.data()));
-    return CheckHeader(fallback_.header(), bytes_);
+    if (absl::Status s = ParsePart(&in, in.position() + length); !s.ok()) return s;
   }
-  header_ = HeaderFields(wire_header_);
-  return CheckHeader(wire_header_, bytes_);
+  return absl::OkStatus();
 }
 
-bool ReceivedPart::ParseFast(size_t total) {
-  unsigned char b[160];
-  size_t got = 0;
-  for (const grpc::Slice& s : slices_) {
-    const size_t take = std::min(s.size(), sizeof(b) - got);
-    std::memcpy(b + got, s.begin(), take);
-    got += take;
-    if (got == sizeof(b)) break;
-  }
-  size_t pos = 0;
-  uint64_t header_len = 0, data_len = 0;
-  if (got == 0 || b[pos++] != kHeaderTag || !GetVarint(b, got, &pos, &header_len) ||
-      header_len > got - pos || !wire_header_.ParseFromArray(b + pos, static_cast<int>(header_len))) {
-    return false;
-  }
-  pos += header_len;
-  if (pos < total) {
-    if (pos >= got || b[pos++] != kDataTag || !GetVarint(b, got, &pos, &data_len) ||
-        pos + data_len != total) {
-      return false;
+absl::Status ReceivedBatch::ParsePart(SliceCursor* in, size_t end) {
+  Received r;
+  r.first_chunk = chunks_.size();
+  bool has_header = false;
+  size_t data_bytes = 0;
+  const auto malformed = [&] {
+    return absl::InvalidArgumentError(absl::StrCat("part ", parts_.size(), " of a ", in->total(),
+                                                   "-byte message is not a cohort.v1.Part"));
+  };
+  while (in->position() < end) {
+    unsigned char tag;
+    uint64_t length;
+    if (!in->Copy(1, &tag) || !in->Varint(&length) || length > end - in->position()) {
+      return malformed();
+    }
+    if (tag == kField1) {
+      unsigned char header[kMaxHeader];
+      if (length > sizeof(header) || !in->Copy(length, header) ||
+          !wire_header_.ParseFromArray(header, static_cast<int>(length))) {
+        return malformed();
+      }
+      has_header = true;
+    } else if (tag == kField2) {
+      // A repeated field's last occurrence counts, as protobuf reads it.
+      chunks_.resize(r.first_chunk);
+      if (!in->Take(length, &chunks_)) return malformed();
+      data_bytes = length;
+    } else {
+      return malformed();
     }
   }
-  bytes_ = data_len;
-  size_t skip = pos;
-  for (const grpc::Slice& s : slices_) {
-    const char* p = reinterpret_cast<const char*>(s.begin());
-    size_t n = s.size();
-    if (skip >= n) {
-      skip -= n;
-      continue;
-    }
-    chunks_.emplace_back(p + skip, n - skip);
-    skip = 0;
-  }
-  return true;
+  if (!has_header) wire_header_.Clear();
+  absl::StatusOr<PartHeader> header = CheckedHeader(wire_header_, data_bytes);
+  if (!header.ok()) return header.status();
+  r.header = *header;
+  r.num_chunks = chunks_.size() - r.first_chunk;
+  parts_.push_back(r);
+  return absl::OkStatus();
 }
 
-void ReceivedPart::Clear() {
+void ReceivedBatch::Clear() {
   slices_.clear();
   chunks_.clear();
-  bytes_ = 0;
+  parts_.clear();
 }
 
 }  // namespace cohort

@@ -16,9 +16,11 @@
 
 namespace cohort {
 
+class SliceCursor;  // part_codec.cc's reader of a message's slices
+
 // A parameter part on the wire (Contracts, "Parts on the wire"): the header (key, part index,
-// version, membership generation, dtype F32, byte count, pushing rank) and the values' bytes.
-// The message is reused: its buffers are kept across calls.
+// version, membership generation, dtype, byte count, pushing rank) and the values' bytes.
+// The message is reused: its buffers are kept across calls. F32 only (Init and Pull).
 void EncodePart(PartId id, int64_t version, int rank, absl::Span<const float> values,
                 v1::Part* out);
 
@@ -26,39 +28,42 @@ void EncodePart(PartId id, int64_t version, int rank, absl::Span<const float> va
 // the key and part.
 absl::StatusOr<PartHeader> DecodePart(const v1::Part& part, std::vector<float>* out);
 
-// The bulk path (the PushPull stream) without copying values: the same v1::Part on the wire,
-// built as a small encoded header followed by a slice aliasing `values`. With pin, values are
-// not copied: pin is held until gRPC has written them, and the caller must not change them
-// before pin->WaitUnpinned(). Without pin, they are copied.
-grpc::ByteBuffer SerializePart(PartId id, int64_t version, int rank,
-                               absl::Span<const float> values, PinCount* pin,
-                               int64_t generation = 0);
+// Parts of at least this many F32 bytes travel without copying: their message aliases them.
+inline constexpr size_t kAliasBytes = 64 << 10;
 
-// A part received on the bulk path, its values left in the transport's slices. Reused from
-// message to message (it keeps its buffers).
-class ReceivedPart {
+// One v1::PartBatch message of the parts, in order. Each part's values are encoded into the
+// message, except an F32 part of kAliasBytes or more with a pin, whose message aliases them
+// (the pin is held until gRPC has written them). Releases each part's pin (it took them over).
+grpc::ByteBuffer SerializeBatch(absl::Span<const OutgoingPart> parts);
+
+// A v1::PartBatch received on the bulk path, its parts' values left in the transport's slices.
+// Reused from message to message (it keeps its buffers).
+class ReceivedBatch {
  public:
-  // Takes the message's slices and checks the header as DecodePart does (header() holds what
-  // it said even when the check fails). A message whose fields are laid out otherwise (any
-  // valid v1::Part) is parsed by protobuf instead.
+  // Takes the message's slices and reads every part's header, checking each as DecodePart does
+  // (its dtype known, its byte count the data's). Fields may come in any order.
   absl::Status Parse(grpc::ByteBuffer* message);
-  const PartHeader& header() const { return header_; }
-  // The values' bytes, in order.
-  ByteChunks chunks() const { return chunks_; }
-  size_t bytes() const { return bytes_; }
+  size_t size() const { return parts_.size(); }
+  const PartHeader& header(size_t i) const { return parts_[i].header; }
+  // Part i's values' bytes, in order.
+  ByteChunks chunks(size_t i) const {
+    return ByteChunks(chunks_.data() + parts_[i].first_chunk, parts_[i].num_chunks);
+  }
   // Releases the slices.
   void Clear();
 
  private:
-  // The common layout: field 1 (header), then field 2 (data). False if it is not that.
-  bool ParseFast(size_t total);
+  struct Received {
+    PartHeader header;
+    size_t first_chunk = 0;
+    size_t num_chunks = 0;
+  };
+  absl::Status ParsePart(SliceCursor* in, size_t end);
 
-  PartHeader header_;
-  size_t bytes_ = 0;
   std::vector<grpc::Slice> slices_;
   std::vector<absl::Span<const char>> chunks_;
+  std::vector<Received> parts_;
   v1::PartHeader wire_header_;
-  v1::Part fallback_;
 };
 
 }  // namespace cohort

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "trainer/tensor/tensor.h"
 
 namespace cohort {
 namespace {
@@ -34,7 +35,8 @@ TEST(PartCodecTest, InconsistentHeadersAreRejectedNamingThePart) {
   std::vector<float> out;
   part.mutable_header()->set_bytes(12);
   EXPECT_EQ(DecodePart(part, &out).status().message(),
-            "worker 0's key 5 part 2: header says 12 bytes, the message carries 8 (or not whole floats)");
+            "worker 0's key 5 part 2: header says 12 bytes, the message carries 8 (or not whole "
+            "values)");
   EncodePart({5, 2}, 0, 0, values, &part);
   part.mutable_header()->set_dtype(v1::DTYPE_UNSPECIFIED);
   EXPECT_FALSE(DecodePart(part, &out).ok());
@@ -44,12 +46,6 @@ TEST(PartCodecTest, InconsistentHeadersAreRejectedNamingThePart) {
   part.mutable_header()->set_generation(2);  // whether it is the current one is the shard's call
   ASSERT_TRUE(DecodePart(part, &out).ok());
   EXPECT_EQ(DecodePart(part, &out)->generation, 2);
-}
-
-std::vector<float> Gathered(const ReceivedPart& part) {
-  std::vector<float> out(part.bytes() / sizeof(float));
-  CopyChunks(part.chunks(), out.data());
-  return out;
 }
 
 // A byte string cut into slices of the given sizes (cycled), as the transport delivers it.
@@ -71,75 +67,143 @@ std::string Flatten(const grpc::ByteBuffer& b) {
   return out;
 }
 
-// The bulk path's message is a valid v1::Part: protobuf reads what SerializePart wrote, and
-// ReceivedPart reads what protobuf wrote, whatever slices the bytes arrive in.
-TEST(PartCodecTest, BulkMessagesAreProtobufPartsBothWays) {
-  std::vector<float> values(1000);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * i - 3.25f;
-  const grpc::ByteBuffer sent = SerializePart({9, 4}, 77, 1, values, nullptr, /*generation=*/3);
-  v1::Part parsed;
-  ASSERT_TRUE(parsed.ParseFromString(Flatten(sent)));
-  std::vector<float> decoded;
-  ASSERT_TRUE(DecodePart(parsed, &decoded).ok());
-  EXPECT_EQ(decoded, values);
-  EXPECT_EQ(parsed.header().version(), 77);
-  EXPECT_EQ(parsed.header().generation(), 3);
-
-  v1::Part part;
-  EncodePart({9, 4}, 77, 1, values, &part);
-  for (const std::vector<size_t>& sizes :
-       std::vector<std::vector<size_t>>{{1}, {3, 7}, {13, 4096}, {1 << 20}}) {
-    grpc::ByteBuffer b = Sliced(part.SerializeAsString(), sizes);
-    ReceivedPart r;
-    ASSERT_TRUE(r.Parse(&b).ok());
-    EXPECT_EQ(r.header().id, (PartId{9, 4}));
-    EXPECT_EQ(r.header().version, 77);
-    EXPECT_EQ(r.header().rank, 1);
-    EXPECT_EQ(Gathered(r), values) << "slices of " << sizes[0];
-  }
+std::vector<float> Ramp(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * (static_cast<float>(i % 97) - 48.0f);
+  return v;
 }
 
-// Fields in another order (valid protobuf, not the usual layout) take the protobuf path.
-TEST(PartCodecTest, OtherFieldOrdersAreParsedByProtobuf) {
+// Part i of a received batch, decoded.
+std::vector<float> Values(const ReceivedBatch& batch, size_t i, size_t elements) {
+  std::vector<float> out(elements);
+  EXPECT_TRUE(DecodeValues(batch.header(i).encoding, batch.chunks(i), batch.header(i).threshold,
+                           absl::MakeSpan(out))
+                  .ok());
+  return out;
+}
+
+// A fused message: parts in every encoding, one large enough to travel aliased, read back by
+// protobuf and by ReceivedBatch (whatever slices the bytes arrive in) with every header field
+// and value as sent.
+TEST(PartCodecTest, FusedPartsRoundTripInEveryEncoding) {
+  const std::vector<float> small = Ramp(1000, 0.5f);
+  const std::vector<float> large = Ramp(kAliasBytes / sizeof(float) + 3, 0.25f);
+  std::vector<float> residual(small.size(), 0.0f);
+  PinCount pin;
+  const WireEncoding encodings[] = {WireEncoding::kF32, WireEncoding::kF16, WireEncoding::kBF16,
+                                    WireEncoding::kTwoBit, WireEncoding::kF32};
+  std::vector<OutgoingPart> parts;
+  for (int i = 0; i < 5; ++i) {
+    const bool two_bit = encodings[i] == WireEncoding::kTwoBit;
+    parts.push_back({PartHeader{{10 + i, i}, 40 + i, 1, 3, encodings[i], two_bit ? 8.0f : 0.0f},
+                     i == 4 ? absl::MakeConstSpan(large) : absl::MakeConstSpan(small), &pin,
+                     two_bit ? residual.data() : nullptr});
+    pin.Pin();  // as the write queue does
+  }
+  const grpc::ByteBuffer sent = SerializeBatch(parts);
+  EXPECT_EQ(pin.count(), 1);  // the aliased part's, until the message is gone
+
+  v1::PartBatch parsed;
+  ASSERT_TRUE(parsed.ParseFromString(Flatten(sent)));
+  ASSERT_EQ(parsed.parts_size(), 5);
+  EXPECT_EQ(parsed.parts(1).header().dtype(), v1::F16);
+  EXPECT_EQ(parsed.parts(3).header().threshold(), 8.0f);
+  EXPECT_EQ(parsed.parts(4).data().size(), large.size() * sizeof(float));
+
+  for (const std::vector<size_t>& sizes :
+       std::vector<std::vector<size_t>>{{1}, {3, 7}, {13, 4096}, {1 << 20}}) {
+    grpc::ByteBuffer b = Sliced(Flatten(sent), sizes);
+    ReceivedBatch r;
+    ASSERT_TRUE(r.Parse(&b).ok()) << "slices of " << sizes[0];
+    ASSERT_EQ(r.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(r.header(i).id, (PartId{static_cast<int64_t>(10 + i), static_cast<int>(i)}));
+      EXPECT_EQ(r.header(i).version, static_cast<int64_t>(40 + i));
+      EXPECT_EQ(r.header(i).rank, 1);
+      EXPECT_EQ(r.header(i).generation, 3);
+      EXPECT_EQ(r.header(i).encoding, encodings[i]);
+    }
+    EXPECT_EQ(Values(r, 0, small.size()), small);
+    EXPECT_EQ(Values(r, 4, large.size()), large);
+    const std::vector<float> f16 = Values(r, 1, small.size());
+    const std::vector<float> bf16 = Values(r, 2, small.size());
+    const std::vector<float> two_bit = Values(r, 3, small.size());
+    for (size_t i = 0; i < small.size(); ++i) {
+      ASSERT_EQ(f16[i], F16ToFloat(FloatToF16(small[i]))) << i;
+      ASSERT_EQ(bf16[i], Bf16ToFloat(FloatToBf16(small[i]))) << i;
+      // |v| <= 24 against a threshold of 8: sent as +-8 or 0, the rest kept.
+      ASSERT_EQ(two_bit[i] + residual[i], small[i]) << i;
+    }
+  }
+  { grpc::ByteBuffer gone = sent; }
+}
+
+// Protobuf's own encoding of a batch, fields in another order than SerializeBatch's, is read
+// the same; what is not a PartBatch is refused.
+TEST(PartCodecTest, ProtobufBatchesAreReadWhateverTheFieldOrder) {
   const std::vector<float> values = {1, 2, 3};
   v1::Part full;
   EncodePart({2, 0}, 5, 0, values, &full);
   v1::Part data_only, header_only;
   data_only.set_data(full.data());
   *header_only.mutable_header() = full.header();
-  grpc::ByteBuffer b = Sliced(data_only.SerializeAsString() + header_only.SerializeAsString(), {5});
-  ReceivedPart r;
+  const std::string part = data_only.SerializeAsString() + header_only.SerializeAsString();
+  v1::PartBatch batch;
+  *batch.add_parts() = full;
+  // A PartBatch's part field (1, length-delimited) holding the data-first part.
+  const std::string message =
+      batch.SerializeAsString() + "\x0a" + static_cast<char>(part.size()) + part;
+  grpc::ByteBuffer b = Sliced(message, {5});
+  ReceivedBatch r;
   ASSERT_TRUE(r.Parse(&b).ok());
-  EXPECT_EQ(r.header().id, (PartId{2, 0}));
-  EXPECT_EQ(Gathered(r), values);
-  grpc::ByteBuffer junk = Sliced("\x0a\xff\xff", {2});
-  EXPECT_FALSE(r.Parse(&junk).ok());
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r.header(1).id, (PartId{2, 0}));
+  EXPECT_EQ(Values(r, 0, 3), values);
+  EXPECT_EQ(Values(r, 1, 3), values);
+  for (const std::string junk : {std::string("\x0a\xff\xff"), std::string("\x12\x01x"),
+                                 std::string("\x0a\x02\x1a\x00")}) {
+    grpc::ByteBuffer j = Sliced(junk, {2});
+    EXPECT_FALSE(r.Parse(&j).ok()) << junk.size();
+  }
 }
 
-// Without copying, the message aliases the values and holds the pin until it is destroyed.
-TEST(PartCodecTest, ZeroCopyMessagesHoldThePinWhileTheyLive) {
-  std::vector<float> values = {4, 5, 6, 7};
-  PinCount pin;
+// Small parts are copied into the message (their pin is released at once); a large F32 part is
+// aliased and holds its pin until the message is destroyed.
+TEST(PartCodecTest, OnlyLargeF32PartsTravelWithoutCopying) {
+  std::vector<float> small = {4, 5, 6, 7};
+  std::vector<float> large(kAliasBytes / sizeof(float), 1.0f);
+  PinCount small_pin, large_pin;
+  small_pin.Pin();
+  large_pin.Pin();
   {
-    grpc::ByteBuffer b = SerializePart({1, 0}, 0, 0, values, &pin);
-    EXPECT_EQ(pin.count(), 1);
-    values[2] = 60;  // the message sees the change: it was not copied
-    ReceivedPart r;
+    const OutgoingPart parts[] = {{PartHeader{{1, 0}}, small, &small_pin},
+                                  {PartHeader{{2, 0}}, large, &large_pin}};
+    grpc::ByteBuffer b = SerializeBatch(parts);
+    EXPECT_EQ(small_pin.count(), 0);
+    EXPECT_EQ(large_pin.count(), 1);
+    small[2] = 60;  // copied: the message does not see it
+    large[2] = 60;  // aliased: it does
+    ReceivedBatch r;
     ASSERT_TRUE(r.Parse(&b).ok());
-    EXPECT_EQ(Gathered(r), (std::vector<float>{4, 5, 60, 7}));
+    EXPECT_EQ(Values(r, 0, 4), (std::vector<float>{4, 5, 6, 7}));
+    EXPECT_EQ(Values(r, 1, large.size())[2], 60);
   }
-  EXPECT_EQ(pin.count(), 0);
-  pin.WaitUnpinned();
+  EXPECT_EQ(large_pin.count(), 0);
 }
 
 TEST(PartCodecTest, BulkHeadersAreCheckedLikeDecodePart) {
-  v1::Part part;
-  EncodePart({5, 2}, 0, 0, std::vector<float>{1, 2}, &part);
-  part.mutable_header()->set_bytes(12);
-  grpc::ByteBuffer b = Sliced(part.SerializeAsString(), {64});
-  ReceivedPart r;
+  v1::PartBatch batch;
+  EncodePart({5, 2}, 0, 0, std::vector<float>{1, 2}, batch.add_parts());
+  batch.mutable_parts(0)->mutable_header()->set_bytes(12);
+  grpc::ByteBuffer b = Sliced(batch.SerializeAsString(), {64});
+  ReceivedBatch r;
   EXPECT_EQ(r.Parse(&b).message(),
-            "worker 0's key 5 part 2: header says 12 bytes, the message carries 8 (or not whole floats)");
+            "worker 0's key 5 part 2: header says 12 bytes, the message carries 8 (or not whole "
+            "values)");
+  batch.mutable_parts(0)->mutable_header()->set_bytes(8);
+  batch.mutable_parts(0)->mutable_header()->set_dtype(v1::TWO_BIT);  // without a threshold
+  b = Sliced(batch.SerializeAsString(), {64});
+  EXPECT_EQ(r.Parse(&b).message(), "worker 0's key 5 part 2: 2-bit values with threshold 0");
 }
 
 }  // namespace

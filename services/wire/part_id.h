@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/types/span.h"
+#include "services/wire/pin_count.h"
+#include "services/wire/wire_encoding.h"
+
 namespace cohort {
 
 // A parameter part: the tensor's key and the part's index within it (trainer/kvstore/partition.h).
@@ -25,6 +29,20 @@ struct PartHeader {
   // The job's membership generation the push was made in (elastic jobs move it on when their
   // workers change; a shard refuses pushes of another generation).
   int64_t generation = 0;
+  // How the values travel (--gradient_compression), and for kTwoBit what a code stands for.
+  WireEncoding encoding = WireEncoding::kF32;
+  float threshold = 0;
+};
+
+// A part to send on the bulk path (the PushPull stream): its header (the encoding included),
+// its F32 values, encoded as the header says when the message is built, and for kTwoBit the
+// worker's residual (error feedback; values.size()). pin, when given, is held (Pin) by whoever
+// holds the part and released once its values are no longer read.
+struct OutgoingPart {
+  PartHeader header;
+  absl::Span<const float> values;
+  PinCount* pin = nullptr;
+  float* residual = nullptr;
 };
 
 }  // namespace cohort

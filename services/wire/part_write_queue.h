@@ -1,48 +1,49 @@
 #ifndef COHORT_SERVICES_WIRE_PART_WRITE_QUEUE_H_
 #define COHORT_SERVICES_WIRE_PART_WRITE_QUEUE_H_
 
-#include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
-#include <grpcpp/support/byte_buffer.h>
-
+#include "services/wire/part_codec.h"
 #include "services/wire/part_id.h"
 
 namespace cohort {
 
-// The part messages waiting to go out on one stream (gRPC allows one write in flight per
-// stream), most urgent first: model order, key then part, so the layers the next forward needs
-// first travel first. Not thread-safe: the stream's owner locks around it.
+// The parts waiting to go out on one stream (gRPC allows one write in flight per stream), most
+// urgent first: model order, key then part, so the layers the next forward needs first travel
+// first. Parts queued while a write is in flight leave together: parts smaller than
+// fusion_bytes are fused, most urgent first, into one message of at most fusion_bytes (the
+// time bound of fusion is the write before it); larger ones, and every part with fusion_bytes
+// 0, leave one a message. Not thread-safe: the stream's owner locks around it.
 class PartWriteQueue {
  public:
-  void Push(PartId id, grpc::ByteBuffer message) {
-    heap_.push_back({Priority(id), std::move(message)});
-    std::push_heap(heap_.begin(), heap_.end());
-  }
+  explicit PartWriteQueue(int64_t fusion_bytes = 0) : fusion_bytes_(fusion_bytes) {}
+  void set_fusion_bytes(int64_t fusion_bytes) { fusion_bytes_ = fusion_bytes; }
+
+  // Queues the part, holding its pin (if any) until it is popped or dropped.
+  void Push(const OutgoingPart& part);
   bool empty() const { return heap_.empty(); }
-  // Moves the most urgent message out. Not empty.
-  grpc::ByteBuffer Pop() {
-    std::pop_heap(heap_.begin(), heap_.end());
-    grpc::ByteBuffer message = std::move(heap_.back().message);
-    heap_.pop_back();
-    return message;
-  }
-  // Drops every message (releasing what they hold).
-  void Clear() { heap_.clear(); }
+  // The bytes of the values queued (as they will travel).
+  size_t queued_bytes() const { return queued_bytes_; }
+  // Moves the next message's parts to out (cleared first), their pins with them
+  // (SerializeBatch releases them). Not empty.
+  void Pop(std::vector<OutgoingPart>* out);
+  // Drops every part, releasing their pins.
+  void Clear();
 
  private:
   struct Queued {
     uint64_t priority;
-    grpc::ByteBuffer message;
+    size_t bytes;  // encoded
+    OutgoingPart part;
     bool operator<(const Queued& o) const { return priority > o.priority; }  // min-heap
   };
-  static uint64_t Priority(PartId id) {
-    return (static_cast<uint64_t>(id.key) << 32) | static_cast<uint32_t>(id.part);
-  }
+  void PopOne(std::vector<OutgoingPart>* out);
 
+  int64_t fusion_bytes_;
   std::vector<Queued> heap_;  // capacity kept from step to step
+  size_t queued_bytes_ = 0;
 };
 
 }  // namespace cohort

@@ -22,6 +22,8 @@ struct ShardConfig {
   // The job's membership generation: pushes of any other are refused (elastic jobs move it on
   // when their workers change).
   int64_t generation = 0;
+  // Answers are fused into messages of at most this many bytes (0: one part a message).
+  int64_t fusion_bytes = 0;
 };
 
 // An elastic job's workers changed: the shards go back to a checkpoint and go on under the

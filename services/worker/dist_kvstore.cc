@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "services/common/grpc_util.h"
 #include "services/worker/grpc_shard_transport.h"
 #include "trainer/base/status_macros.h"
 
@@ -53,6 +54,22 @@ absl::Status ValidateDataPath(const JobOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--part_bytes=", options.part_bytes, " (or COHORT_PART_BYTES): must be at least 1"));
   }
+  // A fused message stays well within gRPC's message limit, headers included.
+  if (options.fusion_bytes < 0 || options.fusion_bytes > kMaxMessageBytes / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fusion_bytes=", options.fusion_bytes,
+                     " (or COHORT_FUSION_BYTES): must be 0 (no fusion) to ", kMaxMessageBytes / 2));
+  }
+  return absl::OkStatus();
+}
+
+// An environment variable holding an integer, if set.
+absl::Status ReadInt64Variable(const char* name, int64_t* out) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return absl::OkStatus();
+  if (!absl::SimpleAtoi(text, out)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "='", text, "' is not a number"));
+  }
   return absl::OkStatus();
 }
 
@@ -60,7 +77,7 @@ absl::StatusOr<ShardConnection> ConnectToShards(MemberSession* session, const Jo
                                                 const TransportWrapper& wrap_transport) {
   ShardConnection c;
   ASSIGN_OR_RETURN(c.shards, session->WaitForShards());
-  c.transport = MakeGrpcShardTransport(c.shards.addresses, options.security);
+  c.transport = MakeGrpcShardTransport(c.shards.addresses, options.security, options.fusion_bytes);
   if (wrap_transport) c.transport = wrap_transport(std::move(c.transport));
   return c;
 }
@@ -81,6 +98,8 @@ MemberSessionOptions JobOptions::SessionOptions() const {
 DistKVStoreOptions JobOptions::KVStoreOptions() const {
   DistKVStoreOptions o;
   o.part_bytes = part_bytes;
+  o.fusion_bytes = fusion_bytes;
+  o.compression = compression;
   return o;
 }
 
@@ -102,11 +121,15 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment(
       return absl::InvalidArgumentError(absl::StrCat("COHORT_RANK='", rank, "' is not a number"));
     }
   }
-  if (const char* bytes = std::getenv("COHORT_PART_BYTES"); bytes != nullptr && *bytes != '\0') {
-    if (!absl::SimpleAtoi(bytes, &o.part_bytes)) {
+  RETURN_IF_ERROR(ReadInt64Variable("COHORT_PART_BYTES", &o.part_bytes));
+  RETURN_IF_ERROR(ReadInt64Variable("COHORT_FUSION_BYTES", &o.fusion_bytes));
+  if (const char* c = std::getenv("COHORT_GRADIENT_COMPRESSION"); c != nullptr && *c != '\0') {
+    absl::StatusOr<GradientCompression> parsed = ParseGradientCompression(c);
+    if (!parsed.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("COHORT_PART_BYTES='", bytes, "' is not a number"));
+          absl::StrCat("COHORT_GRADIENT_COMPRESSION: ", parsed.status().message()));
     }
+    o.compression = *parsed;
   }
   if (const char* bind = std::getenv("COHORT_METRICS_BIND"); bind != nullptr && *bind != '\0') {
     o.metrics_bind = bind;

@@ -25,6 +25,8 @@ struct JobOptions {
   std::string scheduler_address;  // host:port
   int requested_rank = -1;        // -1: the scheduler assigns one
   int64_t part_bytes = 1 << 20;   // parameters are split into parts of at most this
+  int64_t fusion_bytes = kDefaultFusionBytes;  // DistKVStoreOptions::fusion_bytes
+  GradientCompression compression;             // --gradient_compression
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration scheduler_grace = absl::Seconds(3);
   // How the scheduler and the shards are dialled.
@@ -35,8 +37,8 @@ struct JobOptions {
 };
 
 // The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
-// training program"): COHORT_SCHEDULER, COHORT_RANK, COHORT_PART_BYTES, COHORT_METRICS_BIND,
-// COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
+// training program"): COHORT_SCHEDULER, COHORT_RANK, COHORT_PART_BYTES, COHORT_FUSION_BYTES,
+// COHORT_GRADIENT_COMPRESSION, COHORT_METRICS_BIND, COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
 // certificate, worker.pem/worker.key) and COHORT_TOKEN_FILE, or COHORT_INSECURE=1 for
 // plaintext; one of the two must be given. The one place that reads the environment.
 // scheduler: the address given on the command line, if any; without it COHORT_SCHEDULER must

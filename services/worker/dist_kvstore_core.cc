@@ -172,7 +172,7 @@ absl::Status DistKVStoreCore::Barrier() {
 }
 
 void DistKVStoreCore::OnAnswer(int shard, const PartHeader& h, ByteChunks values) {
-  float* destination = nullptr;
+  absl::Span<float> destination;
   {
     absl::MutexLock lock(&mu_);
     const Part* part = nullptr;
@@ -183,11 +183,16 @@ void DistKVStoreCore::OnAnswer(int shard, const PartHeader& h, ByteChunks values
     }
     Key& k = *keys_[h.id.key];
     k.pending[h.id.part] = 0;  // claimed: a duplicate arriving meanwhile is refused
-    destination = k.destination + part->offset;
+    destination = absl::MakeSpan(k.destination + part->offset, part->elements);
   }
-  // Outside the lock: the part's destination is this answer's alone.
-  CopyChunks(values, destination);
+  // Outside the lock: the part's destination is this answer's alone. The size was checked.
+  const absl::Status decoded = DecodeValues(h.encoding, values, h.threshold, destination);
   absl::MutexLock lock(&mu_);
+  if (!decoded.ok() && stream_error_.ok()) {
+    stream_error_ = absl::InternalError(absl::StrCat(membership_->name(), ": shard ", shard,
+                                                     "'s answer of key ", h.id.key, " part ",
+                                                     h.id.part, ": ", decoded.message()));
+  }
   Key& k = *keys_[h.id.key];
   k.versions[h.id.part] = h.version;
   --k.awaiting;
@@ -245,12 +250,18 @@ absl::Status DistKVStoreCore::Start(int64_t key, Key* k, const Tensor& grad, flo
   }
   k->result_unread = false;
   const absl::Span<const float> values = grad.span<float>();
+  const GradientCompression& c = options_.compression;
+  const bool two_bit = c.encoding == WireEncoding::kTwoBit;
+  if (two_bit && k->residual.empty()) k->residual.assign(values.size(), 0.0f);
   for (int index : parts) {
     const Part& p = map_.parts[index];
     k->sent[p.index] = k->versions[p.index];
-    transport_->Send(p.shard, PartHeader{{key, p.index}, k->sent[p.index], rank(),
-                                         shards_.generation},
-                     values.subspan(p.offset, p.elements), &k->pins);
+    transport_->Send(
+        p.shard, OutgoingPart{PartHeader{{key, p.index}, k->sent[p.index], rank(),
+                                         shards_.generation, c.encoding,
+                                         two_bit ? c.threshold : 0.0f},
+                              values.subspan(p.offset, p.elements), &k->pins,
+                              two_bit ? k->residual.data() + p.offset : nullptr});
   }
   return absl::OkStatus();
 }
@@ -284,9 +295,15 @@ absl::Status DistKVStoreCore::CheckAnswer(int shard, const PartHeader& h, size_t
   *part = &map_.parts[map_.key_parts[h.id.key][h.id.part]];
   const Key& k = *keys_[h.id.key];
   if ((*part)->shard != shard) return unexpected("another shard holds it");
-  if (bytes != static_cast<size_t>((*part)->elements) * sizeof(float)) {
-    return unexpected(absl::StrCat("it has ", (*part)->elements, " elements, not ",
-                                   bytes / sizeof(float)));
+  const WireEncoding expected = AnswerEncoding(options_.compression.encoding);
+  if (h.encoding != expected) {
+    return unexpected(absl::StrCat("in ", WireEncodingName(h.encoding), ", not ",
+                                   WireEncodingName(expected)));
+  }
+  if (bytes != EncodedBytes(expected, (*part)->elements)) {
+    return unexpected(absl::StrCat("the part has ", (*part)->elements, " elements (",
+                                   EncodedBytes(expected, (*part)->elements), " bytes of ",
+                                   WireEncodingName(expected), "), not the ", bytes, " sent"));
   }
   if (!k.in_flight || !k.pending[h.id.part]) {
     return unexpected("this worker has no push of it waiting for an answer");
@@ -397,6 +414,7 @@ ShardConfig DistKVStoreCore::ShardConfigFor(int num_parts) const {
   config.auxiliary_keys = auxiliary_keys_;
   config.num_parts = num_parts;
   config.generation = shards_.generation;
+  config.fusion_bytes = options_.fusion_bytes;
   return config;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "services/membership/job_membership.h"
 #include "services/wire/pin_count.h"
+#include "services/wire/wire_encoding.h"
 #include "services/worker/shard_transport.h"
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/kvstore/kvstore_mode.h"
@@ -19,8 +20,16 @@
 
 namespace cohort {
 
+// Fused messages of up to 256 KiB: docs/benchmarks.md, "Fusion", measured the choice.
+inline constexpr int64_t kDefaultFusionBytes = 256 << 10;
+
 struct DistKVStoreOptions {
   int64_t part_bytes = 1 << 20;  // parameters are split into parts of at most this
+  // Parts smaller than this are fused into messages of at most this many bytes (0: one part a
+  // message); the shards fuse their answers the same way.
+  int64_t fusion_bytes = kDefaultFusionBytes;
+  // How gradients (and the values answering them) travel (--gradient_compression).
+  GradientCompression compression;
   // A wait with no answer at all for this long fails, naming a part still missing, instead of
   // hanging: a dist_sync answer waits for the slowest worker's push, so this bounds how far
   // behind a worker may fall, not a step's time.
@@ -106,6 +115,7 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
     int awaiting = 0;                  // parts not answered yet (guarded by mu_)
     Tensor pushed_copy;                // what Push sends (the caller may reuse its gradient)
     std::vector<float> pushed_result;  // Push's answers, for the next Pull
+    std::vector<float> residual;       // 2-bit compression: what was not sent yet
     bool result_unread = false;
   };
 

@@ -184,12 +184,13 @@ class FakeTransport final : public ShardTransport {
     absl::MutexLock lock(&mu_);
     receiver_ = receiver;
   }
-  void Send(int shard, const PartHeader& h, absl::Span<const float> values,
-            PinCount* pin) override {
+  void Send(int shard, const OutgoingPart& part) override {
+    const PartHeader& h = part.header;
+    const absl::Span<const float> values = part.values;
     absl::MutexLock lock(&mu_);
     if (closed_) return;
-    pin->Pin();
-    pins_.push_back(pin);
+    part.pin->Pin();
+    pins_.push_back(part.pin);
     pushed_.push_back(
         {shard, h.id, h.version, h.rank, {values.begin(), values.end()}, h.generation});
   }
@@ -515,7 +516,7 @@ TEST_F(DistKVStoreCoreTest, ACorruptAnswerOfTheWrongSizeIsRefused) {
   const absl::Status status = WaitWhile([&] {
     transport_->Answer(pushed[0].shard, pushed[0].id, 1, {1, 2, 3});  // part 0 has 2 elements
   });
-  EXPECT_TRUE(absl::StrContains(status.message(), "it has 2 elements, not 3")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "the part has 2 elements (8 bytes of F32), not the 12 sent")) << status;
   // Nothing was written into the caller's tensor.
   for (int i = 0; i < 2; ++i) EXPECT_NE(out_.data<float>()[i], static_cast<float>(i + 1));
   ExpectStopped(transport_, kv_.get());

@@ -18,28 +18,32 @@ namespace {
 constexpr char kPushPullMethod[] = "/cohort.v1.Shard/PushPull";
 
 // A worker's PushPull stream to one shard (the bulk path). Parts queue here and go out one
-// write at a time, in model order (PartWriteQueue); answers are parsed in place and handed to
-// the receiver on gRPC's thread.
+// write at a time, in model order, small ones fused (PartWriteQueue); answers are parsed in
+// place and handed to the receiver on gRPC's thread.
 class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver)
+  ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver, int64_t fusion_bytes)
       : shard_(shard), receiver_(receiver) {
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.set_fusion_bytes(fusion_bytes);
+    }
     stub->PrepareBidiStreamingCall(&context_, kPushPullMethod, grpc::StubOptions(), this);
     AddHold();  // writes start from the caller's thread: the call stays until Close
     StartRead(&in_);
     StartCall();
   }
 
-  void Send(PartId id, grpc::ByteBuffer message) {
+  void Send(const OutgoingPart& part) {
     {
       absl::MutexLock lock(&mu_);
-      if (closing_) return;  // the stream's end is (or will be) reported; the message is dropped
-      queue_.Push(id, std::move(message));
+      if (closing_) return;  // the stream's end is (or will be) reported; the part is dropped
+      queue_.Push(part);
       if (writing_) return;
       writing_ = true;
-      current_ = queue_.Pop();
+      queue_.Pop(&batch_);
     }
-    StartWrite(&current_);
+    WriteBatch();
   }
 
   // Ends the call and waits until gRPC is done with it: no answer arrives after this, and
@@ -53,20 +57,20 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
 
   void OnWriteDone(bool ok) override {
     bool release = false, next = false;
+    current_.Clear();
     {
       absl::MutexLock lock(&mu_);
-      current_.Clear();
       if (!ok) queue_.Clear();  // the stream is broken: OnDone reports why
       if (closing_ || queue_.empty()) {
         writing_ = false;
         release = ReleaseHoldIfIdle();
       } else {
-        current_ = queue_.Pop();
+        queue_.Pop(&batch_);
         next = true;
       }
     }
     if (release) RemoveHold();
-    if (next) StartWrite(&current_);
+    if (next) WriteBatch();
   }
 
   void OnReadDone(bool ok) override {
@@ -74,9 +78,13 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
       Close();
       return;
     }
-    const absl::Status parsed = part_.Parse(&in_);
-    if (parsed.ok()) receiver_->OnAnswer(shard_, part_.header(), part_.chunks());
-    part_.Clear();
+    const absl::Status parsed = batch_in_.Parse(&in_);
+    if (parsed.ok()) {
+      for (size_t i = 0; i < batch_in_.size(); ++i) {
+        receiver_->OnAnswer(shard_, batch_in_.header(i), batch_in_.chunks(i));
+      }
+    }
+    batch_in_.Clear();
     if (parsed.ok()) {
       StartRead(&in_);
       return;
@@ -94,6 +102,13 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   }
 
  private:
+  // The write in flight (writing_): its message is built outside the lock (it may copy and
+  // encode a fusion's worth of values); only this write's owner touches batch_ and current_.
+  void WriteBatch() {
+    current_ = SerializeBatch(batch_);
+    StartWrite(&current_);
+  }
+
   // No more writes; the call may end once none is in flight.
   void Close() {
     bool release;
@@ -116,12 +131,14 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   AnswerReceiver* const receiver_;
   grpc::ClientContext context_;
   grpc::ByteBuffer in_;
-  ReceivedPart part_;
+  ReceivedBatch batch_in_;
   absl::Status failure_;  // an answer that could not be parsed
+  // The write in flight: its parts, then its message (the writer's alone; see WriteBatch).
+  std::vector<OutgoingPart> batch_;
+  grpc::ByteBuffer current_;
 
   absl::Mutex mu_;
   PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
-  grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
@@ -131,8 +148,8 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
 class GrpcShardTransport final : public ShardTransport {
  public:
   GrpcShardTransport(std::vector<std::string> addresses,
-                     std::shared_ptr<const TransportSecurity> security)
-      : security_(std::move(security)) {
+                     std::shared_ptr<const TransportSecurity> security, int64_t fusion_bytes)
+      : security_(std::move(security)), fusion_bytes_(fusion_bytes) {
     Dial(std::move(addresses));
   }
   ~GrpcShardTransport() override { Close(); }
@@ -206,15 +223,12 @@ class GrpcShardTransport final : public ShardTransport {
   void Open(AnswerReceiver* receiver) override {
     for (int s = 0; s < num_shards(); ++s) {
       generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_[s]));
-      streams_.push_back(std::make_unique<ShardStream>(s, generic_stubs_[s].get(), receiver));
+      streams_.push_back(
+          std::make_unique<ShardStream>(s, generic_stubs_[s].get(), receiver, fusion_bytes_));
     }
   }
 
-  void Send(int shard, const PartHeader& h, absl::Span<const float> values,
-            PinCount* pin) override {
-    streams_[shard]->Send(h.id,
-                          SerializePart(h.id, h.version, h.rank, values, pin, h.generation));
-  }
+  void Send(int shard, const OutgoingPart& part) override { streams_[shard]->Send(part); }
 
   void Close() override {
     for (auto& stream : streams_) stream->Cancel();
@@ -248,6 +262,7 @@ class GrpcShardTransport final : public ShardTransport {
 
   std::vector<std::string> addresses_;
   const std::shared_ptr<const TransportSecurity> security_;
+  const int64_t fusion_bytes_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Shard::Stub>> stubs_;
   std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;
@@ -257,8 +272,10 @@ class GrpcShardTransport final : public ShardTransport {
 }  // namespace
 
 std::unique_ptr<ShardTransport> MakeGrpcShardTransport(
-    std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security) {
-  return std::make_unique<GrpcShardTransport>(std::move(shard_addresses), std::move(security));
+    std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security,
+    int64_t fusion_bytes) {
+  return std::make_unique<GrpcShardTransport>(std::move(shard_addresses), std::move(security),
+                                              fusion_bytes);
 }
 
 }  // namespace cohort

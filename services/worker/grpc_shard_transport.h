@@ -1,6 +1,7 @@
 #ifndef COHORT_SERVICES_WORKER_GRPC_SHARD_TRANSPORT_H_
 #define COHORT_SERVICES_WORKER_GRPC_SHARD_TRANSPORT_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,11 +11,13 @@
 
 namespace cohort {
 
-// The worker's data path over gRPC: one PushPull stream per shard (parts as raw v1::Part byte
-// buffers, answers parsed in place), and the Init and Pull calls. shard_addresses: host:port by
+// The worker's data path over gRPC: one PushPull stream per shard (parts as raw
+// v1::PartBatch byte buffers, pushes smaller than fusion_bytes fused into messages of at most
+// that, answers parsed in place), and the Init and Pull calls. shard_addresses: host:port by
 // shard rank; security: how the shards are dialled.
 std::unique_ptr<ShardTransport> MakeGrpcShardTransport(
-    std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security);
+    std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security,
+    int64_t fusion_bytes);
 
 }  // namespace cohort
 

@@ -19,8 +19,8 @@ namespace cohort {
 class AnswerReceiver {
  public:
   virtual ~AnswerReceiver() = default;
-  // Shard `shard` answered a push with the part's value at header.version. values: its bytes,
-  // valid only during the call. One shard's answers come one at a time, in its stream's order.
+  // Shard `shard` answered a push with the part's value at header.version. values: its bytes
+  // in header.encoding, valid only during the call. One shard's answers come one at a time, in its stream's order.
   virtual void OnAnswer(int shard, const PartHeader& header, ByteChunks values) = 0;
   // Shard `shard`'s stream ended (OK: the shard closed it; else why, e.g. an answer that could
   // not be parsed, or Unavailable when the shard went away). Once per stream, after its last
@@ -72,12 +72,12 @@ class ShardTransport {
   // Opens one bulk stream per shard; answers and stream ends go to receiver until Close.
   virtual void Open(AnswerReceiver* receiver) = 0;
   // Queues a push on shard's stream: the gradient of the header's part, computed on its
-  // version by its rank in its generation. values are sent without copying: the transport
-  // holds pin (PinCount::Pin) until it is done with them. Pushes go out in model order. After
-  // the stream ended, or after Close, the push is dropped (OnStreamEnd has said, or will say,
-  // why).
-  virtual void Send(int shard, const PartHeader& header, absl::Span<const float> values,
-                    PinCount* pin) = 0;
+  // version by its rank in its generation, to travel in the header's encoding. The transport
+  // reads part.values (and for 2-bit updates part.residual) until it is done with them,
+  // holding part.pin (PinCount::Pin) meanwhile. Pushes go out in model order, small ones
+  // fused. After the stream ended, or after Close, the push is dropped (OnStreamEnd has said,
+  // or will say, why).
+  virtual void Send(int shard, const OutgoingPart& part) = 0;
   // Ends every stream and waits until none calls the receiver any more. Idempotent.
   virtual void Close() = 0;
   // Asks the shard for the part's current value outside the streams: its header, the values

@@ -26,6 +26,13 @@ ABSL_FLAG(std::string, scheduler, "",
 ABSL_FLAG(int, rank, -1, "worker rank to ask for (-1: COHORT_RANK, else the scheduler assigns)");
 ABSL_FLAG(int64_t, part_bytes, 0,
           "largest parameter part on the wire, in bytes (0: COHORT_PART_BYTES, else 1 MiB)");
+ABSL_FLAG(int64_t, fusion_bytes, -1,
+          "parts smaller than this travel fused into messages of at most this many bytes; 0: "
+          "one part a message (-1: COHORT_FUSION_BYTES, else 256 KiB)");
+ABSL_FLAG(std::string, gradient_compression, "",
+          "how gradients travel: none, fp16, bf16 (values answer in the same 16 bits), 2bit or "
+          "2bit:THRESHOLD (2-bit codes of +-THRESHOLD, default 0.5, the rest kept for the next "
+          "step) (default: COHORT_GRADIENT_COMPRESSION, else none)");
 ABSL_FLAG(bool, validate_only, false,
           "check the training flags, say what is wrong, and exit (the launcher does this once "
           "before it starts a job)");
@@ -50,6 +57,11 @@ int main(int argc, char** argv) {
     std::cerr << "worker: error: " << s.message() << "\n";
     return 2;
   }
+  const auto compression = cohort::ParseGradientCompression(absl::GetFlag(FLAGS_gradient_compression));
+  if (!compression.ok()) {
+    std::cerr << "worker: error: " << compression.status().message() << "\n";
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_validate_only)) return 0;
 
   // The flags' security, else the job's from the environment (the launcher's).
@@ -72,6 +84,8 @@ int main(int argc, char** argv) {
   cohort::JobOptions job = *from_env;
   if (absl::GetFlag(FLAGS_rank) >= 0) job.requested_rank = absl::GetFlag(FLAGS_rank);
   if (absl::GetFlag(FLAGS_part_bytes) != 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
+  if (absl::GetFlag(FLAGS_fusion_bytes) >= 0) job.fusion_bytes = absl::GetFlag(FLAGS_fusion_bytes);
+  if (!absl::GetFlag(FLAGS_gradient_compression).empty()) job.compression = *compression;
   job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
   if (!absl::GetFlag(FLAGS_metrics_bind).empty()) job.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
   if (!absl::GetFlag(FLAGS_metrics_port_file).empty()) {
