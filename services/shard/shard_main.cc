@@ -14,7 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
-#include "services/common/malloc_tuning.h"
+#include "services/common/data_path_tuning.h"
 #include "services/common/metrics.h"
 #include "services/common/security_flags.h"
 #include "services/membership/leave_on_signal.h"
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a parameter shard of a job.\n"
       "  bazel run //services:shard -- --scheduler=HOST:PORT");
-  cohort::TuneMallocForBulkTransfers();
+  cohort::TuneForDataPath();
   if (!cohort::ParseCanonicalCommandLine("shard", argc, argv, {})) return 2;
   auto security = cohort::SecurityFromFlags("shard");
   if (!security.ok()) {

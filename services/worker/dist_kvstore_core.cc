@@ -171,32 +171,47 @@ absl::Status DistKVStoreCore::Barrier() {
   return membership_->Barrier("user barrier", 0, shards_.generation).status();
 }
 
-void DistKVStoreCore::OnAnswer(int shard, const PartHeader& h, ByteChunks values) {
-  absl::Span<float> destination;
+void DistKVStoreCore::OnAnswers(int shard, absl::Span<const Answer> answers) {
+  // One lock to check and claim the message's answers and one to count them in: a waiting
+  // caller wakes once a message, not once a part.
+  thread_local std::vector<absl::Span<float>> destinations;
+  destinations.clear();
   {
     absl::MutexLock lock(&mu_);
-    const Part* part = nullptr;
-    const absl::Status valid = CheckAnswer(shard, h, TotalBytes(values), &part);
-    if (!valid.ok()) {
-      if (stream_error_.ok()) stream_error_ = valid;
-      return;
+    for (const Answer& a : answers) {
+      const Part* part = nullptr;
+      const absl::Status valid = CheckAnswer(shard, a.header, TotalBytes(a.values), &part);
+      if (!valid.ok()) {  // the wait fails; nothing of this message is written
+        if (stream_error_.ok()) stream_error_ = valid;
+        return;
+      }
+      Key& k = *keys_[a.header.id.key];
+      k.pending[a.header.id.part] = 0;  // claimed: a duplicate arriving meanwhile is refused
+      destinations.push_back(absl::MakeSpan(k.destination + part->offset, part->elements));
     }
-    Key& k = *keys_[h.id.key];
-    k.pending[h.id.part] = 0;  // claimed: a duplicate arriving meanwhile is refused
-    destination = absl::MakeSpan(k.destination + part->offset, part->elements);
   }
-  // Outside the lock: the part's destination is this answer's alone. The size was checked.
-  const absl::Status decoded = DecodeValues(h.encoding, values, h.threshold, destination);
+  // Outside the lock: each part's destination is its answer's alone. The sizes were checked.
+  absl::Status decoded;
+  for (size_t i = 0; i < answers.size() && decoded.ok(); ++i) {
+    const PartHeader& h = answers[i].header;
+    decoded = DecodeValues(h.encoding, answers[i].values, h.threshold, destinations[i]);
+    if (!decoded.ok()) {
+      decoded = absl::InternalError(absl::StrCat(membership_->name(), ": shard ", shard,
+                                                 "'s answer of key ", h.id.key, " part ",
+                                                 h.id.part, ": ", decoded.message()));
+    }
+  }
   absl::MutexLock lock(&mu_);
-  if (!decoded.ok() && stream_error_.ok()) {
-    stream_error_ = absl::InternalError(absl::StrCat(membership_->name(), ": shard ", shard,
-                                                     "'s answer of key ", h.id.key, " part ",
-                                                     h.id.part, ": ", decoded.message()));
+  if (!decoded.ok()) {
+    if (stream_error_.ok()) stream_error_ = decoded;
+    return;
   }
-  Key& k = *keys_[h.id.key];
-  k.versions[h.id.part] = h.version;
-  --k.awaiting;
-  ++answers_;
+  for (const Answer& a : answers) {
+    Key& k = *keys_[a.header.id.key];
+    k.versions[a.header.id.part] = a.header.version;
+    --k.awaiting;
+    ++answers_;
+  }
 }
 
 void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {

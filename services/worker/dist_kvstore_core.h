@@ -119,7 +119,7 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
     bool result_unread = false;
   };
 
-  void OnAnswer(int shard, const PartHeader& header, ByteChunks values) override;
+  void OnAnswers(int shard, absl::Span<const Answer> answers) override;
   void OnStreamEnd(int shard, const absl::Status& status) override;
 
   absl::StatusOr<Key*> Find(int64_t key, const Tensor& t, absl::string_view what);

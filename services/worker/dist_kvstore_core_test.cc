@@ -240,7 +240,8 @@ class FakeTransport final : public ShardTransport {
     if (closed_) return;
     const absl::Span<const char> bytes(reinterpret_cast<const char*>(values.data()),
                                        values.size() * sizeof(float));
-    receiver_->OnAnswer(shard, PartHeader{id, version, -1}, ByteChunks(&bytes, 1));
+    const cohort::Answer answer{PartHeader{id, version, -1}, ByteChunks(&bytes, 1)};
+    receiver_->OnAnswers(shard, absl::MakeConstSpan(&answer, 1));
   }
   // Answers a recorded push as a correct dist_sync shard would: version + 1, value = push × 10.
   void AnswerCorrectly(const Pushed& p) {

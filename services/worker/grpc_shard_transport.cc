@@ -80,9 +80,11 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     }
     const absl::Status parsed = batch_in_.Parse(&in_);
     if (parsed.ok()) {
+      answers_.clear();
       for (size_t i = 0; i < batch_in_.size(); ++i) {
-        receiver_->OnAnswer(shard_, batch_in_.header(i), batch_in_.chunks(i));
+        answers_.push_back({batch_in_.header(i), batch_in_.chunks(i)});
       }
+      receiver_->OnAnswers(shard_, answers_);
     }
     batch_in_.Clear();
     if (parsed.ok()) {
@@ -132,6 +134,7 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   grpc::ClientContext context_;
   grpc::ByteBuffer in_;
   ReceivedBatch batch_in_;
+  std::vector<Answer> answers_;  // batch_in_'s, for the receiver
   absl::Status failure_;  // an answer that could not be parsed
   // The write in flight: its parts, then its message (the writer's alone; see WriteBatch).
   std::vector<OutgoingPart> batch_;

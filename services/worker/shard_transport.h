@@ -15,16 +15,24 @@
 
 namespace cohort {
 
+// A shard's answer to a push: the part's value at header.version, its bytes in
+// header.encoding.
+struct Answer {
+  PartHeader header;
+  ByteChunks values;
+};
+
 // Where a worker's shard streams deliver what they receive.
 class AnswerReceiver {
  public:
   virtual ~AnswerReceiver() = default;
-  // Shard `shard` answered a push with the part's value at header.version. values: its bytes
-  // in header.encoding, valid only during the call. One shard's answers come one at a time, in its stream's order.
-  virtual void OnAnswer(int shard, const PartHeader& header, ByteChunks values) = 0;
+  // Shard `shard` answered pushes: the answers of one message (the parts the shard fused), in
+  // order, their bytes valid only during the call. One shard's messages come one at a time, in
+  // its stream's order.
+  virtual void OnAnswers(int shard, absl::Span<const Answer> answers) = 0;
   // Shard `shard`'s stream ended (OK: the shard closed it; else why, e.g. an answer that could
   // not be parsed, or Unavailable when the shard went away). Once per stream, after its last
-  // OnAnswer.
+  // OnAnswers.
   virtual void OnStreamEnd(int shard, const absl::Status& status) = 0;
 };
 

@@ -8,7 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
-#include "services/common/malloc_tuning.h"
+#include "services/common/data_path_tuning.h"
 #include "services/common/security_flags.h"
 #include "services/membership/leave_on_signal.h"
 #include "services/membership/member_session.h"
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a worker of a job: the training loop over a distributed kvstore.\n"
       "  bazel run //services:worker -- --scheduler=HOST:PORT --model=lenet");
-  cohort::TuneMallocForBulkTransfers();
+  cohort::TuneForDataPath();
   absl::SetFlag(&FLAGS_kv_store, "dist_sync");
   if (!cohort::ParseCanonicalCommandLine("worker", argc, argv, cohort::StandardFlagAliases())) return 2;
   const cohort::TrainOptions options = cohort::TrainOptionsFromFlags();

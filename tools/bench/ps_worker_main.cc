@@ -14,7 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "services/common/malloc_tuning.h"
+#include "services/common/data_path_tuning.h"
 #include "services/worker/dist_kvstore.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/cli/args.h"
@@ -94,7 +94,7 @@ absl::StatusOr<Outcome> Run(int tensors, int64_t elements, int warmup, int round
 }  // namespace cohort
 
 int main(int argc, char** argv) {
-  cohort::TuneMallocForBulkTransfers();
+  cohort::TuneForDataPath();
   absl::SetProgramUsageMessage("One worker of the push/pull benchmark (run by //tools:bench_ps).");
   cohort::ParseCommandLine(argc, argv);
   const int tensors = absl::GetFlag(FLAGS_tensors);

@@ -15,7 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "services/common/malloc_tuning.h"
+#include "services/common/data_path_tuning.h"
 #include "services/worker/dist_kvstore.h"
 #include "trainer/base/status_macros.h"
 
@@ -136,7 +136,7 @@ absl::Status Run() {
 }  // namespace cohort
 
 int main(int argc, char** argv) {
-  cohort::TuneMallocForBulkTransfers();  // as the worker binary does
+  cohort::TuneForDataPath();  // as the worker binary does
   absl::ParseCommandLine(argc, argv);
   if (const absl::Status s = cohort::Run(); !s.ok()) {
     std::fprintf(stderr, "counting_worker: error: %s\n", std::string(s.message()).c_str());

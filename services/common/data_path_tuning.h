@@ -1,0 +1,22 @@
+#ifndef COHORT_SERVICES_COMMON_DATA_PATH_TUNING_H_
+#define COHORT_SERVICES_COMMON_DATA_PATH_TUNING_H_
+
+namespace cohort {
+
+// Settings of a process on the data path (shard, worker). Call first thing in its main.
+//  - glibc keeps freed memory instead of handing it back to the kernel: gRPC frees its
+//    multi-MiB receive buffers after each message, and without this every receive faults in
+//    fresh pages (measured: push+pull of 100 MB rises from about 70% to over 100% of
+//    single-stream TCP; see ../docs/benchmarks.md). Buffers of up to 32 MiB stay on the heap
+//    instead of separately mapped, and one arena lets memory freed on gRPC's threads be reused
+//    on the caller's.
+//  - absl's mutexes skip their deadlock bookkeeping (a graph of every lock order seen, updated
+//    on each acquisition when the library is built for debugging, as Debian's is): a small part
+//    takes several locks on its way, and the graph cost a tenth of the CPU of a small-tensor
+//    round (docs/benchmarks.md, "Cheaper messages"). Tests keep it on, and so does a process
+//    started with COHORT_MUTEX_DEADLOCK_DETECTION=1 (it then dies naming a lock-order cycle).
+void TuneForDataPath();
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_COMMON_DATA_PATH_TUNING_H_
