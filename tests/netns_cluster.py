@@ -103,13 +103,14 @@ class Cluster:
                     raise RuntimeError(f"sshd on {address} does not answer")
                 time.sleep(0.2)
 
-    def shape(self, rate):
+    def shape(self, rate, burst="256kb"):
         """Limits every host's link to `rate` (tc's syntax, e.g. 1gbit) each way: tbf on the
-        host's end (what it sends) and on the bridge's end (what it receives)."""
+        host's end (what it sends) and on the bridge's end (what it receives). A fast rate
+        needs a burst of about a millisecond's bytes to be reached."""
         for i, ns in enumerate(self.hosts):
             for namespace, dev in ((ns, "eth0"), (self.switch, self.veth(i))):
                 run(TC, "-n", namespace, "qdisc", "replace", "dev", dev, "root", "tbf",
-                    "rate", rate, "burst", "256kb", "latency", "20ms")
+                    "rate", rate, "burst", burst, "latency", "20ms")
 
     def ssh_args(self):
         return ["-i", self.identity, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",

@@ -38,13 +38,15 @@ def program(relative):
     return os.path.abspath(path)
 
 
-def iperf3_gbps(seconds, bidir=False):
-    """One TCP connection over 127.0.0.1 for `seconds`, as iperf3 measures it (receiver side;
-    with bidir, both directions at once, summed)."""
+def iperf3_gbps(seconds, bidir=False, address="127.0.0.1", server_ns=(), client_ns=(),
+                streams=1):
+    """`streams` TCP connections to `address` for `seconds`, as iperf3 measures them (receiver
+    side, summed; with bidir, both directions at once, summed). server_ns, client_ns: the
+    commands' prefixes (e.g. `ip netns exec NS`) where they run elsewhere."""
     for _ in range(20):
         port = random.randint(20000, 60000)
         server = subprocess.Popen(
-            ["iperf3", "-s", "-1", "--forceflush", "-B", "127.0.0.1", "-p", str(port)],
+            [*server_ns, "iperf3", "-s", "-1", "--forceflush", "-B", address, "-p", str(port)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             listening = False
@@ -55,7 +57,8 @@ def iperf3_gbps(seconds, bidir=False):
             if not listening:  # the port was taken: try another one
                 continue
             client = subprocess.run(
-                ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"]
+                [*client_ns, "iperf3", "-c", address, "-p", str(port), "-t", str(seconds), "-J",
+                 "-P", str(streams)]
                 + (["--bidir"] if bidir else []),
                 capture_output=True, text=True, timeout=seconds + 60)
             if client.returncode != 0:

@@ -27,7 +27,8 @@ ABSL_FLAG(int, warmup, 2, "untimed rounds first");
 namespace cohort {
 namespace {
 
-// Small integers, so that sums and halves are exact in F32 and the check can demand equality.
+// Small integers, so that sums are exact in F32; the mean is taken as the shards take it (the
+// rank-order sum times 1/W), so the check can demand equality.
 float GradientValue(int64_t i, int round, int rank) {
   return static_cast<float>((i + 3 * round + 5 * rank) % 8);
 }
@@ -72,7 +73,7 @@ absl::StatusOr<Outcome> Run(int tensors, int64_t elements, int warmup, int round
     for (int64_t i = 0; i < elements; ++i) {
       float sum = 0;
       for (int r = 0; r < workers; ++r) sum += GradientValue(i, round, r);
-      expected[i] -= sum / static_cast<float>(workers);
+      expected[i] -= sum * (1.0f / static_cast<float>(workers));  // as the shards reduce
     }
     for (int k = 0; k < tensors; ++k) {
       const float* v = values[k].data<float>();
