@@ -74,6 +74,22 @@ class LauncherJobTest(JobTestCase):
         self.assertAlmostEqual(checker_top1, top1, delta=0.1)
         self.assertEqual(wait_job_gone(self.job_id, 5), [])
 
+    def test_lenet_learns_with_each_gradient_compression(self):
+        # 16-bit gradients and values, and 2-bit gradients with error feedback (a threshold
+        # suited to LeNet's gradients; MXNet's 0.5 needs more epochs): the band of the
+        # uncompressed job.
+        for mode in ("fp16", "bf16", "2bit:0.05"):
+            with self.subTest(mode=mode):  # one job after the other, under the test's job id
+                p = self.launch("-n", "2", "-s", "2",
+                                worker=["--model=lenet", "--dataset=fashion-mnist", "--epochs=1",
+                                        "--output=", f"--gradient_compression={mode}"])
+                self.assertEqual(p.wait(timeout=300), 0, self.output())
+                out = self.output()
+                self.assertIn(f"gradient compression {mode}", out)
+                top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))
+                self.assertGreaterEqual(top1, 80.0, out)
+                self.assertEqual(wait_job_gone(self.job_id, 5), [])
+
     def test_dist_async_job_learns(self):
         p = self.launch("-n", "2", "-s", "2", "--mode", "dist_async",
                         worker=["--kv_store=dist_async", "--model=lenet",

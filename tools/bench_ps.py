@@ -11,6 +11,8 @@ carries both ways at once: the kernel's ceiling for a push+pull, which moves dat
   bazel run //tools:bench_ps               # the full matrix
   bazel run //tools:bench_ps -- --quick    # fewer rounds
   bazel run //tools:bench_ps -- --tls      # each job plaintext, then over mutual TLS + token
+  bazel run //tools:bench_ps -- --fusion_bytes 0                      # small parts unfused
+  bazel run //tools:bench_ps -- --gradient_compression none,fp16,bf16,2bit
 
 GB/s per worker = 2 x model bytes / median round time.
 """
@@ -79,7 +81,10 @@ RESULT = re.compile(r"ps_worker: rank (\d+) tensors (\d+) bytes (\d+) rounds (\d
                     r"median_ms ([\d.]+) min_ms ([\d.]+) gbps ([\d.]+) checked (\d+)")
 
 
-def run_job(workers, shards, tensors, tensor_bytes, warmup, rounds, tls):
+def run_job(workers, shards, tensors, tensor_bytes, warmup, rounds, tls, env=None,
+            check=True):
+    """Median round and GB/s of each worker. env: COHORT_* settings of the workers (e.g.
+    COHORT_FUSION_BYTES); check: whether they check every pulled value."""
     command = [
         program("tools/launch/launch"), "-n", str(workers), "-s", str(shards),
         *(["--tls"] if tls else []),
@@ -87,8 +92,10 @@ def run_job(workers, shards, tensors, tensor_bytes, warmup, rounds, tls):
         "--shard_binary", program("services/shard/shard"),
         "--", program("tools/bench/ps_worker"), f"--tensors={tensors}",
         f"--tensor_bytes={tensor_bytes}", f"--warmup={warmup}", f"--rounds={rounds}",
+        f"--check={'true' if check else 'false'}",
     ]
-    job = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    job = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, **(env or {})})
     results = [RESULT.search(line) for line in job.stdout.splitlines()]
     results = [m for m in results if m]
     if job.returncode != 0 or len(results) != workers:
@@ -106,7 +113,16 @@ def main():
                         help="run every job twice in a row: plaintext, then mutual TLS + token")
     parser.add_argument("--only", action="append",
                         help="run only this case (by its name, e.g. '1000 x 4 KB'); repeatable")
+    parser.add_argument("--fusion_bytes", type=int,
+                        help="the workers' --fusion_bytes (default: theirs, 256 KiB; 0: none)")
+    parser.add_argument("--gradient_compression",
+                        help="instead: W2S2 100 x 1 MB with each of these comma-separated modes "
+                             "(none, fp16, bf16, 2bit), the bytes each puts on the wire")
     args = parser.parse_args()
+    env = {} if args.fusion_bytes is None else {"COHORT_FUSION_BYTES": str(args.fusion_bytes)}
+    if args.gradient_compression:
+        compression_sweep(args.gradient_compression.split(","), 3 if args.quick else 10, env)
+        return
     timed = 3 if args.quick else 10
     cases = [  # (name, tensors, bytes per tensor, warm-up rounds, timed rounds)
         ("100 MB (25 x 4 MB)", 25, 4_000_000, 2, timed),
@@ -116,7 +132,8 @@ def main():
     if args.only:
         cases = [c for c in cases if c[0] in args.only]
     print(f"bench_ps: {os.cpu_count()} CPUs; jobs of 1 scheduler + S shards + W workers on "
-          f"127.0.0.1; dist_sync; 1 MiB parts", flush=True)
+          f"127.0.0.1; dist_sync; 1 MiB parts; fusion "
+          f"{env.get('COHORT_FUSION_BYTES', 'the default')}", flush=True)
     rows = []
     for name, tensors, tensor_bytes, warmup, rounds in cases:
         for workers, shards in ((1, 1), (2, 2)):
@@ -124,7 +141,8 @@ def main():
             both_ways = iperf3_gbps(args.iperf_seconds, bidir=True)
             for tls in ([False, True] if args.tls else [False]):
                 transport = "TLS" if tls else "plain"
-                results = run_job(workers, shards, tensors, tensor_bytes, warmup, rounds, tls)
+                results = run_job(workers, shards, tensors, tensor_bytes, warmup, rounds, tls,
+                                  env)
                 per_worker = min(r["gbps"] for r in results)
                 median_ms = max(r["median_ms"] for r in results)
                 checked = sum(r["checked"] for r in results)
@@ -143,6 +161,39 @@ def main():
         print(f"| {name} | {workers} | {shards} | {transport} | {median_ms:.2f} ms | {gbps:.3f} | "
               f"{tcp:.2f} GB/s | {100 * gbps / tcp:.0f}% | {both_ways:.2f} GB/s | "
               f"{100 * gbps / both_ways:.0f}% |")
+    # Small tensors against large ones, job for job in this run.
+    speed = {(r[0], r[1], r[3]): r[5] for r in rows}
+    for (name, workers, transport), gbps in speed.items():
+        large = speed.get(("100 x 1 MB", workers, transport))
+        if name == "1000 x 4 KB" and large:
+            print(f"1000 x 4 KB against 100 x 1 MB, W{workers}S{workers} {transport}: "
+                  f"{100 * gbps / large:.0f}% of its GB/s")
+
+
+# Bytes a value takes on the wire: (pushed, pulled) per F32 value (wire_encoding.h).
+WIRE_BYTES = {"none": (4, 4), "fp16": (2, 2), "bf16": (2, 2), "2bit": (0.25, 4)}
+
+
+def compression_sweep(modes, timed, env):
+    """W2S2 100 x 1 MB rounds with each gradient compression: the round, the model's GB/s per
+    worker and the bytes each worker puts on the wire."""
+    print(f"bench_ps: {os.cpu_count()} CPUs; W2S2 100 x 1 MB on 127.0.0.1, dist_sync, by "
+          f"--gradient_compression (values checked with none only)", flush=True)
+    print()
+    print("| compression | round (median) | model GB/s per worker | wire MB per worker per round "
+          "(push + pull) | wire GB/s per worker |")
+    print("|---|---|---|---|---|")
+    tensors, tensor_bytes = 100, 1 << 20
+    for mode in modes:
+        results = run_job(2, 2, tensors, tensor_bytes, 2, timed, False,
+                          {**env, "COHORT_GRADIENT_COMPRESSION": mode}, check=mode == "none")
+        median_ms = max(r["median_ms"] for r in results)
+        values = tensors * tensor_bytes / 4
+        push, pull = WIRE_BYTES[mode]
+        wire = values * (push + pull)
+        print(f"| {mode} | {median_ms:.2f} ms | {2 * tensors * tensor_bytes / median_ms / 1e6:.3f} "
+              f"| {wire / 1e6:.1f} ({values * push / 1e6:.1f} + {values * pull / 1e6:.1f}) | "
+              f"{wire / median_ms / 1e6:.3f} |", flush=True)
 
 
 if __name__ == "__main__":

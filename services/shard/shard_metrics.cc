@@ -24,6 +24,11 @@ ShardMetrics::ShardMetrics(ProcessMetrics& p)
                                "Bytes of pushed parts received from workers.")),
       sent_bytes(p.Counter("cohort_shard_sent_bytes_total",
                            "Bytes of updated parts sent to workers.")),
+      received_messages(p.Counter("cohort_shard_received_messages_total",
+                                  "Messages of pushed parts received from workers (small parts "
+                                  "travel fused, several a message).")),
+      received_parts(p.Counter("cohort_shard_received_parts_total",
+                               "Pushed parts received from workers.")),
       pushes_applied(p.Counter("cohort_shard_pushes_applied_total",
                                "Pushed parts that went into an optimizer update.")),
       apply_seconds(p.Histogram("cohort_shard_optimizer_apply_seconds",

@@ -35,6 +35,8 @@ struct ShardMetrics {
 
   prometheus::Counter& received_bytes;  // pushes' part bytes, headers included
   prometheus::Counter& sent_bytes;      // answers' part bytes
+  prometheus::Counter& received_messages;  // push messages (a fusion of parts, or one part)
+  prometheus::Counter& received_parts;     // the parts they carried
   prometheus::Counter& pushes_applied;  // pushes that went into an update
   prometheus::Histogram& apply_seconds;  // one optimizer update of one part
   prometheus::Gauge& pulls_waiting;     // pushed parts whose new value waits for other workers

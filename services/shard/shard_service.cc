@@ -130,6 +130,10 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
       return absl::Status(parsed.code(), absl::StrCat("shard: a push from ", peer_, ": ",
                                                       parsed.message()));
     }
+    if (metrics != nullptr) {
+      metrics->received_messages.Increment();
+      metrics->received_parts.Increment(static_cast<double>(batch_in_.size()));
+    }
     for (size_t i = 0; i < batch_in_.size(); ++i) {
       RETURN_IF_ERROR(HandlePart(batch_in_.header(i), batch_in_.chunks(i), metrics));
     }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "services/common/metrics.h"
 #include "services/common/test_tmp_dir.h"
 #include "services/common/port_file.h"
+#include "services/shard/shard_metrics.h"
 #include "services/wire/part_codec.h"
 
 namespace cohort {
@@ -151,6 +153,51 @@ TEST_F(ShardServiceTest, StaleVersionIsRefused) {
   while (w1->Read(&answer)) {
   }
   EXPECT_TRUE(w1->Finish().ok());
+}
+
+// Parts fused into one message are taken apart on the shard, each applied as if it had come
+// alone; the answers carry every part's new value.
+TEST_F(ShardServiceTest, AFusedMessageIsAppliedPartByPart) {
+  ProcessMetrics process("job", "shard", 3);
+  ShardMetrics metrics(process);
+  core_.set_metrics(&metrics);
+  v1::PartBatch fused, key0, key1;
+  EncodePart({0, 0}, 0, 0, std::vector<float>{1, 1, 1, 1}, fused.add_parts());
+  EncodePart({1, 0}, 0, 0, std::vector<float>{2, 2, 2}, fused.add_parts());
+  EncodePart({0, 0}, 0, 1, std::vector<float>{3, 3, 3, 3}, key0.add_parts());
+  EncodePart({1, 0}, 0, 1, std::vector<float>{4, 4, 4}, key1.add_parts());
+  grpc::ClientContext c0, c1;
+  auto w0 = stub_->PushPull(&c0);
+  auto w1 = stub_->PushPull(&c1);
+  ASSERT_TRUE(w0->Write(fused));
+  ASSERT_TRUE(w1->Write(key0));
+  ASSERT_TRUE(w1->Write(key1));
+  std::map<int64_t, std::vector<float>> answered;
+  v1::PartBatch answer;
+  while (answered.size() < 2 && w0->Read(&answer)) {
+    for (const v1::Part& part : answer.parts()) {
+      std::vector<float> values;
+      ASSERT_TRUE(DecodePart(part, &values).ok());
+      EXPECT_EQ(part.header().version(), 1);
+      answered[part.header().key()] = values;
+    }
+  }
+  std::vector<float> value;
+  for (int64_t key : {0, 1}) {
+    ASSERT_EQ(*core_.Read({key, 0}, &value), 1);
+    EXPECT_EQ(answered[key], value) << "key " << key;
+    EXPECT_NE(value, key == 0 ? initial_key0_ : initial_key1_);
+  }
+  EXPECT_EQ(metrics.received_messages.Value(), 3);
+  EXPECT_EQ(metrics.received_parts.Value(), 4);
+  for (auto* w : {w0.get(), w1.get()}) {
+    w->WritesDone();
+    while (w->Read(&answer)) {
+    }
+  }
+  EXPECT_TRUE(w0->Finish().ok());
+  EXPECT_TRUE(w1->Finish().ok());
+  core_.set_metrics(nullptr);
 }
 
 TEST_F(ShardServiceTest, ASecondPushOfAVersionIsRefused) {

@@ -52,11 +52,13 @@ Tensor Initial(int64_t key, float offset) {
 // What a worker sees over the steps: every key's value after each step.
 using Trace = std::vector<std::vector<std::vector<float>>>;
 
-absl::Status RunWorker(const std::string& address, int rank, int steps, Trace* trace) {
+absl::Status RunWorker(const std::string& address, int rank, int steps, int64_t fusion_bytes,
+                       Trace* trace) {
   JobOptions job;
   job.scheduler_address = address;
   job.requested_rank = rank;
   job.part_bytes = 24;  // 6 floats: every tensor is split, parts spread over both shards
+  job.fusion_bytes = fusion_bytes;
   auto kv = kvstore::Create("dist_sync", job);
   if (!kv.ok()) return kv.status();
   if ((*kv)->rank() != rank || (*kv)->num_workers() != kWorkers) {
@@ -88,15 +90,22 @@ absl::Status RunWorker(const std::string& address, int rank, int steps, Trace* t
 }
 
 // dist_sync equals one process applying the optimizer to (g_0 + g_1) × 1/2 at each step,
-// bit for bit, on every rank, with the tensors split over both shards.
-TEST(DistKVStoreTest, SyncTrainingEqualsTheSingleProcessUpdateOnEveryRank) {
+// bit for bit, on every rank, with the tensors split over both shards: each part a message,
+// and parts fused.
+class DistKVStoreFusionTest : public ::testing::TestWithParam<int64_t> {};
+
+INSTANTIATE_TEST_SUITE_P(UnfusedAndFused, DistKVStoreFusionTest,
+                         ::testing::Values(0, kDefaultFusionBytes));
+
+TEST_P(DistKVStoreFusionTest, SyncTrainingEqualsTheSingleProcessUpdateOnEveryRank) {
   Cluster cluster(KVStoreMode::kDistSync);
   const int steps = 5;
   std::vector<Trace> traces(kWorkers);
   std::vector<absl::Status> results(kWorkers);
   std::vector<std::thread> workers;
   for (int r = 0; r < kWorkers; ++r) {
-    workers.emplace_back([&, r] { results[r] = RunWorker(cluster.address(), r, steps, &traces[r]); });
+    workers.emplace_back(
+        [&, r] { results[r] = RunWorker(cluster.address(), r, steps, GetParam(), &traces[r]); });
   }
   for (auto& t : workers) t.join();
   for (int r = 0; r < kWorkers; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];

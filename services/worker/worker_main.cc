@@ -104,7 +104,9 @@ int main(int argc, char** argv) {
   cohort::MemberSession* member = (*worker)->member();
   joined = member;
   std::cout << "worker " << member->rank() << ": metrics on http://" << job.metrics_bind << ":"
-            << (*worker)->metrics_port() << "/metrics\n"
+            << (*worker)->metrics_port() << "/metrics; parts of at most " << job.part_bytes
+            << " bytes, fused below " << job.fusion_bytes << ", gradient compression "
+            << cohort::GradientCompressionName(job.compression) << "\n"
             << std::flush;
   auto result = cohort::Train(
       options,
