@@ -51,7 +51,7 @@ DEFAULT_COSTS = {"c_byte": 7.75e-10, "c_part": 2.41e-6, "c_msg": 7.13e-6, "rtt":
 # and timestamp headers) of each 1538 on the wire (Ethernet header, FCS, preamble, gap).
 TCP_PAYLOAD = 1448 / 1538
 PART_BYTES = 1 << 20
-FUSION_BYTES = 256 << 10
+FUSION_BYTES = 1 << 20
 COMPRESSION = {"none": (1.0, 1.0), "fp16": (0.5, 0.5), "bf16": (0.5, 0.5), "2bit": (1 / 16, 1.0)}
 
 

@@ -256,7 +256,8 @@ bool ShardCore::ready() const {
 }
 
 absl::StatusOr<ShardCore::PartState*> ShardCore::FindPart(PartId id, absl::string_view what) const {
-  absl::MutexLock lock(&mu_);
+  // Shared: every stream's pushes look parts up at once; the table changes only before them.
+  absl::ReaderMutexLock lock(&mu_);
   if (!configured_ || static_cast<int>(parts_.size()) != expected_parts_) {
     return Refuse(Rejection::kNotReady, absl::FailedPreconditionError(
         absl::StrCat("shard ", shard_rank_.load(), ": ", what, " of key ", id.key, " part ", id.part,

@@ -38,6 +38,7 @@ class DelayingTransport final : public ShardTransport {
     }
     inner_->Send(shard, part);
   }
+  void Flush() override { inner_->Flush(); }
   void Close() override { inner_->Close(); }
   absl::StatusOr<PartHeader> Pull(int shard, PartId id, std::vector<float>* out) override {
     return inner_->Pull(shard, id, out);

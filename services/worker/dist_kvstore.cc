@@ -54,6 +54,11 @@ absl::Status ValidateDataPath(const JobOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--part_bytes=", options.part_bytes, " (or COHORT_PART_BYTES): must be at least 1"));
   }
+  if (options.fusion_wait < absl::ZeroDuration() || options.fusion_wait > absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fusion_wait_us=", absl::ToInt64Microseconds(options.fusion_wait),
+                     " (or COHORT_FUSION_WAIT_US): must be 0 (never wait) to 1000000"));
+  }
   // A fused message stays well within gRPC's message limit, headers included.
   if (options.fusion_bytes < 0 || options.fusion_bytes > kMaxMessageBytes / 2) {
     return absl::InvalidArgumentError(
@@ -77,7 +82,8 @@ absl::StatusOr<ShardConnection> ConnectToShards(MemberSession* session, const Jo
                                                 const TransportWrapper& wrap_transport) {
   ShardConnection c;
   ASSIGN_OR_RETURN(c.shards, session->WaitForShards());
-  c.transport = MakeGrpcShardTransport(c.shards.addresses, options.security, options.fusion_bytes);
+  c.transport = MakeGrpcShardTransport(c.shards.addresses, options.security, options.fusion_bytes,
+                                       options.fusion_wait);
   if (wrap_transport) c.transport = wrap_transport(std::move(c.transport));
   return c;
 }
@@ -123,6 +129,9 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment(
   }
   RETURN_IF_ERROR(ReadInt64Variable("COHORT_PART_BYTES", &o.part_bytes));
   RETURN_IF_ERROR(ReadInt64Variable("COHORT_FUSION_BYTES", &o.fusion_bytes));
+  int64_t wait_us = -1;
+  RETURN_IF_ERROR(ReadInt64Variable("COHORT_FUSION_WAIT_US", &wait_us));
+  if (wait_us >= 0) o.fusion_wait = absl::Microseconds(wait_us);
   if (const char* c = std::getenv("COHORT_GRADIENT_COMPRESSION"); c != nullptr && *c != '\0') {
     absl::StatusOr<GradientCompression> parsed = ParseGradientCompression(c);
     if (!parsed.ok()) {

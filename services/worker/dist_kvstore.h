@@ -15,6 +15,9 @@
 
 namespace cohort {
 
+// Small pushes wait up to 1 ms to be fused (docs/benchmarks.md, "Small tensors").
+inline constexpr absl::Duration kDefaultFusionWait = absl::Milliseconds(1);
+
 // How a worker finds and joins its job.
 struct JobOptions {
   // The session options of a worker with these settings.
@@ -26,6 +29,9 @@ struct JobOptions {
   int requested_rank = -1;        // -1: the scheduler assigns one
   int64_t part_bytes = 1 << 20;   // parameters are split into parts of at most this
   int64_t fusion_bytes = kDefaultFusionBytes;  // DistKVStoreOptions::fusion_bytes
+  // How long a small push on an idle stream may wait for others to fuse with (0: never); a
+  // wait for answers sends what waits at once.
+  absl::Duration fusion_wait = kDefaultFusionWait;
   GradientCompression compression;             // --gradient_compression
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration scheduler_grace = absl::Seconds(3);
@@ -38,7 +44,7 @@ struct JobOptions {
 
 // The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
 // training program"): COHORT_SCHEDULER, COHORT_RANK, COHORT_PART_BYTES, COHORT_FUSION_BYTES,
-// COHORT_GRADIENT_COMPRESSION, COHORT_METRICS_BIND, COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
+// COHORT_FUSION_WAIT_US, COHORT_GRADIENT_COMPRESSION, COHORT_METRICS_BIND, COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
 // certificate, worker.pem/worker.key) and COHORT_TOKEN_FILE, or COHORT_INSECURE=1 for
 // plaintext; one of the two must be given. The one place that reads the environment.
 // scheduler: the address given on the command line, if any; without it COHORT_SCHEDULER must

@@ -108,6 +108,7 @@ absl::Status DistKVStoreCore::Wait(int64_t key) {
   }
   Key& k = *keys_[key];
   if (!k.in_flight) return absl::OkStatus();
+  transport_->Flush();  // pushes held to be fused go now: this one's answer needs them
   absl::Status failure;
   {
     absl::MutexLock lock(&mu_);
@@ -167,6 +168,7 @@ absl::Status DistKVStoreCore::Pull(int64_t key, Tensor* out) {
 
 absl::Status DistKVStoreCore::Barrier() {
   RETURN_IF_ERROR(Commit());
+  transport_->Flush();  // the other workers may be waiting for this one's pushes
   // Not numbered: a worker that joined an elastic job has passed fewer.
   return membership_->Barrier("user barrier", 0, shards_.generation).status();
 }

@@ -20,8 +20,9 @@
 
 namespace cohort {
 
-// Fused messages of up to 256 KiB: docs/benchmarks.md, "Fusion", measured the choice.
-inline constexpr int64_t kDefaultFusionBytes = 256 << 10;
+// Fused messages of up to 1 MiB (the default part size): docs/benchmarks.md, "Small tensors",
+// measured 64 KiB to 2 MiB.
+inline constexpr int64_t kDefaultFusionBytes = 1 << 20;
 
 struct DistKVStoreOptions {
   int64_t part_bytes = 1 << 20;  // parameters are split into parts of at most this

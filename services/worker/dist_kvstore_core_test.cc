@@ -194,6 +194,14 @@ class FakeTransport final : public ShardTransport {
     pushed_.push_back(
         {shard, h.id, h.version, h.rank, {values.begin(), values.end()}, h.generation});
   }
+  void Flush() override {
+    absl::MutexLock lock(&mu_);
+    ++flushes_;
+  }
+  int flushes() const {
+    absl::MutexLock lock(&mu_);
+    return flushes_;
+  }
   void Close() override {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
@@ -287,6 +295,7 @@ class FakeTransport final : public ShardTransport {
   mutable absl::Mutex mu_;
   AnswerReceiver* receiver_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int flushes_ ABSL_GUARDED_BY(mu_) = 0;
   bool dead_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<PinCount*> pins_ ABSL_GUARDED_BY(mu_);
   std::vector<Pushed> pushed_ ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/shard.grpc.pb.h"
+#include "services/common/deadline_timer.h"
 #include "services/common/grpc_util.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
@@ -22,8 +23,15 @@ constexpr char kPushPullMethod[] = "/cohort.v1.Shard/PushPull";
 // place and handed to the receiver on gRPC's thread.
 class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver, int64_t fusion_bytes)
-      : shard_(shard), receiver_(receiver) {
+  // fusion_wait: how long a small push may wait for others to fuse with (0: never); timer
+  // flushes the streams once that has passed.
+  ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver, int64_t fusion_bytes,
+              absl::Duration fusion_wait, DeadlineTimer* timer)
+      : shard_(shard),
+        receiver_(receiver),
+        fusion_bytes_(fusion_bytes),
+        fusion_wait_(fusion_wait),
+        timer_(timer) {
     {
       absl::MutexLock lock(&mu_);
       queue_.set_fusion_bytes(fusion_bytes);
@@ -34,12 +42,37 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     StartCall();
   }
 
+  // Queues the part. With the stream idle, the write starts at once, unless the parts queued
+  // are fewer than a fusion's bytes: then they wait up to fusion_wait for more (or a Flush).
   void Send(const OutgoingPart& part) {
+    bool hold = false;
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;  // the stream's end is (or will be) reported; the part is dropped
       queue_.Push(part);
       if (writing_) return;
+      hold = fusion_wait_ > absl::ZeroDuration() &&
+             queue_.queued_bytes() < static_cast<size_t>(fusion_bytes_);
+      if (hold && flush_due_) return;  // the timer will flush them
+      flush_due_ = hold;
+      if (!hold) {
+        writing_ = true;
+        queue_.Pop(&batch_);
+      }
+    }
+    if (hold) {
+      timer_->FireBy(absl::Now() + fusion_wait_);
+    } else {
+      WriteBatch();
+    }
+  }
+
+  // Starts writing what is queued if the stream is idle.
+  void Flush() {
+    {
+      absl::MutexLock lock(&mu_);
+      flush_due_ = false;
+      if (writing_ || closing_ || queue_.empty()) return;
       writing_ = true;
       queue_.Pop(&batch_);
     }
@@ -131,6 +164,9 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
 
   const int shard_;
   AnswerReceiver* const receiver_;
+  const int64_t fusion_bytes_;
+  const absl::Duration fusion_wait_;
+  DeadlineTimer* const timer_;
   grpc::ClientContext context_;
   grpc::ByteBuffer in_;
   ReceivedBatch batch_in_;
@@ -143,6 +179,7 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   absl::Mutex mu_;
   PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool flush_due_ ABSL_GUARDED_BY(mu_) = false;  // parts held; the timer will flush them
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
@@ -151,8 +188,9 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
 class GrpcShardTransport final : public ShardTransport {
  public:
   GrpcShardTransport(std::vector<std::string> addresses,
-                     std::shared_ptr<const TransportSecurity> security, int64_t fusion_bytes)
-      : security_(std::move(security)), fusion_bytes_(fusion_bytes) {
+                     std::shared_ptr<const TransportSecurity> security, int64_t fusion_bytes,
+                     absl::Duration fusion_wait)
+      : security_(std::move(security)), fusion_bytes_(fusion_bytes), fusion_wait_(fusion_wait) {
     Dial(std::move(addresses));
   }
   ~GrpcShardTransport() override { Close(); }
@@ -217,23 +255,37 @@ class GrpcShardTransport final : public ShardTransport {
 
   void Redial(std::vector<std::string> addresses) override {
     Close();
-    streams_.clear();
+    {
+      absl::MutexLock lock(&streams_mu_);
+      streams_.clear();
+    }
     generic_stubs_.clear();
     // The same shards (an elastic job's workers changed): their channels stay.
     if (addresses != addresses_) Dial(std::move(addresses));
   }
 
   void Open(AnswerReceiver* receiver) override {
+    absl::MutexLock lock(&streams_mu_);
     for (int s = 0; s < num_shards(); ++s) {
       generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_[s]));
-      streams_.push_back(
-          std::make_unique<ShardStream>(s, generic_stubs_[s].get(), receiver, fusion_bytes_));
+      streams_.push_back(std::make_unique<ShardStream>(s, generic_stubs_[s].get(), receiver,
+                                                       fusion_bytes_, fusion_wait_,
+                                                       &flush_timer_));
     }
   }
 
-  void Send(int shard, const OutgoingPart& part) override { streams_[shard]->Send(part); }
+  // The caller's thread; streams_ changes only on it (Open, Redial), so it reads it unlocked.
+  void Send(int shard, const OutgoingPart& part) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    streams_[shard]->Send(part);
+  }
+
+  void Flush() override {
+    absl::MutexLock lock(&streams_mu_);
+    for (auto& stream : streams_) stream->Flush();
+  }
 
   void Close() override {
+    absl::MutexLock lock(&streams_mu_);
     for (auto& stream : streams_) stream->Cancel();
   }
 
@@ -265,20 +317,25 @@ class GrpcShardTransport final : public ShardTransport {
 
   std::vector<std::string> addresses_;
   const std::shared_ptr<const TransportSecurity> security_;
-  const int64_t fusion_bytes_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Shard::Stub>> stubs_;
   std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;
-  std::vector<std::unique_ptr<ShardStream>> streams_;
+  const int64_t fusion_bytes_;
+  const absl::Duration fusion_wait_;
+  // The open streams: the caller's thread changes them; the timer's thread flushes them.
+  absl::Mutex streams_mu_;
+  std::vector<std::unique_ptr<ShardStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
+  // Last: destroyed (its thread stopped) before the streams it flushes.
+  DeadlineTimer flush_timer_{[this] { Flush(); }};
 };
 
 }  // namespace
 
 std::unique_ptr<ShardTransport> MakeGrpcShardTransport(
     std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security,
-    int64_t fusion_bytes) {
+    int64_t fusion_bytes, absl::Duration fusion_wait) {
   return std::make_unique<GrpcShardTransport>(std::move(shard_addresses), std::move(security),
-                                              fusion_bytes);
+                                              fusion_bytes, fusion_wait);
 }
 
 }  // namespace cohort

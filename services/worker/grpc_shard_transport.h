@@ -6,18 +6,22 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+
 #include "services/common/transport_security.h"
 #include "services/worker/shard_transport.h"
 
 namespace cohort {
 
 // The worker's data path over gRPC: one PushPull stream per shard (parts as raw
-// v1::PartBatch byte buffers, pushes smaller than fusion_bytes fused into messages of at most
-// that, answers parsed in place), and the Init and Pull calls. shard_addresses: host:port by
-// shard rank; security: how the shards are dialled.
+// v1::PartBatch byte buffers, answers parsed in place), and the Init and Pull calls.
+// shard_addresses: host:port by shard rank; security: how the shards are dialled. Pushes
+// smaller than fusion_bytes are fused into messages of at most that: those queued while a
+// write is in flight, and, with fusion_wait, those that came within fusion_wait of the first
+// one queued on an idle stream (or before a Flush).
 std::unique_ptr<ShardTransport> MakeGrpcShardTransport(
     std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security,
-    int64_t fusion_bytes);
+    int64_t fusion_bytes, absl::Duration fusion_wait);
 
 }  // namespace cohort
 

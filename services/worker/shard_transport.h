@@ -86,6 +86,9 @@ class ShardTransport {
   // fused. After the stream ended, or after Close, the push is dropped (OnStreamEnd has said,
   // or will say, why).
   virtual void Send(int shard, const OutgoingPart& part) = 0;
+  // Sends the pushes queued now without waiting for more to fuse them with: the caller is
+  // about to wait for answers (or for other workers, who may wait for these pushes).
+  virtual void Flush() = 0;
   // Ends every stream and waits until none calls the receiver any more. Idempotent.
   virtual void Close() = 0;
   // Asks the shard for the part's current value outside the streams: its header, the values

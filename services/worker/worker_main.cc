@@ -28,7 +28,10 @@ ABSL_FLAG(int64_t, part_bytes, 0,
           "largest parameter part on the wire, in bytes (0: COHORT_PART_BYTES, else 1 MiB)");
 ABSL_FLAG(int64_t, fusion_bytes, -1,
           "parts smaller than this travel fused into messages of at most this many bytes; 0: "
-          "one part a message (-1: COHORT_FUSION_BYTES, else 256 KiB)");
+          "one part a message (-1: COHORT_FUSION_BYTES, else 1 MiB)");
+ABSL_FLAG(int64_t, fusion_wait_us, -1,
+          "how long a small push may wait for others to fuse with, in microseconds; 0: never "
+          "(-1: COHORT_FUSION_WAIT_US, else 1000)");
 ABSL_FLAG(std::string, gradient_compression, "",
           "how gradients travel: none, fp16, bf16 (values answer in the same 16 bits), 2bit or "
           "2bit:THRESHOLD (2-bit codes of +-THRESHOLD, default 0.5, the rest kept for the next "
@@ -85,6 +88,9 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_rank) >= 0) job.requested_rank = absl::GetFlag(FLAGS_rank);
   if (absl::GetFlag(FLAGS_part_bytes) != 0) job.part_bytes = absl::GetFlag(FLAGS_part_bytes);
   if (absl::GetFlag(FLAGS_fusion_bytes) >= 0) job.fusion_bytes = absl::GetFlag(FLAGS_fusion_bytes);
+  if (absl::GetFlag(FLAGS_fusion_wait_us) >= 0) {
+    job.fusion_wait = absl::Microseconds(absl::GetFlag(FLAGS_fusion_wait_us));
+  }
   if (!absl::GetFlag(FLAGS_gradient_compression).empty()) job.compression = *compression;
   job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
   if (!absl::GetFlag(FLAGS_metrics_bind).empty()) job.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
@@ -105,7 +111,8 @@ int main(int argc, char** argv) {
   joined = member;
   std::cout << "worker " << member->rank() << ": metrics on http://" << job.metrics_bind << ":"
             << (*worker)->metrics_port() << "/metrics; parts of at most " << job.part_bytes
-            << " bytes, fused below " << job.fusion_bytes << ", gradient compression "
+            << " bytes, fused below " << job.fusion_bytes << " (waiting up to "
+            << absl::FormatDuration(job.fusion_wait) << "), gradient compression "
             << cohort::GradientCompressionName(job.compression) << "\n"
             << std::flush;
   auto result = cohort::Train(

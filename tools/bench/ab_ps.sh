@@ -10,8 +10,10 @@
 set -euo pipefail
 a=$(cd "$1" && pwd) b=$(cd "$2" && pwd) pairs=${3:-4}
 cases=("1 1 --tensors=25 --tensor_bytes=4000000 --warmup=2 --rounds=10"
+       "1 1 --tensors=100 --tensor_bytes=1048576 --warmup=2 --rounds=10"
        "1 1 --tensors=1000 --tensor_bytes=4096 --warmup=5 --rounds=50"
        "2 2 --tensors=25 --tensor_bytes=4000000 --warmup=2 --rounds=10"
+       "2 2 --tensors=100 --tensor_bytes=1048576 --warmup=2 --rounds=10"
        "2 2 --tensors=1000 --tensor_bytes=4096 --warmup=5 --rounds=50")
 run() {  # DIR W S ARGS...: the median round of rank 0, in ms
   local dir=$1 w=$2 s=$3; shift 3
