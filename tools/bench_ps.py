@@ -114,7 +114,7 @@ def main():
     parser.add_argument("--only", action="append",
                         help="run only this case (by its name, e.g. '1000 x 4 KB'); repeatable")
     parser.add_argument("--fusion_bytes", type=int,
-                        help="the workers' --fusion_bytes (default: theirs, 1 MiB; 0: none)")
+                        help="the workers' --fusion_bytes (default: theirs, 256 KiB; 0: none)")
     parser.add_argument("--gradient_compression",
                         help="instead: W2S2 100 x 1 MB with each of these comma-separated modes "
                              "(none, fp16, bf16, 2bit), the bytes each puts on the wire")

@@ -46,12 +46,12 @@ from bench_ps import iperf3_gbps, program, run_job, runfiles_root  # noqa: E402
 # The costs --validate measured on two netns hosts of this project's 2-core VM, 2026-11-25
 # (docs/benchmarks.md,
 # "Scaling model"); --costs FILE or --calibrate replace them.
-DEFAULT_COSTS = {"c_byte": 7.75e-10, "c_part": 2.41e-6, "c_msg": 7.13e-6, "rtt": 3.69e-4}
+DEFAULT_COSTS = {"c_byte": 6.99e-10, "c_part": 1.35e-6, "c_msg": 7.23e-6, "rtt": 4.69e-4}
 # A nominal Ethernet rate's share that is TCP payload: 1448 bytes (1500-byte MTU less IP, TCP
 # and timestamp headers) of each 1538 on the wire (Ethernet header, FCS, preamble, gap).
 TCP_PAYLOAD = 1448 / 1538
 PART_BYTES = 1 << 20
-FUSION_BYTES = 1 << 20
+FUSION_BYTES = 256 << 10
 COMPRESSION = {"none": (1.0, 1.0), "fp16": (0.5, 0.5), "bf16": (0.5, 0.5), "2bit": (1 / 16, 1.0)}
 
 
@@ -236,7 +236,7 @@ class ClusterJobs:
         return max(medians) / 1e3
 
 
-def validate(rates, hosts, cases):
+def validate(rates, hosts, cases, fusion_bytes):
     """Costs calibrated on 2 hosts of a netns cluster (unshaped), then real ps_worker jobs on
     `hosts` hosts with every link shaped to each rate, against the model's prediction for the
     same job (its link rate what iperf3 carries each way over the shaped link, both ways
@@ -271,9 +271,9 @@ def validate(rates, hosts, cases):
             print(f"  {rate}: iperf3 --bidir carries {goodput_bps / 1e9:.2f} Gbit/s each way "
                   f"({100 * goodput_bps / bits_per_second(rate):.0f}% of the rate)", flush=True)
             for tensors, tensor_bytes in cases:
-                measured = jobs.median_round(hosts, tensors, tensor_bytes, 15)
+                measured = jobs.median_round(hosts, tensors, tensor_bytes, 15, fusion_bytes)
                 j = Job(hosts, hosts, hosts, goodput_bps, cores_per_host=os.cpu_count(),
-                        shared_cores=True)
+                        shared_cores=True, fusion_bytes=fusion_bytes)
                 predicted, t_link, t_cpu = communication([tensor_bytes // 4] * tensors, j, costs)
                 rows.append((rate, tensors, tensor_bytes, measured, predicted, t_link, t_cpu))
                 print(f"  {rate:<7} {tensors:>5} x {tensor_bytes:>8} B: measured "
@@ -339,6 +339,8 @@ def main():
                         help="root: run real jobs on shaped netns hosts against the model")
     parser.add_argument("--rates", default="1gbit,10gbit", help="--validate's link rates")
     parser.add_argument("--hosts", type=int, default=3, help="--validate's hosts")
+    parser.add_argument("--small_only", action="store_true",
+                        help="--validate only the 1000 x 4 KiB jobs")
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--link", default="25gbit")
     parser.add_argument("--latency_us", type=float, default=10.0)
@@ -350,7 +352,8 @@ def main():
     parser.add_argument("--cores_per_host", type=float, default=16.0)
     parser.add_argument("--compression", default="none",
                         help="comma-separated: none, fp16, bf16, 2bit")
-    parser.add_argument("--fusion_bytes", type=int, default=FUSION_BYTES)
+    parser.add_argument("--fusion_bytes", type=int, default=FUSION_BYTES,
+                        help="the workers' (with --validate, the validated jobs')")
     parser.add_argument("--part_bytes", type=int, default=PART_BYTES)
     args = parser.parse_args()
     if args.costs:
@@ -363,8 +366,10 @@ def main():
     if args.validate:
         if os.geteuid() != 0:
             sys.exit("scaling_model: --validate needs root (network namespaces, tc)")
-        validate(args.rates.split(","), args.hosts,
-                 [(25, 4_000_000), (100, 1 << 20), (1000, 4096)])
+        cases = [(25, 4_000_000), (100, 1 << 20), (1000, 4096)]
+        if args.small_only:
+            cases = cases[2:]
+        validate(args.rates.split(","), args.hosts, cases, args.fusion_bytes)
         return
     if not args.calibrate:
         project(args, costs)

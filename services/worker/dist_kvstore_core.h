@@ -20,9 +20,9 @@
 
 namespace cohort {
 
-// Fused messages of up to 1 MiB (the default part size): docs/benchmarks.md, "Small tensors",
-// measured 64 KiB to 2 MiB.
-inline constexpr int64_t kDefaultFusionBytes = 1 << 20;
+// Fused messages of up to 256 KiB: docs/benchmarks.md, "Small tensors", measured 64 KiB to
+// 2 MiB on loopback and on a 1 Gbit/s link.
+inline constexpr int64_t kDefaultFusionBytes = 256 << 10;
 
 struct DistKVStoreOptions {
   int64_t part_bytes = 1 << 20;  // parameters are split into parts of at most this

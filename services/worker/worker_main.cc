@@ -28,7 +28,7 @@ ABSL_FLAG(int64_t, part_bytes, 0,
           "largest parameter part on the wire, in bytes (0: COHORT_PART_BYTES, else 1 MiB)");
 ABSL_FLAG(int64_t, fusion_bytes, -1,
           "parts smaller than this travel fused into messages of at most this many bytes; 0: "
-          "one part a message (-1: COHORT_FUSION_BYTES, else 1 MiB)");
+          "one part a message (-1: COHORT_FUSION_BYTES, else 256 KiB)");
 ABSL_FLAG(int64_t, fusion_wait_us, -1,
           "how long a small push may wait for others to fuse with, in microseconds; 0: never "
           "(-1: COHORT_FUSION_WAIT_US, else 1000)");
