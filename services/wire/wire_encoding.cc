@@ -1,5 +1,6 @@
 #include "services/wire/wire_encoding.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -19,7 +20,12 @@ constexpr char kTwoBitPrefix[] = "2bit:";
 // The x86 instructions that convert eight floats to and from F16 at once (F16C), where the CPU
 // has them; FloatToF16/F16ToFloat are the reference they are tested against.
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool has = [] {
+    unsigned eax, ebx, ecx, edx;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    // AVX's check includes the OS saving its registers; F16C is a CPUID bit of its own.
+    return __builtin_cpu_supports("avx") && (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 
