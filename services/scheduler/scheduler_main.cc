@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
@@ -160,7 +161,8 @@ int main(int argc, char** argv) {
     while (!ended.load()) {
       core.CheckLiveness();
       for (const std::string& notice : core.TakeNotices()) {
-        std::cerr << "scheduler: warning: " << notice << "\n";
+        // One write: notices come from more than one thread.
+        std::cerr << absl::StrCat("scheduler: warning: ", notice, "\n");
       }
       absl::SleepFor(absl::Milliseconds(100));
     }

@@ -65,7 +65,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   }
   absl::StatusOr<int> rank = core_->Register(r);
   for (const std::string& notice : core_->TakeNotices()) {
-    std::cerr << "scheduler: warning: " << notice << "\n";
+    // One write: notices come from more than one thread.
+    std::cerr << absl::StrCat("scheduler: warning: ", notice, "\n");
   }
   if (!rank.ok()) return ToGrpcStatus(rank.status());
   const JobSpec& spec = core_->spec();

@@ -42,9 +42,10 @@ class LaunchTest(LaunchTestCase):
 
     def test_metrics_targets_list_every_process_while_the_job_runs(self):
         targets = os.path.join(self.dir, "targets.json")
+        # The fake workers wait for the targets file: slow on a loaded machine, so more time.
         rc, lines, _ = self.run_launch("-n", "2", "-s", "1", f"--metrics_targets={targets}",
                                        "--baseline_images_per_second=250",
-                                       env={"FAKE_TARGETS": targets})
+                                       env={"FAKE_TARGETS": targets}, timeout=90)
         self.assertEqual(rc, 0, "\n".join(lines))
         self.assert_line(lines, f"launch: Prometheus targets of the job in {targets}")
         self.assert_line_starting(lines, "[scheduler] args: ")
