@@ -27,19 +27,12 @@ LENET_PARAMETERS = 61_706  # float32: conv1 6x1x5x5+6, conv2 16x6x5x5+16, fc 400
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ps import program, runfiles_root  # noqa: E402
+from bench_ps import bits_per_second, program, runfiles_root  # noqa: E402
 
 sys.path.insert(0, os.path.join(runfiles_root(), "tests"))
 sys.path.insert(0, os.path.join(runfiles_root(), "tools/launch"))
 from job_processes import kill_job  # noqa: E402
 from netns_cluster import Cluster  # noqa: E402
-
-
-def bits_per_second(rate):
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate)
-    if not m:
-        sys.exit(f"bench_multihost: error: rate {rate!r}: expected e.g. 1gbit or 100mbit")
-    return float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2]]
 
 
 def run_job(cluster, root, job_id, epochs, batch):

@@ -77,6 +77,14 @@ def iperf3_gbps(seconds, bidir=False, address="127.0.0.1", server_ns=(), client_
     sys.exit("bench_ps: error: iperf3 found no free port in 20 tries")
 
 
+def bits_per_second(rate):
+    """A tc-style rate ("1gbit", "100mbit", "25gbit") in bits per second."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate)
+    if not m:
+        sys.exit(f"error: rate {rate!r}: expected e.g. 1gbit or 100mbit")
+    return float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2]]
+
+
 RESULT = re.compile(r"ps_worker: rank (\d+) tensors (\d+) bytes (\d+) rounds (\d+) "
                     r"median_ms ([\d.]+) min_ms ([\d.]+) gbps ([\d.]+) checked (\d+)")
 

@@ -41,7 +41,8 @@ import tempfile
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ps import iperf3_gbps, program, run_job, runfiles_root  # noqa: E402
+from bench_ps import (WIRE_BYTES, bits_per_second, iperf3_gbps, program, run_job,  # noqa: E402
+                      runfiles_root)
 
 # The costs --validate measured on two netns hosts of this project's 2-core VM, 2026-11-25
 # (docs/benchmarks.md,
@@ -52,7 +53,8 @@ DEFAULT_COSTS = {"c_byte": 6.99e-10, "c_part": 1.35e-6, "c_msg": 7.23e-6, "rtt":
 TCP_PAYLOAD = 1448 / 1538
 PART_BYTES = 1 << 20
 FUSION_BYTES = 256 << 10
-COMPRESSION = {"none": (1.0, 1.0), "fp16": (0.5, 0.5), "bf16": (0.5, 0.5), "2bit": (1 / 16, 1.0)}
+# (pushed, pulled) bytes per F32 byte, by --gradient_compression.
+COMPRESSION = {mode: (push / 4, pull / 4) for mode, (push, pull) in WIRE_BYTES.items()}
 
 
 @dataclass
@@ -61,14 +63,6 @@ class Costs:
     c_part: float  # CPU seconds per part at one end
     c_msg: float   # CPU seconds per message at one end
     rtt: float     # one push+pull round trip of a small tensor, nothing else running (s)
-
-
-def bits_per_second(rate):
-    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-    for suffix, scale in units.items():
-        if rate.endswith(suffix):
-            return float(rate[: -len(suffix)]) * scale
-    sys.exit(f"scaling_model: error: rate {rate!r}: expected e.g. 1gbit or 25gbit")
 
 
 def model_elements(name):
@@ -191,12 +185,8 @@ def costs_from_rounds(cores, big, small, unfused, rtt):
 def calibrate():
     """Costs measured here: bench_ps jobs over mutual TLS on 127.0.0.1."""
     def median_round(workers, tensors, tensor_bytes, rounds, fusion=None):
-        if fusion is not None:
-            os.environ["COHORT_FUSION_BYTES"] = str(fusion)
-        try:
-            results = run_job(workers, workers, tensors, tensor_bytes, 5, rounds, tls=True)
-        finally:
-            os.environ.pop("COHORT_FUSION_BYTES", None)
+        env = {} if fusion is None else {"COHORT_FUSION_BYTES": str(fusion)}
+        results = run_job(workers, workers, tensors, tensor_bytes, 5, rounds, True, env)
         return max(r["median_ms"] for r in results) / 1e3
 
     return costs_from_rounds(os.cpu_count(), median_round(2, 100, 1 << 20, 10),
