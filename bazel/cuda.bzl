@@ -1,6 +1,6 @@
 """CUDA rules on the toolkit @local_cuda found (nvcc called by absolute path, nothing downloaded)."""
 
-load("@local_cuda//:defs.bzl", "NVCC", "cuda_compatible")
+load("@local_cuda//:defs.bzl", "NVCC", "cuda_compatible", "if_cuda")
 
 # target_compatible_with for CUDA targets: skipped by //... without a toolkit or with
 # --define=cuda=off.
@@ -8,6 +8,14 @@ CUDA_COMPAT = select({
     "@//bazel:cuda_off": ["@//bazel:incompatible"],
     "//conditions:default": cuda_compatible(),
 })
+
+# `targets` where CUDA targets build (a toolkit, and no --define=cuda=off), else none: for the
+# data of a program that uses a GPU build when there is one (the launcher's //services:worker_gpu).
+def if_cuda_built(targets):
+    return select({
+        "@//bazel:cuda_off": [],
+        "//conditions:default": if_cuda(targets),
+    })
 
 # Ampere (A100) and Hopper (H100/H200), plus PTX for newer GPUs.
 _ARCH = "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]"

@@ -120,7 +120,7 @@ ABSL_FLAG(std::string, shard_binary, "",
           "shard program; default: //services:shard from the launcher's runfiles");
 ABSL_FLAG(std::string, worker_binary, "",
           "worker program run with the flags after --; default: //services:worker from the "
-          "launcher's runfiles");
+          "launcher's runfiles, //services:worker_gpu when the flags name GPUs (--devices=gpu:0)");
 ABSL_FLAG(std::string, metrics_targets, "",
           "write the job's /metrics endpoints here as a Prometheus file_sd list (labels job, "
           "role, rank), e.g. deploy/prometheus/targets/job.json; removed when the job is over");
@@ -539,7 +539,8 @@ int main(int argc, char** argv) {
     o.worker_argv = args->worker_words;
   } else {
     absl::StatusOr<std::string> worker = cohort::launch::FindRoleBinary(
-        cohort::launch::Role::kWorker, absl::GetFlag(FLAGS_worker_binary), runfiles, o.working_dir);
+        cohort::launch::Role::kWorker, absl::GetFlag(FLAGS_worker_binary), runfiles, o.working_dir,
+        cohort::launch::WorkerBinaryName(args->worker_words));
     if (!worker.ok()) return fail(worker.status());
     o.worker_program = *worker;
     o.worker_argv = {*worker};

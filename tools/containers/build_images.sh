@@ -2,12 +2,13 @@
 # Builds Cohort's container images offline, one per role, and exports each as an OCI archive:
 #   tools/containers/build_images.sh [--out DIR] [--binaries DIR] [--gpu] [ROLE...]
 # Roles: scheduler shard worker prometheus (default: all four), worker-gpu (with --gpu: the
-# worker with the CUDA runtime, cuDNN and cuBLAS libraries from /usr/local/cuda). Each image is
+# worker built with the GPU backend, //services:worker_gpu, as /cohort/bin/worker, with the
+# cuDNN and cuBLAS libraries from /usr/local/cuda). Each image is
 # FROM scratch: the binaries, exactly the libraries they link (ldd), a non-root user (65532) and
 # /tmp; no registry is needed. An image whose inputs did not change is kept (label
 # cohort.inputs). Prints each image's size. Needs root, podman and runc (tools/install_deps.sh).
-# --binaries DIR: take scheduler, shard, worker and healthcheck from DIR (a test's runfiles)
-# instead of building them with Bazel.
+# --binaries DIR: take scheduler, shard, worker (worker_gpu) and healthcheck from DIR (a test's
+# runfiles) instead of building them with Bazel.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
@@ -34,11 +35,13 @@ source tools/containers/podman_env.sh
 if [[ -n "$binaries" ]]; then
   binary() { echo "$binaries/$1"; }
 else
-  bazel build --config=ci //services:scheduler //services:shard //services:worker \
-    //tools/containers:healthcheck >&2
+  targets=(//services:scheduler //services:shard //services:worker //tools/containers:healthcheck)
+  ((gpu == 0)) || targets+=(//services:worker_gpu)
+  bazel build --config=ci "${targets[@]}" >&2
   binary() {
     case "$1" in
       healthcheck) echo "$root/bazel-bin/tools/containers/healthcheck" ;;
+      worker_gpu) echo "$root/bazel-bin/services/worker/worker_gpu" ;;
       *) echo "$root/bazel-bin/services/$1/$1" ;;
     esac
   }
@@ -66,8 +69,10 @@ rootfs() {
   printf 'root:x:0:\ncohort:x:65532:\n' > "$rootfs/etc/group"
   case "$role" in
     scheduler|shard|worker|worker-gpu)
-      local binary="${role%-gpu}"
-      install -m 0755 "$(binary "$binary")" "$(binary healthcheck)" "$rootfs/cohort/bin/"
+      # The GPU worker goes in as /cohort/bin/worker: both worker images start the same way.
+      local binary="${role%-gpu}" built="${role/-/_}"
+      install -m 0755 "$(binary "$built")" "$rootfs/cohort/bin/$binary"
+      install -m 0755 "$(binary healthcheck)" "$rootfs/cohort/bin/"
       stage "$rootfs" "$rootfs/cohort/bin/$binary" "$rootfs/cohort/bin/healthcheck"
       ;;
     prometheus)

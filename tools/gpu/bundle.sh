@@ -4,8 +4,8 @@
 #
 #   tools/gpu/bundle.sh [TARGET...]
 #
-# Default targets: every test tagged gpu, //trainer/ops/cuda:gpu_info, //trainer/gpu:gpu_bench and
-# //trainer:train_gpu
+# Default targets: every test tagged gpu, //trainer/ops/cuda:gpu_info, //trainer/gpu:gpu_bench,
+# //trainer:train_gpu, and a job's programs (launch, scheduler, shard, worker_gpu)
 # (a default target that does not exist, or does not build, is skipped with a warning; a target
 # named on the command line must exist). Only cc_test/cc_binary executables are bundled.
 # Left out of lib/: glibc (every machine has its own) and the CUDA libraries the GPU machine's
@@ -19,7 +19,9 @@ out_dir=.gpu_bundle
 tarball=$out_dir/cohort-gpu.tar.xz
 # The device tool carries at most 64 MiB, the checkout included.
 max_bytes=$((56 * 1024 * 1024))
-DEFAULT_EXTRA=(//trainer/ops/cuda:gpu_info //trainer/gpu:gpu_bench //trainer:train_gpu)
+DEFAULT_EXTRA=(//trainer/ops/cuda:gpu_info //trainer/gpu:gpu_bench //trainer:train_gpu
+  //tools/launch:launch //services/scheduler:scheduler //services/shard:shard
+  //services/worker:worker_gpu)
 
 warn() { echo "bundle.sh: WARNING: $*" >&2; }
 die() { echo "bundle.sh: ERROR: $*" >&2; exit 1; }
@@ -114,7 +116,7 @@ for i in "${!cc_labels[@]}"; do
   elif [[ ${label##*:} == gpu_info ]]; then
     kind="tool"     # run first, without arguments
   else
-    kind="program"  # bundled to be run by hand (train_gpu)
+    kind="program"  # run by hand (train_gpu) or by run.sh's distributed job
   fi
   cp -L "$src" "$stage/bin/$name"
   chmod u+w,a+rx "$stage/bin/$name"

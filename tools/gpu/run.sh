@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the GPU bundle made by tools/gpu/bundle.sh on the GPU machine: gpu_info, every GPU test
-# binary, then gpu_bench and the PyTorch reference over the same configurations.
+# binary, a distributed job (scheduler, 2 shards, 1 worker on gpu:0; and one worker on every
+# GPU where there are several), then gpu_bench and the PyTorch reference over the same
+# configurations.
 #
 #   bash tools/gpu/run.sh [--tests-only | --bench-only] [--torch-compile] [--bundle FILE]
 #
@@ -8,7 +10,7 @@
 # that. Results go to $OUT (a temporary folder if unset): summary.txt and results.tar.gz (gtest
 # XML and every log), two files because $OUT takes few. Every step runs under a timeout and
 # within an overall budget, so one hang cannot use up the lease; failures are recorded, not fatal.
-# Environment: GPU_RUN_MODE=all|tests|bench, RUN_BUDGET_S (540), STEP_TIMEOUT_S (300),
+# Environment: GPU_RUN_MODE=all|tests|bench (tests includes the job), RUN_BUDGET_S (540), STEP_TIMEOUT_S (300),
 # BENCH_STEPS (40), BENCH_WARMUP (10), BUNDLE (the tarball).
 # Exit status: 0 when everything ran and passed, 1 otherwise.
 set -uo pipefail
@@ -106,6 +108,16 @@ for r in tests:
     total.update(c)
     out.append(f"{r['name']:<48} {c['passed']:>5} {c['failed']:>5} {c['skipped']:>5}  {note}")
 
+jobs = [r for r in rows if r["kind"] == "job"]
+if jobs:
+    out.append("")
+for r in jobs:
+    said = [l for l in tail(r["log"], 400) if l.startswith("[worker 0] Test top-1")]
+    out.append(f"job {r['name']} {r['config']}: {status(r['rc'])}"
+               + (f"; {said[-1][len('[worker 0] '):]}" if said else ""))
+    if r["rc"] != 0:
+        failed_logs.append(r)
+
 benches = [r for r in rows if r["kind"] == "bench"]
 bench_counts = collections.Counter()
 if benches:
@@ -151,6 +163,8 @@ if failed_logs:
 out.append("")
 if tools:
     out.append("tools: " + ", ".join(f"{r['name']} {status(r['rc'])}" for r in tools))
+if jobs:
+    out.append(f"jobs: {sum(r['rc'] == 0 for r in jobs)} ok of {len(jobs)}")
 if benches:
     out.append(f"benchmarks: {bench_counts['ok']} ok, {bench_counts['failed']} failed, {bench_counts['not run']} not run")
 out.append(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
@@ -158,7 +172,7 @@ text = "\n".join(out) + "\n"
 with open(summary_path, "w") as f:
     f.write(text)
 print("\n=== summary ===\n" + text, end="")
-ok = (total["failed"] == 0 and all(r["rc"] == 0 for r in tools)
+ok = (total["failed"] == 0 and all(r["rc"] == 0 for r in tools + jobs)
       and bench_counts["failed"] == 0 and bench_counts["not run"] == 0)
 sys.exit(0 if ok else 1)
 PY
@@ -320,6 +334,30 @@ if [[ $mode != bench ]]; then
     rm -rf "$TEST_TMPDIR"
   done
   unset TEST_TMPDIR
+fi
+
+# A distributed dist_sync job of the bundled programs, LeNet on synthetic images in bf16.
+bin_of() { awk -F'\t' -v l="$1" '$3 == l {print $1}' "$root/manifest.tsv"; }
+launch_bin=$(bin_of //tools/launch:launch)
+scheduler_bin=$(bin_of //services/scheduler:scheduler)
+shard_bin=$(bin_of //services/shard:shard)
+worker_bin=$(bin_of //services/worker:worker_gpu)
+if [[ $mode != bench ]]; then
+  if [[ -n $launch_bin && -n $scheduler_bin && -n $shard_bin && -n $worker_bin ]]; then
+    gpu_count=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    job_devices=(gpu:0)
+    ((gpu_count > 1)) && job_devices+=("gpu:$(seq -s, 0 $((gpu_count - 1)))")
+    for d in "${job_devices[@]}"; do
+      run_step job "dist_sync W1 S2" "$d" "$results/logs/job_${d//[:,]/_}.log" "" -- \
+        env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$launch_bin" -n 1 -s 2 \
+        --scheduler_binary="$root/bin/$scheduler_bin" --shard_binary="$root/bin/$shard_bin" \
+        --worker_binary="$root/bin/$worker_bin" -- \
+        --devices "$d" --precision bf16 --model lenet --dataset synthetic:1x28x28:10 \
+        --epochs 3 --batch_size 256 --output "$work/job_model.safetensors"
+    done
+  else
+    log "no job programs in the bundle: the distributed job does not run"
+  fi
 fi
 
 if [[ $mode != tests ]]; then

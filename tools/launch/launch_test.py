@@ -173,6 +173,30 @@ class LaunchTest(LaunchTestCase):
         self.assertEqual(rc, 2)
         self.assert_line_starting(lines, "launch: error: --worker_binary runs with the flags")
 
+    def test_gpu_devices_run_the_gpu_worker(self):
+        """--devices gpu:... picks //services:worker_gpu from the launcher's runfiles: it trains
+        where there is a GPU and says there is none where there is not; a build without the
+        CUDA toolkit has no such worker and says how to get one."""
+        runfiles = os.environ.get("RUNFILES_DIR", os.environ.get("TEST_SRCDIR", ""))
+        gpu_worker = os.path.join(runfiles, "cohort/services/worker/worker_gpu")
+        rc, lines, _ = self.run_launch(
+            "-n", "1", "-s", "1", fakes=False, timeout=90,
+            worker=["--devices", "gpu:0", "--model=lenet", "--dataset=synthetic:1x28x28:10",
+                    "--epochs=1", "--train_samples=256", "--batch_size=64",
+                    f"--output={self.dir}/model.safetensors"])
+        output = "\n".join(lines)
+        if not os.path.exists(gpu_worker):
+            self.assertEqual(rc, 1, output)
+            self.assert_line_starting(lines, "launch: error: cannot find the worker binary at ")
+            self.assertIn("build //services:worker_gpu", output)
+            return
+        started = next(l for l in lines if l.startswith(f"launch: job {self.job_id}: "))
+        self.assertIn("/services/worker/worker_gpu --devices gpu:0 ", started)
+        if rc != 0:
+            self.assertIn("GPU 0 is not available", output)
+            self.assert_line(lines, f"launch: job {self.job_id} failed (exit status 1)")
+        self.assert_job_gone()
+
     def test_bad_worker_flags_are_said_once_before_anything_starts(self):
         rc, lines, _ = self.run_launch("-n", "2", worker=["--bad_flags"])
         self.assertEqual(rc, 2, "\n".join(lines))

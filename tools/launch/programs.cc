@@ -3,7 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -25,15 +29,17 @@ std::string UserPath(const std::string& path, const std::string& user_dir) {
 
 absl::StatusOr<std::string> FindRoleBinary(Role role, const std::string& override_path,
                                            const std::vector<std::string>& runfiles_dirs,
-                                           const std::string& user_dir) {
+                                           const std::string& user_dir,
+                                           const std::string& binary) {
   const std::string name = RoleName(role);
+  const std::string file = binary.empty() ? name : binary;
   if (!override_path.empty()) {
     const std::string path = UserPath(override_path, user_dir);
     if (IsExecutableFile(path)) return path;
     return absl::NotFoundError(absl::StrCat("the ", name, " binary given by --", name, "_binary, ",
                                             path, ", is not an executable file"));
   }
-  const std::string relative = absl::StrCat("cohort/services/", name, "/", name);
+  const std::string relative = absl::StrCat("cohort/services/", name, "/", file);
   std::vector<std::string> tried;
   for (const std::string& dir : runfiles_dirs) {
     if (dir.empty()) continue;
@@ -44,7 +50,31 @@ absl::StatusOr<std::string> FindRoleBinary(Role role, const std::string& overrid
   return absl::NotFoundError(absl::StrCat(
       "cannot find the ", name, " binary at ",
       tried.empty() ? std::string("(no runfiles folder)") : absl::StrJoin(tried, " or "),
-      "; build //services:", name, " or pass --", name, "_binary"));
+      "; build //services:", file,
+      file == "worker_gpu" ? " (on a machine with the CUDA toolkit)" : "", " or pass --", name,
+      "_binary"));
+}
+
+std::string WorkerBinaryName(const std::vector<std::string>& words) {
+  bool gpu = false;  // the last --devices or --gpus counts, as for the flag parser
+  for (size_t i = 0; i < words.size(); ++i) {
+    absl::string_view word = words[i];
+    if (word == "--") break;
+    if (!absl::ConsumePrefix(&word, "--") && !absl::ConsumePrefix(&word, "-")) continue;
+    const size_t eq = word.find('=');
+    std::string name(word.substr(0, eq));
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (name != "devices" && name != "gpus") continue;
+    std::string value;
+    if (eq != absl::string_view::npos) {
+      value = std::string(word.substr(eq + 1));
+    } else if (i + 1 < words.size()) {
+      value = words[i + 1];
+    }
+    gpu = name == "gpus" || absl::StartsWith(value, "gpu") ||
+          (!value.empty() && absl::ascii_isdigit(value[0]));
+  }
+  return gpu ? "worker_gpu" : "worker";
 }
 
 bool IsUserProgram(const std::vector<std::string>& words) {

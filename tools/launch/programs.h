@@ -14,11 +14,17 @@ namespace cohort::launch {
 // launcher in its runfiles folder); an empty user_dir means the launcher's own.
 
 // A role's binary: `override_path` when given (the --<role>_binary flag), else the first of
-// `runfiles_dirs` that holds it at cohort/services/<role>/<role> (the launcher's runfiles carry
-// the role binaries). Errors name where it looked and how to fix it.
+// `runfiles_dirs` that holds it at cohort/services/<role>/<binary> (the launcher's runfiles
+// carry the role binaries; `binary` defaults to the role's name). Errors name where it looked
+// and how to fix it.
 absl::StatusOr<std::string> FindRoleBinary(Role role, const std::string& override_path,
                                            const std::vector<std::string>& runfiles_dirs,
-                                           const std::string& user_dir);
+                                           const std::string& user_dir,
+                                           const std::string& binary = "");
+
+// The worker binary that runs the worker flags `words`: "worker_gpu" (built with the GPU
+// backend) when they name GPUs (--devices=gpu..., --devices=0,1 or --gpus), else "worker".
+std::string WorkerBinaryName(const std::vector<std::string>& words);
 
 // Whether the words after the launcher's `--` are the user's own training program (the first
 // word is a program) rather than flags for the worker binary (none, or the first is a flag).

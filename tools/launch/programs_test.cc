@@ -54,6 +54,42 @@ TEST(FindRoleBinaryTest, OverrideIsRelativeToTheUsersDirectory) {
               HasSubstr("--worker_binary, /u/bin/none, is not an executable file"));
 }
 
+TEST(FindRoleBinaryTest, TheGpuWorkerSitsBesideTheWorker) {
+  const std::string path = MakeExecutable("g.runfiles/cohort/services/worker/worker_gpu");
+  auto found = FindRoleBinary(Role::kWorker, "", {TmpDir() + "/g.runfiles"}, "", "worker_gpu");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, path);
+  auto missing = FindRoleBinary(Role::kWorker, "", {"/nowhere/x.runfiles"}, "", "worker_gpu");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(std::string(missing.status().message()),
+            "cannot find the worker binary at "
+            "/nowhere/x.runfiles/cohort/services/worker/worker_gpu; build "
+            "//services:worker_gpu (on a machine with the CUDA toolkit) or pass --worker_binary");
+}
+
+TEST(WorkerBinaryNameTest, GpuDevicesPickTheGpuWorker) {
+  for (const std::vector<std::string>& words : std::vector<std::vector<std::string>>{
+           {"--devices", "gpu:0", "--precision", "bf16"},
+           {"--model=lenet", "--devices=gpu:0,1"},
+           {"-devices=gpu"},
+           {"--gpus", "0,1"},
+           {"--gpus=0"},
+           {"--devices=1,2"},
+           {"--devices=cpu", "--devices=gpu:0"}}) {
+    EXPECT_EQ(WorkerBinaryName(words), "worker_gpu") << words[0];
+  }
+  for (const std::vector<std::string>& words : std::vector<std::vector<std::string>>{
+           {},
+           {"--model=lenet"},
+           {"--devices", "cpu:2"},
+           {"--devices=cpu"},
+           {"--devices=gpu:0", "--devices=cpu"},
+           {"--output=gpu", "--data_dir", "0"},
+           {"--model=lenet", "--", "--devices=gpu:0"}}) {
+    EXPECT_EQ(WorkerBinaryName(words), "worker") << (words.empty() ? "(none)" : words[0]);
+  }
+}
+
 TEST(IsUserProgramTest, FlagsOrNothingMeanTheWorkerBinary) {
   EXPECT_FALSE(IsUserProgram({}));
   EXPECT_FALSE(IsUserProgram({"--model=lenet", "./x"}));

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/ops/cpu/onednn_backend.h"
 
@@ -20,21 +22,40 @@ GpuBackendFactory& GpuFactory() {
   return *factory;
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeGpuBackends(const std::string& devices,
-                                                                      Precision precision) {
-  const std::string list = devices == "gpu" ? "0" : devices.substr(4);
-  int index = 0;
-  if (!absl::SimpleAtoi(list, &index) || index < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--devices=", devices, ": expected gpu:I, one GPU per process (run one worker per GPU)"));
+// What follows "gpu:" (or the whole value, as --gpus gives it): distinct GPU indices in the
+// order their replicas take (replica 0 is evaluated and exported).
+absl::StatusOr<std::vector<int>> ParseGpuIndices(const std::string& devices,
+                                                 absl::string_view list) {
+  std::vector<int> indices;
+  for (absl::string_view word : absl::StrSplit(list, ',')) {
+    int index = 0;
+    if (!absl::SimpleAtoi(word, &index) || index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--devices=", devices, ": expected gpu:I or gpu:I,J,... with GPU indices (0, 1, ...)"));
+    }
+    if (std::find(indices.begin(), indices.end(), index) != indices.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--devices=", devices, ": GPU ", index, " is named twice; one replica per GPU"));
+    }
+    indices.push_back(index);
   }
+  return indices;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeGpuBackends(const std::string& devices,
+                                                                      absl::string_view list,
+                                                                      Precision precision) {
+  ASSIGN_OR_RETURN(const std::vector<int> indices, ParseGpuIndices(devices, list));
   if (!GpuFactory()) {
     return absl::UnimplementedError(absl::StrCat(
-        "--devices=", devices, ": this binary is built without the GPU backend; use "
-        "//trainer:train_gpu, or --devices=cpu"));
+        "--devices=", devices, ": this binary is built without the GPU backend; run its GPU "
+        "build (//trainer:train_gpu for the trainer, //services:worker_gpu for a job's workers, "
+        "which the launcher picks from --devices), or --devices=cpu"));
   }
   std::vector<std::unique_ptr<Backend>> backends;
-  ASSIGN_OR_RETURN(backends.emplace_back(), GpuFactory()(index, precision));
+  for (const int index : indices) {
+    ASSIGN_OR_RETURN(backends.emplace_back(), GpuFactory()(index, precision));
+  }
   return backends;
 }
 
@@ -49,8 +70,12 @@ bool RegisterGpuBackendFactory(GpuBackendFactory factory) {
 
 absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
     const std::string& devices, Precision precision) {
-  if (devices == "gpu" || absl::StartsWith(devices, "gpu:")) {
-    return MakeGpuBackends(devices, precision);
+  if (devices == "gpu") return MakeGpuBackends(devices, "0", precision);
+  if (absl::StartsWith(devices, "gpu:")) {
+    return MakeGpuBackends(devices, absl::string_view(devices).substr(4), precision);
+  }
+  if (!devices.empty() && absl::ascii_isdigit(devices[0])) {
+    return MakeGpuBackends(devices, devices, precision);  // --gpus 0,1
   }
   if (precision != Precision::kFp32) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -76,7 +101,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
     return backends;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--devices=", devices, ": expected cpu, cpu:N or gpu:I"));
+      absl::StrCat("--devices=", devices, ": expected cpu, cpu:N, gpu:I or gpu:I,J,..."));
 }
 
 }  // namespace cohort

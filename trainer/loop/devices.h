@@ -16,8 +16,10 @@ namespace cohort {
 //  - "cpu" (or "cpu:1"): one context on every core;
 //  - "cpu:N": N contexts, each running on a thread of its own with its share of the process's
 //    OpenMP threads (at least one), so a worker splits its local batch over them;
-//  - "gpu:I" (or "gpu", GPU 0): GPU I, computing in `precision`. Only in binaries built with
-//    the GPU backend (//trainer:train_gpu), which registers it; one GPU per process.
+//  - "gpu:I" (or "gpu", GPU 0): GPU I, computing in `precision`; "gpu:I,J,..." one context per
+//    GPU named, in that order, so a worker splits its local batch over them; a bare "I,J,..."
+//    is the same (what --gpus I,J gives, as MXNet's). Only in binaries built with the GPU
+//    backend (//trainer:train_gpu, //services:worker_gpu), which register it.
 // CPUs compute in fp32 only.
 absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
     const std::string& devices, Precision precision = Precision::kFp32);

@@ -45,15 +45,22 @@ TEST(DevicesTest, RefusesWhatItCannotRunNamingTheFlag) {
     EXPECT_EQ(backends.status().code(), absl::StatusCode::kInvalidArgument) << devices;
     EXPECT_NE(backends.status().message().find("--devices="), std::string::npos);
   }
-  // One GPU per process, named by its index.
-  for (const char* devices : {"gpu:0,1", "gpu:x", "gpu:-1"}) {
-    EXPECT_EQ(MakeDeviceBackends(devices).status().code(), absl::StatusCode::kInvalidArgument)
-        << devices;
+  // GPUs are named by distinct indices.
+  for (const char* devices : {"gpu:x", "gpu:-1", "gpu:", "gpu:0,", "gpu:0,,1", "0,x", "gpu:1,1"}) {
+    auto backends = MakeDeviceBackends(devices);
+    EXPECT_EQ(backends.status().code(), absl::StatusCode::kInvalidArgument) << devices;
+    EXPECT_NE(backends.status().message().find(std::string("--devices=") + devices),
+              std::string::npos);
   }
-  // A build without the GPU backend says which binary has it.
-  auto gpu = MakeDeviceBackends("gpu:0");
-  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(gpu.status().message().find("//trainer:train_gpu"), std::string::npos);
+  EXPECT_NE(MakeDeviceBackends("gpu:1,1").status().message().find("GPU 1 is named twice"),
+            std::string::npos);
+  // A build without the GPU backend says which binaries have it.
+  for (const char* devices : {"gpu", "gpu:0", "gpu:0,1", "0,1"}) {
+    auto gpu = MakeDeviceBackends(devices);
+    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented) << devices;
+    EXPECT_NE(gpu.status().message().find("//trainer:train_gpu"), std::string::npos);
+    EXPECT_NE(gpu.status().message().find("//services:worker_gpu"), std::string::npos);
+  }
   // CPUs compute in fp32.
   auto bf16 = MakeDeviceBackends("cpu", Precision::kBf16);
   EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
@@ -64,19 +71,30 @@ TEST(DevicesTest, RefusesWhatItCannotRunNamingTheFlag) {
 TEST(DevicesTest, GpuBackendsComeFromTheRegisteredFactory) {
   int asked_index = -1;
   Precision asked_precision = Precision::kFp32;
+  std::vector<int> asked_indices;
   RegisterGpuBackendFactory([&](int index, Precision precision) -> absl::StatusOr<std::unique_ptr<Backend>> {
     asked_index = index;
+    asked_indices.push_back(index);
     asked_precision = precision;
     auto cpu = MakeDeviceBackends("cpu");
     if (!cpu.ok()) return cpu.status();
     return std::move((*cpu)[0]);
   });
   auto backends = MakeDeviceBackends("gpu:3", Precision::kBf16);
-  RegisterGpuBackendFactory(nullptr);
   ASSERT_TRUE(backends.ok()) << backends.status();
   EXPECT_EQ(backends->size(), 1u);
   EXPECT_EQ(asked_index, 3);
   EXPECT_EQ(asked_precision, Precision::kBf16);
+  EXPECT_EQ(asked_indices, std::vector<int>({3}));
+  // Several GPUs: one backend each, in the order named (--gpus gives a bare list).
+  for (const char* devices : {"gpu:2,0,1", "2,0,1"}) {
+    asked_indices.clear();
+    auto several = MakeDeviceBackends(devices, Precision::kFp32);
+    ASSERT_TRUE(several.ok()) << devices << ": " << several.status();
+    EXPECT_EQ(several->size(), 3u) << devices;
+    EXPECT_EQ(asked_indices, std::vector<int>({2, 0, 1})) << devices;
+  }
+  RegisterGpuBackendFactory(nullptr);
   EXPECT_EQ(MakeDeviceBackends("gpu:0").status().code(), absl::StatusCode::kUnimplemented);
 }
 

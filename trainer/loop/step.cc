@@ -122,20 +122,19 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     gradients_ready_.assign(num_keys_, 0);
     pulls_.assign(num_keys_, 0);
     copied_.assign(replicas_.size(), std::vector<int64_t>(num_keys_, 0));
+    pull_targets_.assign(num_keys_, nullptr);
+    if (replicas_.size() > 1) {
+      reduced_.resize(num_keys_);
+      if (exchange_state_) state_scratch_ = Tensor(Shape{StateElements(*replicas_[0].model)});
+    }
     if (exchange_state_) {
       state_pushed_ = Tensor(Shape{StateElements(*replicas_[0].model)});
       state_pulled_ = Tensor(Shape{StateElements(*replicas_[0].model)});
     }
   }
   slices_.resize(replicas_.size());
-  std::vector<ParameterTensors> tensors;
-  for (Parameter* p : replicas_[0].model->parameters()) tensors.push_back({&p->value, &p->grad});
-  exchange_ = replicas_[0].backend != nullptr
-                  ? replicas_[0].backend->MakeParameterExchange(std::move(tensors))
-                  : MakeInPlaceExchange(std::move(tensors));
-  COHORT_CHECK(num_replicas() == 1 ||
-                   IsHostTensorOf(replicas_[0].model->parameters()[0]->value, DType::kF32),
-               "a replica on a device trains alone (one GPU per process)");
+  gradient_scales_.assign(replicas_.size(), 1.0f);
+  exchanges_.resize(replicas_.size());
   if (num_replicas() > 1) {
     for (int r = 1; r < num_replicas(); ++r) {
       CopyParameters(0, r);
@@ -145,6 +144,14 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
       if (replicas_[r].backend != nullptr) replicas_[r].backend->BindCallingThread();
     });
   }
+  // A device's exchange belongs to the device's thread (its events and buffers are made there).
+  ForEachReplica([this](int r) {
+    std::vector<ParameterTensors> tensors;
+    for (Parameter* p : replicas_[r].model->parameters()) tensors.push_back({&p->value, &p->grad});
+    exchanges_[r] = replicas_[r].backend != nullptr
+                        ? replicas_[r].backend->MakeParameterExchange(std::move(tensors))
+                        : MakeInPlaceExchange(std::move(tensors));
+  });
   if (!overlap_) return;
   for (int r = 0; r < num_replicas(); ++r) {
     Model* model = replicas_[r].model;
@@ -156,7 +163,6 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
 }
 
 StepRunner::~StepRunner() {
-  team_.reset();
   {
     // A failed step may leave exchanges in flight: the kvstore may still write into the
     // exchange's host values (a device's pinned buffers go with the exchange).
@@ -166,6 +172,8 @@ StepRunner::~StepRunner() {
     }
     if (state_in_flight_) kvstore_->Wait(state_key_).IgnoreError();
   }
+  ForEachReplica([this](int r) { exchanges_[r].reset(); });
+  team_.reset();
   if (!overlap_) return;
   for (const Replica& replica : replicas_) {
     replica.model->SetGradientReadyHook(nullptr);
@@ -185,46 +193,65 @@ void StepRunner::CopyState(int from, int to) {
   for (size_t s = 0; s < src.size(); ++s) dst[s].value->CopyFrom(*src[s].value);
 }
 
-void StepRunner::GradientReady(int r, int64_t key) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!status_.ok() || ++gradients_ready_[key] < num_replicas()) return;
-    gradients_ready_[key] = 0;
+void StepRunner::ForEachReplica(const std::function<void(int)>& fn) {
+  if (team_ == nullptr) {
+    fn(0);
+  } else {
+    team_->Run(fn);
   }
-  // Every replica is done with this gradient: nobody else touches it until the next step.
-  if (num_replicas() > 1) ReduceGradient(key);
-  exchange_->SendGradient(key);
+}
+
+void StepRunner::GradientReady(int r, int64_t key) {
   absl::MutexLock lock(&mu_);
+  if (!status_.ok()) return;
+  // Replica r is done with this gradient: nobody touches it until its next backward.
+  exchanges_[r]->SendGradient(key);
+  if (++gradients_ready_[key] < num_replicas()) return;
+  gradients_ready_[key] = 0;
   moving_.push_back(key);
   SendArrived(/*wait=*/false);
 }
 
+bool StepRunner::GradientArrived(int64_t key) {
+  for (const auto& exchange : exchanges_) {
+    if (!exchange->GradientArrived(key)) return false;
+  }
+  return true;
+}
+
 void StepRunner::SendArrived(bool wait) {
-  // The device's copies land in the order they were queued: stop at the first still moving.
+  // The devices' copies land in the order they were queued: stop at the first still moving.
   size_t sent = 0;
-  while (sent < moving_.size() && (wait || exchange_->GradientArrived(moving_[sent]))) {
+  while (sent < moving_.size() && (wait || GradientArrived(moving_[sent]))) {
     Send(moving_[sent++]);
   }
   moving_.erase(moving_.begin(), moving_.begin() + static_cast<std::ptrdiff_t>(sent));
 }
 
-void StepRunner::ReduceGradient(int64_t key) {
-  float* out = replicas_[0].model->parameters()[key]->grad.data<float>();
-  const int64_t n = replicas_[0].model->parameters()[key]->grad.numel();
+const Tensor& StepRunner::ReducedGradient(int64_t key) {
+  const Tensor& first = exchanges_[0]->HostGradient(key);
+  if (num_replicas() == 1) return first;
+  Tensor& out = reduced_[key];
+  out.Resize(first.shape());
+  float* sum = out.data<float>();
+  const int64_t n = first.numel();
+  const float* g0 = first.data<float>();
   const float w0 = slices_[0].weight;
-  for (int64_t i = 0; i < n; ++i) out[i] *= w0;
+  for (int64_t i = 0; i < n; ++i) sum[i] = g0[i] * w0;
   for (int r = 1; r < num_replicas(); ++r) {
-    const float* g = replicas_[r].model->parameters()[key]->grad.data<float>();
+    const float* g = exchanges_[r]->HostGradient(key).data<float>();
     const float w = slices_[r].weight;
-    for (int64_t i = 0; i < n; ++i) out[i] += w * g[i];
+    for (int64_t i = 0; i < n; ++i) sum[i] += w * g[i];
   }
+  return out;
 }
 
 void StepRunner::Send(int64_t key) {
   if (!status_.ok()) return;
   // Waiting for a device's gradient is its backward, not communication: timed from here.
-  const Tensor& grad = exchange_->HostGradient(key);
-  Tensor* value = exchange_->HostValue(key);
+  const Tensor& grad = ReducedGradient(key);
+  Tensor* value = exchanges_[0]->HostValue(key);
+  pull_targets_[key] = value;
   const auto start = Clock::now();
   status_ = kvstore_->PushPull(key, grad, value);
   in_flight_[key] = status_.ok();
@@ -245,13 +272,13 @@ void StepRunner::Receive(int r, int64_t key) {
     // The kvstore's values are F32, whatever the replica stores.
     pulled_bytes_ += static_cast<int64_t>(
         replicas_[0].model->parameters()[key]->value.numel() * sizeof(float));
-    exchange_->ReceiveValue(key);
   }
-  // The kvstore wrote replica 0's value; the others copy it once per pull.
-  if (r == 0 || copied_[r][key] == pulls_[key]) return;
+  // The kvstore wrote replica 0's host value; each replica takes it once per pull, on its own
+  // thread (a device's upload is queued there).
+  if (copied_[r][key] == pulls_[key]) return;
   copied_[r][key] = pulls_[key];
-  replicas_[r].model->parameters()[key]->value.CopyFrom(
-      replicas_[0].model->parameters()[key]->value);
+  if (r > 0) exchanges_[r]->HostValue(key)->CopyFrom(*pull_targets_[key]);
+  exchanges_[r]->ReceiveValue(key);
 }
 
 void StepRunner::SendState() {
@@ -259,14 +286,12 @@ void StepRunner::SendState() {
   float* mean = state_pushed_.data<float>();
   PackState(*replicas_[0].model, mean);
   if (num_replicas() > 1) {
-    // Further replicas live on the host (checked at construction): summed in replica order.
+    // Summed in replica order.
+    const int64_t n = state_pushed_.numel();
     for (int r = 1; r < num_replicas(); ++r) {
-      float* m = mean;
-      for (const StateTensor& t : replicas_[r].model->state()) {
-        const float* v = t.value->data<float>();
-        for (int64_t i = 0; i < t.value->numel(); ++i) m[i] += v[i];
-        m += t.value->numel();
-      }
+      float* v = state_scratch_.data<float>();
+      PackState(*replicas_[r].model, v);
+      for (int64_t i = 0; i < n; ++i) mean[i] += v[i];
     }
     const float scale = 1.0f / static_cast<float>(num_replicas());
     for (float& v : state_pushed_.span<float>()) v *= scale;
@@ -297,6 +322,10 @@ double StepRunner::CommSecondsSoFar() {
 void StepRunner::RunReplica(int r, const Tensor& images, const Tensor& labels) {
   const Replica& replica = replicas_[r];
   Slice& slice = slices_[r];
+  if (const float scale = exchanges_[r]->BeginStep(); scale != gradient_scales_[r]) {
+    replica.loss->set_gradient_scale(scale);
+    gradient_scales_[r] = scale;
+  }
   const auto start = Clock::now();
   const double comm_before = CommSecondsSoFar();
   slice.loss = replica.loss->Forward(replica.model->Forward(Mode::kTrain, images), labels);
@@ -327,10 +356,6 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     for (int& ready : gradients_ready_) ready = 0;
     ReceiveState();  // the last step's statistics, before this step's forward updates them
   }
-  if (const float scale = exchange_->BeginStep(); scale != gradient_scale_) {
-    replicas_[0].loss->set_gradient_scale(scale);
-    gradient_scale_ = scale;
-  }
   if (num_replicas() == 1) {
     slices_[0].weight = 1;
     RunReplica(0, images, labels);
@@ -346,9 +371,9 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     team_->Run([this](int r) { RunReplica(r, slices_[r].images, slices_[r].labels); });
   }
   if (!overlap_) {
-    for (int64_t k = num_keys_ - 1; k >= 0; --k) {
-      for (int r = 0; r < num_replicas(); ++r) GradientReady(r, k);
-    }
+    ForEachReplica([this](int r) {
+      for (int64_t k = num_keys_ - 1; k >= 0; --k) GradientReady(r, k);
+    });
   }
   {
     // The gradients still on their way from a device; the wait for its backward to finish
@@ -364,9 +389,9 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
         std::max(0.0, SecondsSince(start) - (CommSecondsSoFar() - comm_before));
   }
   if (!overlap_) {
-    for (int64_t k = 0; k < num_keys_; ++k) {
-      for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
-    }
+    ForEachReplica([this](int r) {
+      for (int64_t k = 0; k < num_keys_; ++k) Receive(r, k);
+    });
     absl::MutexLock lock(&mu_);
     ReceiveState();
   }
@@ -388,9 +413,9 @@ absl::Status StepRunner::WaitForParameters() {
     absl::MutexLock lock(&mu_);
     status_ = absl::OkStatus();
   }
-  for (int64_t k = 0; k < num_keys_; ++k) {
-    for (int r = 0; r < num_replicas(); ++r) Receive(r, k);
-  }
+  ForEachReplica([this](int r) {
+    for (int64_t k = 0; k < num_keys_; ++k) Receive(r, k);
+  });
   absl::MutexLock lock(&mu_);
   ReceiveState();
   return status_;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -72,9 +73,11 @@ struct Trained {
   double last_loss = 0;
   std::vector<StepResult> steps;
   int64_t parameter_bytes = 0;
+  Values first_pushes;  // by key: the gradient the first step pushed
 };
 
-// The local store, with every Wait taking `wait` longer: a slow network.
+// The local store, with every Wait taking `wait` longer: a slow network. Keeps the first
+// gradient pushed to each key.
 class SlowWaitKVStore : public KVStore {
  public:
   SlowWaitKVStore(std::unique_ptr<KVStore> inner, absl::Duration wait)
@@ -90,6 +93,10 @@ class SlowWaitKVStore : public KVStore {
     return inner_->InitAuxiliary(key, value);
   }
   absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override {
+    if (static_cast<size_t>(key) >= first_pushes_.size()) first_pushes_.resize(key + 1);
+    if (first_pushes_[key].empty()) {
+      first_pushes_[key].assign(grad.data<float>(), grad.data<float>() + grad.numel());
+    }
     return inner_->PushPull(key, grad, out);
   }
   absl::Status Wait(int64_t key) override {
@@ -99,10 +106,12 @@ class SlowWaitKVStore : public KVStore {
   absl::Status Push(int64_t key, const Tensor& grad) override { return inner_->Push(key, grad); }
   absl::Status Pull(int64_t key, Tensor* out) override { return inner_->Pull(key, out); }
   absl::Status Barrier() override { return absl::OkStatus(); }
+  const Values& first_pushes() const { return first_pushes_; }
 
  private:
   std::unique_ptr<KVStore> inner_;
   const absl::Duration wait_;
+  Values first_pushes_;
 };
 
 // What a HostCopyExchange moved; outlives the exchange and the runner that owns it.
@@ -159,6 +168,7 @@ class ExchangingBackend final : public Backend {
   ExchangingBackend(Backend* inner, ExchangeCounts* counts) : inner_(inner), counts_(counts) {}
   absl::string_view name() const override { return inner_->name(); }
   DType dtype() const override { return inner_->dtype(); }
+  void BindCallingThread() override { inner_->BindCallingThread(); }
   std::unique_ptr<ParameterExchange> MakeParameterExchange(
       std::vector<ParameterTensors> params) override {
     return std::make_unique<HostCopyExchange>(std::move(params), counts_);
@@ -182,24 +192,24 @@ class ExchangingBackend final : public Backend {
 };
 
 // Trains `model` on every batch with the local kvstore (SGD with momentum and weight decay)
-// over the device contexts `devices` names (with counts, through an ExchangingBackend).
+// over the device contexts `devices` names (with counts, each through an ExchangingBackend).
 absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& devices,
                               const std::vector<Batch>& batches, bool overlap,
                               absl::Duration wait = absl::ZeroDuration(),
                               ExchangeCounts* counts = nullptr) {
   auto backends = MakeDeviceBackends(devices);
   if (!backends.ok()) return backends.status();
-  Backend* exchanging = nullptr;
+  std::vector<std::unique_ptr<Backend>> wrappers;
   if (counts != nullptr) {
-    backends->push_back(std::make_unique<ExchangingBackend>((*backends)[0].get(), counts));
-    exchanging = backends->back().get();
+    for (auto& inner : *backends) {
+      wrappers.push_back(std::make_unique<ExchangingBackend>(inner.get(), counts));
+    }
   }
   std::vector<std::unique_ptr<Model>> models;
   std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
   std::vector<Replica> replicas;
-  for (auto& owned : *backends) {
+  for (auto& owned : counts != nullptr ? wrappers : *backends) {
     Backend* backend = owned.get();
-    if (exchanging != nullptr && backend != exchanging) continue;  // served by the wrapper
     auto model = model_name == "conv_bn"
                      ? ConvBnNet(backend)
                      : BuildModel(model_name, backend, Shape{1, 28, 28}, kClasses);
@@ -212,8 +222,9 @@ absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& 
   }
   auto local = CreateKVStore("local");
   if (!local.ok()) return local.status();
-  absl::StatusOr<std::unique_ptr<KVStore>> kv =
-      std::make_unique<SlowWaitKVStore>(std::move(*local), wait);
+  auto owned_kv = std::make_unique<SlowWaitKVStore>(std::move(*local), wait);
+  const SlowWaitKVStore& recorder = *owned_kv;
+  absl::StatusOr<std::unique_ptr<KVStore>> kv = std::move(owned_kv);
   OptimizerSpec spec;
   spec.optimizer_options = {0.9, 1e-4};
   spec.lr_schedule.base_lr = 0.05;
@@ -228,6 +239,7 @@ absl::StatusOr<Trained> Train(const std::string& model_name, const std::string& 
     out.steps.push_back(*step);
   }
   for (Tensor* t : ParameterValues(*models[0])) out.parameter_bytes += t->nbytes();
+  out.first_pushes = recorder.first_pushes();
   if (absl::Status s = runner.WaitForParameters(); !s.ok()) return s;
   for (const auto& m : models) {
     out.parameters.push_back(Copy(ParameterValues(*m)));
@@ -340,6 +352,82 @@ TEST_P(ExchangeTest, TrainsAsTheHostParametersDo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Overlap, ExchangeTest, ::testing::Bool());
+
+class DeviceReplicasTest : public ::testing::TestWithParam<bool> {};  // overlap or not
+
+// Several replicas on devices (--devices gpu:0,1, played by host-copy exchanges that scale the
+// loss differently every step and poison the models' own gradients): the host gradients are
+// reduced in replica order and the pulled values copied into every replica, bit for bit what
+// the same replicas do on the host (--devices cpu:2, in place), batch-norm statistics included.
+// An odd batch (17 + 16 rows) checks the weights.
+TEST_P(DeviceReplicasTest, EqualTheSameReplicasOnTheHost) {
+  std::vector<Batch> batches = MakeBatches(33);
+  batches.resize(5);
+  for (const char* model : {"lenet", "conv_bn"}) {
+    auto host = Train(model, "cpu:2", batches, GetParam());
+    ASSERT_TRUE(host.ok()) << host.status();
+    ExchangeCounts counts;
+    auto device = Train(model, "cpu:2", batches, GetParam(), absl::ZeroDuration(), &counts);
+    ASSERT_TRUE(device.ok()) << device.status();
+    EXPECT_EQ(counts.made, 2) << model;
+    const int keys = static_cast<int>(host->parameters[0].size());
+    EXPECT_EQ(counts.sent, 2 * 5 * keys) << model;  // every replica's gradient goes down
+    EXPECT_EQ(counts.received, 2 * 5 * keys) << model;  // every replica takes every value
+    ASSERT_EQ(device->parameters.size(), 2u);
+    EXPECT_EQ(device->parameters[0], host->parameters[0]) << model;
+    EXPECT_EQ(device->parameters[1], host->parameters[0]) << model;
+    EXPECT_EQ(device->state, host->state) << model;
+    EXPECT_EQ(device->last_loss, host->last_loss) << model;
+    // One push per key, of the reduced gradient.
+    EXPECT_EQ(device->steps.back().pushed_bytes, host->steps.back().pushed_bytes) << model;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, DeviceReplicasTest, ::testing::Bool());
+
+// What the replicas push is each slice's gradient, as one replica computes it alone from the
+// same weights on a context of the same threads, summed in replica order with the slices'
+// weights: g0 · 17/33 + g1 · 16/33, bit for bit.
+TEST(StepRunnerTest, PushesTheSliceGradientsSummedInReplicaOrder) {
+  std::vector<Batch> batches = MakeBatches(33);
+  batches.resize(1);
+  ExchangeCounts counts;
+  auto device = Train("lenet", "cpu:2", batches, true, absl::ZeroDuration(), &counts);
+  ASSERT_TRUE(device.ok()) << device.status();
+
+  auto backends = MakeDeviceBackends("cpu:2");
+  ASSERT_TRUE(backends.ok()) << backends.status();
+  const int64_t rows[2] = {17, 16};
+  std::vector<Values> slice_grads(2);
+  int64_t first = 0;
+  for (int r = 0; r < 2; ++r) {
+    Tensor images, labels;
+    CopyRows(batches[0].images, first, rows[r], &images);
+    CopyRows(batches[0].labels, first, rows[r], &labels);
+    first += rows[r];
+    std::thread([&, r] {  // a thread of its own, as the runner's replicas
+      Backend* backend = (*backends)[r].get();
+      backend->BindCallingThread();
+      auto model = BuildModel("lenet", backend, Shape{1, 28, 28}, kClasses);
+      ASSERT_TRUE(model.ok()) << model.status();
+      (*model)->InitParameters(42);  // the first replica's weights, which every replica starts from
+      SoftmaxCrossEntropyLoss loss(backend);
+      loss.Forward((*model)->Forward(Mode::kTrain, images), labels);
+      (*model)->Backward(loss.Backward());
+      for (Parameter* p : (*model)->parameters()) slice_grads[r].push_back(Copy({&p->grad})[0]);
+    }).join();
+  }
+  const float w0 = 17.0f / 33.0f, w1 = 16.0f / 33.0f;
+  ASSERT_EQ(device->first_pushes.size(), slice_grads[0].size());
+  for (size_t k = 0; k < slice_grads[0].size(); ++k) {
+    std::vector<float> want(slice_grads[0][k].size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      want[i] = slice_grads[0][k][i] * w0;
+      want[i] += w1 * slice_grads[1][k][i];
+    }
+    EXPECT_EQ(device->first_pushes[k], want) << "key " << k;
+  }
+}
 
 TEST(StepRunnerTest, RefusesABatchSmallerThanTheContexts) {
   const std::vector<Batch> batches = MakeBatches(1);
