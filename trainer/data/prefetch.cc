@@ -21,8 +21,8 @@ BatchPrefetcher::BatchPrefetcher(const ImageDataset& data, const Normalization& 
   const Shape& s = data.sample_shape;
   ring_.resize(static_cast<size_t>(options.depth));
   for (Batch& b : ring_) {
-    b.images.Resize(Shape{options.batch_size, s[0], s[1], s[2]});
-    b.labels.Resize(Shape{options.batch_size});
+    b.images = Tensor(Shape{options.batch_size, s[0], s[1], s[2]}, DType::kF32, options.allocator);
+    b.labels = Tensor(Shape{options.batch_size}, DType::kI32, options.allocator);
   }
   producer_ = std::thread([this] { Produce(); });
 }

@@ -36,6 +36,8 @@ struct PrefetchOptions {
   int64_t end_epoch = 1;
   // Batch buffers in the ring: the one the consumer holds and depth − 1 assembled ahead.
   int depth = 2;
+  // Where they live: pinned host memory, for a GPU to upload from without a staging copy.
+  Allocator* allocator = CpuAllocator();
 };
 
 // Assembles one rank's training batches on a background thread, exactly as GatherBatch

@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/synthetic.h"
@@ -89,6 +90,43 @@ TEST(PrefetchTest, StartsAtAnyEpochAndStep) {
   const Batch& first = prefetcher.Next();
   EXPECT_EQ(first.epoch, 3);
   EXPECT_EQ(first.step, 4);
+}
+
+// Host memory that remembers what it handed out (as a GPU backend's pinned allocator would).
+class RecordingAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::Cpu(); }
+  void* Allocate(size_t bytes) override {
+    void* p = CpuAllocator()->Allocate(bytes);
+    absl::MutexLock lock(&mu_);
+    handed_out_.insert(p);
+    return p;
+  }
+  void Free(void* ptr) override { CpuAllocator()->Free(ptr); }
+  bool HandedOut(const void* p) {
+    absl::MutexLock lock(&mu_);
+    return handed_out_.count(p) > 0;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::set<const void*> handed_out_ ABSL_GUARDED_BY(mu_);
+};
+
+// The batches are assembled in the allocator's memory (pinned, for a GPU to upload from).
+TEST(PrefetchTest, BatchesLiveInTheGivenAllocatorsMemory) {
+  const ImageDataset d = MakeSyntheticDataset(Shape{1, 6, 6}, 4, 100, 6, "d");
+  RecordingAllocator pinned;
+  PrefetchOptions o = Options(2);
+  o.allocator = &pinned;
+  o.end_epoch = 1;
+  ExpectSynchronousSequence(d, ComputeNormalization(d), o);
+  BatchPrefetcher prefetcher(d, ComputeNormalization(d), o);
+  for (int i = 0; i < 3; ++i) {
+    const Batch& b = prefetcher.Next();
+    EXPECT_TRUE(pinned.HandedOut(b.images.raw())) << i;
+    EXPECT_TRUE(pinned.HandedOut(b.labels.raw())) << i;
+  }
 }
 
 TEST(PrefetchTest, EmptyRangeProducesNothing) {

@@ -133,6 +133,13 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     }
   }
   slices_.resize(replicas_.size());
+  for (int r = 0; r < num_replicas(); ++r) {
+    // Each replica uploads its slice from where its backend reads fastest (pinned, for a GPU).
+    Allocator* host = replicas_[r].backend != nullptr ? replicas_[r].backend->host_allocator()
+                                                      : CpuAllocator();
+    slices_[r].images = Tensor(Shape{0}, DType::kF32, host);
+    slices_[r].labels = Tensor(Shape{0}, DType::kI32, host);
+  }
   gradient_scales_.assign(replicas_.size(), 1.0f);
   exchanges_.resize(replicas_.size());
   if (num_replicas() > 1) {
@@ -370,16 +377,16 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     }
     team_->Run([this](int r) { RunReplica(r, slices_[r].images, slices_[r].labels); });
   }
-  if (!overlap_) {
-    ForEachReplica([this](int r) {
-      for (int64_t k = num_keys_ - 1; k >= 0; --k) GradientReady(r, k);
-    });
-  }
   {
-    // The gradients still on their way from a device; the wait for its backward to finish
-    // counts as backward.
+    // The gradients still on their way from a device (not overlapped: all of them); the wait
+    // for its backward to finish, and the reduction, count as backward.
     const auto start = Clock::now();
     const double comm_before = CommSecondsSoFar();
+    if (!overlap_) {
+      ForEachReplica([this](int r) {
+        for (int64_t k = num_keys_ - 1; k >= 0; --k) GradientReady(r, k);
+      });
+    }
     {
       absl::MutexLock lock(&mu_);
       SendArrived(/*wait=*/true);

@@ -117,6 +117,8 @@ class SlowWaitKVStore : public KVStore {
 // What a HostCopyExchange moved; outlives the exchange and the runner that owns it.
 struct ExchangeCounts {
   int made = 0, sent = 0, received = 0;
+  // How long HostGradient takes: the device still finishing backward and the copy down.
+  absl::Duration landing = absl::ZeroDuration();
 };
 
 // A device's exchange, played on the host: gradients are copied to host buffers (and the
@@ -146,7 +148,10 @@ class HostCopyExchange final : public ParameterExchange {
     ++counts_->sent;
   }
   bool GradientArrived(int64_t key) override { return ++looks_[key] > 1; }
-  const Tensor& HostGradient(int64_t key) override { return grads_[key]; }
+  const Tensor& HostGradient(int64_t key) override {
+    absl::SleepFor(counts_->landing);
+    return grads_[key];
+  }
   Tensor* HostValue(int64_t key) override { return &values_[key]; }
   void ReceiveValue(int64_t key) override {
     params_[key].value->CopyFrom(values_[key]);
@@ -352,6 +357,22 @@ TEST_P(ExchangeTest, TrainsAsTheHostParametersDo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Overlap, ExchangeTest, ::testing::Bool());
+
+// Waiting for a device's gradient to land is the device's backward, not communication: a GPU
+// worker's Comm% counts only the time in kvstore calls.
+TEST_P(ExchangeTest, DeviceWaitsCountAsBackwardNotCommunication) {
+  std::vector<Batch> batches = MakeBatches(8);
+  batches.resize(3);
+  ExchangeCounts counts;
+  counts.landing = absl::Milliseconds(10);
+  auto run = Train("lenet", "cpu", batches, GetParam(), absl::ZeroDuration(), &counts);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const double landing = 0.010 * static_cast<double>(run->parameters[0].size());
+  for (size_t s = 0; s < run->steps.size(); ++s) {
+    EXPECT_GE(run->steps[s].backward_seconds, 0.9 * landing) << "step " << s;
+    EXPECT_LT(run->steps[s].push_seconds, 0.5 * landing) << "step " << s;
+  }
+}
 
 class DeviceReplicasTest : public ::testing::TestWithParam<bool> {};  // overlap or not
 

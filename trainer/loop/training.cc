@@ -294,6 +294,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
         "--batch_size=", options.batch_size, " cannot be split over the ", backends.size(),
         " device contexts of --devices=", options.devices));
   }
+  // This thread evaluates and exports the first replica: on a GPU, from that GPU (the last one
+  // made is current).
+  if (backends[0]->allocator()->device().kind != Device::Kind::kCpu) {
+    backends[0]->BindCallingThread();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, make_kvstore(options.kv_store));
   Normalization norm;
   ASSIGN_OR_RETURN(const TrainTestData data,
@@ -388,6 +393,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
     prefetch.first_epoch = from / plan.steps_per_epoch;
     prefetch.first_step = from % plan.steps_per_epoch;
     prefetch.end_epoch = options.epochs;
+    prefetch.allocator = replicas.backends[0]->host_allocator();
     BatchPrefetcher batches(data.train, norm, prefetch);
     StepRunner runner(replicas.views, kvstore.get(), options.overlap);
     const EpochLoop loop{options, &runner, &batches, &plan.schedule, lead ? &progress : nullptr,

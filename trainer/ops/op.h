@@ -108,6 +108,9 @@ class Backend {
   virtual absl::string_view name() const = 0;
   virtual DType dtype() const = 0;
   virtual Allocator* allocator() const { return CpuAllocator(); }
+  // Host memory this backend's uploads read straight from (pinned, for a GPU): where the
+  // batches it trains on are assembled.
+  virtual Allocator* host_allocator() const { return CpuAllocator(); }
   // Prepares the calling thread to run this backend's ops: a worker with several device
   // contexts runs each on a thread of its own (its share of the CPU cores, or its GPU).
   virtual void BindCallingThread() {}

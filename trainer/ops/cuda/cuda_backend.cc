@@ -810,6 +810,7 @@ CudaBackend::~CudaBackend() {
 
 DType CudaBackend::dtype() const { return shared_->dtype; }
 Allocator* CudaBackend::allocator() const { return shared_->ctx->allocator(); }
+Allocator* CudaBackend::host_allocator() const { return PinnedAllocator(); }
 void CudaBackend::BindCallingThread() { shared_->ctx->MakeCurrent(); }
 const CudaBackendOptions& CudaBackend::options() const { return shared_->options; }
 CudaContext* CudaBackend::context() const { return shared_->ctx.get(); }

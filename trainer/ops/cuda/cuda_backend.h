@@ -35,6 +35,7 @@ class CudaBackend final : public Backend {
   absl::string_view name() const override { return "cudnn"; }
   DType dtype() const override;
   Allocator* allocator() const override;
+  Allocator* host_allocator() const override;
   void BindCallingThread() override;
   // Host batches go up through pinned memory on the copy stream (straight from the caller's
   // buffer when it is pinned: the caller leaves it untouched until the step's loss is read),
