@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A/B of two sets of worker flags on the same local job (launch -n W -s S), alternated in one
-# sitting: each run's epoch time, images/sec and rank 0's mean Comm%.
+# sitting: each run's epoch time, images/sec and rank 0's mean Comm%. Leading NAME=VALUE words
+# of a set are the launcher's environment instead (e.g. "OMP_WAIT_POLICY=passive").
 #   tools/bench/ab_job.sh "--fusion_bytes=0" "" 3 -- --model resnet20 \
 #       --dataset synthetic-cifar10 --train_samples 10240 --epochs 1
 # Environment: W, S (default 2 and 2); LAUNCH (default bazel-bin/tools/launch/launch).
@@ -10,9 +11,12 @@ shift 3
 [ "${1:-}" = "--" ] && shift
 common=("$@")
 launch=${LAUNCH:-bazel-bin/tools/launch/launch}
-run() {  # FLAGS: "s/epoch img/s Comm%" of rank 0
-  # shellcheck disable=SC2086
-  "$launch" -n "${W:-2}" -s "${S:-2}" -- "${common[@]}" --output= $1 2>&1 | awk '
+run() {  # [NAME=VALUE...] FLAGS: "s/epoch img/s Comm%" of rank 0
+  local env=() flags=() word
+  for word in $1; do
+    if [[ ${#flags[@]} -eq 0 && $word =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; then env+=("$word"); else flags+=("$word"); fi
+  done
+  env "${env[@]}" "$launch" -n "${W:-2}" -s "${S:-2}" -- "${common[@]}" --output= "${flags[@]}" 2>&1 | awk '
     /\[worker 0\] +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.e-]+ +[0-9.]+$/ { comm += $NF; rows++ }
     /\[worker 0\] Test top-1/ { for (i = 1; i <= NF; i++) { if ($i == "s/epoch,") t = $(i-1); if ($i == "img/s") v = $(i-1) } }
     END { printf "%s s/epoch %s img/s Comm%% %.1f\n", t, v, rows ? comm / rows : 0 }'

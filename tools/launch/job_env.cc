@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -11,6 +12,19 @@ namespace cohort::launch {
 namespace {
 
 absl::string_view NameOf(absl::string_view entry) { return entry.substr(0, entry.find('=')); }
+
+// OMP_NUM_THREADS as `env` sets it (a number; 0: not set, or not a number).
+int UsersThreads(const std::vector<std::string>& env) {
+  for (const std::string& entry : env) {
+    if (NameOf(entry) != "OMP_NUM_THREADS") continue;
+    int threads = 0;
+    return absl::SimpleAtoi(absl::string_view(entry).substr(entry.find('=') + 1), &threads) &&
+                   threads > 0
+               ? threads
+               : 0;
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -47,10 +61,18 @@ std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
   }
   if (!spec.metrics_bind.empty()) set["COHORT_METRICS_BIND"] = spec.metrics_bind;
   if (!spec.metrics_port_file.empty()) set["COHORT_METRICS_PORT_FILE"] = spec.metrics_port_file;
-  std::map<std::string, std::string> defaults = {{"OMP_WAIT_POLICY", "passive"}};
+  std::map<std::string, std::string> defaults;
   if (spec.role != Role::kWorker) {
     defaults["OMP_NUM_THREADS"] = "1";
+  } else if (const int threads = UsersThreads(base); threads > 0) {
+    // More compute threads than cores (or cores unknown): OpenMP threads that spin while they
+    // wait would take the cores from the threads doing work.
+    if (spec.cores == 0 || threads * spec.num_workers > spec.cores) {
+      defaults["OMP_WAIT_POLICY"] = "passive";
+    }
   } else if (spec.cores > 0) {
+    // Threads that fit the cores keep OpenMP's own policy (spin briefly, then sleep): sleeping
+    // at once between parallel regions makes every region wait for its threads to wake.
     defaults["OMP_NUM_THREADS"] =
         absl::StrCat(std::max(1, spec.cores / std::max(1, spec.num_workers)));
   }

@@ -37,9 +37,11 @@ struct JobEnvSpec {
 //   COHORT_TOKEN_FILE (or COHORT_INSECURE=1 without TLS), and, when set, COHORT_METRICS_BIND and
 //   COHORT_METRICS_PORT_FILE (the worker binary reads them).
 // COHORT_JOB_ID is also the marker by which tests find a job's processes in /proc.
-// Processes on one machine must not each start a thread per core: unless `base` sets them,
-// OMP_WAIT_POLICY=passive and OMP_NUM_THREADS = max(1, cores / num_workers) for workers (none
-// when cores is 0) and 1 for the scheduler and shards (they do little compute).
+// Processes on one machine must not each start a thread per core: unless `base` sets it,
+// OMP_NUM_THREADS = max(1, cores / num_workers) for workers (none when cores is 0: the remote
+// host divides its own) and 1 for the scheduler and shards (they do little compute). Workers
+// whose OMP_NUM_THREADS (the user's) oversubscribe the cores, or cores unknown, also get
+// OMP_WAIT_POLICY=passive unless `base` sets it; threads that fit keep OpenMP's default.
 std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
                                         const JobEnvSpec& spec);
 

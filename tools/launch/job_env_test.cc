@@ -34,8 +34,21 @@ TEST(JobEnvironmentTest, WorkerLearnsTheJob) {
       env, IsSupersetOf({"PATH=/bin", "HOME=/root", "COHORT_JOB_ID=job-1", "COHORT_ROLE=worker",
                          "COHORT_RANK=2", "COHORT_NUM_WORKERS=3", "COHORT_NUM_SHARDS=2",
                          "COHORT_SCHEDULER=127.0.0.1:4242", "COHORT_MODE=dist_sync",
-                         "COHORT_INSECURE=1", "OMP_WAIT_POLICY=passive",
-                         "OMP_NUM_THREADS=2"}));  // 8 cores / 3 workers
+                         "COHORT_INSECURE=1", "OMP_NUM_THREADS=2"}));  // 8 cores / 3 workers
+  // Threads that fit the cores keep OpenMP's own wait policy.
+  EXPECT_THAT(env, Not(Contains(StartsWith("OMP_WAIT_POLICY="))));
+}
+
+// Threads that wait passively only where they would take cores from each other.
+TEST(JobEnvironmentTest, PassiveWaitsWhereTheUsersThreadsOversubscribe) {
+  const JobEnvSpec s = Spec(Role::kWorker, 0);  // 3 workers on 8 cores
+  EXPECT_THAT(JobEnvironment({"OMP_NUM_THREADS=3"}, s), Contains("OMP_WAIT_POLICY=passive"));
+  EXPECT_THAT(JobEnvironment({"OMP_NUM_THREADS=2"}, s),
+              Not(Contains(StartsWith("OMP_WAIT_POLICY="))));
+  JobEnvSpec remote = s;
+  remote.cores = 0;  // another host: it divides its cores itself, unless the user set threads
+  EXPECT_THAT(JobEnvironment({}, remote), Not(Contains(StartsWith("OMP_"))));
+  EXPECT_THAT(JobEnvironment({"OMP_NUM_THREADS=1"}, remote), Contains("OMP_WAIT_POLICY=passive"));
 }
 
 TEST(JobEnvironmentTest, WhereToServeMetricsWhenSet) {

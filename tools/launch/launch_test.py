@@ -72,11 +72,21 @@ class LaunchTest(LaunchTestCase):
                 f"[worker {r}] env: COHORT_JOB_ID={self.job_id} COHORT_ROLE=worker"
                 f" COHORT_RANK={r} COHORT_NUM_WORKERS=3 COHORT_NUM_SHARDS=1"
                 f" COHORT_SCHEDULER=127.0.0.1:4242 COHORT_MODE=dist_async"
-                f" OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=passive")
+                f" OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=unset")
         self.assert_line(lines, "[shard 0] env: COHORT_ROLE=shard COHORT_RANK=0"
                          " COHORT_SCHEDULER=127.0.0.1:4242 OMP_NUM_THREADS=1")
         self.assert_line(lines, "[scheduler] env: COHORT_ROLE=scheduler COHORT_RANK=unset"
                          " COHORT_SCHEDULER=unset OMP_NUM_THREADS=1")
+
+    def test_more_threads_than_cores_wait_passively(self):
+        threads = 2 * len(os.sched_getaffinity(0))
+        rc, lines, _ = self.run_launch("-n", "2", "-s", "1",
+                                       env={"OMP_NUM_THREADS": str(threads)})
+        self.assertEqual(rc, 0, "\n".join(lines))
+        for r in range(2):
+            self.assertTrue(any(l.startswith(f"[worker {r}] env: ") and
+                                l.endswith(f" OMP_NUM_THREADS={threads} OMP_WAIT_POLICY=passive")
+                                for l in lines), "\n".join(lines))
 
     def test_the_users_thread_settings_win(self):
         rc, lines, _ = self.run_launch("-n", "2", "-s", "1",
