@@ -122,10 +122,8 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     gradients_ready_.assign(num_keys_, 0);
     pulls_.assign(num_keys_, 0);
     copied_.assign(replicas_.size(), std::vector<int64_t>(num_keys_, 0));
-    pull_targets_.assign(num_keys_, nullptr);
-    if (replicas_.size() > 1) {
-      reduced_.resize(num_keys_);
-      if (exchange_state_) state_scratch_ = Tensor(Shape{StateElements(*replicas_[0].model)});
+    if (replicas_.size() > 1 && exchange_state_) {
+      state_scratch_ = Tensor(Shape{StateElements(*replicas_[0].model)});
     }
     if (exchange_state_) {
       state_pushed_ = Tensor(Shape{StateElements(*replicas_[0].model)});
@@ -141,7 +139,7 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
     slices_[r].labels = Tensor(Shape{0}, DType::kI32, host);
   }
   gradient_scales_.assign(replicas_.size(), 1.0f);
-  exchanges_.resize(replicas_.size());
+  weights_.assign(replicas_.size(), 1.0f);
   if (num_replicas() > 1) {
     for (int r = 1; r < num_replicas(); ++r) {
       CopyParameters(0, r);
@@ -151,14 +149,7 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
       if (replicas_[r].backend != nullptr) replicas_[r].backend->BindCallingThread();
     });
   }
-  // A device's exchange belongs to the device's thread (its events and buffers are made there).
-  ForEachReplica([this](int r) {
-    std::vector<ParameterTensors> tensors;
-    for (Parameter* p : replicas_[r].model->parameters()) tensors.push_back({&p->value, &p->grad});
-    exchanges_[r] = replicas_[r].backend != nullptr
-                        ? replicas_[r].backend->MakeParameterExchange(std::move(tensors))
-                        : MakeInPlaceExchange(std::move(tensors));
-  });
+  exchange_ = MakeExchange();
   if (!overlap_) return;
   for (int r = 0; r < num_replicas(); ++r) {
     Model* model = replicas_[r].model;
@@ -179,7 +170,6 @@ StepRunner::~StepRunner() {
     }
     if (state_in_flight_) kvstore_->Wait(state_key_).IgnoreError();
   }
-  ForEachReplica([this](int r) { exchanges_[r].reset(); });
   team_.reset();
   if (!overlap_) return;
   for (const Replica& replica : replicas_) {
@@ -208,57 +198,53 @@ void StepRunner::ForEachReplica(const std::function<void(int)>& fn) {
   }
 }
 
+std::unique_ptr<ReplicaExchange> StepRunner::MakeExchange() {
+  std::vector<std::vector<ParameterTensors>> tensors(replicas_.size());
+  std::vector<Backend*> backends;
+  for (int r = 0; r < num_replicas(); ++r) {
+    for (Parameter* p : replicas_[r].model->parameters()) {
+      tensors[r].push_back({&p->value, &p->grad});
+    }
+    backends.push_back(replicas_[r].backend);
+  }
+  if (num_replicas() > 1 && backends[0] != nullptr) {
+    if (auto own = backends[0]->MakeReplicaExchange(backends, tensors)) return own;
+  }
+  // A device's exchange belongs to the device's thread (its events and buffers are made there).
+  std::vector<std::unique_ptr<ParameterExchange>> each(replicas_.size());
+  ForEachReplica([&](int r) {
+    each[r] = backends[r] != nullptr ? backends[r]->MakeParameterExchange(std::move(tensors[r]))
+                                     : MakeInPlaceExchange(std::move(tensors[r]));
+  });
+  return MakeHostReplicaExchange(std::move(each));
+}
+
 void StepRunner::GradientReady(int r, int64_t key) {
   absl::MutexLock lock(&mu_);
   if (!status_.ok()) return;
   // Replica r is done with this gradient: nobody touches it until its next backward.
-  exchanges_[r]->SendGradient(key);
+  exchange_->GradientDone(r, key);
   if (++gradients_ready_[key] < num_replicas()) return;
   gradients_ready_[key] = 0;
+  exchange_->Reduce(key, weights_);
   moving_.push_back(key);
   SendArrived(/*wait=*/false);
 }
 
-bool StepRunner::GradientArrived(int64_t key) {
-  for (const auto& exchange : exchanges_) {
-    if (!exchange->GradientArrived(key)) return false;
-  }
-  return true;
-}
-
 void StepRunner::SendArrived(bool wait) {
-  // The devices' copies land in the order they were queued: stop at the first still moving.
+  // The sums land in the order they were started: stop at the first still moving.
   size_t sent = 0;
-  while (sent < moving_.size() && (wait || GradientArrived(moving_[sent]))) {
+  while (sent < moving_.size() && (wait || exchange_->GradientArrived(moving_[sent]))) {
     Send(moving_[sent++]);
   }
   moving_.erase(moving_.begin(), moving_.begin() + static_cast<std::ptrdiff_t>(sent));
 }
 
-const Tensor& StepRunner::ReducedGradient(int64_t key) {
-  const Tensor& first = exchanges_[0]->HostGradient(key);
-  if (num_replicas() == 1) return first;
-  Tensor& out = reduced_[key];
-  out.Resize(first.shape());
-  float* sum = out.data<float>();
-  const int64_t n = first.numel();
-  const float* g0 = first.data<float>();
-  const float w0 = slices_[0].weight;
-  for (int64_t i = 0; i < n; ++i) sum[i] = g0[i] * w0;
-  for (int r = 1; r < num_replicas(); ++r) {
-    const float* g = exchanges_[r]->HostGradient(key).data<float>();
-    const float w = slices_[r].weight;
-    for (int64_t i = 0; i < n; ++i) sum[i] += w * g[i];
-  }
-  return out;
-}
-
 void StepRunner::Send(int64_t key) {
   if (!status_.ok()) return;
   // Waiting for a device's gradient is its backward, not communication: timed from here.
-  const Tensor& grad = ReducedGradient(key);
-  Tensor* value = exchanges_[0]->HostValue(key);
-  pull_targets_[key] = value;
+  const Tensor& grad = exchange_->HostGradient(key);
+  Tensor* value = exchange_->HostValue(key);
   const auto start = Clock::now();
   status_ = kvstore_->PushPull(key, grad, value);
   in_flight_[key] = status_.ok();
@@ -284,8 +270,7 @@ void StepRunner::Receive(int r, int64_t key) {
   // thread (a device's upload is queued there).
   if (copied_[r][key] == pulls_[key]) return;
   copied_[r][key] = pulls_[key];
-  if (r > 0) exchanges_[r]->HostValue(key)->CopyFrom(*pull_targets_[key]);
-  exchanges_[r]->ReceiveValue(key);
+  exchange_->ReceiveValue(r, key);
 }
 
 void StepRunner::SendState() {
@@ -329,7 +314,7 @@ double StepRunner::CommSecondsSoFar() {
 void StepRunner::RunReplica(int r, const Tensor& images, const Tensor& labels) {
   const Replica& replica = replicas_[r];
   Slice& slice = slices_[r];
-  if (const float scale = exchanges_[r]->BeginStep(); scale != gradient_scales_[r]) {
+  if (const float scale = exchange_->BeginStep(r); scale != gradient_scales_[r]) {
     replica.loss->set_gradient_scale(scale);
     gradient_scales_[r] = scale;
   }
@@ -373,6 +358,7 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
       CopyRows(images, first, rows, &slices_[r].images);
       CopyRows(labels, first, rows, &slices_[r].labels);
       slices_[r].weight = static_cast<float>(rows) / static_cast<float>(batch);
+      weights_[r] = slices_[r].weight;
       first += rows;
     }
     team_->Run([this](int r) { RunReplica(r, slices_[r].images, slices_[r].labels); });

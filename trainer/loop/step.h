@@ -61,16 +61,17 @@ struct Replica {
 //    before each layer only for that layer's values (first layer first, through the
 //    before-forward hook), so communication runs behind backward and the next forward;
 //  - not overlapped: every gradient is pushed after backward, then every value waited for.
-// Every replica's parameters reach the host kvstore through its backend's ParameterExchange
-// (in place for F32 host parameters; host copies for a device's): each gradient starts down to
-// the host when the replica's hook reports it and is pushed once every replica's has arrived
-// (checked at every later hook, waited for at the end of backward); each pulled value goes back
-// up, on the replica's own thread, before the forward that reads it.
+// The replicas' parameters reach the host kvstore through a ReplicaExchange (in place for F32
+// host parameters; host copies for a device's): each gradient starts on its way when the
+// replica's hook reports it and is pushed once the replicas' sum has arrived (checked at every
+// later hook, waited for at the end of backward); each pulled value goes back up, on the
+// replica's own thread, before the forward that reads it.
 // With several replicas (--devices cpu:2, gpu:0,1), each trains on its own thread on a
-// contiguous slice of the local batch (sizes differ by at most one); a parameter's host
-// gradients are reduced, weighted by slice size in replica order (the gradient of the mean
-// loss over the whole local batch), and pushed once; the pulled value is copied into every
-// replica's exchange. The replicas start from the first one's values.
+// contiguous slice of the local batch (sizes differ by at most one); a parameter's gradients
+// are reduced, weighted by slice size in replica order (the gradient of the mean loss over the
+// whole local batch), and pushed once; every replica takes the pulled value. The reduction is
+// the backend's own where it has one (GPUs: on the first GPU, Backend::MakeReplicaExchange),
+// else the host's over each replica's exchange. The replicas start from the first one's values.
 // Batch-norm running statistics are averaged after every step: across the replicas (summed in
 // replica order, times 1/R), then across workers through the kvstore's auxiliary key
 // (StateKey), pushed after the gradients and taken back into every replica before the next
@@ -107,13 +108,12 @@ class StepRunner {
   void RunReplica(int r, const Tensor& images, const Tensor& labels);
   // Runs fn(r) for every replica r, on the replica's thread when there are several.
   void ForEachReplica(const std::function<void(int)>& fn);
-  // Replica r's gradient of key is final: start it down; once every replica's is, push it.
+  // The replicas' way to the host kvstore: the first backend's own reduction where it has one,
+  // else each replica's ParameterExchange (made on its thread) with the host summing.
+  std::unique_ptr<ReplicaExchange> MakeExchange();
+  // Replica r's gradient of key is final: start it down; once every replica's is, reduce and
+  // push it.
   void GradientReady(int r, int64_t key);
-  // Whether every replica's gradient of key is on the host.
-  bool GradientArrived(int64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The key's gradient to push: the one replica's, or the replicas' weighted sum in replica
-  // order (in reduced_).
-  const Tensor& ReducedGradient(int64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(int64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for key's pulled value and hands it to replica r.
   void Receive(int r, int64_t key);
@@ -140,10 +140,12 @@ class StepRunner {
   std::vector<Slice> slices_;
   std::unique_ptr<ThreadTeam> team_;  // several replicas: one thread each
   absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
-  // By replica: its way to the host kvstore, and what its loss gradient is multiplied by
-  // (touched by the replica's thread only).
-  std::vector<std::unique_ptr<ParameterExchange>> exchanges_;
+  // By replica: what its loss gradient is multiplied by (touched by the replica's thread only),
+  // and its slice's share of the local batch (set before the replicas run).
   std::vector<float> gradient_scales_;
+  std::vector<float> weights_;
+  // The replicas' way to the host kvstore (calls serialised by mu_, BeginStep aside).
+  std::unique_ptr<ReplicaExchange> exchange_;
 
   // Serialises the kvstore (one caller at a time) and the exchange's bookkeeping.
   absl::Mutex mu_;
@@ -153,10 +155,7 @@ class StepRunner {
   // By key: how many values were pulled, and per replica how many it has copied.
   std::vector<int64_t> pulls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<int64_t>> copied_ ABSL_GUARDED_BY(mu_);
-  // By key: where the kvstore writes its value (the first replica's host value).
-  std::vector<Tensor*> pull_targets_ ABSL_GUARDED_BY(mu_);
-  // Several replicas: by key, the reduced gradient pushed; one replica's packed state.
-  std::vector<Tensor> reduced_ ABSL_GUARDED_BY(mu_);
+  // Several replicas: one replica's packed state.
   Tensor state_scratch_ ABSL_GUARDED_BY(mu_);
   // The replicas' mean state as pushed, and the workers' mean as pulled (F32, host).
   Tensor state_pushed_ ABSL_GUARDED_BY(mu_);

@@ -127,6 +127,13 @@ class Backend {
       std::vector<ParameterTensors> params) {
     return MakeInPlaceExchange(std::move(params));
   }
+  // How the replicas of a model on `backends` (this one first), `params` by replica, reach a
+  // host kvstore when this backend reduces their gradients itself (several GPUs); nullptr: the
+  // host does, through each one's MakeParameterExchange (MakeHostReplicaExchange).
+  virtual std::unique_ptr<ReplicaExchange> MakeReplicaExchange(
+      const std::vector<Backend*>& backends, std::vector<std::vector<ParameterTensors>> params) {
+    return nullptr;
+  }
 
   virtual std::unique_ptr<Op> Conv2d(const Conv2dSpec& spec) = 0;
   virtual std::unique_ptr<Op> MaxPool2d(const Pool2dSpec& spec) = 0;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "trainer/tensor/tensor.h"
 
 namespace cohort {
@@ -39,6 +40,37 @@ class ParameterExchange {
 // The exchange of parameters that already are F32 host tensors: the kvstore reads the gradient
 // and writes the value in place; nothing moves.
 std::unique_ptr<ParameterExchange> MakeInPlaceExchange(std::vector<ParameterTensors> params);
+
+// Carries the parameters of R replicas of one model (one per device context, each training on a
+// slice of the batch) to and from a kvstore on the host as those of one model: a key's
+// gradients summed, weighted by slice size, in replica order, into one F32 host gradient; each
+// pulled value handed to every replica. Calls naming a replica come from that replica's thread
+// (the one its backend is bound to); the others from any thread; one call at a time.
+class ReplicaExchange {
+ public:
+  virtual ~ReplicaExchange() = default;
+  // Before replica r's step: what its loss gradient is multiplied by in this step.
+  virtual float BeginStep(int r) = 0;
+  // Replica r's gradient of key is final on its device.
+  virtual void GradientDone(int r, int64_t key) = 0;
+  // Every replica's gradient of key is final: start their sum Σ weights[r] · g_r (r = 0, 1, ...
+  // in that order) towards the host.
+  virtual void Reduce(int64_t key, absl::Span<const float> weights) = 0;
+  // Whether that sum is on the host, without waiting.
+  virtual bool GradientArrived(int64_t key) = 0;
+  // The sum (F32 on the host), once it has arrived (waits for it).
+  virtual const Tensor& HostGradient(int64_t key) = 0;
+  // Where the kvstore writes the key's next value (F32 on the host).
+  virtual Tensor* HostValue(int64_t key) = 0;
+  // HostValue holds the key's new value: replica r takes it, ahead of its next reads.
+  virtual void ReceiveValue(int r, int64_t key) = 0;
+};
+
+// The replicas' exchange through each one's own ParameterExchange (`exchanges`, by replica): every
+// gradient comes down and the host sums them; replica 0's host value is copied into the others'.
+// The reference for a device's own reduction (Backend::MakeReplicaExchange).
+std::unique_ptr<ReplicaExchange> MakeHostReplicaExchange(
+    std::vector<std::unique_ptr<ParameterExchange>> exchanges);
 
 }  // namespace cohort
 
