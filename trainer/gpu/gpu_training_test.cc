@@ -5,8 +5,13 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "trainer/base/random.h"
 #include "trainer/io/safetensors.h"
+#include "trainer/loop/devices.h"
+#include "trainer/loop/step.h"
 #include "trainer/loop/training.h"
+#include "trainer/models/models.h"
+#include "trainer/ops/cuda/cuda_backend.h"
 
 namespace cohort {
 namespace {
@@ -68,6 +73,82 @@ TEST(GpuTrainingTest, MatchesTheCpuTrainer) {
   for (const Tensor& t : gpu16->tensors) EXPECT_EQ(t.dtype(), DType::kF32);
   EXPECT_LT(RelativeDifference(*gpu32, *cpu), 1e-3);
   EXPECT_LT(RelativeDifference(*gpu16, *cpu), 5e-2);
+}
+
+// Three steps of LeNet with one replica per backend (a batch of 33 split 17 + 16) on the local
+// kvstore; returns every replica's parameters, one vector per replica.
+absl::StatusOr<std::vector<std::vector<float>>> TrainReplicas(
+    std::vector<std::unique_ptr<Backend>> backends) {
+  Rng rng(3);
+  Tensor images(Shape{33, 1, 28, 28}), labels(Shape{33}, DType::kI32);
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<SoftmaxCrossEntropyLoss>> losses;
+  std::vector<Replica> replicas;
+  for (auto& backend : backends) {
+    auto model = BuildModel("lenet", backend.get(), Shape{1, 28, 28}, 10);
+    if (!model.ok()) return model.status();
+    (*model)->InitParameters(42);
+    models.push_back(std::move(*model));
+    losses.push_back(std::make_unique<SoftmaxCrossEntropyLoss>(backend.get()));
+    replicas.push_back({models.back().get(), losses.back().get(), backend.get()});
+  }
+  auto kv = CreateKVStore("local");
+  if (!kv.ok()) return kv.status();
+  OptimizerSpec spec;
+  spec.optimizer_options = {0.9, 1e-4};
+  spec.lr_schedule.base_lr = 0.05;
+  if (absl::Status s = (*kv)->SetOptimizer(spec); !s.ok()) return s;
+  if (absl::Status s = InitKVStore(*models[0], kv->get()); !s.ok()) return s;
+  {
+    StepRunner runner(replicas, kv->get(), /*overlap=*/true);
+    for (int step = 0; step < 3; ++step) {
+      for (float& v : images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
+      for (int32_t& l : labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(10));
+      if (auto result = runner.Step(images, labels); !result.ok()) return result.status();
+    }
+    if (absl::Status s = runner.WaitForParameters(); !s.ok()) return s;
+  }
+  std::vector<std::vector<float>> out;
+  for (const auto& model : models) {
+    out.emplace_back();
+    for (Parameter* p : model->parameters()) {
+      const Tensor host = ToHost(p->value, DType::kF32);
+      out.back().insert(out.back().end(), host.data<float>(), host.data<float>() + host.numel());
+    }
+  }
+  return out;
+}
+
+// Two replicas on GPUs (GPU 0 twice where there is one) sum their gradients on the first GPU
+// (DeviceReplicaExchange) and end where two CPU contexts end, up to rounding; both replicas
+// hold the same values.
+TEST(GpuTrainingTest, GpuReplicasReduceOnTheGpuAsCpuContextsDo) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "needs a GPU";
+  }
+  std::vector<std::unique_ptr<Backend>> on_gpus;
+  for (int r = 0; r < 2; ++r) {
+    auto gpu = cuda::CudaBackend::Create({gpus >= 2 ? r : 0, Precision::kFp32, true});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    on_gpus.push_back(std::move(*gpu));
+  }
+  on_gpus[0]->BindCallingThread();  // as the trainer does: this thread evaluates replica 0
+  auto gpu = TrainReplicas(std::move(on_gpus));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu_backends = MakeDeviceBackends("cpu:2");
+  ASSERT_TRUE(cpu_backends.ok()) << cpu_backends.status();
+  auto cpu = TrainReplicas(std::move(*cpu_backends));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ((*gpu)[0], (*gpu)[1]);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < (*cpu)[0].size(); ++i) {
+    const double d = static_cast<double>((*gpu)[0][i]) - (*cpu)[0][i];
+    diff += d * d;
+    norm += static_cast<double>((*cpu)[0][i]) * (*cpu)[0][i];
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 1e-4);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include "trainer/base/status_macros.h"
 #include "trainer/ops/cuda/cuda_check.h"
 #include "trainer/ops/cuda/host_exchange.h"
+#include "trainer/ops/cuda/kernels.h"
+#include "trainer/ops/cuda/replica_exchange.h"
 #include "trainer/ops/cuda/elem_of.h"
 
 namespace cohort::cuda {
@@ -875,6 +877,20 @@ const Tensor& CudaBackend::ImportLabels(const Tensor& labels, Tensor* scratch) {
                                     cudaMemcpyDeviceToDevice, shared_->stream()));
   COHORT_CUDA_CHECK(cudaEventRecord(label_consumed_, shared_->stream()));
   return *scratch;
+}
+
+std::unique_ptr<ReplicaExchange> CudaBackend::MakeReplicaExchange(
+    const std::vector<Backend*>& backends, std::vector<std::vector<ParameterTensors>> params) {
+  if (shared_->options.precision == Precision::kFp16 || backends.size() > kMaxReplicaTerms) {
+    return nullptr;
+  }
+  std::vector<CudaContext*> contexts;
+  for (Backend* backend : backends) {
+    auto* gpu = dynamic_cast<CudaBackend*>(backend);
+    if (gpu == nullptr || gpu->dtype() != dtype()) return nullptr;
+    contexts.push_back(gpu->context());
+  }
+  return std::make_unique<DeviceReplicaExchange>(std::move(contexts), std::move(params));
 }
 
 std::unique_ptr<ParameterExchange> CudaBackend::MakeParameterExchange(

@@ -44,6 +44,11 @@ class CudaBackend final : public Backend {
   const Tensor& ImportImages(const Tensor& images, Tensor* scratch) override;
   const Tensor& ImportLabels(const Tensor& labels, Tensor* scratch) override;
   // A HostExchange: gradients leave through pinned fp32 buffers as they are ready.
+  // Several GPU replicas (fp32, tf32, bf16) sum their gradients on the first GPU
+  // (DeviceReplicaExchange); fp16 ones, which scale their losses, through the host.
+  std::unique_ptr<ReplicaExchange> MakeReplicaExchange(
+      const std::vector<Backend*>& backends,
+      std::vector<std::vector<ParameterTensors>> params) override;
   std::unique_ptr<ParameterExchange> MakeParameterExchange(
       std::vector<ParameterTensors> params) override;
 

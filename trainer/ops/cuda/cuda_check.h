@@ -17,6 +17,21 @@
     COHORT_CHECK(cohort_err_ == cudaSuccess, "%s", cudaGetErrorString(cohort_err_)); \
   } while (0)
 
+namespace cohort::cuda {
+
+// Whether the work queued before `event` is done, without waiting.
+inline bool EventDone(cudaEvent_t event) {
+  const cudaError_t status = cudaEventQuery(event);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();  // not an error: keep it from surfacing at the next launch check
+    return false;
+  }
+  COHORT_CUDA_CHECK(status);
+  return true;
+}
+
+}  // namespace cohort::cuda
+
 #define COHORT_CUDNN_CHECK(expr)                                                 \
   do {                                                                           \
     const cudnnStatus_t cohort_st_ = (expr);                                     \

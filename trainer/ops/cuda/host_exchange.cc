@@ -82,15 +82,7 @@ void HostExchange::SendGradient(int64_t key) {
   COHORT_CUDA_CHECK(cudaEventRecord(s.grad_copied, ctx.copy_stream()));
 }
 
-bool HostExchange::GradientArrived(int64_t key) {
-  const cudaError_t status = cudaEventQuery(slots_[key].grad_copied);
-  if (status == cudaErrorNotReady) {
-    cudaGetLastError();  // not an error: keep it from surfacing at the next launch check
-    return false;
-  }
-  COHORT_CUDA_CHECK(status);
-  return true;
-}
+bool HostExchange::GradientArrived(int64_t key) { return EventDone(slots_[key].grad_copied); }
 
 const Tensor& HostExchange::HostGradient(int64_t key) {
   Slot& s = slots_[key];

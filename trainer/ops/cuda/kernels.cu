@@ -415,6 +415,27 @@ cudaError_t SoftmaxCrossEntropyBackward(const float* probs, const int32_t* label
   });
 }
 
+template <typename T>
+__global__ void WeightedSumKernel(ReplicaTerms terms, int64_t n, float* __restrict__ sum) {
+  COHORT_GRID_STRIDE(i, n) {
+    float s = __fmul_rn(ToF32(static_cast<const T*>(terms.g[0])[i]), terms.w[0]);
+    for (int r = 1; r < terms.count; ++r) {
+      s = __fadd_rn(s, __fmul_rn(terms.w[r], ToF32(static_cast<const T*>(terms.g[r])[i])));
+    }
+    sum[i] = s;
+  }
+}
+
+cudaError_t WeightedSumToF32(const ReplicaTerms& terms, Elem type, int64_t n, float* sum,
+                             cudaStream_t stream) {
+  if (terms.count < 1 || terms.count > kMaxReplicaTerms) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    WeightedSumKernel<T><<<Blocks(n), kThreads, 0, stream>>>(terms, n, sum);
+  });
+}
+
 cudaError_t UnscaleToF32(const void* g, Elem type, int64_t n, float inv_scale, float* out,
                          int* found_nonfinite, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;

@@ -73,6 +73,20 @@ cudaError_t SoftmaxCrossEntropyBackward(const float* probs, const int32_t* label
 cudaError_t UnscaleToF32(const void* g, Elem type, int64_t n, float inv_scale, float* out,
                          int* found_nonfinite, cudaStream_t stream);
 
+// Several replicas' gradients of one parameter, weighted: sum (n fp32) =
+//   g[0][i]·w[0] + w[1]·g[1][i] + ... + w[count−1]·g[count−1][i]
+// in that order, each product and sum rounded on its own (no fused multiply-add), as the host's
+// reduction (MakeHostReplicaExchange) rounds, so both give the same bits. Every g[r] is a
+// device pointer of `type` readable from the stream's GPU.
+constexpr int kMaxReplicaTerms = 16;
+struct ReplicaTerms {
+  const void* g[kMaxReplicaTerms];
+  float w[kMaxReplicaTerms];
+  int count = 0;
+};
+cudaError_t WeightedSumToF32(const ReplicaTerms& terms, Elem type, int64_t n, float* sum,
+                             cudaStream_t stream);
+
 }  // namespace cohort::cuda
 
 #endif  // COHORT_TRAINER_OPS_CUDA_KERNELS_H_

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -144,6 +145,9 @@ TEST(KernelsTest, EmptyLaunchesNothing) {
         cuda::SoftmaxCrossEntropyBackward(nullptr, nullptr, 0, 10, nullptr, nullptr, t, nullptr),
         cudaSuccess);
     EXPECT_EQ(cuda::UnscaleToF32(nullptr, t, 0, 1, nullptr, nullptr, nullptr), cudaSuccess);
+    cuda::ReplicaTerms one;
+    one.count = 1;
+    EXPECT_EQ(cuda::WeightedSumToF32(one, t, 0, nullptr, nullptr), cudaSuccess);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
@@ -404,6 +408,48 @@ TEST(KernelsTest, SoftmaxCrossEntropyLabelOutOfRangeGivesNanLoss) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_TRUE(std::isnan(loss.Get<float>()[0])) << bad;
   }
+}
+
+// The replicas' weighted sum gives the host reduction's bits: each product and sum rounded
+// alone, in replica order (a fused multiply-add would round differently).
+TEST(KernelsTest, WeightedSumMatchesTheHostsBits) {
+  auto gpus = cuda::ProbeGpus();
+  if (!gpus.ok()) GTEST_SKIP() << "needs a GPU: " << gpus.status();
+  for (int64_t n : {int64_t{1}, int64_t{1000003}}) {
+    for (Elem t : kTypes) {
+      for (int count : {1, 3, cuda::kMaxReplicaTerms}) {
+        SCOPED_TRACE(testing::Message() << n << " " << Name(t) << " replicas=" << count);
+        std::vector<std::vector<float>> g;
+        std::vector<std::unique_ptr<DeviceBuffer>> on_device;
+        cuda::ReplicaTerms terms;
+        terms.count = count;
+        for (int r = 0; r < count; ++r) {
+          g.push_back(Random(n, 100 + r, t, -3, 3));
+          on_device.push_back(std::make_unique<DeviceBuffer>(Encode(g.back(), t)));
+          terms.g[r] = on_device.back()->get();
+          terms.w[r] = static_cast<float>(r + 7) / 97.0f;  // rounded weights, as 17/33 is
+        }
+        std::vector<float> want(n);
+        for (int64_t i = 0; i < n; ++i) {
+          float s = g[0][i] * terms.w[0];
+          for (int r = 1; r < count; ++r) {
+            const volatile float product = terms.w[r] * g[r][i];  // rounded on its own
+            s += product;
+          }
+          want[i] = s;
+        }
+        DeviceBuffer sum(n * 4);
+        ASSERT_EQ(cuda::WeightedSumToF32(terms, t, n, static_cast<float*>(sum.get()), nullptr),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_TRUE(sum.Values(Elem::kF32) == want);
+      }
+    }
+  }
+  cuda::ReplicaTerms too_many;
+  too_many.count = cuda::kMaxReplicaTerms + 1;
+  EXPECT_EQ(cuda::WeightedSumToF32(too_many, Elem::kF32, 4, nullptr, nullptr),
+            cudaErrorInvalidValue);
 }
 
 TEST(KernelsTest, UnscaleToF32FlagsInfAndNan) {
