@@ -4,6 +4,10 @@
 #include <link.h>
 #include <pthread.h>
 
+#include <cstdint>
+
+#include "trainer/base/check.h"
+
 namespace cohort {
 
 size_t StaticTlsBytes() {
@@ -28,7 +32,11 @@ extern "C" int pthread_attr_setstacksize(pthread_attr_t* attr, size_t stacksize)
   using SetStackSize = int (*)(pthread_attr_t*, size_t);
   static const SetStackSize glibc =
       reinterpret_cast<SetStackSize>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
+  COHORT_CHECK(glibc != nullptr, "no pthread_attr_setstacksize after this binary's: %s",
+               dlerror());
   // Measured once, at the first thread that asks: the libraries loaded at start are all there.
   static const size_t tls = cohort::StaticTlsBytes();
-  return glibc(attr, stacksize + tls);
+  // A size too small for glibc stays too small (EINVAL); one near SIZE_MAX stays near it.
+  if (stacksize < static_cast<size_t>(PTHREAD_STACK_MIN)) return glibc(attr, stacksize);
+  return glibc(attr, stacksize > SIZE_MAX - tls ? SIZE_MAX : stacksize + tls);
 }

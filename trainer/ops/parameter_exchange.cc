@@ -53,11 +53,15 @@ class HostReplicaExchange final : public ReplicaExchange {
     const int64_t n = first.numel();
     const std::vector<float>& w = weights_[key];
     const float* g0 = first.data<float>();
+    bool zeroed = exchanges_[0]->GradientZeroed(key);
     for (int64_t i = 0; i < n; ++i) sum[i] = g0[i] * w[0];
     for (size_t r = 1; r < exchanges_.size(); ++r) {
       const float* g = exchanges_[r]->HostGradient(key).data<float>();
+      zeroed = zeroed || exchanges_[r]->GradientZeroed(key);
       for (int64_t i = 0; i < n; ++i) sum[i] += w[r] * g[i];
     }
+    // A replica's overflow voids the step's gradient of this key, as it does for one replica.
+    if (zeroed) out.SetZero();
     return out;
   }
   Tensor* HostValue(int64_t key) override {

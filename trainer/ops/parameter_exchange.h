@@ -31,6 +31,9 @@ class ParameterExchange {
   virtual bool GradientArrived(int64_t key) = 0;
   // The key's gradient on the host (F32), once it has arrived (waits for it).
   virtual const Tensor& HostGradient(int64_t key) = 0;
+  // Whether the last HostGradient of the key came as zeros in place of a gradient that
+  // overflowed (fp16 loss scaling).
+  virtual bool GradientZeroed(int64_t key) { return false; }
   // Where the kvstore writes the key's next value (F32 on the host).
   virtual Tensor* HostValue(int64_t key) = 0;
   // HostValue holds the key's new value: move it into the parameter, ahead of the next reads.
@@ -45,7 +48,8 @@ std::unique_ptr<ParameterExchange> MakeInPlaceExchange(std::vector<ParameterTens
 // slice of the batch) to and from a kvstore on the host as those of one model: a key's
 // gradients summed, weighted by slice size, in replica order, into one F32 host gradient; each
 // pulled value handed to every replica. Calls naming a replica come from that replica's thread
-// (the one its backend is bound to); the others from any thread; one call at a time.
+// (the one its backend is bound to); the others from any thread; one call at a time, except
+// BeginStep, which the replicas call at once (each touching its own state).
 class ReplicaExchange {
  public:
   virtual ~ReplicaExchange() = default;
@@ -67,8 +71,9 @@ class ReplicaExchange {
 };
 
 // The replicas' exchange through each one's own ParameterExchange (`exchanges`, by replica): every
-// gradient comes down and the host sums them; replica 0's host value is copied into the others'.
-// The reference for a device's own reduction (Backend::MakeReplicaExchange).
+// gradient comes down and the host sums them (zeros where any replica's overflowed, as one
+// replica pushes); replica 0's host value is copied into the others'. The reference for a
+// device's own reduction (Backend::MakeReplicaExchange).
 std::unique_ptr<ReplicaExchange> MakeHostReplicaExchange(
     std::vector<std::unique_ptr<ParameterExchange>> exchanges);
 

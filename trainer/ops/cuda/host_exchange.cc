@@ -87,7 +87,8 @@ bool HostExchange::GradientArrived(int64_t key) { return EventDone(slots_[key].g
 const Tensor& HostExchange::HostGradient(int64_t key) {
   Slot& s = slots_[key];
   COHORT_CUDA_CHECK(cudaEventSynchronize(s.grad_copied));
-  if (scaler_.enabled() && host_overflow_.data<int32_t>()[key] != 0) {
+  s.zeroed = scaler_.enabled() && host_overflow_.data<int32_t>()[key] != 0;
+  if (s.zeroed) {
     host_overflow_.data<int32_t>()[key] = 0;
     s.host_grad.SetZero();
     overflowed_ = true;

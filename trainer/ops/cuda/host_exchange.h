@@ -38,6 +38,7 @@ class HostExchange final : public ParameterExchange {
   bool GradientArrived(int64_t key) override;
   // The key's gradient in fp32 on the host, once SendGradient's copy has landed.
   const Tensor& HostGradient(int64_t key) override;
+  bool GradientZeroed(int64_t key) override { return slots_[key].zeroed; }
   // Where the kvstore writes the key's next value (free once the last upload has read it).
   Tensor* HostValue(int64_t key) override;
   void ReceiveValue(int64_t key) override;
@@ -48,6 +49,7 @@ class HostExchange final : public ParameterExchange {
     Tensor device_f32;  // fp32 staging on the GPU for 16-bit parameters (empty for fp32)
     Tensor host_grad, host_value;  // pinned fp32
     cudaEvent_t grad_computed = nullptr, grad_copied = nullptr, value_read = nullptr;
+    bool zeroed = false;  // the last HostGradient: zeros for an overflow
   };
 
   CudaContext* ctx_;
