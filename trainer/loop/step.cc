@@ -349,7 +349,6 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     ReceiveState();  // the last step's statistics, before this step's forward updates them
   }
   if (num_replicas() == 1) {
-    slices_[0].weight = 1;
     RunReplica(0, images, labels);
   } else {
     int64_t first = 0;
@@ -357,8 +356,7 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
       const int64_t rows = batch / num_replicas() + (r < batch % num_replicas() ? 1 : 0);
       CopyRows(images, first, rows, &slices_[r].images);
       CopyRows(labels, first, rows, &slices_[r].labels);
-      slices_[r].weight = static_cast<float>(rows) / static_cast<float>(batch);
-      weights_[r] = slices_[r].weight;
+      weights_[r] = static_cast<float>(rows) / static_cast<float>(batch);
       first += rows;
     }
     team_->Run([this](int r) { RunReplica(r, slices_[r].images, slices_[r].labels); });
@@ -389,7 +387,7 @@ absl::StatusOr<StepResult> StepRunner::Step(const Tensor& images, const Tensor& 
     ReceiveState();
   }
   StepResult result;
-  for (const Slice& slice : slices_) result.loss += slice.weight * slice.loss;
+  for (int r = 0; r < num_replicas(); ++r) result.loss += weights_[r] * slices_[r].loss;
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(status_);
   result.forward_seconds = slices_[0].forward_seconds;

@@ -98,7 +98,6 @@ class StepRunner {
  private:
   struct Slice {
     Tensor images, labels;  // this replica's rows of the local batch
-    float weight = 0;       // rows / local batch
     double loss = 0;
     double forward_seconds = 0, backward_seconds = 0;  // less the kvstore calls meanwhile
   };
@@ -141,7 +140,8 @@ class StepRunner {
   std::unique_ptr<ThreadTeam> team_;  // several replicas: one thread each
   absl::flat_hash_map<const Parameter*, int64_t> keys_;  // every replica's parameters
   // By replica: what its loss gradient is multiplied by (touched by the replica's thread only),
-  // and its slice's share of the local batch (set before the replicas run).
+  // and its slice's share of the local batch, rows / local batch (set before the replicas run;
+  // 1 for a lone replica).
   std::vector<float> gradient_scales_;
   std::vector<float> weights_;
   // The replicas' way to the host kvstore (calls serialised by mu_, BeginStep aside).
