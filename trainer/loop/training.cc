@@ -215,6 +215,8 @@ struct TrainedSoFar {
 struct EpochTimes {
   double seconds = 0;
   double data_wait_seconds = 0;  // steps that found their batch not yet assembled
+  // The steps' phases (StepResult): where a job's epoch goes beyond one process's.
+  double forward_seconds = 0, backward_seconds = 0, kvstore_seconds = 0;
 };
 
 // One epoch's steps from `first` (a resumed job starts inside an epoch; step counts them across
@@ -235,6 +237,9 @@ absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_
     ASSIGN_OR_RETURN(const StepResult r, loop.runner->Step(batch.images, batch.labels));
     interval_loss += r.loss;
     interval_comm += r.comm_seconds();
+    times.forward_seconds += r.forward_seconds;
+    times.backward_seconds += r.backward_seconds;
+    times.kvstore_seconds += r.comm_seconds();
     ++*step;
     ++interval_steps;
     if (loop.observer != nullptr) {
@@ -410,9 +415,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
       so_far->result.test_top1 = acc.top1_percent();
       so_far->result.test_top5 = acc.top5_percent();
       out << absl::StrFormat(
-          "Epoch %d: %.1f s (%.2f s waiting for data), %.1f img/s, test top-1 %.2f%% top-5 "
-          "%.2f%%\n",
-          epoch, times.seconds, times.data_wait_seconds,
+          "Epoch %d: %.1f s (forward %.2f s, backward %.2f s, kvstore %.2f s, %.2f s waiting "
+          "for data), %.1f img/s, test top-1 %.2f%% top-5 %.2f%%\n",
+          epoch, times.seconds, times.forward_seconds, times.backward_seconds,
+          times.kvstore_seconds, times.data_wait_seconds,
           (plan.steps_per_epoch - first) * plan.global_batch / times.seconds,
           so_far->result.test_top1, so_far->result.test_top5);
       out.flush();  // a job's launcher shows each line as it comes, in order with the others
