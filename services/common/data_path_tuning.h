@@ -25,8 +25,8 @@ void TuneForDataPath();
 // takes its turn when that one blocks or its time slice ends. Where a job's processes share
 // the cores (the local launcher's job on a laptop), each message's handling on gRPC's threads
 // otherwise interrupts a worker's forward or backward pass, tens of times a step; a thread
-// that wakes on an idle core runs at once either way (docs/benchmarks.md, "The README main job
-// against one process"). Fails naming the thread the kernel refused (a seccomp profile, say);
+// that wakes on an idle core runs at once either way (docs/benchmarks.md, "The data path
+// under SCHED_BATCH"). Fails naming the thread the kernel refused (a seccomp profile, say);
 // threads already set stay so.
 absl::Status RunAsBatch();
 
