@@ -19,6 +19,7 @@ packages=(
   prometheus                                # promtool and the server, for the metrics tests
   clang-14 libclang-rt-14-dev llvm-14       # tools/fuzz.sh: libFuzzer, sanitizers, symbolizer
   podman runc conmon netavark aardvark-dns catatonit  # images per role, the container job
+  iptables                                  # netavark's firewall: the Kubernetes test's pod network
   slurm-wlm munge                           # the Slurm test's one-node cluster
 )
 

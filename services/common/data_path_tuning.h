@@ -17,17 +17,19 @@ namespace cohort {
 //    takes several locks on its way, and the graph cost a tenth of the CPU of a small-tensor
 //    round (docs/benchmarks.md, "Cheaper messages"). Tests keep it on, and so does a process
 //    started with COHORT_MUTEX_DEADLOCK_DETECTION=1 (it then dies naming a lock-order cycle).
-//  - Every thread runs under SCHED_BATCH (RunAsBatch), unless COHORT_SCHED_BATCH=0.
+//  - Every thread runs under SCHED_BATCH (RunAsBatch), unless the environment has
+//    COHORT_SCHED_BATCH=0 (exactly "0"); where the kernel refuses, a warning names the thread
+//    and the process goes on.
 void TuneForDataPath();
 
 // Puts every thread of this process, and so every thread they start later, under Linux's
 // SCHED_BATCH policy: a thread that wakes up no longer preempts one that is computing, it
 // takes its turn when that one blocks or its time slice ends. Where a job's processes share
 // the cores (the local launcher's job on a laptop), each message's handling on gRPC's threads
-// otherwise interrupts a worker's forward or backward pass, tens of times a step; a thread
-// that wakes on an idle core runs at once either way (docs/benchmarks.md, "The data path
-// under SCHED_BATCH"). Fails naming the thread the kernel refused (a seccomp profile, say);
-// threads already set stay so.
+// otherwise interrupts a worker's forward or backward pass, and gRPC's threads preempt each
+// other as they hand a message on (docs/benchmarks.md, "The data path under SCHED_BATCH",
+// measured on two shared cores). Fails naming the thread the kernel refused (a seccomp
+// profile, say); threads already set stay so.
 absl::Status RunAsBatch();
 
 }  // namespace cohort

@@ -43,8 +43,14 @@ class WaitingThread {
   std::thread thread_;
 };
 
-TEST(RunAsBatchTest, SetsEveryThreadAndTheThreadsStartedLater) {
-  RunAsDefault(0);
+// Each test starts and ends with this thread under the default policy.
+class SchedulingPolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(RunAsDefault(0)); }
+  void TearDown() override { RunAsDefault(0); }
+};
+
+TEST_F(SchedulingPolicyTest, RunAsBatchSetsEveryThreadAndTheThreadsStartedLater) {
   WaitingThread before;
   ASSERT_EQ(sched_getscheduler(before.tid()), SCHED_OTHER);
 
@@ -55,8 +61,8 @@ TEST(RunAsBatchTest, SetsEveryThreadAndTheThreadsStartedLater) {
   EXPECT_EQ(sched_getscheduler(after.tid()), SCHED_BATCH);
 }
 
-TEST(TuneForDataPathTest, RunsAsBatchUnlessTheEnvironmentSaysNot) {
-  RunAsDefault(0);
+// (TuneForDataPath also turns off this test process's lock-order checks, as it does a shard's.)
+TEST_F(SchedulingPolicyTest, TuneForDataPathRunsAsBatchUnlessTheEnvironmentSaysNot) {
   ASSERT_EQ(setenv("COHORT_SCHED_BATCH", "0", 1), 0);
   TuneForDataPath();
   EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
@@ -64,7 +70,6 @@ TEST(TuneForDataPathTest, RunsAsBatchUnlessTheEnvironmentSaysNot) {
   ASSERT_EQ(unsetenv("COHORT_SCHED_BATCH"), 0);
   TuneForDataPath();
   EXPECT_EQ(sched_getscheduler(0), SCHED_BATCH);
-  RunAsDefault(0);
 }
 
 }  // namespace
