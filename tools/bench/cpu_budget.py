@@ -25,7 +25,7 @@ import time
 # ("<idle>", or name[tid/pid], name[pid] for a main thread; perf cuts it at 31 characters, so a
 # long one loses its "]"), then wait, scheduling delay and run time in ms.
 _LINE = re.compile(r"^\s*([\d.]+)\s+\[(\d+)\]\s+(.*?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
-_TASK = re.compile(r"^(.*?)\[(\d+)(?:/(\d+))?\]?$")
+_TASK = re.compile(r"^(.*?)\[(-?\d+)(?:/(\d+))?\]?$")  # tid -1: a thread perf could not name
 
 
 def parse_timehist(lines):

@@ -24,13 +24,14 @@ TIMEHIST = """\
     4561.371521 [0001]  worker[22160]                       5.894      0.000      1.000
     4561.371600 [0000]  grpc_global_tim[1234567/1234560     0.100      0.000      0.500
     4561.371700 [0000]  ???                                 0.100      0.000      0.700
+    4561.371800 [0001]  :-1[-1/22159]                       0.000      0.000      0.215
 """
 
 
 class ParseTest(unittest.TestCase):
     def test_reads_names_ids_and_run_times(self):
         runs, unread = cpu_budget.parse_timehist(TIMEHIST.splitlines())
-        self.assertEqual(len(runs), 9)  # the header lines are skipped
+        self.assertEqual(len(runs), 10)  # the header lines are skipped
         self.assertEqual(runs[0], ("worker", 22160, 22160, 0.002218))
         self.assertEqual(runs[1], ("nexting_thread", 22243, 22161, 0.000031))
         self.assertEqual(runs[4][:3], ("<idle>", None, None))
@@ -38,6 +39,8 @@ class ParseTest(unittest.TestCase):
         # Cut at 31 characters, without its "]": still that thread, not idle.
         self.assertEqual(runs[8], ("grpc_global_tim", 1234567, 1234560, 0.0005))
         self.assertEqual(unread, 1)  # "???" names no thread: counted, left out
+        # A thread perf could not name still counts for its process.
+        self.assertEqual(runs[9], (":-1", -1, 22159, 0.000215))
 
     def test_budget_by_role_and_thread(self):
         runs, _ = cpu_budget.parse_timehist(TIMEHIST.splitlines())
@@ -48,6 +51,7 @@ class ParseTest(unittest.TestCase):
         self.assertAlmostEqual(totals[("worker", "nexting_thread")], 0.000031)
         self.assertAlmostEqual(totals[("shard", "nexting_thread")], 0.000369)
         self.assertAlmostEqual(totals[("shard", "shard")], 0.000050)
+        self.assertAlmostEqual(totals[("shard", ":-1")], 0.000215)
         self.assertAlmostEqual(totals[("idle", "")], 0.002964)
         self.assertAlmostEqual(totals[("other", "")], 0.000536)  # not the job's threads
 
