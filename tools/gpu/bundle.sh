@@ -9,7 +9,8 @@
 # (a default target that does not exist, or does not build, is skipped with a warning; a target
 # named on the command line must exist). Only cc_test/cc_binary executables are bundled.
 # Left out of lib/: glibc (every machine has its own) and the CUDA libraries the GPU machine's
-# pip wheels provide (libcuda, cuDNN, cuBLAS, cudart, nvrtc, nvJitLink).
+# pip wheels provide (libcuda, cuDNN, cuBLAS, cudart, nvrtc, nvJitLink). Fashion-MNIST's files
+# travel in data/ for run.sh's LeNet runs.
 set -euo pipefail
 
 case ${1:-} in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
@@ -19,6 +20,7 @@ out_dir=.gpu_bundle
 tarball=$out_dir/cohort-gpu.tar.xz
 # The device tool carries at most 64 MiB, the checkout included.
 max_bytes=$((56 * 1024 * 1024))
+fashion_mnist=/usr/share/datasets/fashion-mnist
 DEFAULT_EXTRA=(//trainer/ops/cuda:gpu_info //trainer/gpu:gpu_bench //trainer:train_gpu
   //tools/launch:launch //services/scheduler:scheduler //services/shard:shard
   //services/worker:worker_gpu)
@@ -143,7 +145,15 @@ for i in "${!cc_labels[@]}"; do
 done
 [[ -s $stage/manifest.tsv ]] || die "no binary bundled"
 
-cp tools/gpu/run.sh tools/gpu/torch_resnet_bench.py "$stage/"
+cp tools/gpu/run.sh tools/gpu/torch_resnet_bench.py tools/gpu/torch_lenet_check.py \
+  tools/gpu/kernel_table.py tools/check_model.py "$stage/"
+# Fashion-MNIST travels too (30 MB): the GPU machine has no network to fetch it.
+if [[ -d $fashion_mnist ]]; then
+  mkdir -p "$stage/data/fashion-mnist"
+  cp "$fashion_mnist"/*-ubyte.gz "$stage/data/fashion-mnist/"
+else
+  warn "no $fashion_mnist (tools/install_deps.sh installs it): run.sh trains on synthetic images only"
+fi
 {
   echo "cohort GPU bundle: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)'), built $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -n)"
   echo "binaries: $(cut -f1,2 "$stage/manifest.tsv" | tr '\t\n' ': ')"
@@ -162,7 +172,7 @@ size_mib=$(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1048576}')
 echo "bundle: $tarball $((size / 1024)) KiB ($size_mib MiB)"
 if ((size > max_bytes)); then
   echo "largest files:" >&2
-  (cd "$stage" && du -a bin lib lib-cxx | sort -rn | head -10) >&2
+  (cd "$stage" && du -a bin lib lib-cxx data 2>/dev/null | sort -rn | head -10) >&2
   rm -f "$tarball"
   die "the bundle is $size_mib MiB, over the $((max_bytes / 1048576)) MiB that leaves room for the checkout in a 64 MiB carry; bundle fewer targets (pass them as arguments)"
 fi

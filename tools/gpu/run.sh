@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the GPU bundle made by tools/gpu/bundle.sh on the GPU machine: gpu_info, every GPU test
 # binary, a distributed job (scheduler, 2 shards, 1 worker on gpu:0; and one worker on every
-# GPU where there are several), then gpu_bench and the PyTorch reference over the same
-# configurations.
+# GPU where there are several); where the bundle carries Fashion-MNIST, the same job on it and
+# LeNet trained alone in fp32 and bf16, each export loaded into a PyTorch LeNet and scored; then
+# gpu_bench (its cudnnFind choices logged) and the PyTorch reference over the same
+# configurations (torch.compile on the first), and an ncu profile of ResNet-50's timed steps.
 #
 #   bash tools/gpu/run.sh [--tests-only | --bench-only] [--torch-compile] [--bundle FILE]
 #
@@ -11,7 +13,7 @@
 # XML and every log), two files because $OUT takes few. Every step runs under a timeout and
 # within an overall budget, so one hang cannot use up the lease; failures are recorded, not fatal.
 # Environment: GPU_RUN_MODE=all|tests|bench (tests includes the job), RUN_BUDGET_S (540), STEP_TIMEOUT_S (300),
-# BENCH_STEPS (40), BENCH_WARMUP (10), BUNDLE (the tarball).
+# BENCH_STEPS (40), BENCH_WARMUP (10), BUNDLE (the tarball), PROFILE (1: the ncu profile).
 # Exit status: 0 when everything ran and passed, 1 otherwise.
 set -uo pipefail
 
@@ -108,13 +110,14 @@ for r in tests:
     total.update(c)
     out.append(f"{r['name']:<48} {c['passed']:>5} {c['failed']:>5} {c['skipped']:>5}  {note}")
 
-jobs = [r for r in rows if r["kind"] == "job"]
+# Jobs, lone training runs and the PyTorch checks, each with the last accuracy its log gave.
+jobs = [r for r in rows if r["kind"] in ("job", "train", "check")]
 if jobs:
     out.append("")
 for r in jobs:
-    said = [l for l in tail(r["log"], 400) if l.startswith("[worker 0] Test top-1")]
-    out.append(f"job {r['name']} {r['config']}: {status(r['rc'])}"
-               + (f"; {said[-1][len('[worker 0] '):]}" if said else ""))
+    said = [l.strip() for l in tail(r["log"], 400) if re.search(r"top-?1", l)]
+    out.append(f"{r['kind']} {r['name']} {r['config']}: {status(r['rc'])}"
+               + (f"; {said[-1]}" if said else ""))
     if r["rc"] != 0:
         failed_logs.append(r)
 
@@ -153,6 +156,12 @@ if benches:
             if ratios:
                 out.append(f"{n} / torch-eager: " + ", ".join(ratios))
 
+for r in rows:
+    if r["kind"] == "profile":
+        out += ["", f"profile {r['name']} {r['config']}: {status(r['rc'])}"] + tail(r["log"], 13)
+        if r["rc"] != 0:
+            failed_logs.append(r)
+
 if failed_logs:
     details = ["", "=== tails of failed steps' logs ==="]
     for r in failed_logs[:6]:
@@ -164,7 +173,7 @@ out.append("")
 if tools:
     out.append("tools: " + ", ".join(f"{r['name']} {status(r['rc'])}" for r in tools))
 if jobs:
-    out.append(f"jobs: {sum(r['rc'] == 0 for r in jobs)} ok of {len(jobs)}")
+    out.append(f"jobs, training runs and checks: {sum(r['rc'] == 0 for r in jobs)} ok of {len(jobs)}")
 if benches:
     out.append(f"benchmarks: {bench_counts['ok']} ok, {bench_counts['failed']} failed, {bench_counts['not run']} not run")
 out.append(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
@@ -172,7 +181,8 @@ text = "\n".join(out) + "\n"
 with open(summary_path, "w") as f:
     f.write(text)
 print("\n=== summary ===\n" + text, end="")
-ok = (total["failed"] == 0 and all(r["rc"] == 0 for r in tools + jobs)
+profiles = [r for r in rows if r["kind"] == "profile"]
+ok = (total["failed"] == 0 and all(r["rc"] == 0 for r in tools + jobs + profiles)
       and bench_counts["failed"] == 0 and bench_counts["not run"] == 0)
 sys.exit(0 if ok else 1)
 PY
@@ -219,8 +229,10 @@ else
 fi
 [[ -f $root/bundle-info.txt ]] && tee "$results/bundle-info.txt" <"$root/bundle-info.txt"
 # The checkout's copy of the PyTorch script is the newer one where both exist.
-torch_script=$here/torch_resnet_bench.py
-[[ -f $torch_script ]] || torch_script=$root/torch_resnet_bench.py
+script_of() { if [[ -f $here/$1 ]]; then echo "$here/$1"; else echo "$root/$1"; fi; }
+torch_script=$(script_of torch_resnet_bench.py)
+lenet_check=$(script_of torch_lenet_check.py)
+kernel_table=$(script_of kernel_table.py)
 
 # --- library path for the bundled binaries ---------------------------------------------------
 # The GPU machine's cuDNN/cuBLAS/CUDA runtime come from its pip wheels (cuDNN loads sub-libraries
@@ -358,22 +370,45 @@ if [[ $mode != bench ]]; then
   else
     log "no job programs in the bundle: the distributed job does not run"
   fi
+  data_dir=$root/data/fashion-mnist
+  train_bin=$(bin_of //trainer:train_gpu)
+  if [[ -d $data_dir && -n $worker_bin && -n $train_bin ]]; then
+    run_step job "dist_sync W1 S2 fashion-mnist" "gpu:0 bf16" "$results/logs/job_fashion.log" "" -- \
+      env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$launch_bin" -n 1 -s 2 \
+      --scheduler_binary="$root/bin/$scheduler_bin" --shard_binary="$root/bin/$shard_bin" \
+      --worker_binary="$root/bin/$worker_bin" -- \
+      --devices gpu:0 --precision bf16 --model lenet --dataset fashion-mnist \
+      --data_dir "$data_dir" --epochs 3 --output "$work/job_lenet.safetensors"
+    # The README's LeNet run (10 epochs, defaults) alone on the GPU; its export in PyTorch.
+    for prec in fp32 bf16; do
+      run_step train "lenet fashion-mnist" "gpu:0 $prec" "$results/logs/train_lenet_$prec.log" "" -- \
+        env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$train_bin" --devices gpu:0 \
+        --precision "$prec" --model lenet --dataset fashion-mnist --data_dir "$data_dir" \
+        --epochs 10 --output "$work/lenet_$prec.safetensors"
+      run_step check "torch load_state_dict" "lenet $prec" "$results/logs/torch_lenet_$prec.log" "" -- \
+        env PYTHONUNBUFFERED=1 python3 "$lenet_check" "$work/lenet_$prec.safetensors" --data_dir "$data_dir"
+    done
+  else
+    log "no Fashion-MNIST in the bundle (or no train_gpu): LeNet trains on synthetic images only"
+  fi
 fi
 
 if [[ $mode != tests ]]; then
   benches=$(names_of bench)
   [[ -z $benches ]] && log "no benchmark binary in the bundle: only PyTorch runs"
-  torch_modes=(eager)
-  ((torch_compile)) && torch_modes+=(compile)
   # Ours and PyTorch's per configuration, so a spent budget still leaves pairs to compare.
   for c in "${BENCH_CONFIGS[@]}"; do
     read -r model bs prec <<<"$c"
     cfg="$model bs=$bs $prec"
     tag="${model}_bs${bs}_${prec}"
+    torch_modes=(eager)
+    # torch.compile takes minutes to compile: the first configuration only.
+    ((torch_compile)) && [[ $c == "${BENCH_CONFIGS[0]}" ]] && torch_modes+=(compile)
     for b in $benches; do
       run_step bench "$b" "$cfg" "$results/logs/${b}_$tag.log" "" -- \
-        env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" --batch_size="$bs" \
-        --precision="$prec" --steps="$bench_steps" --warmup="$bench_warmup"
+        env LD_LIBRARY_PATH="$bin_ld_path" COHORT_CUDNN_FIND_LOG=1 "$root/bin/$b" \
+        --model="$model" --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
+        --warmup="$bench_warmup"
     done
     for m in "${torch_modes[@]}"; do
       run_step bench "torch-$m" "$cfg" "$results/logs/torch_${m}_$tag.log" "" -- \
@@ -381,6 +416,20 @@ if [[ $mode != tests ]]; then
         --precision "$prec" --mode "$m" --steps "$bench_steps" --warmup "$bench_warmup"
     done
   done
+
+  # GPU time by kernel over timed steps alone (gpu_bench turns profiling on after its warm-up).
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  bench=$(names_of bench | head -1)
+  if [[ ${PROFILE:-1} == 1 && -n $ncu && -n $bench ]]; then
+    read -r model bs prec <<<"${BENCH_CONFIGS[0]}"
+    profile_steps=3
+    run_step profile ncu "$model bs=$bs $prec, $profile_steps steps" "$results/logs/profile.log" "" -- \
+      bash -c '"$1" --clock-control none --profile-from-start off --metrics gpu__time_duration.sum \
+          --print-summary per-kernel --csv "${@:4}" >"$2.csv" && python3 "$3" "$2.csv" --steps '"$profile_steps" \
+      _ "$ncu" "$results/logs/profile" "$kernel_table" env LD_LIBRARY_PATH="$bin_ld_path" \
+      "$root/bin/$bench" --model="$model" --batch_size="$bs" --precision="$prec" \
+      --steps="$profile_steps" --warmup=3
+  fi
 fi
 
 summary_rc=1

@@ -46,7 +46,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << absl::StrFormat(
-      "cohort %s bs=%d %s %s: %.1f images/sec (step %.2f ms, %.2f GiB)\n", c.model, c.batch,
-      cohort::PrecisionName(*precision), layout, r->images_per_second, r->step_ms, r->memory_gib);
+      "cohort %s bs=%d %s %s: %.1f images/sec (step %.2f ms, %.2f GiB; loss %.4f -> %.4f over "
+      "%d steps)\n",
+      c.model, c.batch, cohort::PrecisionName(*precision), layout, r->images_per_second,
+      r->step_ms, r->memory_gib, r->first_loss, r->last_loss, c.warmup_steps + c.steps);
   return 0;
 }

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include <cuda_profiler_api.h>
+
 #include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/gpu/device_sgd.h"
@@ -32,23 +34,32 @@ absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
   const Tensor& y = gpu->ImportLabels(host_labels, &labels);
 
   float scale = 1.0f;
+  double step_loss = 0;
   auto step = [&] {
     if (sgd.loss_scale() != scale) {  // setting it waits for the GPU: only when it changes
       scale = sgd.loss_scale();
       loss.set_gradient_scale(scale);
     }
-    loss.Forward(model->Forward(Mode::kTrain, x), y);
+    step_loss = loss.Forward(model->Forward(Mode::kTrain, x), y);
     model->Backward(loss.Backward());
     sgd.Step(0.01f);
   };
-  for (int i = 0; i < c.warmup_steps; ++i) step();
+  GpuBenchmarkResult r;
+  for (int i = 0; i < c.warmup_steps; ++i) {
+    step();
+    if (i == 0) r.first_loss = step_loss;
+  }
   gpu->context()->Synchronize();
+  // Profilers started with profiling off (ncu --profile-from-start off) see the timed steps
+  // alone, without the warm-up's cudnnFind trials.
+  cudaProfilerStart();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < c.steps; ++i) step();
   gpu->context()->Synchronize();
+  cudaProfilerStop();
+  r.last_loss = step_loss;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  GpuBenchmarkResult r;
   r.step_ms = 1000 * seconds / c.steps;
   r.images_per_second = static_cast<double>(c.batch) * c.steps / seconds;
   r.memory_gib = static_cast<double>(gpu->context()->allocator()->stats().bytes_reserved) /

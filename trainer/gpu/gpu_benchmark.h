@@ -21,6 +21,8 @@ struct GpuBenchmarkResult {
   double images_per_second = 0;
   double step_ms = 0;
   double memory_gib = 0;  // device memory the caching allocator holds
+  double first_loss = 0;  // the first warm-up step's
+  double last_loss = 0;   // the last timed step's: training on one batch, it falls
 };
 
 // Times full training steps of a model on one GPU: forward, loss, backward and the SGD update

@@ -1,6 +1,9 @@
 #include "trainer/ops/cuda/cuda_backend.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +47,16 @@ using Outs = absl::Span<Tensor* const>;
 // cuDNN takes alpha and beta as float for float, half and bf16 data.
 const float kOne = 1.0f;
 const float kZero = 0.0f;
+
+// COHORT_CUDNN_FIND_LOG=1 prints every cudnnFind result to stderr: which algorithms ran, how
+// fast, with what workspace, and which one each convolution uses (the first that succeeded).
+bool LogFind() {
+  static const bool on = [] {
+    const char* v = std::getenv("COHORT_CUDNN_FIND_LOG");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return on;
+}
 
 // Workspace offered to cudnnFind: algorithms needing more are not tried.
 constexpr size_t kFindWorkspace = size_t{256} << 20;
@@ -215,14 +228,18 @@ class ConvOp final : public Op {
     cudnnHandle_t h = s_->ctx->cudnn();
     const Tensor& dy = *grad_out[0];
     if (spec_.bias && grad_in[2] != nullptr) {
+      // Channel sums of dy; channels-first dy is made channels-last first, in the workspace,
+      // since cuDNN's own bias gradient refuses bf16 there.
       const Shape& y = dy.shape();
-      if (s_->nhwc()) {
-        COHORT_CUDA_CHECK(ColumnSums(Ptr(&dy), y[0] * y[2] * y[3], y[1], Ptr(grad_in[2]),
-                                     s_->elem(), s_->stream()));
-      } else {
-        COHORT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &kOne, p.y.get(), Ptr(&dy), &kZero,
-                                                        p.bias.get(), Ptr(grad_in[2])));
+      const void* rows = Ptr(&dy);
+      if (!s_->nhwc()) {
+        void* staged = s_->ctx->Workspace(dy.nbytes());
+        COHORT_CUDA_CHECK(
+            NcsToNsc(Ptr(&dy), y[0], y[1], y[2] * y[3], staged, s_->elem(), s_->stream()));
+        rows = staged;
       }
+      COHORT_CUDA_CHECK(ColumnSums(rows, y[0] * y[2] * y[3], y[1], Ptr(grad_in[2]), s_->elem(),
+                                   s_->stream()));
     }
     if (grad_in[1] != nullptr) {
       Tensor* dw = grad_in[1];
@@ -313,6 +330,14 @@ class ConvOp final : public Op {
   // The fastest algorithm cudnnFind measured that ran; none is a cuDNN bug for this shape.
   template <typename Perf>
   const Perf& Best(const Perf* perf, int n, const char* what, const Shape& x) {
+    if (LogFind()) {
+      for (int i = 0; i < n; ++i) {
+        std::fprintf(stderr, "cudnnFind conv2d %s x=%s stride %d pad %d: algo %d %s %.3f ms %.1f MB math %d\n",
+                     what, x.ToString().c_str(), spec_.stride, spec_.padding,
+                     static_cast<int>(perf[i].algo), cudnnGetErrorString(perf[i].status),
+                     perf[i].time, perf[i].memory / 1e6, static_cast<int>(perf[i].mathType));
+      }
+    }
     for (int i = 0; i < n; ++i) {
       if (perf[i].status == CUDNN_STATUS_SUCCESS) return perf[i];
     }
