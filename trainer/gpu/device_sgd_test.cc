@@ -111,13 +111,14 @@ TEST(DeviceSgdTest, TrainsLenetInBf16) {
   Tensor labels(Shape{32}, DType::kI32);
   for (float& v : images.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
   for (int32_t& l : labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(10));
-  // The reference backend's loss on the same weights and batch: where bf16 must start.
+  // The reference backend's loss (in float64) on the same weights and batch: where bf16 starts.
   ReferenceBackend cpu;
   auto cpu_model = BuildModel("lenet", &cpu, Shape{1, 28, 28}, 10);
   ASSERT_TRUE(cpu_model.ok()) << cpu_model.status();
   (*cpu_model)->InitParameters(3);
   SoftmaxCrossEntropyLoss cpu_loss(&cpu);
-  const double want_first = cpu_loss.Forward((*cpu_model)->Forward(Mode::kTrain, images), labels);
+  const double want_first =
+      cpu_loss.Forward((*cpu_model)->Forward(Mode::kTrain, ConvertTo(images, DType::kF64)), labels);
   double first = 0, last = 0;
   for (int step = 0; step < 60; ++step) {
     last = loss.Forward((*model)->Forward(Mode::kTrain, images), labels);

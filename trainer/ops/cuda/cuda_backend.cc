@@ -58,6 +58,26 @@ bool LogFind() {
   return on;
 }
 
+// FFT and Winograd convolutions round far more than fp32's direct and GEMM ones (1e-3 of the
+// largest input gradient of LeNet's first convolution on an H200): fp32 training does not use
+// them; the 16-bit and TF32 precisions, which round as much anyway, may.
+bool Approximate(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool Approximate(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool Approximate(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 // Workspace offered to cudnnFind: algorithms needing more are not tried.
 constexpr size_t kFindWorkspace = size_t{256} << 20;
 
@@ -327,7 +347,8 @@ class ConvOp final : public Op {
     return *plans_.back();
   }
 
-  // The fastest algorithm cudnnFind measured that ran; none is a cuDNN bug for this shape.
+  // The fastest algorithm cudnnFind measured that ran and that the precision allows; none is a
+  // cuDNN bug for this shape.
   template <typename Perf>
   const Perf& Best(const Perf* perf, int n, const char* what, const Shape& x) {
     if (LogFind()) {
@@ -338,8 +359,11 @@ class ConvOp final : public Op {
                      perf[i].time, perf[i].memory / 1e6, static_cast<int>(perf[i].mathType));
       }
     }
+    const bool fp32 = s_->options.precision == Precision::kFp32;
     for (int i = 0; i < n; ++i) {
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) return perf[i];
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && !(fp32 && Approximate(perf[i].algo))) {
+        return perf[i];
+      }
     }
     COHORT_CHECK(false, "conv2d %s: cuDNN found no algorithm for input %s", what,
                  x.ToString().c_str());
@@ -435,9 +459,11 @@ class PoolOp final : public Op {
 };
 
 // ----------------------------------------------------------------------------------------
-// Batch norm: cuDNN's spatial batch norm (the persistent kernels for channels-last 16-bit
-// training). cuDNN wants scale, shift and statistics in fp32: 16-bit parameters are cast to
-// and from fp32 copies, and the running statistics are fp32 tensors.
+// Batch norm: cuDNN's spatial batch norm. Training goes through the Ex calls: only they reach
+// the channels-last kernels (with the persistent mode for 16-bit data); the plain calls run a
+// per-channel kernel that took 93% of a ResNet-50 step on an H200. cuDNN wants scale, shift and
+// statistics in fp32: 16-bit parameters are cast to and from fp32 copies, and the running
+// statistics are fp32 tensors.
 
 class BatchNormOp final : public Op {
  public:
@@ -449,6 +475,7 @@ class BatchNormOp final : public Op {
       *t = Tensor(Shape{spec.channels}, DType::kF32, a);
     }
     dx_scratch_ = Tensor(Shape{0}, s_->dtype, a);
+    reserve_ = Tensor(Shape{0}, DType::kF32, a);  // bytes, counted in floats
     Tensor ones(Shape{spec.channels}, DType::kF32);
     for (float& v : ones.span<float>()) v = 1.0f;
     running_var_.CopyFrom(ones);
@@ -471,10 +498,12 @@ class BatchNormOp final : public Op {
     const void* beta = AsF32(*in[2], &beta_);
     cudnnHandle_t h = s_->ctx->cudnn();
     if (mode == Mode::kTrain) {
-      COHORT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-          h, train_mode_, &kOne, &kZero, x_.get(), Ptr(in[0]), x_.get(), Ptr(out[0]), bn_.get(),
-          gamma, beta, spec_.momentum, Ptr(&running_mean_), Ptr(&running_var_), spec_.eps,
-          Ptr(&saved_mean_), Ptr(&saved_inv_std_)));
+      COHORT_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+          h, train_mode_, CUDNN_BATCHNORM_OPS_BN, &kOne, &kZero, x_.get(), Ptr(in[0]), nullptr,
+          nullptr, x_.get(), Ptr(out[0]), bn_.get(), gamma, beta, spec_.momentum,
+          Ptr(&running_mean_), Ptr(&running_var_), spec_.eps, Ptr(&saved_mean_),
+          Ptr(&saved_inv_std_), nullptr, s_->ctx->Workspace(forward_workspace_),
+          forward_workspace_, ReserveSpace(), reserve_.nbytes()));
     } else {
       COHORT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
           h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), Ptr(in[0]), x_.get(), Ptr(out[0]),
@@ -492,10 +521,12 @@ class BatchNormOp final : public Op {
     void* dx = grad_in[0] != nullptr ? Ptr(grad_in[0]) : (dx_scratch_.Resize(in[0]->shape()),
                                                            Ptr(&dx_scratch_));
     const void* gamma = f32 ? Ptr(in[1]) : Ptr(&gamma_);  // the Forward's fp32 copy
-    COHORT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-        s_->ctx->cudnn(), train_mode_, &kOne, &kZero, &kOne, &kZero, x_.get(), Ptr(in[0]),
-        x_.get(), Ptr(grad_out[0]), x_.get(), dx, bn_.get(), gamma, dgamma, dbeta,
-        spec_.eps, Ptr(&saved_mean_), Ptr(&saved_inv_std_)));
+    COHORT_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
+        s_->ctx->cudnn(), train_mode_, CUDNN_BATCHNORM_OPS_BN, &kOne, &kZero, &kOne, &kZero,
+        x_.get(), Ptr(in[0]), nullptr, nullptr, x_.get(), Ptr(grad_out[0]), nullptr, nullptr,
+        x_.get(), dx, bn_.get(), gamma, nullptr, dgamma, dbeta, spec_.eps, Ptr(&saved_mean_),
+        Ptr(&saved_inv_std_), nullptr, s_->ctx->Workspace(backward_workspace_),
+        backward_workspace_, ReserveSpace(), reserve_.nbytes()));
     if (f32) return;
     for (int k : {1, 2}) {
       if (grad_in[k] == nullptr) continue;
@@ -511,7 +542,21 @@ class BatchNormOp final : public Op {
     train_mode_ = s_->nhwc() && s_->dtype != DType::kF32 ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
                                                          : CUDNN_BATCHNORM_SPATIAL;
     COHORT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bn_.get(), x_.get(), CUDNN_BATCHNORM_SPATIAL));
+    cudnnHandle_t h = s_->ctx->cudnn();
+    COHORT_CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        h, train_mode_, CUDNN_BATCHNORM_OPS_BN, x_.get(), nullptr, x_.get(), bn_.get(), nullptr,
+        &forward_workspace_));
+    COHORT_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+        h, train_mode_, CUDNN_BATCHNORM_OPS_BN, x_.get(), nullptr, x_.get(), nullptr, x_.get(),
+        bn_.get(), nullptr, &backward_workspace_));
+    size_t reserve = 0;
+    COHORT_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+        h, train_mode_, CUDNN_BATCHNORM_OPS_BN, nullptr, x_.get(), &reserve));
+    reserve_.Resize(Shape{static_cast<int64_t>((reserve + 3) / 4)});
   }
+
+  // What the training Forward leaves for Backward beyond the saved statistics (none: null).
+  void* ReserveSpace() { return reserve_.numel() > 0 ? Ptr(&reserve_) : nullptr; }
 
   // p itself in fp32, else its fp32 copy in *copy.
   const void* AsF32(const Tensor& p, Tensor* copy) {
@@ -528,6 +573,8 @@ class BatchNormOp final : public Op {
   Tensor running_mean_, running_var_;
   Tensor gamma_, beta_, dgamma_, dbeta_;  // fp32 copies for 16-bit parameters
   Tensor saved_mean_, saved_inv_std_;     // from the training Forward, for Backward
+  Tensor reserve_;                        // likewise, the Ex calls' reserve space
+  size_t forward_workspace_ = 0, backward_workspace_ = 0;
   Tensor dx_scratch_;
 };
 
