@@ -71,7 +71,9 @@ TEST(GpuTrainingTest, MatchesTheCpuTrainer) {
   ASSERT_EQ(gpu32->names, cpu->names);
   ASSERT_EQ(gpu16->names, cpu->names);
   for (const Tensor& t : gpu16->tensors) EXPECT_EQ(t.dtype(), DType::kF32);
-  EXPECT_LT(RelativeDifference(*gpu32, *cpu), 1e-3);
+  // An epoch of LeNet on random labels amplifies rounding: the CPU trainer alone, with 1 and
+  // with 2 threads, ends 1.6e-3 apart (and the H200 1.6e-3 from this CPU run).
+  EXPECT_LT(RelativeDifference(*gpu32, *cpu), 5e-3);
   EXPECT_LT(RelativeDifference(*gpu16, *cpu), 5e-2);
 }
 

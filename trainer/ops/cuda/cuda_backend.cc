@@ -353,7 +353,9 @@ class ConvOp final : public Op {
   const Perf& Best(const Perf* perf, int n, const char* what, const Shape& x) {
     if (LogFind()) {
       for (int i = 0; i < n; ++i) {
-        std::fprintf(stderr, "cudnnFind conv2d %s x=%s stride %d pad %d: algo %d %s %.3f ms %.1f MB math %d\n",
+        std::fprintf(stderr,
+                     "cudnnFind conv2d %s x=%s stride %d pad %d: algo %d %s %.3f ms %.1f MB "
+                     "math %d\n",
                      what, x.ToString().c_str(), spec_.stride, spec_.padding,
                      static_cast<int>(perf[i].algo), cudnnGetErrorString(perf[i].status),
                      perf[i].time, perf[i].memory / 1e6, static_cast<int>(perf[i].mathType));
