@@ -234,6 +234,59 @@ TEST(CudaBackendTest, SteadyStateStepAllocatesNothing) {
   EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
 }
 
+// A whole ResNet-20 training step (batch norm in training mode, residual sums, the loss) on the
+// GPU against the reference backend on the same weights and batch: the loss, every parameter's
+// gradient and the running statistics after it. bf16 rounds weights and activations at every
+// layer, so its bound is a whole network's, not one op's.
+TEST(CudaBackendTest, Resnet20StepMatchesTheReference) {
+  const Config configs[] = {{Precision::kFp32, true, 1e-4},
+                            {Precision::kFp32, false, 1e-4},
+                            {Precision::kBf16, true, 5e-2}};
+  for (const Config& c : configs) {
+    SCOPED_TRACE(ConfigName(c));
+    auto gpu = MakeBackend(c);
+    if (!gpu.ok()) GTEST_SKIP() << "needs a GPU: " << gpu.status();
+    ReferenceBackend ref;
+    auto m = BuildModel("resnet20", gpu->get(), Shape{3, 32, 32}, 10);
+    auto r = BuildModel("resnet20", &ref, Shape{3, 32, 32}, 10);
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_TRUE(r.ok()) << r.status();
+    (*m)->InitParameters(3);
+    (*r)->InitParameters(3);
+    // The reference starts from the weights as the GPU stores them.
+    const Transfer move(**gpu, c);
+    for (size_t i = 0; i < (*m)->parameters().size(); ++i) {
+      (*r)->parameters()[i]->value.CopyFrom(move.Down((*m)->parameters()[i]->value, false));
+    }
+    Tensor x(Shape{8, 3, 32, 32});
+    Tensor labels(Shape{8}, DType::kI32);
+    Rng rng(9);
+    for (float& v : x.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
+    for (int32_t& l : labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(10));
+
+    SoftmaxCrossEntropyLoss loss(gpu->get()), loss_ref(&ref);
+    const double l = loss.Forward((*m)->Forward(Mode::kTrain, x), labels);
+    const double l_ref =
+        loss_ref.Forward((*r)->Forward(Mode::kTrain, move.Rounded(x, (*gpu)->dtype())), labels);
+    EXPECT_NEAR(l, l_ref, c.tolerance * std::abs(l_ref));
+    (*m)->Backward(loss.Backward());
+    (*r)->Backward(loss_ref.Backward());
+    for (size_t i = 0; i < (*m)->parameters().size(); ++i) {
+      EXPECT_LT(testing::NormalizedMaxError(move.Down((*m)->parameters()[i]->grad, false),
+                                            (*r)->parameters()[i]->grad),
+                c.tolerance)
+          << (*m)->parameters()[i]->name;
+    }
+    ASSERT_EQ((*m)->state().size(), (*r)->state().size());
+    for (size_t i = 0; i < (*m)->state().size(); ++i) {
+      EXPECT_LT(testing::NormalizedMaxError(move.Down(*(*m)->state()[i].value, false),
+                                            *(*r)->state()[i].value),
+                c.tolerance)
+          << (*m)->state()[i].name;
+    }
+  }
+}
+
 // Images from pageable and from pinned host memory arrive the same, converted to the backend's
 // layout and dtype.
 TEST(CudaBackendTest, ImportsImagesIntoTheBackendsLayout) {
