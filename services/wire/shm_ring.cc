@@ -1,0 +1,234 @@
+#include "services/wire/shm_ring.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x43534852;  // "CSHR"
+constexpr size_t kHeaderBytes = 4096;    // the header's page, then the ring
+constexpr size_t kLengthBytes = 8;       // each message's length, before its bytes
+
+size_t Padded(size_t bytes) { return (bytes + 7) & ~size_t{7}; }
+
+void CloseFds(const ShmRing::Fds& fds) {
+  for (int fd : {fds.memory, fds.data, fds.space}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+}  // namespace
+
+// In the shared page. Positions count bytes since the start and only grow; each side writes its
+// own and reads the other's. The sleeping flags and positions are sequentially consistent, so a
+// side that goes to sleep either sees the other's last move or is seen asleep and woken.
+struct ShmRing::Header {
+  uint32_t magic;
+  uint64_t capacity;
+  alignas(64) std::atomic<uint64_t> write_pos;
+  alignas(64) std::atomic<uint64_t> read_pos;
+  alignas(64) std::atomic<uint32_t> consumer_sleeping;
+  std::atomic<uint32_t> producer_sleeping;
+  std::atomic<uint32_t> closed;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "atomics shared between processes");
+
+absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Create(size_t capacity) {
+  if (capacity < 4096 || (capacity & (capacity - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared-memory ring of ", capacity, " bytes: needs a power of two >= 4096"));
+  }
+  Fds fds;
+  fds.memory = memfd_create("cohort-shm-ring", MFD_CLOEXEC);
+  fds.data = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  fds.space = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fds.memory < 0 || fds.data < 0 || fds.space < 0) {
+    const int err = errno;
+    CloseFds(fds);
+    return absl::ErrnoToStatus(err, "cannot create a shared-memory ring's memfd or eventfds");
+  }
+  const size_t bytes = kHeaderBytes + capacity;
+  if (ftruncate(fds.memory, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    CloseFds(fds);
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot size a shared-memory ring to ", bytes,
+                                                 " bytes (is /dev/shm's memory limited?)"));
+  }
+  void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds.memory, 0);
+  if (mapping == MAP_FAILED) {
+    const int err = errno;
+    CloseFds(fds);
+    return absl::ErrnoToStatus(err, "cannot map a shared-memory ring");
+  }
+  // A fresh memfd reads as zeros: positions, flags and `closed` start at 0.
+  Header* header = static_cast<Header*>(mapping);
+  header->capacity = capacity;
+  header->magic = kMagic;
+  return std::unique_ptr<ShmRing>(new ShmRing(fds, mapping, bytes, capacity));
+}
+
+absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Attach(Fds fds) {
+  struct stat st;
+  if (fstat(fds.memory, &st) != 0) {
+    const int err = errno;
+    CloseFds(fds);
+    return absl::ErrnoToStatus(err, "cannot read the size of a shared-memory ring's memfd");
+  }
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  void* mapping = bytes > kHeaderBytes ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                                              MAP_SHARED, fds.memory, 0)
+                                       : MAP_FAILED;
+  if (mapping == MAP_FAILED) {
+    CloseFds(fds);
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot map a shared-memory ring of ", bytes, " bytes"));
+  }
+  const Header* header = static_cast<const Header*>(mapping);
+  if (header->magic != kMagic || header->capacity + kHeaderBytes != bytes) {
+    munmap(mapping, bytes);
+    CloseFds(fds);
+    return absl::InvalidArgumentError(
+        "the descriptor passed as a shared-memory ring is not one (wrong magic or size)");
+  }
+  const size_t capacity = header->capacity;
+  return std::unique_ptr<ShmRing>(new ShmRing(fds, mapping, bytes, capacity));
+}
+
+ShmRing::ShmRing(Fds fds, void* mapping, size_t mapping_bytes, size_t capacity)
+    : fds_(fds),
+      mapping_(mapping),
+      mapping_bytes_(mapping_bytes),
+      capacity_(capacity),
+      header_(static_cast<Header*>(mapping)),
+      data_(static_cast<char*>(mapping) + kHeaderBytes) {
+  static_assert(sizeof(Header) <= kHeaderBytes);
+}
+
+ShmRing::~ShmRing() {
+  munmap(mapping_, mapping_bytes_);
+  CloseFds(fds_);
+}
+
+absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces) {
+  size_t length = 0;
+  for (absl::Span<const char> p : pieces) length += p.size();
+  const uint64_t need = kLengthBytes + Padded(length);
+  if (need > capacity_) {
+    return absl::InvalidArgumentError(absl::StrCat("a message of ", length,
+                                                   " bytes does not fit a shared-memory ring of ",
+                                                   capacity_, " bytes"));
+  }
+  const uint64_t w = header_->write_pos.load(std::memory_order_relaxed);
+  auto fits = [&] { return capacity_ - (w - header_->read_pos.load()) >= need; };
+  while (!fits()) {
+    if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
+    header_->producer_sleeping.store(1);
+    if (fits()) {
+      header_->producer_sleeping.store(0);
+      break;
+    }
+    const absl::Status waited = Wait(fds_.space, header_->producer_sleeping);
+    if (!waited.ok()) return waited;
+  }
+  if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
+  const uint64_t mask = capacity_ - 1;
+  std::memcpy(data_ + (w & mask), &length, kLengthBytes);  // 8-aligned: never wraps
+  uint64_t at = w + kLengthBytes;
+  for (absl::Span<const char> p : pieces) {
+    const size_t offset = at & mask;
+    const size_t first = std::min(p.size(), capacity_ - offset);
+    std::memcpy(data_ + offset, p.data(), first);
+    std::memcpy(data_, p.data() + first, p.size() - first);
+    at += p.size();
+  }
+  header_->write_pos.store(w + need);
+  Wake(fds_.data, header_->consumer_sleeping);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShmRing::Message> ShmRing::Read() {
+  const uint64_t r = header_->read_pos.load(std::memory_order_relaxed);
+  auto ready = [&] { return header_->write_pos.load() != r; };
+  while (!ready()) {
+    if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
+    header_->consumer_sleeping.store(1);
+    if (ready()) {
+      header_->consumer_sleeping.store(0);
+      break;
+    }
+    const absl::Status waited = Wait(fds_.data, header_->consumer_sleeping);
+    if (!waited.ok() && !ready()) return waited;
+  }
+  const uint64_t mask = capacity_ - 1;
+  uint64_t length = 0;
+  std::memcpy(&length, data_ + (r & mask), kLengthBytes);
+  if (kLengthBytes + Padded(length) > capacity_) {
+    return absl::DataLossError(absl::StrCat("a shared-memory ring holds a message of ", length,
+                                            " bytes, more than it can: its memory was overwritten"));
+  }
+  Message m;
+  const size_t offset = (r + kLengthBytes) & mask;
+  const size_t first = std::min<size_t>(length, capacity_ - offset);
+  m.chunks[m.num_chunks++] = absl::Span<const char>(data_ + offset, first);
+  if (first < length) m.chunks[m.num_chunks++] = absl::Span<const char>(data_, length - first);
+  pending_release_ = kLengthBytes + Padded(length);
+  return m;
+}
+
+void ShmRing::Release() {
+  if (pending_release_ == 0) return;
+  header_->read_pos.store(header_->read_pos.load(std::memory_order_relaxed) + pending_release_);
+  pending_release_ = 0;
+  Wake(fds_.space, header_->producer_sleeping);
+}
+
+void ShmRing::Close() {
+  header_->closed.store(1);
+  const uint64_t one = 1;
+  for (int fd : {fds_.data, fds_.space}) {
+    [[maybe_unused]] ssize_t n = write(fd, &one, sizeof(one));
+  }
+}
+
+absl::Status ShmRing::Wait(int eventfd, std::atomic<uint32_t>& sleeping) {
+  pollfd polled[2] = {{eventfd, POLLIN, 0}, {peer_, POLLRDHUP, 0}};
+  const nfds_t n = peer_ >= 0 ? 2 : 1;
+  absl::Status status;
+  for (;;) {
+    if (poll(polled, n, -1) < 0) {
+      if (errno == EINTR) continue;
+      status = absl::ErrnoToStatus(errno, "waiting on a shared-memory ring");
+      break;
+    }
+    if (polled[0].revents & POLLIN) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t r = read(eventfd, &count, sizeof(count));  // resets it
+      break;
+    }
+    if (n == 2 && (polled[1].revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
+      status = absl::UnavailableError(
+          "the process at the other end of a shared-memory ring went away");
+      break;
+    }
+  }
+  sleeping.store(0);
+  return status;
+}
+
+void ShmRing::Wake(int eventfd, std::atomic<uint32_t>& sleeping) {
+  if (sleeping.load() == 0) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(eventfd, &one, sizeof(one));
+}
+
+}  // namespace cohort
