@@ -409,6 +409,12 @@ if [[ $mode != tests ]]; then
         env LD_LIBRARY_PATH="$bin_ld_path" COHORT_CUDNN_FIND_LOG=1 "$root/bin/$b" \
         --model="$model" --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
         --warmup="$bench_warmup"
+      # What waiting for each step's loss (as the trainer does) costs: the first case only.
+      [[ $c == "${BENCH_CONFIGS[0]}" ]] &&
+        run_step bench "$b+loss-read" "$cfg" "$results/logs/${b}_loss_read_$tag.log" "" -- \
+          env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" \
+          --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
+          --warmup="$bench_warmup" --read_loss_every_step
     done
     for m in "${torch_modes[@]}"; do
       run_step bench "torch-$m" "$cfg" "$results/logs/torch_${m}_$tag.log" "" -- \

@@ -19,6 +19,9 @@ ABSL_FLAG(std::string, layout, "nhwc", "activation layout: nhwc (channels-last) 
 ABSL_FLAG(int, gpu, 0, "GPU index");
 ABSL_FLAG(int, warmup, 5, "untimed steps before timing");
 ABSL_FLAG(int, steps, 30, "timed steps");
+ABSL_FLAG(bool, read_loss_every_step, false,
+          "wait for every step's loss on the host, as the trainer does (else only the first and "
+          "last steps' are read, as in PyTorch's loop)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -40,15 +43,17 @@ int main(int argc, char** argv) {
   c.backend = {absl::GetFlag(FLAGS_gpu), *precision, layout == "nhwc"};
   c.warmup_steps = absl::GetFlag(FLAGS_warmup);
   c.steps = absl::GetFlag(FLAGS_steps);
+  c.read_loss_every_step = absl::GetFlag(FLAGS_read_loss_every_step);
   auto r = cohort::cuda::RunGpuBenchmark(c);
   if (!r.ok()) {
     std::cerr << "gpu_bench: error: " << r.status().message() << "\n";
     return 1;
   }
   std::cout << absl::StrFormat(
-      "cohort %s bs=%d %s %s: %.1f images/sec (step %.2f ms, %.2f GiB; loss %.4f -> %.4f over "
+      "cohort %s bs=%d %s %s%s: %.1f images/sec (step %.2f ms, %.2f GiB; loss %.4f -> %.4f over "
       "%d steps)\n",
-      c.model, c.batch, cohort::PrecisionName(*precision), layout, r->images_per_second,
+      c.model, c.batch, cohort::PrecisionName(*precision), layout,
+      c.read_loss_every_step ? ", loss read every step" : "", r->images_per_second,
       r->step_ms, r->memory_gib, r->first_loss, r->last_loss, c.warmup_steps + c.steps);
   return 0;
 }

@@ -15,6 +15,9 @@ struct GpuBenchmarkCase {
   CudaBackendOptions backend;
   int warmup_steps = 5;  // untimed: cudnnFind, buffer sizing, the first allocations
   int steps = 30;
+  // Waits for each step's loss on the host, as the trainer does for its progress line and phase
+  // times; otherwise (as PyTorch's loop) only the first and last steps' are read.
+  bool read_loss_every_step = false;
 };
 
 struct GpuBenchmarkResult {

@@ -29,12 +29,21 @@ void SoftmaxCrossEntropyLoss::set_gradient_scale(float scale) {
 }
 
 double SoftmaxCrossEntropyLoss::Forward(const Tensor& logits, const Tensor& labels) {
+  Compute(logits, labels);
+  return ReadLoss();
+}
+
+void SoftmaxCrossEntropyLoss::Compute(const Tensor& logits, const Tensor& labels) {
   labels_ = &backend_->ImportLabels(labels, &labels_scratch_);
   const Tensor* in[] = {&logits, labels_};
   Tensor* out[] = {&loss_};
   op_->Forward(Mode::kTrain, in, out);
   logits_ = &logits;
-  // Reading the loss waits for the device's forward pass.
+}
+
+double SoftmaxCrossEntropyLoss::ReadLoss() {
+  COHORT_CHECK(logits_ != nullptr, "loss ReadLoss before Compute");
+  // Reading the loss waits for the device's work so far.
   host_loss_.CopyFrom(loss_);
   return host_loss_.dtype() == DType::kF64 ? host_loss_.data<double>()[0]
                                             : host_loss_.data<float>()[0];

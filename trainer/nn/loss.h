@@ -16,6 +16,10 @@ class SoftmaxCrossEntropyLoss {
   // logits: (N, K); labels: (N) I32 in [0, K), on the host or already where the backend
   // reads them. Returns the mean loss.
   double Forward(const Tensor& logits, const Tensor& labels);
+  // Forward without reading the loss back: on a GPU the host goes on queueing work (backward)
+  // instead of waiting for the forward pass. ReadLoss gives the loss of the last of them.
+  void Compute(const Tensor& logits, const Tensor& labels);
+  double ReadLoss();
   // Gradient of the mean loss w.r.t. the logits of the last Forward, times the gradient
   // scale: (N, K).
   const Tensor& Backward();
