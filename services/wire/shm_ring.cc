@@ -130,16 +130,7 @@ absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces) {
   }
   const uint64_t w = header_->write_pos.load(std::memory_order_relaxed);
   auto fits = [&] { return capacity_ - (w - header_->read_pos.load()) >= need; };
-  while (!fits()) {
-    if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
-    header_->producer_sleeping.store(1);
-    if (fits()) {
-      header_->producer_sleeping.store(0);
-      break;
-    }
-    const absl::Status waited = Wait(fds_.space, header_->producer_sleeping);
-    if (!waited.ok()) return waited;
-  }
+  if (absl::Status s = WaitUntil(fits, fds_.space, header_->producer_sleeping); !s.ok()) return s;
   if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
   const uint64_t mask = capacity_ - 1;
   std::memcpy(data_ + (w & mask), &length, kLengthBytes);  // 8-aligned: never wraps
@@ -159,15 +150,8 @@ absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces) {
 absl::StatusOr<ShmRing::Message> ShmRing::Read() {
   const uint64_t r = header_->read_pos.load(std::memory_order_relaxed);
   auto ready = [&] { return header_->write_pos.load() != r; };
-  while (!ready()) {
-    if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
-    header_->consumer_sleeping.store(1);
-    if (ready()) {
-      header_->consumer_sleeping.store(0);
-      break;
-    }
-    const absl::Status waited = Wait(fds_.data, header_->consumer_sleeping);
-    if (!waited.ok() && !ready()) return waited;
+  if (absl::Status s = WaitUntil(ready, fds_.data, header_->consumer_sleeping); !s.ok()) {
+    return s;
   }
   const uint64_t mask = capacity_ - 1;
   uint64_t length = 0;
@@ -198,6 +182,22 @@ void ShmRing::Close() {
   for (int fd : {fds_.data, fds_.space}) {
     [[maybe_unused]] ssize_t n = write(fd, &one, sizeof(one));
   }
+}
+
+template <typename Ready>
+absl::Status ShmRing::WaitUntil(const Ready& ready, int eventfd,
+                                std::atomic<uint32_t>& sleeping) {
+  while (!ready()) {
+    if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
+    sleeping.store(1);
+    if (ready()) {  // moved after all: the other side may not have seen the flag
+      sleeping.store(0);
+      break;
+    }
+    const absl::Status waited = Wait(eventfd, sleeping);
+    if (!waited.ok() && !ready()) return waited;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ShmRing::Wait(int eventfd, std::atomic<uint32_t>& sleeping) {

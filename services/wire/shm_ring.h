@@ -69,7 +69,12 @@ class ShmRing {
  private:
   struct Header;
   ShmRing(Fds fds, void* mapping, size_t mapping_bytes, size_t capacity);
-  // Sleeps on `eventfd` (and the peer) until it is written; `sleeping` tells the other side.
+  // Returns once ready() holds, sleeping on `eventfd` (flagged in `sleeping` for the other
+  // side) while it does not. Cancelled when the ring is closed first; Unavailable when the peer
+  // went away and ready() still fails.
+  template <typename Ready>
+  absl::Status WaitUntil(const Ready& ready, int eventfd, std::atomic<uint32_t>& sleeping);
+  // Sleeps on `eventfd` (and the peer) until it is written.
   absl::Status Wait(int eventfd, std::atomic<uint32_t>& sleeping);
   void Wake(int eventfd, std::atomic<uint32_t>& sleeping);
 
