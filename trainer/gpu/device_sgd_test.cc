@@ -128,8 +128,9 @@ TEST(DeviceSgdTest, TrainsLenetInBf16) {
   ASSERT_TRUE(cpu_model.ok()) << cpu_model.status();
   (*cpu_model)->InitParameters(3);
   SoftmaxCrossEntropyLoss cpu_loss(&cpu);
+  const Tensor images_f64 = ConvertTo(images, DType::kF64);
   const double want_first =
-      cpu_loss.Forward((*cpu_model)->Forward(Mode::kTrain, ConvertTo(images, DType::kF64)), labels);
+      cpu_loss.Forward((*cpu_model)->Forward(Mode::kTrain, images_f64), labels);
   double first = 0, last = 0;
   for (int step = 0; step < 60; ++step) {
     last = loss.Forward((*model)->Forward(Mode::kTrain, images), labels);

@@ -57,10 +57,10 @@ absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < c.steps; ++i) step(i == c.steps - 1 || c.read_loss_every_step);
   gpu->context()->Synchronize();
-  cudaProfilerStop();
-  r.last_loss = step_loss;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  cudaProfilerStop();
+  r.last_loss = step_loss;
   r.step_ms = 1000 * seconds / c.steps;
   r.images_per_second = static_cast<double>(c.batch) * c.steps / seconds;
   r.memory_gib = static_cast<double>(gpu->context()->allocator()->stats().bytes_reserved) /
