@@ -12,8 +12,10 @@
 # that. Results go to $OUT (a temporary folder if unset): summary.txt and results.tar.gz (gtest
 # XML and every log), two files because $OUT takes few. Every step runs under a timeout and
 # within an overall budget, so one hang cannot use up the lease; failures are recorded, not fatal.
-# Environment: GPU_RUN_MODE=all|tests|bench (tests includes the job), RUN_BUDGET_S (540), STEP_TIMEOUT_S (300),
-# BENCH_STEPS (40), BENCH_WARMUP (10), BUNDLE (the tarball), PROFILE (1: the ncu profile).
+# Environment: GPU_RUN_MODE=all|tests|unit|bench (tests: the test binaries and the jobs; unit: the
+# test binaries alone), RUN_BUDGET_S (540), STEP_TIMEOUT_S (300), BENCH_STEPS (40), BENCH_WARMUP
+# (10), BUNDLE (the tarball), PROFILE (1: the ncu profile), TEST_WRAPPER (a command the test
+# binaries run under, e.g. "compute-sanitizer --tool memcheck"); gtest's GTEST_FILTER applies.
 # Exit status: 0 when everything ran and passed, 1 otherwise.
 set -uo pipefail
 
@@ -32,7 +34,7 @@ while (($#)); do
   esac
   shift
 done
-case $mode in all|tests|bench) ;; *) echo "run.sh: GPU_RUN_MODE must be all, tests or bench" >&2; exit 2 ;; esac
+case $mode in all|tests|unit|bench) ;; *) echo "run.sh: GPU_RUN_MODE must be all, tests, unit or bench" >&2; exit 2 ;; esac
 
 budget=${RUN_BUDGET_S:-540}   # the device tool stops a command at 600 s
 step_timeout=${STEP_TIMEOUT_S:-300}
@@ -109,6 +111,12 @@ for r in tests:
         failed_logs.append(r)
     total.update(c)
     out.append(f"{r['name']:<48} {c['passed']:>5} {c['failed']:>5} {c['skipped']:>5}  {note}")
+
+# Where a test binary crashed: the backtrace cuda-gdb took of its test run again.
+for r in (r for r in rows if r["kind"] == "debug"):
+    frames = [l for l in tail(r["log"], 400) if re.match(r"#\d+ ", l)]
+    out.append(f"{r['name']} ({r['config']}):")
+    out.extend("    " + l[:160] for l in (frames[:20] or ["(no frames)"]))
 
 # Jobs, lone training runs and the PyTorch checks, each with the last accuracy its log gave.
 jobs = [r for r in rows if r["kind"] in ("job", "train", "check")]
@@ -342,7 +350,17 @@ if [[ $mode != bench ]]; then
   for t in $(names_of test); do
     mkdir -p "$TEST_TMPDIR"
     run_step test "$t" "" "$results/logs/$t.log" "$results/tests/$t.xml" -- \
-      env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$t" --gtest_output="xml:$results/tests/$t.xml"
+      env LD_LIBRARY_PATH="$bin_ld_path" ${TEST_WRAPPER:-} "$root/bin/$t" \
+      --gtest_output="xml:$results/tests/$t.xml"
+    # Killed by a signal: the test that was running, again under cuda-gdb for a backtrace.
+    rc=$(tail -n1 "$steps_tsv" | cut -f4)
+    crashed=$(grep -o '^\[ RUN      \] [^ ]*' "$results/logs/$t.log" | tail -n1 | cut -c14-)
+    if ((rc > 128 && rc != 137)) && [[ -n $crashed ]] && command -v cuda-gdb >/dev/null; then
+      run_step debug "$t backtrace" "$crashed" "$results/logs/$t.backtrace.log" "" -- \
+        env LD_LIBRARY_PATH="$bin_ld_path" cuda-gdb -batch -ex run -ex bt -ex quit --args \
+        "$root/bin/$t" --gtest_filter="$crashed"
+      grep -E '^#[0-9]+ ' "$results/logs/$t.backtrace.log" | head -n 20
+    fi
     rm -rf "$TEST_TMPDIR"
   done
   unset TEST_TMPDIR
@@ -354,7 +372,7 @@ launch_bin=$(bin_of //tools/launch:launch)
 scheduler_bin=$(bin_of //services/scheduler:scheduler)
 shard_bin=$(bin_of //services/shard:shard)
 worker_bin=$(bin_of //services/worker:worker_gpu)
-if [[ $mode != bench ]]; then
+if [[ $mode == all || $mode == tests ]]; then
   if [[ -n $launch_bin && -n $scheduler_bin && -n $shard_bin && -n $worker_bin ]]; then
     gpu_count=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU')
     job_devices=(gpu:0)
@@ -393,7 +411,7 @@ if [[ $mode != bench ]]; then
   fi
 fi
 
-if [[ $mode != tests ]]; then
+if [[ $mode == all || $mode == bench ]]; then
   benches=$(names_of bench)
   [[ -z $benches ]] && log "no benchmark binary in the bundle: only PyTorch runs"
   # Ours and PyTorch's per configuration, so a spent budget still leaves pairs to compare.

@@ -62,7 +62,8 @@ class Layer {
   // next Forward.
   const Tensor& Forward(Mode mode, absl::Span<const Tensor* const> xs);
   // dy: gradient of the loss w.r.t. the last output. Writes every parameter's grad; returns
-  // the gradient w.r.t. each data input whose need_input_grad entry is true (else nullptr).
+  // the gradient w.r.t. each data input whose need_input_grad entry is true (else nullptr):
+  // the layer's own buffers, or &dy itself where the op passes its gradient on (a sum).
   absl::Span<const Tensor* const> Backward(const Tensor& dy,
                                            absl::Span<const bool> need_input_grad);
 

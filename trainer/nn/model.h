@@ -50,8 +50,9 @@ class Model {
   void SetBeforeForwardHook(BeforeForwardHook hook) { before_forward_ = std::move(hook); }
   void SetGradientReadyHook(GradientReadyHook hook) { gradient_ready_ = std::move(hook); }
 
-  // images: (N, C, H, W) F32 on the host, or already in the backend's input form → logits
-  // (N, K), owned by the model until the next Forward.
+  // images: (N, C, H, W) F32 on the host, or already in the backend's input form (which the
+  // first layer then reads again in Backward: keep it alive until then) → logits (N, K), owned
+  // by the model until the next Forward.
   const Tensor& Forward(Mode mode, const Tensor& images);
   // dlogits: (N, K). Writes every parameter's grad.
   void Backward(const Tensor& dlogits);

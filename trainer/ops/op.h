@@ -48,6 +48,10 @@ class Op {
 
   // The op's state, in a fixed order; empty for most ops.
   virtual std::vector<OpState> State() { return {}; }
+
+  // True when every input's gradient is the output's gradient itself (a sum): a caller may
+  // hand grad_out on instead of calling Backward, which would only copy it.
+  virtual bool InputGradientsAreOutputGradient() const { return false; }
 };
 
 struct Conv2dSpec {

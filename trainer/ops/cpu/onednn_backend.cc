@@ -377,6 +377,7 @@ class AddOnednn final : public Op {
  public:
   explicit AddOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
   absl::string_view name() const override { return "add"; }
+  bool InputGradientsAreOutputGradient() const override { return true; }
 
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
     ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));

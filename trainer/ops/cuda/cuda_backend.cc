@@ -98,12 +98,6 @@ class TensorDesc {
         static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
   }
   void Set(const Shared& s, const Shape& x) { Set(s, x[0], x[1], x[2], x[3]); }
-  // n elements seen as one row, for element-wise calls whatever the layout.
-  void SetFlat(const Shared& s, int64_t n) {
-    COHORT_CHECK(n <= INT32_MAX, "%ld elements exceed cuDNN's int sizes", n);
-    COHORT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, s.cudnn_type(), 1, 1, 1,
-                                                  static_cast<int>(n)));
-  }
   cudnnTensorDescriptor_t get() const { return d_; }
 
  private:
@@ -153,22 +147,6 @@ class PoolDesc {
   cudnnPoolingDescriptor_t d_;
 };
 
-class ActivationDesc {
- public:
-  ActivationDesc() {
-    COHORT_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d_));
-    COHORT_CUDNN_CHECK(
-        cudnnSetActivationDescriptor(d_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-  }
-  ~ActivationDesc() { cudnnDestroyActivationDescriptor(d_); }
-  ActivationDesc(const ActivationDesc&) = delete;
-  ActivationDesc& operator=(const ActivationDesc&) = delete;
-  cudnnActivationDescriptor_t get() const { return d_; }
-
- private:
-  cudnnActivationDescriptor_t d_;
-};
-
 // The shape an op last prepared for, so descriptors are rebuilt only when it changes.
 class LastShape {
  public:
@@ -192,7 +170,7 @@ void CopyOnStream(const Shared& s, void* dst, const void* src, size_t bytes) {
 // ----------------------------------------------------------------------------------------
 // Conv2d: cuDNN's legacy convolution API; channels-last convolutions read their filters as
 // (O, KH, KW, I), so the plain (O, I, KH, KW) weights are transposed on the way in and the
-// weight gradient on the way out.
+// weight gradient on the way out (except 1×1 filters, the same either way).
 
 class ConvOp final : public Op {
  public:
@@ -264,7 +242,7 @@ class ConvOp final : public Op {
     if (grad_in[1] != nullptr) {
       Tensor* dw = grad_in[1];
       void* target = Ptr(dw);
-      if (s_->nhwc()) {
+      if (Permuted(dw->shape())) {
         dw_staged_.Resize(dw->shape());
         target = Ptr(&dw_staged_);
       }
@@ -285,7 +263,7 @@ class ConvOp final : public Op {
           h, &kOne, p.x.get(), Ptr(in[0]), p.y.get(), Ptr(&dy), conv_.get(), p.filter.algo,
           s_->ctx->Workspace(p.filter.workspace), p.filter.workspace, &kZero, p.w.get(),
           target));
-      if (s_->nhwc()) {
+      if (target != Ptr(dw)) {
         const Shape& w = dw->shape();
         COHORT_CUDA_CHECK(NscToNcs(target, w[0], w[1], w[2] * w[3], Ptr(dw), s_->elem(),
                                    s_->stream()));
@@ -293,7 +271,7 @@ class ConvOp final : public Op {
     }
     if (grad_in[0] != nullptr) {
       // The staged weights of the Forward this Backward follows are still in place.
-      const void* w = s_->nhwc() ? Ptr(&w_staged_) : Ptr(in[1]);
+      const void* w = Permuted(in[1]->shape()) ? Ptr(&w_staged_) : Ptr(in[1]);
       if (!p.found_data) {
         SetMath(s_->math());
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -355,15 +333,17 @@ class ConvOp final : public Op {
       for (int i = 0; i < n; ++i) {
         std::fprintf(stderr,
                      "cudnnFind conv2d %s x=%s stride %d pad %d: algo %d %s %.3f ms %.1f MB "
-                     "math %d\n",
+                     "math %d%s\n",
                      what, x.ToString().c_str(), spec_.stride, spec_.padding,
                      static_cast<int>(perf[i].algo), cudnnGetErrorString(perf[i].status),
-                     perf[i].time, perf[i].memory / 1e6, static_cast<int>(perf[i].mathType));
+                     perf[i].time, perf[i].memory / 1e6, static_cast<int>(perf[i].mathType),
+                     perf[i].determinism == CUDNN_DETERMINISTIC ? " deterministic" : "");
       }
     }
     const bool fp32 = s_->options.precision == Precision::kFp32;
     for (int i = 0; i < n; ++i) {
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && !(fp32 && Approximate(perf[i].algo))) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && !(fp32 && Approximate(perf[i].algo)) &&
+          !(s_->options.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC)) {
         return perf[i];
       }
     }
@@ -378,9 +358,12 @@ class ConvOp final : public Op {
     COHORT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), chosen));
   }
 
+  // Whether cuDNN's filters differ from the plain weights: channels-last, unless 1×1.
+  bool Permuted(const Shape& w) const { return s_->nhwc() && w[2] * w[3] > 1; }
+
   const void* StagedWeights(const Tensor& w) {
     SetMath(s_->math());
-    if (!s_->nhwc()) return Ptr(&w);
+    if (!Permuted(w.shape())) return Ptr(&w);
     w_staged_.Resize(w.shape());
     const Shape& ws = w.shape();
     COHORT_CUDA_CHECK(
@@ -587,6 +570,7 @@ class AddOp final : public Op {
  public:
   explicit AddOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
   absl::string_view name() const override { return "add"; }
+  bool InputGradientsAreOutputGradient() const override { return true; }
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
     ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
     return std::vector<Shape>{y};
@@ -614,27 +598,17 @@ class ReluOp final : public Op {
     return std::vector<Shape>{in[0]};
   }
   void Forward(Mode, Ins in, Outs out) override {
-    Prepare(in[0]->numel());
-    COHORT_CUDNN_CHECK(cudnnActivationForward(s_->ctx->cudnn(), act_.get(), &kOne, x_.get(),
-                                              Ptr(in[0]), &kZero, x_.get(), Ptr(out[0])));
+    COHORT_CUDA_CHECK(
+        ReluForward(Ptr(in[0]), Ptr(out[0]), s_->elem(), in[0]->numel(), s_->stream()));
   }
   void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] == nullptr) return;
-    Prepare(in[0]->numel());
-    COHORT_CUDNN_CHECK(cudnnActivationBackward(s_->ctx->cudnn(), act_.get(), &kOne, x_.get(),
-                                               Ptr(out[0]), x_.get(), Ptr(grad_out[0]), x_.get(),
-                                               Ptr(in[0]), &kZero, x_.get(), Ptr(grad_in[0])));
+    COHORT_CUDA_CHECK(ReluBackward(Ptr(out[0]), Ptr(grad_out[0]), Ptr(grad_in[0]), s_->elem(),
+                                   in[0]->numel(), s_->stream()));
   }
 
  private:
-  void Prepare(int64_t n) {
-    if (n != n_) x_.SetFlat(*s_, n);
-    n_ = n;
-  }
   std::shared_ptr<Shared> s_;
-  ActivationDesc act_;
-  TensorDesc x_;
-  int64_t n_ = -1;
 };
 
 // The keep-mask comes from the same host function as every backend's (DropoutMask), so all

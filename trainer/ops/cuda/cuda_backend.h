@@ -17,9 +17,12 @@ struct CudaBackendOptions {
   // batch norms run fastest in; their shapes still read (N, C, H, W). Parameters stay in the
   // plain PyTorch layouts whatever the activations' layout.
   bool channels_last = true;
+  // Only convolution algorithms that give the same bits every run (no atomic sums), as
+  // PyTorch's cudnn.deterministic: reproducible steps, at some cost in speed.
+  bool deterministic = false;
 };
 
-// The GPU backend: cuDNN 9 for convolution, pooling, batch norm and ReLU, cuBLAS for linear
+// The GPU backend: cuDNN 9 for convolution, pooling and batch norm, cuBLAS for linear
 // layers, kernels of its own for the rest (trainer/ops/cuda/kernels.h). Tensors live on one GPU
 // in the precision's storage dtype; every op runs in order on the context's compute stream,
 // without waiting for it, so the host queues a whole step ahead of the GPU (reading the loss

@@ -72,11 +72,81 @@ __global__ void CastKernel(const S* __restrict__ src, D* __restrict__ dst, int64
   COHORT_GRID_STRIDE(i, n) dst[i] = FromF32<D>(ToF32(src[i]));
 }
 
+// Element-wise kernels move 16 bytes per access where every pointer allows: a Lanes<T> holds
+// that many elements, and PerLane applies an element function to each.
 template <typename T>
-// y may alias a (a gradient summed in place), so no __restrict__ here.
-__global__ void AddKernel(const T* a, const T* __restrict__ b, T* y, int64_t n) {
-  COHORT_GRID_STRIDE(i, n) y[i] = FromF32<T>(ToF32(a[i]) + ToF32(b[i]));
+constexpr int kLanes = 16 / sizeof(T);
+
+template <typename T>
+struct alignas(16) Lanes {
+  static constexpr int kCount = kLanes<T>;
+  T v[kCount];
+};
+
+template <typename F>
+struct PerLane {
+  F f;
+  template <typename L, typename... Ls>
+  __device__ __forceinline__ L operator()(const L& first, const Ls&... rest) const {
+    L out;
+#pragma unroll
+    for (int k = 0; k < L::kCount; ++k) {
+      out.v[k] = f(first.v[k], rest.v[k]...);
+    }
+    return out;
+  }
+};
+
+// y[i] = f(in[i]...). y may alias an input (a gradient summed in place): each element is read
+// before it is written by the same thread, so nothing here is __restrict__.
+template <typename Y, typename F, typename... X>
+__global__ void ElementwiseKernel(F f, int64_t n, Y* y, const X*... in) {
+  COHORT_GRID_STRIDE(i, n) y[i] = f(in[i]...);
 }
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// y[i] = f(in[i]...) for i in [0, n) of one type T: whole Lanes where all pointers are 16-byte
+// aligned, single elements for the rest.
+template <typename T, typename F, typename... X>
+void LaunchElementwise(F f, int64_t n, T* y, const X*... in, cudaStream_t stream) {
+  int64_t done = 0;
+  if ((Aligned16(y) && ... && Aligned16(in))) {
+    const int64_t vectors = n / kLanes<T>;
+    if (vectors > 0) {
+      ElementwiseKernel<<<Blocks(vectors), kThreads, 0, stream>>>(
+          PerLane<F>{f}, vectors, reinterpret_cast<Lanes<T>*>(y),
+          reinterpret_cast<const Lanes<X>*>(in)...);
+    }
+    done = vectors * kLanes<T>;
+  }
+  if (done < n) {
+    ElementwiseKernel<<<Blocks(n - done), kThreads, 0, stream>>>(f, n - done, y + done,
+                                                                 (in + done)...);
+  }
+}
+
+template <typename T>
+struct AddOf {
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return FromF32<T>(ToF32(a) + ToF32(b));
+  }
+};
+
+// NaN becomes 0, as in the reference (std::max(0.0, x)).
+template <typename T>
+struct ReluOf {
+  __device__ __forceinline__ T operator()(T x) const {
+    return ToF32(x) > 0.0f ? x : FromF32<T>(0.0f);
+  }
+};
+
+template <typename T>
+struct ReluGradientOf {
+  __device__ __forceinline__ T operator()(T y, T dy) const {
+    return ToF32(y) > 0.0f ? dy : FromF32<T>(0.0f);
+  }
+};
 
 template <typename T>
 __global__ void MaskScaleKernel(const T* __restrict__ x, const uint8_t* __restrict__ mask,
@@ -316,8 +386,29 @@ cudaError_t Add(const void* a, const void* b, void* y, Elem type, int64_t n, cud
   if (n == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    AddKernel<T><<<Blocks(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n);
+    LaunchElementwise<T, AddOf<T>, T, T>(AddOf<T>{}, n, static_cast<T*>(y),
+                                         static_cast<const T*>(a), static_cast<const T*>(b),
+                                         stream);
+  });
+}
+
+cudaError_t ReluForward(const void* x, void* y, Elem type, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    LaunchElementwise<T, ReluOf<T>, T>(ReluOf<T>{}, n, static_cast<T*>(y),
+                                       static_cast<const T*>(x), stream);
+  });
+}
+
+cudaError_t ReluBackward(const void* y, const void* dy, void* dx, Elem type, int64_t n,
+                         cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    LaunchElementwise<T, ReluGradientOf<T>, T, T>(ReluGradientOf<T>{}, n, static_cast<T*>(dx),
+                                                  static_cast<const T*>(y),
+                                                  static_cast<const T*>(dy), stream);
   });
 }
 

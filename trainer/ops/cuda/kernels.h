@@ -1,10 +1,11 @@
 #ifndef COHORT_TRAINER_OPS_CUDA_KERNELS_H_
 #define COHORT_TRAINER_OPS_CUDA_KERNELS_H_
 
-// The CUDA kernels of the GPU backend, for the work cuDNN and cuBLAS have no call for: casts,
-// layout transposes, bias rows, the loss, dropout's mask, the ResNet shortcut and the
-// mixed-precision gradient checks. Every function takes device pointers, enqueues its work on
-// `stream` and returns the launch's error (cudaGetLastError); n == 0 launches nothing.
+// The CUDA kernels of the GPU backend, for the work cuDNN and cuBLAS have no call for (or a
+// slower one): casts, layout transposes, bias rows, element-wise sums and ReLU, the loss,
+// dropout's mask, the ResNet shortcut and the mixed-precision gradient checks. Every function
+// takes device pointers, enqueues its work on `stream` and returns the launch's error
+// (cudaGetLastError); n == 0 launches nothing.
 // Arithmetic is in fp32 whatever the storage type.
 
 #include <cuda_runtime.h>
@@ -23,6 +24,11 @@ cudaError_t Cast(const void* src, Elem src_type, void* dst, Elem dst_type, int64
 // y = a + b, n elements of one type.
 cudaError_t Add(const void* a, const void* b, void* y, Elem type, int64_t n,
                 cudaStream_t stream);
+
+// ReLU: y = x > 0 ? x : 0; backward from its output: dx = y > 0 ? dy : 0.
+cudaError_t ReluForward(const void* x, void* y, Elem type, int64_t n, cudaStream_t stream);
+cudaError_t ReluBackward(const void* y, const void* dy, void* dx, Elem type, int64_t n,
+                         cudaStream_t stream);
 
 // y[i] = x[i] * mask[i] * scale (dropout, forward and backward alike). mask: n bytes, 0 or 1.
 cudaError_t MaskScale(const void* x, const uint8_t* mask, float scale, void* y, Elem type,

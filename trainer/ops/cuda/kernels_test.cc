@@ -133,6 +133,8 @@ TEST(KernelsTest, EmptyLaunchesNothing) {
   for (Elem t : kTypes) {
     EXPECT_EQ(cuda::Cast(nullptr, t, nullptr, Elem::kF32, 0, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::Add(nullptr, nullptr, nullptr, t, 0, nullptr), cudaSuccess);
+    EXPECT_EQ(cuda::ReluForward(nullptr, nullptr, t, 0, nullptr), cudaSuccess);
+    EXPECT_EQ(cuda::ReluBackward(nullptr, nullptr, nullptr, t, 0, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::MaskScale(nullptr, nullptr, 2, nullptr, t, 0, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::NcsToNsc(nullptr, 2, 0, 3, nullptr, t, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::NscToNcs(nullptr, 0, 2, 3, nullptr, t, nullptr), cudaSuccess);
@@ -223,6 +225,45 @@ TEST(KernelsTest, AddAndMaskScaleMatchHost) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_TRUE(AllNear(dsum.Values(t), Round(sum, t)));
       EXPECT_TRUE(AllNear(dmasked.Values(t), Round(masked, t)));
+    }
+  }
+}
+
+// The sum and ReLU move whole 16-byte vectors where every pointer is aligned to 16 bytes, and
+// single elements for the rest: counts that are not whole vectors, and buffers starting one
+// element in, give the same values.
+TEST(KernelsTest, SumAndReluMatchHostAtAnyCountAndAlignment) {
+  auto gpus = cuda::ProbeGpus();
+  if (!gpus.ok()) GTEST_SKIP() << "needs a GPU: " << gpus.status();
+  for (int64_t n : {int64_t{1}, int64_t{8}, int64_t{23}, int64_t{1000003}}) {
+    for (int64_t offset : {0, 1}) {
+      for (Elem t : kTypes) {
+        SCOPED_TRACE(testing::Message() << n << " at +" << offset << " " << Name(t));
+        const std::vector<float> a = Random(n + offset, 3, t), b = Random(n + offset, 4, t);
+        std::vector<float> sum(n), relu(n), relu_grad(n);
+        for (int64_t i = 0; i < n; ++i) {
+          const float x = a[i + offset], dy = b[i + offset];
+          sum[i] = x + dy;
+          relu[i] = x > 0 ? x : 0;
+          relu_grad[i] = x > 0 ? dy : 0;  // a as ReLU's output, b as its output's gradient
+        }
+        const size_t size = Size(t), skip = offset * size;
+        DeviceBuffer da(Encode(a, t)), db(Encode(b, t)), out((n + offset) * size);
+        auto at = [&](const DeviceBuffer& d) { return static_cast<char*>(d.get()) + skip; };
+        auto values = [&] {
+          std::vector<float> v = out.Values(t);
+          return std::vector<float>(v.begin() + offset, v.end());
+        };
+        ASSERT_EQ(cuda::Add(at(da), at(db), at(out), t, n, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_TRUE(AllNear(values(), Round(sum, t)));
+        ASSERT_EQ(cuda::ReluForward(at(da), at(out), t, n, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_TRUE(AllNear(values(), relu));
+        ASSERT_EQ(cuda::ReluBackward(at(da), at(db), at(out), t, n, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_TRUE(AllNear(values(), relu_grad));
+      }
     }
   }
 }

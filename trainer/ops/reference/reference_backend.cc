@@ -275,6 +275,7 @@ class BatchNormRef final : public Op {
 class AddRef final : public Op {
  public:
   absl::string_view name() const override { return "add"; }
+  bool InputGradientsAreOutputGradient() const override { return true; }
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
     ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
     return std::vector<Shape>{y};
