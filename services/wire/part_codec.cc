@@ -127,12 +127,10 @@ Framing Frame(const OutgoingPart& p) {
 
 }  // namespace
 
-// Reads a message's bytes in order across its slices.
-class SliceCursor {
+// Reads a message's bytes in order across its chunks.
+class ChunkCursor {
  public:
-  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {
-    for (const grpc::Slice& s : slices) total_ += s.size();
-  }
+  explicit ChunkCursor(ByteChunks chunks) : chunks_(chunks), total_(TotalBytes(chunks)) {}
   size_t position() const { return position_; }
   size_t total() const { return total_; }
 
@@ -151,7 +149,7 @@ class SliceCursor {
       std::memcpy(static_cast<char*>(out) + done, p, k);
     });
   }
-  // The next n bytes as views into the slices.
+  // The next n bytes as views into the chunks.
   bool Take(size_t n, std::vector<absl::Span<const char>>* chunks) {
     return Read(n, [&](const char* p, size_t k, size_t) { chunks->emplace_back(p, k); });
   }
@@ -162,13 +160,13 @@ class SliceCursor {
     if (n > total_ - position_) return false;
     size_t done = 0;
     while (done < n) {
-      const grpc::Slice& s = slices_[slice_];
-      const size_t k = std::min(n - done, s.size() - offset_);
-      if (k > 0) fn(reinterpret_cast<const char*>(s.begin()) + offset_, k, done);
+      const absl::Span<const char> c = chunks_[chunk_];
+      const size_t k = std::min(n - done, c.size() - offset_);
+      if (k > 0) fn(c.data() + offset_, k, done);
       done += k;
       offset_ += k;
-      if (offset_ == s.size()) {
-        ++slice_;
+      if (offset_ == c.size()) {
+        ++chunk_;
         offset_ = 0;
       }
     }
@@ -176,10 +174,10 @@ class SliceCursor {
     return true;
   }
 
-  const std::vector<grpc::Slice>& slices_;
-  size_t total_ = 0;
+  const ByteChunks chunks_;
+  const size_t total_;
   size_t position_ = 0;
-  size_t slice_ = 0;
+  size_t chunk_ = 0;
   size_t offset_ = 0;
 };
 
@@ -241,13 +239,56 @@ grpc::ByteBuffer SerializeBatch(absl::Span<const OutgoingPart> parts) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
+void LayOutBatch(absl::Span<const OutgoingPart> parts, std::string* scratch,
+                 std::vector<absl::Span<const char>>* pieces) {
+  std::vector<Framing> framings;
+  framings.reserve(parts.size());
+  size_t copied = 0;
+  for (const OutgoingPart& p : parts) {
+    framings.push_back(Frame(p));
+    const bool referenced = p.header.encoding == WireEncoding::kF32;
+    copied += framings.back().size + (referenced ? 0 : framings.back().data_bytes);
+  }
+  scratch->resize(copied);  // sized once: pieces point into it
+  char* out = scratch->data();
+  char* piece = out;  // where scratch's current piece begins
+  pieces->clear();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const OutgoingPart& p = parts[i];
+    std::memcpy(out, framings[i].bytes, framings[i].size);
+    out += framings[i].size;
+    if (p.header.encoding == WireEncoding::kF32) {
+      pieces->emplace_back(piece, out - piece);
+      piece = out;
+      pieces->emplace_back(reinterpret_cast<const char*>(p.values.data()),
+                           framings[i].data_bytes);
+    } else {
+      EncodeValues(p.header.encoding, p.values, p.header.threshold, p.residual, out);
+      out += framings[i].data_bytes;
+    }
+  }
+  if (out > piece) pieces->emplace_back(piece, out - piece);
+}
+
 absl::Status ReceivedBatch::Parse(grpc::ByteBuffer* message) {
   Clear();
   if (!message->Dump(&slices_).ok()) {
     return absl::InvalidArgumentError("an unreadable part message");
   }
   message->Clear();
-  SliceCursor in(slices_);
+  for (const grpc::Slice& s : slices_) {
+    slice_chunks_.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return ParseChunks(slice_chunks_);
+}
+
+absl::Status ReceivedBatch::Parse(ByteChunks message) {
+  Clear();
+  return ParseChunks(message);
+}
+
+absl::Status ReceivedBatch::ParseChunks(ByteChunks message) {
+  ChunkCursor in(message);
   while (in.position() < in.total()) {
     unsigned char tag;
     uint64_t length;
@@ -262,7 +303,7 @@ absl::Status ReceivedBatch::Parse(grpc::ByteBuffer* message) {
   return absl::OkStatus();
 }
 
-absl::Status ReceivedBatch::ParsePart(SliceCursor* in, size_t end) {
+absl::Status ReceivedBatch::ParsePart(ChunkCursor* in, size_t end) {
   Received r;
   r.first_chunk = chunks_.size();
   bool has_header = false;
@@ -304,6 +345,7 @@ absl::Status ReceivedBatch::ParsePart(SliceCursor* in, size_t end) {
 
 void ReceivedBatch::Clear() {
   slices_.clear();
+  slice_chunks_.clear();
   chunks_.clear();
   parts_.clear();
 }

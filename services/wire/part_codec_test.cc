@@ -1,5 +1,6 @@
 #include "services/wire/part_codec.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -204,6 +205,56 @@ TEST(PartCodecTest, BulkHeadersAreCheckedLikeDecodePart) {
   batch.mutable_parts(0)->mutable_header()->set_dtype(v1::TWO_BIT);  // without a threshold
   b = Sliced(batch.SerializeAsString(), {64});
   EXPECT_EQ(r.Parse(&b).message(), "worker 0's key 5 part 2: 2-bit values with threshold 0");
+}
+
+// The ring's form of a batch: the same bytes as the gRPC message, F32 values referenced where
+// they lie, and read back in place from chunks cut anywhere.
+TEST(PartCodecTest, LaidOutBatchIsTheSameMessageReadInPlace) {
+  const std::vector<float> small = Ramp(1000, 0.5f);
+  const std::vector<float> large = Ramp(kAliasBytes / sizeof(float) + 3, 0.25f);
+  const WireEncoding encodings[] = {WireEncoding::kF32, WireEncoding::kF16, WireEncoding::kBF16,
+                                    WireEncoding::kTwoBit, WireEncoding::kF32};
+  // 2-bit encoding updates its residual: each serialisation starts from its own zeros.
+  std::vector<float> residual_a(small.size(), 0.0f), residual_b(small.size(), 0.0f);
+  auto parts = [&](std::vector<float>* residual) {
+    std::vector<OutgoingPart> out;
+    for (int i = 0; i < 5; ++i) {
+      const bool two_bit = encodings[i] == WireEncoding::kTwoBit;
+      out.push_back({PartHeader{{10 + i, i}, 40 + i, 1, 3, encodings[i], two_bit ? 8.0f : 0.0f},
+                     i == 4 ? absl::MakeConstSpan(large) : absl::MakeConstSpan(small), nullptr,
+                     two_bit ? residual->data() : nullptr});
+    }
+    return out;
+  };
+  const std::string via_grpc = Flatten(SerializeBatch(parts(&residual_a)));
+  std::string scratch;
+  std::vector<absl::Span<const char>> pieces;
+  LayOutBatch(parts(&residual_b), &scratch, &pieces);
+  std::string laid_out;
+  for (absl::Span<const char> p : pieces) laid_out.append(p.data(), p.size());
+  EXPECT_EQ(laid_out, via_grpc);
+  EXPECT_EQ(residual_a, residual_b);
+  EXPECT_LT(scratch.size(), 3 * small.size() * sizeof(float));  // F32 values were not copied
+
+  for (size_t cut : {size_t{1}, size_t{7}, size_t{4096}, laid_out.size()}) {
+    std::vector<absl::Span<const char>> chunks;
+    for (size_t pos = 0; pos < laid_out.size(); pos += cut) {
+      chunks.emplace_back(laid_out.data() + pos, std::min(cut, laid_out.size() - pos));
+    }
+    ReceivedBatch r;
+    ASSERT_TRUE(r.Parse(ByteChunks(chunks)).ok()) << "chunks of " << cut;
+    ASSERT_EQ(r.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(r.header(i).id, (PartId{static_cast<int64_t>(10 + i), static_cast<int>(i)}));
+      EXPECT_EQ(r.header(i).encoding, encodings[i]);
+    }
+    EXPECT_EQ(Values(r, 0, small.size()), small);
+    EXPECT_EQ(Values(r, 4, large.size()), large);
+  }
+  const std::string garbage = "\x0a\x05\x01";
+  const absl::Span<const char> one(garbage.data(), garbage.size());
+  ReceivedBatch r;
+  EXPECT_FALSE(r.Parse(ByteChunks(&one, 1)).ok());
 }
 
 }  // namespace

@@ -1,0 +1,176 @@
+#include "services/wire/shm_rendezvous.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+namespace {
+
+constexpr uint32_t kHello = 0x43524456;  // "CRDV": the listener's one message, with the fds
+constexpr int kFds = 6;                  // each ring's memory, data and space eventfds
+// How long a dialer waits for a listener that has the connection queued but does not answer.
+constexpr int kAnswerSeconds = 10;
+
+// The abstract address of `name`: a leading NUL, then the name's bytes (no terminator).
+absl::StatusOr<socklen_t> Abstract(const std::string& name, sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  if (name.empty() || name.size() + 1 > sizeof(addr->sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shared-memory rendezvous name '", name, "': needs 1 to ",
+        sizeof(addr->sun_path) - 1, " bytes"));
+  }
+  std::memcpy(addr->sun_path + 1, name.data(), name.size());
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+}
+
+ShmRing::Fds FdsAt(const int* fds) { return ShmRing::Fds{fds[0], fds[1], fds[2]}; }
+
+}  // namespace
+
+ShmChannel::ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket)
+    : in_(std::move(in)), out_(std::move(out)), socket_(socket) {
+  in_->WatchPeer(socket_);
+  out_->WatchPeer(socket_);
+}
+
+ShmChannel::ShmChannel(ShmChannel&& other) noexcept
+    : in_(std::move(other.in_)), out_(std::move(other.out_)), socket_(other.socket_) {
+  other.socket_ = -1;
+}
+
+ShmChannel::~ShmChannel() {
+  // The other side's waits end (Cancelled) rather than wait for the socket's hang-up.
+  if (in_ != nullptr) in_->Close();
+  if (out_ != nullptr) out_->Close();
+  if (socket_ >= 0) close(socket_);
+}
+
+absl::StatusOr<std::unique_ptr<ShmListener>> ShmListener::Listen(const std::string& name,
+                                                                 size_t ring_bytes) {
+  sockaddr_un addr;
+  absl::StatusOr<socklen_t> len = Abstract(name, &addr);
+  if (!len.ok()) return len.status();
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "cannot make a Unix socket");
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), *len) != 0 || listen(fd, 64) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("cannot listen on the abstract Unix socket @", name,
+                          err == EADDRINUSE ? " (another process of this host listens there)"
+                                            : ""));
+  }
+  return std::unique_ptr<ShmListener>(new ShmListener(name, fd, ring_bytes));
+}
+
+ShmListener::ShmListener(std::string name, int fd, size_t ring_bytes)
+    : name_(std::move(name)), fd_(fd), ring_bytes_(ring_bytes) {}
+
+ShmListener::~ShmListener() { close(fd_); }
+
+void ShmListener::Close() {
+  closed_ = true;
+  shutdown(fd_, SHUT_RDWR);  // a blocked accept returns (EINVAL)
+}
+
+absl::StatusOr<ShmChannel> ShmListener::Accept() {
+  int socket = -1;
+  while (socket < 0) {
+    if (closed_) return absl::CancelledError(absl::StrCat("@", name_, " closed"));
+    socket = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (socket < 0 && errno != EINTR && errno != ECONNABORTED) {
+      if (closed_) return absl::CancelledError(absl::StrCat("@", name_, " closed"));
+      return absl::ErrnoToStatus(errno, absl::StrCat("accept on @", name_));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<ShmRing>> to_here = ShmRing::Create(ring_bytes_);
+  absl::StatusOr<std::unique_ptr<ShmRing>> to_there = ShmRing::Create(ring_bytes_);
+  if (!to_here.ok() || !to_there.ok()) {
+    close(socket);
+    return !to_here.ok() ? to_here.status() : to_there.status();
+  }
+  const ShmRing::Fds a = (*to_here)->fds(), b = (*to_there)->fds();
+  const int fds[kFds] = {a.memory, a.data, a.space, b.memory, b.data, b.space};
+  uint32_t hello = kHello;
+  iovec iov{&hello, sizeof hello};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  if (sendmsg(socket, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello)) {
+    const int err = errno;
+    close(socket);
+    return absl::ErrnoToStatus(err, absl::StrCat("passing rings to a peer on @", name_));
+  }
+  return ShmChannel(*std::move(to_here), *std::move(to_there), socket);
+}
+
+absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
+  sockaddr_un addr;
+  absl::StatusOr<socklen_t> len = Abstract(name, &addr);
+  if (!len.ok()) return len.status();
+  const int socket = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (socket < 0) return absl::ErrnoToStatus(errno, "cannot make a Unix socket");
+  if (connect(socket, reinterpret_cast<const sockaddr*>(&addr), *len) != 0) {
+    const int err = errno;
+    close(socket);
+    return absl::UnavailableError(absl::StrCat("nobody listens on @", name,
+                                               " in this network namespace: ", strerror(err)));
+  }
+  const timeval timeout{kAnswerSeconds, 0};
+  setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  uint32_t hello = 0;
+  iovec iov{&hello, sizeof hello};
+  alignas(cmsghdr) char control[CMSG_SPACE(kFds * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t got;
+  do {
+    got = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  const int err = errno;
+  int fds[kFds];
+  const cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  const bool have_fds = c != nullptr && c->cmsg_level == SOL_SOCKET &&
+                        c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof fds);
+  if (have_fds) std::memcpy(fds, CMSG_DATA(c), sizeof fds);
+  if (got != static_cast<ssize_t>(sizeof hello) || hello != kHello || !have_fds ||
+      (msg.msg_flags & MSG_CTRUNC) != 0) {
+    if (have_fds) {
+      for (int fd : fds) close(fd);
+    }
+    close(socket);
+    return absl::UnavailableError(absl::StrCat(
+        "@", name, " did not hand over its rings",
+        got < 0 ? absl::StrCat(": ", strerror(err)) : std::string(" (not a cohort listener?)")));
+  }
+  absl::StatusOr<std::unique_ptr<ShmRing>> to_there = ShmRing::Attach(FdsAt(fds));
+  absl::StatusOr<std::unique_ptr<ShmRing>> to_here = ShmRing::Attach(FdsAt(fds + 3));
+  if (!to_there.ok() || !to_here.ok()) {
+    close(socket);
+    return !to_there.ok() ? to_there.status() : to_here.status();
+  }
+  return ShmChannel(*std::move(to_here), *std::move(to_there), socket);
+}
+
+}  // namespace cohort

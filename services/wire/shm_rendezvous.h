@@ -1,0 +1,66 @@
+#ifndef COHORT_SERVICES_WIRE_SHM_RENDEZVOUS_H_
+#define COHORT_SERVICES_WIRE_SHM_RENDEZVOUS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "services/wire/shm_ring.h"
+
+namespace cohort {
+
+// Two rings between two processes on one host, one each way, and the Unix socket that joined
+// them. Both rings watch the socket, so either side's waits fail once the other process is gone.
+class ShmChannel {
+ public:
+  ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket);
+  ~ShmChannel();
+  ShmChannel(ShmChannel&& other) noexcept;
+  ShmChannel& operator=(ShmChannel&&) = delete;
+  ShmChannel(const ShmChannel&) = delete;
+
+  ShmRing& in() { return *in_; }    // messages to this side
+  ShmRing& out() { return *out_; }  // messages from this side
+
+ private:
+  std::unique_ptr<ShmRing> in_, out_;
+  int socket_;
+};
+
+// Where processes of one host meet: an abstract Unix socket (no file to clean up). Abstract
+// names belong to a network namespace, so only processes that share the listener's can
+// connect: a peer on another host, or in another namespace, finds nobody and keeps to the
+// network.
+//
+// The listener makes both rings of each connection and passes their descriptors over the socket
+// (SCM_RIGHTS); the other side attaches to them.
+class ShmListener {
+ public:
+  // ring_bytes: each ring's capacity (a power of two, at least 4096).
+  static absl::StatusOr<std::unique_ptr<ShmListener>> Listen(const std::string& name,
+                                                             size_t ring_bytes);
+  ~ShmListener();
+
+  // Waits for the next process to dial and returns its channel. Cancelled once Close was called.
+  absl::StatusOr<ShmChannel> Accept();
+  // Wakes a waiting Accept; later ones fail at once. Thread-safe.
+  void Close();
+
+ private:
+  ShmListener(std::string name, int fd, size_t ring_bytes);
+
+  const std::string name_;
+  const int fd_;
+  const size_t ring_bytes_;
+  std::atomic<bool> closed_{false};
+};
+
+// Connects to the listener named `name` in this network namespace. Unavailable when none
+// listens there (the caller then uses the network).
+absl::StatusOr<ShmChannel> DialShm(const std::string& name);
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_WIRE_SHM_RENDEZVOUS_H_
