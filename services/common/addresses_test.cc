@@ -1,5 +1,12 @@
 #include "services/common/addresses.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -21,6 +28,36 @@ TEST(AddressesTest, TheHostOfAnAddress) {
   EXPECT_EQ(HostOfAddress("[::1]:7000"), "[::1]");
   EXPECT_EQ(HostOfAddress("node1"), "node1");
   EXPECT_EQ(HostOfAddress("::1"), "::1");
+}
+
+TEST(AddressesTest, ThisHostsAddressesAreItsInterfaces) {
+  EXPECT_TRUE(IsThisHostsAddress("127.0.0.1"));
+  EXPECT_TRUE(IsThisHostsAddress("localhost"));
+  char name[256] = {};
+  ASSERT_EQ(gethostname(name, sizeof name - 1), 0);
+  EXPECT_TRUE(IsThisHostsAddress(name));
+  // Every IPv4 address of this namespace's interfaces.
+  ifaddrs* interfaces = nullptr;
+  ASSERT_EQ(getifaddrs(&interfaces), 0);
+  for (const ifaddrs* i = interfaces; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text,
+              sizeof text);
+    EXPECT_TRUE(IsThisHostsAddress(text)) << text;
+  }
+  freeifaddrs(interfaces);
+  EXPECT_FALSE(IsThisHostsAddress("192.0.2.1"));  // TEST-NET-1: documentation only
+  EXPECT_FALSE(IsThisHostsAddress("[2001:db8::1]"));
+  EXPECT_FALSE(IsThisHostsAddress("some-other-node"));
+}
+
+TEST(AddressesTest, ThePortOfAnAddress) {
+  EXPECT_EQ(PortOfAddress("10.0.0.1:7000"), 7000);
+  EXPECT_EQ(PortOfAddress("[::1]:7001"), 7001);
+  EXPECT_EQ(PortOfAddress("node1"), -1);
+  EXPECT_EQ(PortOfAddress("::1"), -1);
+  EXPECT_EQ(PortOfAddress("node1:http"), -1);
 }
 
 }  // namespace

@@ -25,6 +25,8 @@
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_metrics.h"
 #include "services/shard/shard_service.h"
+#include "services/shard/shm_push_server.h"
+#include "services/wire/shm_rendezvous.h"
 #include "trainer/cli/args.h"
 
 ABSL_FLAG(std::string, scheduler, "", "the job's scheduler, HOST:PORT (required)");
@@ -34,6 +36,8 @@ ABSL_FLAG(std::string, advertise_address, "",
           "where workers dial this shard: HOST (with --port's port) or HOST:PORT (a port mapped "
           "elsewhere); default: the address the scheduler sees it connect from");
 ABSL_FLAG(int, rank, -1, "shard rank to ask for (-1: the scheduler assigns one)");
+ABSL_FLAG(bool, shared_memory, true,
+          "offer workers on this host a shared-memory path for their pushes and answers");
 ABSL_FLAG(int, metrics_port, 0,
           "port of the HTTP server for /metrics, on --bind (0: the system picks one; it is printed)");
 ABSL_FLAG(std::string, metrics_port_file, "", "also write the metrics port to this file");
@@ -49,6 +53,10 @@ ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 
 COHORT_DEFINE_SECURITY_FLAGS();
+
+// Each shared-memory ring's bytes: the largest message either side sends (a part of
+// --part_bytes, 1 MiB by default, or a fusion) many times over.
+constexpr size_t kShmRingBytes = size_t{16} << 20;
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -129,6 +137,17 @@ int main(int argc, char** argv) {
     std::cerr << "shard: error: " << server.status().message() << "\n";
     return 1;
   }
+  // Workers on this host push through shared memory (their rendezvous name is the gRPC port's).
+  std::unique_ptr<cohort::ShmPushServer> shm;
+  if (absl::GetFlag(FLAGS_shared_memory)) {
+    auto started = cohort::ShmPushServer::Start(
+        &core, cohort::ShardRendezvousName(server->port), kShmRingBytes);
+    if (!started.ok()) {
+      std::cerr << "shard: error: " << started.status().message() << "\n";
+      return 1;
+    }
+    shm = *std::move(started);
+  }
   session_options.port = server->port;
   auto session = cohort::MemberSession::Join(session_options);
   if (!session.ok()) {
@@ -186,6 +205,7 @@ int main(int argc, char** argv) {
   (*session)->WaitUntilEnded(absl::InfiniteDuration());
   const absl::Status end = (*session)->end_status();
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  shm.reset();
   checkpointer.reset();  // writes what is queued
   core.set_metrics(nullptr);
   (*session)->Leave(absl::OkStatus());

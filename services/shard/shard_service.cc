@@ -8,24 +8,23 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_util.h"
+#include "services/shard/push_handler.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
 #include "services/wire/part_write_queue.h"
-#include "trainer/base/status_macros.h"
 
 namespace cohort {
 namespace {
 
-// One worker's PushPull stream. Reads a message of parts, hands them to the core, reads the
-// next; answers (which the core sends from whichever stream's thread completed an update) queue
+// One worker's PushPull stream. Reads a message of parts, hands them to the core (PushHandler),
+// reads the next; answers (which the core sends from whichever stream's thread completed an update) queue
 // here and go out one write at a time, in model order, small ones fused (PartWriteQueue), in
 // the encoding the worker pushes in (AnswerEncoding). The stream's rank is the first push's; it
 // cannot change.
 class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                              public PartSink {
+                              public PushStream {
  public:
-  PushPullReactor(ShardCore* core, std::string peer)
-      : core_(core), peer_(std::move(peer)), rollbacks_(core->rollbacks()) {
+  PushPullReactor(ShardCore* core, std::string peer) : core_(core), handler_(core, peer) {
     // Read before taking mu_: the core's locks come before a stream's (Push sends under them).
     if (const std::optional<ShardConfig> config = core->config()) {
       absl::MutexLock lock(&mu_);
@@ -48,11 +47,21 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     WriteBatch();
   }
 
+  void SetAnswerEncoding(WireEncoding encoding) override {
+    absl::MutexLock lock(&mu_);
+    answer_encoding_ = encoding;
+  }
+
   void OnReadDone(bool ok) override {
-    const absl::Status status = ok ? Handle() : absl::OkStatus();
+    absl::Status status;
+    if (ok) {
+      const size_t bytes = in_.Length();
+      status = handler_.Handle(bytes, batch_in_.Parse(&in_), batch_in_, this);
+    }
     batch_in_.Clear();  // gives the receive buffers back before the next read
     if (!status.ok()) {
-      std::cerr << status.message() << " (refused; peer " << peer_ << ")\n" << std::flush;
+      std::cerr << status.message() << " (refused; peer " << handler_.peer() << ")\n"
+                << std::flush;
     }
     {
       absl::MutexLock lock(&mu_);
@@ -121,47 +130,6 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     StartWrite(&current_);
   }
 
-  absl::Status Handle() {
-    ShardMetrics* metrics = core_->metrics();
-    if (metrics != nullptr) metrics->received_bytes.Increment(in_.Length());
-    absl::Status parsed = batch_in_.Parse(&in_);
-    if (!parsed.ok()) {
-      if (metrics != nullptr) metrics->Reject(Rejection::kMalformed);
-      return absl::Status(parsed.code(), absl::StrCat("shard: a push from ", peer_, ": ",
-                                                      parsed.message()));
-    }
-    if (metrics != nullptr) {
-      metrics->received_messages.Increment();
-      metrics->received_parts.Increment(static_cast<double>(batch_in_.size()));
-    }
-    for (size_t i = 0; i < batch_in_.size(); ++i) {
-      RETURN_IF_ERROR(HandlePart(batch_in_.header(i), batch_in_.chunks(i), metrics));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status HandlePart(const PartHeader& h, ByteChunks values, ShardMetrics* metrics) {
-    if (rank_ < 0) {
-      rank_ = h.rank;
-      absl::MutexLock lock(&mu_);
-      answer_encoding_ = AnswerEncoding(h.encoding);
-    }
-    if (h.rank != rank_) {
-      if (metrics != nullptr) metrics->Reject(Rejection::kWrongRank);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard: the stream of worker ", rank_, " carried a push claiming rank ", h.rank,
-          " (key ", h.id.key, " part ", h.id.part, "); each worker pushes on its own stream"));
-    }
-    if (core_->rollbacks() != rollbacks_) {
-      if (metrics != nullptr) metrics->Reject(Rejection::kRolledBack);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shard: worker ", h.rank, "'s push of key ", h.id.key, " part ", h.id.part,
-          " came on a stream opened before the shard rolled back to step ", core_->start_step(),
-          "; pushes after a roll back come on new streams"));
-    }
-    return core_->Push(h, values, this);
-  }
-
   // Finishes once closing, with no read or write in flight.
   void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!closing_ || reading_ || writing_ || finished_) return;
@@ -170,11 +138,9 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   }
 
   ShardCore* const core_;
-  const std::string peer_;
-  const int64_t rollbacks_;  // the shard's when the stream opened
+  PushHandler handler_;  // the reading side's
   grpc::ByteBuffer in_;
   ReceivedBatch batch_in_;
-  int rank_ = -1;  // the reading side's only
   // The write in flight: its parts, then its message (the writer's alone; see WriteBatch).
   std::vector<OutgoingPart> batch_;
   grpc::ByteBuffer current_;

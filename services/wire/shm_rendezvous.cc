@@ -37,14 +37,18 @@ ShmRing::Fds FdsAt(const int* fds) { return ShmRing::Fds{fds[0], fds[1], fds[2]}
 
 }  // namespace
 
-ShmChannel::ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket)
-    : in_(std::move(in)), out_(std::move(out)), socket_(socket) {
+ShmChannel::ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket,
+                       int peer_pid)
+    : in_(std::move(in)), out_(std::move(out)), socket_(socket), peer_pid_(peer_pid) {
   in_->WatchPeer(socket_);
   out_->WatchPeer(socket_);
 }
 
 ShmChannel::ShmChannel(ShmChannel&& other) noexcept
-    : in_(std::move(other.in_)), out_(std::move(other.out_)), socket_(other.socket_) {
+    : in_(std::move(other.in_)),
+      out_(std::move(other.out_)),
+      socket_(other.socket_),
+      peer_pid_(other.peer_pid_) {
   other.socket_ = -1;
 }
 
@@ -85,12 +89,19 @@ void ShmListener::Close() {
 
 absl::StatusOr<ShmChannel> ShmListener::Accept() {
   int socket = -1;
+  ucred peer{};
   while (socket < 0) {
     if (closed_) return absl::CancelledError(absl::StrCat("@", name_, " closed"));
     socket = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (socket < 0 && errno != EINTR && errno != ECONNABORTED) {
       if (closed_) return absl::CancelledError(absl::StrCat("@", name_, " closed"));
       return absl::ErrnoToStatus(errno, absl::StrCat("accept on @", name_));
+    }
+    socklen_t len = sizeof peer;
+    if (socket >= 0 &&
+        (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != getuid())) {
+      close(socket);  // another user's process: it dials the job's gRPC address instead
+      socket = -1;
     }
   }
   absl::StatusOr<std::unique_ptr<ShmRing>> to_here = ShmRing::Create(ring_bytes_);
@@ -119,8 +130,10 @@ absl::StatusOr<ShmChannel> ShmListener::Accept() {
     close(socket);
     return absl::ErrnoToStatus(err, absl::StrCat("passing rings to a peer on @", name_));
   }
-  return ShmChannel(*std::move(to_here), *std::move(to_there), socket);
+  return ShmChannel(*std::move(to_here), *std::move(to_there), socket, peer.pid);
 }
+
+std::string ShardRendezvousName(int port) { return absl::StrCat("cohort-shard-", port); }
 
 absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
   sockaddr_un addr;

@@ -15,7 +15,9 @@ namespace cohort {
 // them. Both rings watch the socket, so either side's waits fail once the other process is gone.
 class ShmChannel {
  public:
-  ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket);
+  // peer_pid: the other process (-1 where unknown).
+  ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket,
+             int peer_pid = -1);
   ~ShmChannel();
   ShmChannel(ShmChannel&& other) noexcept;
   ShmChannel& operator=(ShmChannel&&) = delete;
@@ -23,10 +25,12 @@ class ShmChannel {
 
   ShmRing& in() { return *in_; }    // messages to this side
   ShmRing& out() { return *out_; }  // messages from this side
+  int peer_pid() const { return peer_pid_; }
 
  private:
   std::unique_ptr<ShmRing> in_, out_;
   int socket_;
+  int peer_pid_;
 };
 
 // Where processes of one host meet: an abstract Unix socket (no file to clean up). Abstract
@@ -43,7 +47,9 @@ class ShmListener {
                                                              size_t ring_bytes);
   ~ShmListener();
 
-  // Waits for the next process to dial and returns its channel. Cancelled once Close was called.
+  // Waits for the next process to dial and returns its channel. Processes of other users are
+  // turned away (their pushes would skip the job's TLS and token). Cancelled once Close was
+  // called.
   absl::StatusOr<ShmChannel> Accept();
   // Wakes a waiting Accept; later ones fail at once. Thread-safe.
   void Close();
@@ -56,6 +62,10 @@ class ShmListener {
   const size_t ring_bytes_;
   std::atomic<bool> closed_{false};
 };
+
+// The rendezvous name of the shard serving gRPC on `port`: ports are unique within a network
+// namespace, as abstract socket names are.
+std::string ShardRendezvousName(int port);
 
 // Connects to the listener named `name` in this network namespace. Unavailable when none
 // listens there (the caller then uses the network).

@@ -50,6 +50,7 @@ TEST(ShmRendezvousTest, ADialerInAnotherProcessGetsBothRings) {
   }
   absl::StatusOr<ShmChannel> channel = (*listener)->Accept();
   ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_EQ(channel->peer_pid(), child);
   for (int i = 0; i < kMessages; ++i) {
     const std::string sent = std::string(i * 13 % 3000, 'a' + i % 26);
     ASSERT_TRUE(WriteString(channel->out(), sent).ok());

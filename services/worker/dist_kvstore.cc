@@ -83,7 +83,7 @@ absl::StatusOr<ShardConnection> ConnectToShards(MemberSession* session, const Jo
   ShardConnection c;
   ASSIGN_OR_RETURN(c.shards, session->WaitForShards());
   c.transport = MakeGrpcShardTransport(c.shards.addresses, options.security, options.fusion_bytes,
-                                       options.fusion_wait);
+                                       options.fusion_wait, options.shared_memory);
   if (wrap_transport) c.transport = wrap_transport(std::move(c.transport));
   return c;
 }
@@ -140,6 +140,9 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment(
     }
     o.compression = *parsed;
   }
+  int64_t shared_memory = -1;
+  RETURN_IF_ERROR(ReadInt64Variable("COHORT_SHARED_MEMORY", &shared_memory));
+  if (shared_memory >= 0) o.shared_memory = shared_memory != 0;
   if (const char* bind = std::getenv("COHORT_METRICS_BIND"); bind != nullptr && *bind != '\0') {
     o.metrics_bind = bind;
   }

@@ -33,6 +33,8 @@ struct JobOptions {
   // wait for answers sends what waits at once.
   absl::Duration fusion_wait = kDefaultFusionWait;
   GradientCompression compression;             // --gradient_compression
+  // Pushes to shards on this host through shared memory (COHORT_SHARED_MEMORY=0: gRPC only).
+  bool shared_memory = true;
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration scheduler_grace = absl::Seconds(3);
   // How the scheduler and the shards are dialled.
@@ -44,7 +46,8 @@ struct JobOptions {
 
 // The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
 // training program"): COHORT_SCHEDULER, COHORT_RANK, COHORT_PART_BYTES, COHORT_FUSION_BYTES,
-// COHORT_FUSION_WAIT_US, COHORT_GRADIENT_COMPRESSION, COHORT_METRICS_BIND, COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
+// COHORT_FUSION_WAIT_US, COHORT_GRADIENT_COMPRESSION, COHORT_SHARED_MEMORY, COHORT_METRICS_BIND,
+// COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
 // certificate, worker.pem/worker.key) and COHORT_TOKEN_FILE, or COHORT_INSECURE=1 for
 // plaintext; one of the two must be given. The one place that reads the environment.
 // scheduler: the address given on the command line, if any; without it COHORT_SCHEDULER must

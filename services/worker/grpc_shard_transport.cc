@@ -3,44 +3,45 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/client_callback.h>
 
+#include <optional>
+#include <thread>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/shard.grpc.pb.h"
+#include "services/common/addresses.h"
 #include "services/common/deadline_timer.h"
 #include "services/common/grpc_util.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
 #include "services/wire/part_write_queue.h"
+#include "services/wire/ring_stream.h"
+#include "services/wire/shm_rendezvous.h"
 
 namespace cohort {
 namespace {
 
 constexpr char kPushPullMethod[] = "/cohort.v1.Shard/PushPull";
 
-// A worker's PushPull stream to one shard (the bulk path). Parts queue here and go out one
+// A worker's bulk stream to one shard, whatever carries it. Parts queue here and go out one
 // write at a time, in model order, small ones fused (PartWriteQueue); answers are parsed in
-// place and handed to the receiver on gRPC's thread.
-class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+// place and handed to the receiver on the carrier's thread.
+class BulkStream {
  public:
   // fusion_wait: how long a small push may wait for others to fuse with (0: never); timer
   // flushes the streams once that has passed.
-  ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver, int64_t fusion_bytes,
-              absl::Duration fusion_wait, DeadlineTimer* timer)
+  BulkStream(int shard, AnswerReceiver* receiver, int64_t fusion_bytes,
+             absl::Duration fusion_wait, DeadlineTimer* timer)
       : shard_(shard),
         receiver_(receiver),
         fusion_bytes_(fusion_bytes),
         fusion_wait_(fusion_wait),
         timer_(timer) {
-    {
-      absl::MutexLock lock(&mu_);
-      queue_.set_fusion_bytes(fusion_bytes);
-    }
-    stub->PrepareBidiStreamingCall(&context_, kPushPullMethod, grpc::StubOptions(), this);
-    AddHold();  // writes start from the caller's thread: the call stays until Close
-    StartRead(&in_);
-    StartCall();
+    absl::MutexLock lock(&mu_);
+    queue_.set_fusion_bytes(fusion_bytes);
   }
+  virtual ~BulkStream() = default;
 
   // Queues the part. With the stream idle, the write starts at once, unless the parts queued
   // are fewer than a fusion's bytes: then they wait up to fusion_wait for more (or a Flush).
@@ -79,9 +80,55 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     WriteBatch();
   }
 
-  // Ends the call and waits until gRPC is done with it: no answer arrives after this, and
-  // every message sent has been released.
-  void Cancel() {
+  // Ends the stream and waits until its carrier is done with it: no answer arrives after this,
+  // and every part sent has been released.
+  virtual void Cancel() = 0;
+
+ protected:
+  // This thread has become the writer, with batch_ popped: write it (a carrier that writes at
+  // once goes on with what is queued meanwhile).
+  virtual void WriteBatch() = 0;
+
+  // Answers of one message, parsed from `batch`, to the receiver.
+  void Deliver(const ReceivedBatch& batch) {
+    answers_.clear();
+    for (size_t i = 0; i < batch.size(); ++i) answers_.push_back({batch.header(i), batch.chunks(i)});
+    receiver_->OnAnswers(shard_, answers_);
+  }
+
+  const int shard_;
+  AnswerReceiver* const receiver_;
+  ReceivedBatch batch_in_;  // the reading side's
+  // The write in flight: its parts (the writer's alone; see WriteBatch).
+  std::vector<OutgoingPart> batch_;
+
+  absl::Mutex mu_;
+  PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+
+ private:
+  const int64_t fusion_bytes_;
+  const absl::Duration fusion_wait_;
+  DeadlineTimer* const timer_;
+  std::vector<Answer> answers_;  // Deliver's
+  bool flush_due_ ABSL_GUARDED_BY(mu_) = false;  // parts held; the timer will flush them
+};
+
+// The stream over gRPC: a PushPull call.
+class ShardStream final : public BulkStream,
+                          public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  ShardStream(int shard, grpc::GenericStub* stub, AnswerReceiver* receiver, int64_t fusion_bytes,
+              absl::Duration fusion_wait, DeadlineTimer* timer)
+      : BulkStream(shard, receiver, fusion_bytes, fusion_wait, timer) {
+    stub->PrepareBidiStreamingCall(&context_, kPushPullMethod, grpc::StubOptions(), this);
+    AddHold();  // writes start from the caller's thread: the call stays until Close
+    StartRead(&in_);
+    StartCall();
+  }
+
+  void Cancel() override {
     context_.TryCancel();
     Close();
     absl::MutexLock lock(&mu_);
@@ -112,13 +159,7 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
       return;
     }
     const absl::Status parsed = batch_in_.Parse(&in_);
-    if (parsed.ok()) {
-      answers_.clear();
-      for (size_t i = 0; i < batch_in_.size(); ++i) {
-        answers_.push_back({batch_in_.header(i), batch_in_.chunks(i)});
-      }
-      receiver_->OnAnswers(shard_, answers_);
-    }
+    if (parsed.ok()) Deliver(batch_in_);
     batch_in_.Clear();
     if (parsed.ok()) {
       StartRead(&in_);
@@ -139,7 +180,7 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
  private:
   // The write in flight (writing_): its message is built outside the lock (it may copy and
   // encode a fusion's worth of values); only this write's owner touches batch_ and current_.
-  void WriteBatch() {
+  void WriteBatch() override {
     current_ = SerializeBatch(batch_);
     StartWrite(&current_);
   }
@@ -162,35 +203,130 @@ class ShardStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     return true;
   }
 
-  const int shard_;
-  AnswerReceiver* const receiver_;
-  const int64_t fusion_bytes_;
-  const absl::Duration fusion_wait_;
-  DeadlineTimer* const timer_;
   grpc::ClientContext context_;
   grpc::ByteBuffer in_;
-  ReceivedBatch batch_in_;
-  std::vector<Answer> answers_;  // batch_in_'s, for the receiver
   absl::Status failure_;  // an answer that could not be parsed
-  // The write in flight: its parts, then its message (the writer's alone; see WriteBatch).
-  std::vector<OutgoingPart> batch_;
-  grpc::ByteBuffer current_;
-
-  absl::Mutex mu_;
-  PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool flush_due_ ABSL_GUARDED_BY(mu_) = false;  // parts held; the timer will flush them
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ByteBuffer current_;  // the write in flight's message (the writer's alone)
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// The stream over two shared-memory rings to a shard on this host: pushes are copied into one
+// on the writer's thread; a thread of the stream's own reads the answers from the other.
+class ShmShardStream final : public BulkStream {
+ public:
+  ShmShardStream(int shard, ShmChannel channel, AnswerReceiver* receiver, int64_t fusion_bytes,
+                 absl::Duration fusion_wait, DeadlineTimer* timer)
+      : BulkStream(shard, receiver, fusion_bytes, fusion_wait, timer),
+        channel_(std::move(channel)),
+        reading_([this] { ReadAnswers(); }) {}
+  ~ShmShardStream() override { Cancel(); }
+
+  void Cancel() override {
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      queue_.Clear();
+    }
+    // Wakes the reader, and a writer waiting for room; the shard's session sees them closed.
+    channel_.in().Close();
+    channel_.out().Close();
+    if (reading_.joinable()) reading_.join();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](ShmShardStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return !s->writing_; },
+        this));
+  }
+
+ private:
+  void WriteBatch() override {
+    for (;;) {
+      const absl::Status written = writer_.Write(channel_.out(), batch_);
+      absl::MutexLock lock(&mu_);
+      if (!written.ok()) {
+        // Gone, closed, or a message too large for the ring: the stream ends, and the reader
+        // says why.
+        if (absl::IsInvalidArgument(written)) {
+          write_error_ = absl::InvalidArgumentError(absl::StrCat(
+              "pushing to shard ", shard_, " on this host through shared memory: ",
+              written.message(), "; use smaller --part_bytes and --fusion_bytes, or "
+              "COHORT_SHARED_MEMORY=0 (gRPC only)"));
+        } else if (write_error_.ok() && !absl::IsCancelled(written)) {
+          write_error_ = written;
+        }
+        queue_.Clear();
+        closing_ = true;
+        channel_.in().Close();
+      }
+      if (closing_ || queue_.empty()) {
+        writing_ = false;
+        return;
+      }
+      queue_.Pop(&batch_);
+    }
+  }
+
+  void ReadAnswers() {
+    ShmRing& in = channel_.in();
+    absl::Status end;
+    for (;;) {
+      absl::StatusOr<ShmRing::Message> m = in.Read();
+      if (!m.ok()) {
+        // Cancelled: closed here (Cancel) or by the shard; Unavailable: the shard went away.
+        end = absl::IsCancelled(m.status())
+                  ? absl::CancelledError("the shard's shared-memory stream was closed")
+                  : m.status();
+        break;
+      }
+      if (std::optional<absl::Status> why = StreamEnd(m->bytes())) {
+        end = *why;
+        in.Release();
+        break;
+      }
+      const absl::Status parsed = batch_in_.Parse(m->bytes());
+      if (parsed.ok()) Deliver(batch_in_);
+      batch_in_.Clear();
+      in.Release();
+      if (!parsed.ok()) {
+        end = parsed;
+        break;
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      queue_.Clear();
+      if (!write_error_.ok()) end = write_error_;
+    }
+    channel_.out().Close();  // a writer waiting for room stops
+    receiver_->OnStreamEnd(shard_, end);
+  }
+
+  ShmChannel channel_;
+  RingBatchWriter writer_;  // the writer's
+  absl::Status write_error_ ABSL_GUARDED_BY(mu_);
+  std::thread reading_;     // last: starts once the rest is built
+};
+
+// A channel to the shard at `address` through shared memory, if it is on this host and offers
+// one.
+std::optional<ShmChannel> DialSameHost(const std::string& address) {
+  const int port = PortOfAddress(address);
+  if (port < 0 || !IsThisHostsAddress(HostOfAddress(address))) return std::nullopt;
+  absl::StatusOr<ShmChannel> channel = DialShm(ShardRendezvousName(port));
+  if (!channel.ok()) return std::nullopt;
+  return *std::move(channel);
+}
 
 class GrpcShardTransport final : public ShardTransport {
  public:
   GrpcShardTransport(std::vector<std::string> addresses,
                      std::shared_ptr<const TransportSecurity> security, int64_t fusion_bytes,
-                     absl::Duration fusion_wait)
-      : security_(std::move(security)), fusion_bytes_(fusion_bytes), fusion_wait_(fusion_wait) {
+                     absl::Duration fusion_wait, bool shared_memory)
+      : security_(std::move(security)),
+        fusion_bytes_(fusion_bytes),
+        fusion_wait_(fusion_wait),
+        shared_memory_(shared_memory) {
     Dial(std::move(addresses));
   }
   ~GrpcShardTransport() override { Close(); }
@@ -267,8 +403,15 @@ class GrpcShardTransport final : public ShardTransport {
   void Open(AnswerReceiver* receiver) override {
     absl::MutexLock lock(&streams_mu_);
     for (int s = 0; s < num_shards(); ++s) {
+      std::optional<ShmChannel> local =
+          shared_memory_ ? DialSameHost(addresses_[s]) : std::nullopt;
+      if (local.has_value()) {
+        streams_.push_back(std::make_unique<ShmShardStream>(
+            s, *std::move(local), receiver, fusion_bytes_, fusion_wait_, &flush_timer_));
+        continue;
+      }
       generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_[s]));
-      streams_.push_back(std::make_unique<ShardStream>(s, generic_stubs_[s].get(), receiver,
+      streams_.push_back(std::make_unique<ShardStream>(s, generic_stubs_.back().get(), receiver,
                                                        fusion_bytes_, fusion_wait_,
                                                        &flush_timer_));
     }
@@ -322,9 +465,10 @@ class GrpcShardTransport final : public ShardTransport {
   std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;
   const int64_t fusion_bytes_;
   const absl::Duration fusion_wait_;
+  const bool shared_memory_;
   // The open streams: the caller's thread changes them; the timer's thread flushes them.
   absl::Mutex streams_mu_;
-  std::vector<std::unique_ptr<ShardStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
+  std::vector<std::unique_ptr<BulkStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
   // Last: destroyed (its thread stopped) before the streams it flushes.
   DeadlineTimer flush_timer_{[this] { Flush(); }};
 };
@@ -333,9 +477,9 @@ class GrpcShardTransport final : public ShardTransport {
 
 std::unique_ptr<ShardTransport> MakeGrpcShardTransport(
     std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security,
-    int64_t fusion_bytes, absl::Duration fusion_wait) {
+    int64_t fusion_bytes, absl::Duration fusion_wait, bool shared_memory) {
   return std::make_unique<GrpcShardTransport>(std::move(shard_addresses), std::move(security),
-                                              fusion_bytes, fusion_wait);
+                                              fusion_bytes, fusion_wait, shared_memory);
 }
 
 }  // namespace cohort

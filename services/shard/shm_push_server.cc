@@ -1,0 +1,186 @@
+#include "services/shard/shm_push_server.h"
+
+#include <algorithm>
+#include <iostream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "services/shard/push_handler.h"
+#include "services/wire/part_write_queue.h"
+#include "services/wire/ring_stream.h"
+
+namespace cohort {
+
+// One worker's pushes and answers over a channel: a reading thread hands each message to the
+// core (PushHandler); answers queue (PartWriteQueue: model order, small ones fused) for a
+// writing thread, so the core's threads never wait on a ring. Ends when the worker closes its
+// side, goes away, or a push is refused (the reason goes back as the stream's last message).
+class ShmPushSession final : public PushStream {
+ public:
+  ShmPushSession(ShardCore* core, ShmChannel channel)
+      : core_(core),
+        channel_(std::move(channel)),
+        handler_(core, absl::StrCat("pid ", channel_.peer_pid(), " on this host")) {
+    if (const std::optional<ShardConfig> config = core->config()) {
+      absl::MutexLock lock(&mu_);
+      queue_.set_fusion_bytes(config->fusion_bytes);
+    }
+    reading_ = std::thread([this] { Read(); });
+    writing_ = std::thread([this] { Write(); });
+  }
+
+  // Ends the session (if the worker has not) and waits for its threads.
+  ~ShmPushSession() {
+    End(absl::OkStatus());
+    channel_.in().Close();   // wakes the reader
+    channel_.out().Close();  // and the writer, should the worker have stopped reading
+    reading_.join();
+    writing_.join();
+  }
+
+  bool ended() {
+    absl::MutexLock lock(&mu_);
+    return ended_;
+  }
+
+  void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) override {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return;
+    queue_.Push(OutgoingPart{PartHeader{id, version, /*rank=*/-1, /*generation=*/0,
+                                        answer_encoding_},
+                             value, pin});
+  }
+
+  void SetAnswerEncoding(WireEncoding encoding) override {
+    absl::MutexLock lock(&mu_);
+    answer_encoding_ = encoding;
+  }
+
+ private:
+  // Answers queued for one worker past which its pushes are not read (resumed at half).
+  static constexpr size_t kMaxQueuedBytes = 64 << 20;
+
+  void Read() {
+    ShmRing& in = channel_.in();
+    absl::Status why;
+    for (;;) {
+      absl::StatusOr<ShmRing::Message> m = in.Read();
+      if (!m.ok()) break;  // the worker closed its side or went away
+      why = handler_.Handle(TotalBytes(m->bytes()), batch_.Parse(m->bytes()), batch_, this);
+      batch_.Clear();
+      in.Release();
+      if (!why.ok()) {
+        std::cerr << why.message() << " (refused; peer " << handler_.peer() << ")\n"
+                  << std::flush;
+        break;
+      }
+      absl::MutexLock lock(&mu_);
+      if (queue_.queued_bytes() > kMaxQueuedBytes) {
+        mu_.Await(absl::Condition(
+            +[](ShmPushSession* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+              return s->ended_ || s->queue_.queued_bytes() <= kMaxQueuedBytes / 2;
+            },
+            this));
+      }
+      if (ended_) break;
+    }
+    End(why);
+    in.Close();  // a worker waiting for room in it stops waiting
+  }
+
+  void Write() {
+    RingBatchWriter writer;
+    std::vector<OutgoingPart> batch;
+    absl::Status why;
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](ShmPushSession* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+              return s->ended_ || !s->queue_.empty();
+            },
+            this));
+        if (ended_) {
+          why = why_;
+          break;
+        }
+        queue_.Pop(&batch);
+      }
+      if (!writer.Write(channel_.out(), batch).ok()) {
+        End(absl::OkStatus());  // the worker is gone: nobody to tell
+        break;
+      }
+    }
+    if (!why.ok()) (void)WriteStreamEnd(channel_.out(), why);
+    channel_.out().Close();
+  }
+
+  // No more pushes are read or answers sent; the core sends nothing here once this returns.
+  void End(const absl::Status& why) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (ended_) return;
+      ended_ = true;
+      why_ = why;
+      queue_.Clear();
+    }
+    core_->Detach(this);
+  }
+
+  ShardCore* const core_;
+  ShmChannel channel_;
+  PushHandler handler_;  // the reader's
+  ReceivedBatch batch_;  // the reader's
+
+  absl::Mutex mu_;
+  PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
+  WireEncoding answer_encoding_ ABSL_GUARDED_BY(mu_) = WireEncoding::kF32;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status why_ ABSL_GUARDED_BY(mu_);  // a refused push: the stream's last message
+
+  std::thread reading_, writing_;  // last: they start once the rest is built
+};
+
+absl::StatusOr<std::unique_ptr<ShmPushServer>> ShmPushServer::Start(ShardCore* core,
+                                                                    const std::string& name,
+                                                                    size_t ring_bytes) {
+  absl::StatusOr<std::unique_ptr<ShmListener>> listener = ShmListener::Listen(name, ring_bytes);
+  if (!listener.ok()) return listener.status();
+  return std::unique_ptr<ShmPushServer>(new ShmPushServer(core, *std::move(listener)));
+}
+
+ShmPushServer::ShmPushServer(ShardCore* core, std::unique_ptr<ShmListener> listener)
+    : core_(core), listener_(std::move(listener)), accepting_([this] { AcceptLoop(); }) {}
+
+ShmPushServer::~ShmPushServer() {
+  listener_->Close();
+  accepting_.join();
+  absl::MutexLock lock(&mu_);
+  sessions_.clear();
+}
+
+void ShmPushServer::AcceptLoop() {
+  for (;;) {
+    absl::StatusOr<ShmChannel> channel = listener_->Accept();
+    if (!channel.ok()) {
+      if (absl::IsCancelled(channel.status())) return;
+      std::cerr << "shard: a worker's shared-memory channel: " << channel.status() << "\n"
+                << std::flush;
+      absl::SleepFor(absl::Milliseconds(10));  // out of descriptors, say: not a busy loop
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    // Sessions whose workers left go when the next one comes (a restarted worker, a new
+    // generation).
+    sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(),
+                                   [](const std::unique_ptr<ShmPushSession>& s) {
+                                     return s->ended();
+                                   }),
+                    sessions_.end());
+    sessions_.push_back(std::make_unique<ShmPushSession>(core_, *std::move(channel)));
+    ++sessions_started_;
+  }
+}
+
+}  // namespace cohort
