@@ -28,15 +28,20 @@ namespace {
 
 constexpr size_t kRingBytes = 1 << 16;
 
+// A job of `workers` workers, SGD at lr 0.5, holding `parts` parts.
+ShardConfig Config(int workers, int parts) {
+  ShardConfig config;
+  config.num_workers = workers;
+  config.num_parts = parts;
+  config.optimizer.lr_schedule.base_lr = 0.5;
+  config.optimizer.lr_schedule.steps_per_epoch = 10;
+  return config;
+}
+
 class ShmPushServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ShardConfig config;
-    config.num_workers = 2;
-    config.num_parts = 2;
-    config.optimizer.lr_schedule.base_lr = 0.5;
-    config.optimizer.lr_schedule.steps_per_epoch = 10;
-    ASSERT_TRUE(core_.Configure(config).ok());
+    ASSERT_TRUE(core_.Configure(Config(2, 2)).ok());
     ASSERT_TRUE(core_.AddPart({0, 0}, initial_key0_).ok());
     ASSERT_TRUE(core_.AddPart({1, 0}, initial_key1_).ok());
     auto server = ShmPushServer::Start(&core_, name_, kRingBytes);
@@ -163,12 +168,7 @@ class Answers final : public AnswerReceiver {
 
 TEST(ShmTransportTest, AShardOnThisHostIsReachedThroughSharedMemory) {
   ShardCore core(0);
-  ShardConfig config;
-  config.num_workers = 1;
-  config.num_parts = 1;
-  config.optimizer.lr_schedule.base_lr = 0.5;
-  config.optimizer.lr_schedule.steps_per_epoch = 10;
-  ASSERT_TRUE(core.Configure(config).ok());
+  ASSERT_TRUE(core.Configure(Config(1, 1)).ok());
   const std::vector<float> initial = {1, 2, 3};
   ASSERT_TRUE(core.AddPart({0, 0}, initial).ok());
   ShardService service(&core);
