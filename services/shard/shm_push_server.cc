@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "services/shard/push_handler.h"
+#include "services/shard/shard_metrics.h"
 #include "services/wire/part_write_queue.h"
 #include "services/wire/ring_stream.h"
 
@@ -39,9 +40,10 @@ class ShmPushSession final : public PushStream {
     writing_.join();
   }
 
-  bool ended() {
+  // Both threads are done: the session can go.
+  bool finished() {
     absl::MutexLock lock(&mu_);
-    return ended_;
+    return read_done_ && write_done_;
   }
 
   void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) override {
@@ -66,7 +68,8 @@ class ShmPushSession final : public PushStream {
     absl::Status why;
     for (;;) {
       absl::StatusOr<ShmRing::Message> m = in.Read();
-      if (!m.ok()) break;  // the worker closed its side or went away
+      // The worker closed its side (what it left unread there is not applied) or went away.
+      if (!m.ok() || in.closed()) break;
       why = handler_.Handle(TotalBytes(m->bytes()), batch_.Parse(m->bytes()), batch_, this);
       batch_.Clear();
       in.Release();
@@ -87,6 +90,11 @@ class ShmPushSession final : public PushStream {
     }
     End(why);
     in.Close();  // a worker waiting for room in it stops waiting
+    // Only now, with no push of this session's in the core any more: the core sends nothing
+    // here once Detach returns (until then Send drops what comes, the session having ended).
+    core_->Detach(this);
+    absl::MutexLock lock(&mu_);
+    read_done_ = true;
   }
 
   void Write() {
@@ -107,30 +115,42 @@ class ShmPushSession final : public PushStream {
         }
         queue_.Pop(&batch);
       }
-      if (!writer.Write(channel_.out(), batch).ok()) {
-        End(absl::OkStatus());  // the worker is gone: nobody to tell
-        break;
+      const absl::Status written = writer.Write(channel_.out(), batch);
+      if (written.ok()) {
+        if (ShardMetrics* m = core_->metrics()) {
+          m->sent_bytes.Increment(static_cast<double>(writer.last_bytes()));
+        }
+        continue;
       }
+      // Gone or closed: nobody to tell. Anything else (an answer too large for the ring, say)
+      // the worker hears as the stream's end.
+      if (!absl::IsCancelled(written) && !absl::IsUnavailable(written)) {
+        why = absl::Status(written.code(),
+                           absl::StrCat("shard: answering ", handler_.peer(), ": ",
+                                        written.message()));
+      }
+      End(why);
+      channel_.in().Close();  // the reader stops
+      break;
     }
     if (!why.ok()) (void)WriteStreamEnd(channel_.out(), why);
     channel_.out().Close();
+    absl::MutexLock lock(&mu_);
+    write_done_ = true;
   }
 
-  // No more pushes are read or answers sent; the core sends nothing here once this returns.
+  // No more pushes are read or answers sent (answers the core still sends are dropped).
   void End(const absl::Status& why) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (ended_) return;
-      ended_ = true;
-      why_ = why;
-      queue_.Clear();
-    }
-    core_->Detach(this);
+    absl::MutexLock lock(&mu_);
+    if (ended_) return;
+    ended_ = true;
+    why_ = why;
+    queue_.Clear();
   }
 
   ShardCore* const core_;
   ShmChannel channel_;
-  PushHandler handler_;  // the reader's
+  PushHandler handler_;  // the reader's (its peer() anyone's)
   ReceivedBatch batch_;  // the reader's
 
   absl::Mutex mu_;
@@ -138,6 +158,8 @@ class ShmPushSession final : public PushStream {
   WireEncoding answer_encoding_ ABSL_GUARDED_BY(mu_) = WireEncoding::kF32;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status why_ ABSL_GUARDED_BY(mu_);  // a refused push: the stream's last message
+  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_done_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread reading_, writing_;  // last: they start once the rest is built
 };
@@ -175,7 +197,7 @@ void ShmPushServer::AcceptLoop() {
     // generation).
     sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(),
                                    [](const std::unique_ptr<ShmPushSession>& s) {
-                                     return s->ended();
+                                     return s->finished();
                                    }),
                     sessions_.end());
     sessions_.push_back(std::make_unique<ShmPushSession>(core_, *std::move(channel)));

@@ -9,9 +9,11 @@ constexpr char kStreamEnd = 0;  // a PartBatch begins with its first field's tag
 
 }  // namespace
 
-absl::Status RingBatchWriter::Write(ShmRing& ring, absl::Span<const OutgoingPart> parts) {
+absl::Status RingBatchWriter::Write(ShmRing& ring, absl::Span<const OutgoingPart> parts,
+                                    absl::Duration timeout) {
   LayOutBatch(parts, &scratch_, &pieces_);
-  const absl::Status written = ring.Write(pieces_);
+  last_bytes_ = TotalBytes(pieces_);
+  const absl::Status written = ring.Write(pieces_, timeout);
   for (const OutgoingPart& p : parts) {
     if (p.pin != nullptr) p.pin->Unpin();
   }

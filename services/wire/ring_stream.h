@@ -21,10 +21,15 @@ namespace cohort {
 // batch to the next; one writer per ring.
 class RingBatchWriter {
  public:
-  // Copies the parts into `ring` as one message (waiting for room), then releases their pins.
-  absl::Status Write(ShmRing& ring, absl::Span<const OutgoingPart> parts);
+  // Copies the parts into `ring` as one message (waiting up to `timeout` for room), then
+  // releases their pins.
+  absl::Status Write(ShmRing& ring, absl::Span<const OutgoingPart> parts,
+                     absl::Duration timeout = absl::InfiniteDuration());
+  // The last message's bytes.
+  size_t last_bytes() const { return last_bytes_; }
 
  private:
+  size_t last_bytes_ = 0;
   std::string scratch_;
   std::vector<absl::Span<const char>> pieces_;
 };

@@ -141,14 +141,25 @@ absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
   if (!len.ok()) return len.status();
   const int socket = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (socket < 0) return absl::ErrnoToStatus(errno, "cannot make a Unix socket");
+  // Neither a full backlog nor a listener that never answers keeps the dialer waiting long.
+  const timeval timeout{kAnswerSeconds, 0};
+  setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   if (connect(socket, reinterpret_cast<const sockaddr*>(&addr), *len) != 0) {
     const int err = errno;
     close(socket);
     return absl::UnavailableError(absl::StrCat("nobody listens on @", name,
                                                " in this network namespace: ", strerror(err)));
   }
-  const timeval timeout{kAnswerSeconds, 0};
-  setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  // Abstract names have no permissions: a process of another user could be listening in the
+  // shard's place, and would get the pushes.
+  ucred listener{};
+  socklen_t cred_len = sizeof listener;
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &listener, &cred_len) != 0 ||
+      listener.uid != getuid()) {
+    close(socket);
+    return absl::UnavailableError(absl::StrCat("@", name, " belongs to another user"));
+  }
   uint32_t hello = 0;
   iovec iov{&hello, sizeof hello};
   alignas(cmsghdr) char control[CMSG_SPACE(kFds * sizeof(int))] = {};
@@ -164,13 +175,17 @@ absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
   const int err = errno;
   int fds[kFds];
   const cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  const bool have_fds = c != nullptr && c->cmsg_level == SOL_SOCKET &&
-                        c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof fds);
+  const bool rights = c != nullptr && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS;
+  // However many descriptors came, they are this process's now: close them if unused.
+  const size_t received = rights ? (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) : 0;
+  const bool have_fds = received == kFds;
   if (have_fds) std::memcpy(fds, CMSG_DATA(c), sizeof fds);
   if (got != static_cast<ssize_t>(sizeof hello) || hello != kHello || !have_fds ||
       (msg.msg_flags & MSG_CTRUNC) != 0) {
-    if (have_fds) {
-      for (int fd : fds) close(fd);
+    for (size_t i = 0; i < received; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      close(fd);
     }
     close(socket);
     return absl::UnavailableError(absl::StrCat(

@@ -68,7 +68,7 @@ class ShmListener {
 std::string ShardRendezvousName(int port);
 
 // Connects to the listener named `name` in this network namespace. Unavailable when none
-// listens there (the caller then uses the network).
+// listens there, or one of another user does (the caller then uses the network).
 absl::StatusOr<ShmChannel> DialShm(const std::string& name);
 
 }  // namespace cohort

@@ -1,5 +1,6 @@
 #include "services/wire/shm_ring.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace cohort {
 
@@ -49,7 +51,7 @@ absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Create(size_t capacity) {
         absl::StrCat("shared-memory ring of ", capacity, " bytes: needs a power of two >= 4096"));
   }
   Fds fds;
-  fds.memory = memfd_create("cohort-shm-ring", MFD_CLOEXEC);
+  fds.memory = memfd_create("cohort-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   fds.data = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   fds.space = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (fds.memory < 0 || fds.data < 0 || fds.space < 0) {
@@ -58,7 +60,10 @@ absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Create(size_t capacity) {
     return absl::ErrnoToStatus(err, "cannot create a shared-memory ring's memfd or eventfds");
   }
   const size_t bytes = kHeaderBytes + capacity;
-  if (ftruncate(fds.memory, static_cast<off_t>(bytes)) != 0) {
+  // Sealed at its size: the other process can neither shrink it under this one's mapping (a
+  // SIGBUS here) nor grow it.
+  if (ftruncate(fds.memory, static_cast<off_t>(bytes)) != 0 ||
+      fcntl(fds.memory, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     const int err = errno;
     CloseFds(fds);
     return absl::ErrnoToStatus(err, absl::StrCat("cannot size a shared-memory ring to ", bytes,
@@ -78,6 +83,12 @@ absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Create(size_t capacity) {
 }
 
 absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Attach(Fds fds) {
+  const int seals = fcntl(fds.memory, F_GET_SEALS);
+  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+    CloseFds(fds);
+    return absl::InvalidArgumentError(
+        "the descriptor passed as a shared-memory ring is not sealed at its size");
+  }
   struct stat st;
   if (fstat(fds.memory, &st) != 0) {
     const int err = errno;
@@ -94,13 +105,14 @@ absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Attach(Fds fds) {
         absl::StrCat("cannot map a shared-memory ring of ", bytes, " bytes"));
   }
   const Header* header = static_cast<const Header*>(mapping);
-  if (header->magic != kMagic || header->capacity + kHeaderBytes != bytes) {
+  const size_t capacity = header->capacity;  // read once: the other side could change it
+  if (header->magic != kMagic || capacity + kHeaderBytes != bytes || capacity < 4096 ||
+      (capacity & (capacity - 1)) != 0) {
     munmap(mapping, bytes);
     CloseFds(fds);
     return absl::InvalidArgumentError(
         "the descriptor passed as a shared-memory ring is not one (wrong magic or size)");
   }
-  const size_t capacity = header->capacity;
   return std::unique_ptr<ShmRing>(new ShmRing(fds, mapping, bytes, capacity));
 }
 
@@ -119,7 +131,8 @@ ShmRing::~ShmRing() {
   CloseFds(fds_);
 }
 
-absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces) {
+absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces,
+                            absl::Duration timeout) {
   size_t length = 0;
   for (absl::Span<const char> p : pieces) length += p.size();
   const uint64_t need = kLengthBytes + Padded(length);
@@ -130,7 +143,11 @@ absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces) {
   }
   const uint64_t w = header_->write_pos.load(std::memory_order_relaxed);
   auto fits = [&] { return capacity_ - (w - header_->read_pos.load()) >= need; };
-  if (absl::Status s = WaitUntil(fits, fds_.space, header_->producer_sleeping); !s.ok()) return s;
+  if (absl::Status s = WaitUntil(fits, fds_.space, header_->producer_sleeping,
+                                 absl::Now() + timeout);
+      !s.ok()) {
+    return s;
+  }
   if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
   const uint64_t mask = capacity_ - 1;
   std::memcpy(data_ + (w & mask), &length, kLengthBytes);  // 8-aligned: never wraps
@@ -150,13 +167,18 @@ absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces) {
 absl::StatusOr<ShmRing::Message> ShmRing::Read() {
   const uint64_t r = header_->read_pos.load(std::memory_order_relaxed);
   auto ready = [&] { return header_->write_pos.load() != r; };
-  if (absl::Status s = WaitUntil(ready, fds_.data, header_->consumer_sleeping); !s.ok()) {
+  if (absl::Status s = WaitUntil(ready, fds_.data, header_->consumer_sleeping,
+                                 absl::InfiniteFuture());
+      !s.ok()) {
     return s;
   }
   const uint64_t mask = capacity_ - 1;
   uint64_t length = 0;
   std::memcpy(&length, data_ + (r & mask), kLengthBytes);
-  if (kLengthBytes + Padded(length) > capacity_) {
+  // The other side's numbers, checked before use: a length past what was written (or one that
+  // would wrap when padded) reads out of the ring.
+  if (length > capacity_ - kLengthBytes ||
+      kLengthBytes + Padded(length) > header_->write_pos.load() - r) {
     return absl::DataLossError(absl::StrCat("a shared-memory ring holds a message of ", length,
                                             " bytes, more than it can: its memory was overwritten"));
   }
@@ -176,6 +198,8 @@ void ShmRing::Release() {
   Wake(fds_.space, header_->producer_sleeping);
 }
 
+bool ShmRing::closed() const { return header_->closed.load() != 0; }
+
 void ShmRing::Close() {
   header_->closed.store(1);
   const uint64_t one = 1;
@@ -186,7 +210,7 @@ void ShmRing::Close() {
 
 template <typename Ready>
 absl::Status ShmRing::WaitUntil(const Ready& ready, int eventfd,
-                                std::atomic<uint32_t>& sleeping) {
+                                std::atomic<uint32_t>& sleeping, absl::Time deadline) {
   while (!ready()) {
     if (header_->closed.load()) return absl::CancelledError("the shared-memory ring was closed");
     sleeping.store(1);
@@ -194,22 +218,34 @@ absl::Status ShmRing::WaitUntil(const Ready& ready, int eventfd,
       sleeping.store(0);
       break;
     }
-    const absl::Status waited = Wait(eventfd, sleeping);
+    const absl::Status waited = Wait(eventfd, sleeping, deadline);
     if (!waited.ok() && !ready()) return waited;
   }
   return absl::OkStatus();
 }
 
-absl::Status ShmRing::Wait(int eventfd, std::atomic<uint32_t>& sleeping) {
+absl::Status ShmRing::Wait(int eventfd, std::atomic<uint32_t>& sleeping, absl::Time deadline) {
   pollfd polled[2] = {{eventfd, POLLIN, 0}, {peer_, POLLRDHUP, 0}};
   const nfds_t n = peer_ >= 0 ? 2 : 1;
   absl::Status status;
   for (;;) {
-    if (poll(polled, n, -1) < 0) {
+    int timeout_ms = -1;
+    if (deadline != absl::InfiniteFuture()) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        status = absl::DeadlineExceededError(
+            "the other end of a shared-memory ring has not moved in time (stopped or stuck?)");
+        break;
+      }
+      timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+    }
+    const int ready = poll(polled, n, timeout_ms);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       status = absl::ErrnoToStatus(errno, "waiting on a shared-memory ring");
       break;
     }
+    if (ready == 0) continue;  // the deadline, checked above
     if (polled[0].revents & POLLIN) {
       uint64_t count;
       [[maybe_unused]] ssize_t r = read(eventfd, &count, sizeof(count));  // resets it

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "services/wire/byte_chunks.h"
 
@@ -52,10 +53,11 @@ class ShmRing {
   // Waits also watch `fd` (not owned) and fail with Unavailable once it hangs up.
   void WatchPeer(int fd) { peer_ = fd; }
 
-  // Producer: appends one message, the pieces' bytes in order; waits while the ring lacks room.
-  // InvalidArgument when it could never fit; Cancelled once the ring is closed; Unavailable
-  // when the peer went away.
-  absl::Status Write(absl::Span<const absl::Span<const char>> pieces);
+  // Producer: appends one message, the pieces' bytes in order; waits while the ring lacks room,
+  // up to `timeout` (then DeadlineExceeded). InvalidArgument when it could never fit; Cancelled
+  // once the ring is closed; Unavailable when the peer went away.
+  absl::Status Write(absl::Span<const absl::Span<const char>> pieces,
+                     absl::Duration timeout = absl::InfiniteDuration());
 
   // Consumer: the next message, waiting for one; Release gives its bytes back before the next
   // Read. Cancelled once the ring is closed and drained; Unavailable when the peer went away
@@ -65,17 +67,20 @@ class ShmRing {
 
   // Either side: wakes and fails the other's waits (and this side's own next ones).
   void Close();
+  // Whether either side has closed it.
+  bool closed() const;
 
  private:
   struct Header;
   ShmRing(Fds fds, void* mapping, size_t mapping_bytes, size_t capacity);
   // Returns once ready() holds, sleeping on `eventfd` (flagged in `sleeping` for the other
   // side) while it does not. Cancelled when the ring is closed first; Unavailable when the peer
-  // went away and ready() still fails.
+  // went away and ready() still fails; DeadlineExceeded past the deadline.
   template <typename Ready>
-  absl::Status WaitUntil(const Ready& ready, int eventfd, std::atomic<uint32_t>& sleeping);
-  // Sleeps on `eventfd` (and the peer) until it is written.
-  absl::Status Wait(int eventfd, std::atomic<uint32_t>& sleeping);
+  absl::Status WaitUntil(const Ready& ready, int eventfd, std::atomic<uint32_t>& sleeping,
+                         absl::Time deadline);
+  // Sleeps on `eventfd` (and the peer) until it is written, or the deadline.
+  absl::Status Wait(int eventfd, std::atomic<uint32_t>& sleeping, absl::Time deadline);
   void Wake(int eventfd, std::atomic<uint32_t>& sleeping);
 
   Fds fds_;

@@ -121,6 +121,33 @@ TEST(ShmRingTest, APeerThatDiesIsNoticed) {
   close(sockets[0]);
 }
 
+// A writer whose reader has stopped (alive, but not reading) gives up at its timeout.
+TEST(ShmRingTest, AWriterWhoseReaderStopsGivesUpAtItsTimeout) {
+  auto ring = ShmRing::Create(4096);
+  ASSERT_TRUE(ring.ok());
+  const std::string big(1000, 'x');
+  const absl::Span<const char> piece(big.data(), big.size());
+  absl::Status written;
+  for (int i = 0; i < 10 && written.ok(); ++i) {
+    written = (*ring)->Write(absl::MakeConstSpan(&piece, 1), absl::Milliseconds(50));
+  }
+  EXPECT_EQ(written.code(), absl::StatusCode::kDeadlineExceeded) << written;
+}
+
+// Memory another process could shrink under this one's mapping is not taken as a ring.
+TEST(ShmRingTest, AnUnsealedMemfdIsRefused) {
+  auto ring = ShmRing::Create(4096);
+  ASSERT_TRUE(ring.ok());
+  const int unsealed = memfd_create("not-a-ring", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(ftruncate(unsealed, 4096 * 2), 0);
+  ShmRing::Fds fds = Dup((*ring)->fds());
+  close(fds.memory);
+  fds.memory = unsealed;
+  auto attached = ShmRing::Attach(fds);
+  EXPECT_EQ(attached.status().code(), absl::StatusCode::kInvalidArgument) << attached.status();
+}
+
 // Close wakes a waiting reader; what was written before it is still read first.
 TEST(ShmRingTest, CloseWakesAWaitingReaderAfterTheLastMessage) {
   auto ring = ShmRing::Create(4096);

@@ -226,6 +226,7 @@ class ShmShardStream final : public BulkStream {
     {
       absl::MutexLock lock(&mu_);
       closing_ = true;
+      cancelled_ = true;
       queue_.Clear();
     }
     // Wakes the reader, and a writer waiting for room; the shard's session sees them closed.
@@ -241,22 +242,24 @@ class ShmShardStream final : public BulkStream {
  private:
   void WriteBatch() override {
     for (;;) {
-      const absl::Status written = writer_.Write(channel_.out(), batch_);
+      const absl::Status written = writer_.Write(channel_.out(), batch_, kStuckShard);
       absl::MutexLock lock(&mu_);
       if (!written.ok()) {
-        // Gone, closed, or a message too large for the ring: the stream ends, and the reader
-        // says why.
-        if (absl::IsInvalidArgument(written)) {
-          write_error_ = absl::InvalidArgumentError(absl::StrCat(
-              "pushing to shard ", shard_, " on this host through shared memory: ",
-              written.message(), "; use smaller --part_bytes and --fusion_bytes, or "
-              "COHORT_SHARED_MEMORY=0 (gRPC only)"));
-        } else if (write_error_.ok() && !absl::IsCancelled(written)) {
-          write_error_ = written;
-        }
         queue_.Clear();
         closing_ = true;
-        channel_.in().Close();
+        // Closed or gone: the reader hears why from the shard. A message too large for the
+        // ring, or a shard that takes nothing: the stream ends here, saying so.
+        if (absl::IsInvalidArgument(written) || absl::IsDeadlineExceeded(written)) {
+          write_error_ = absl::Status(
+              written.code(),
+              absl::StrCat("pushing to shard ", shard_, " on this host through shared memory: ",
+                           written.message(),
+                           absl::IsInvalidArgument(written)
+                               ? "; use smaller --part_bytes and --fusion_bytes, or "
+                                 "COHORT_SHARED_MEMORY=0 (gRPC only)"
+                               : ""));
+          channel_.in().Close();
+        }
       }
       if (closing_ || queue_.empty()) {
         writing_ = false;
@@ -272,10 +275,14 @@ class ShmShardStream final : public BulkStream {
     for (;;) {
       absl::StatusOr<ShmRing::Message> m = in.Read();
       if (!m.ok()) {
-        // Cancelled: closed here (Cancel) or by the shard; Unavailable: the shard went away.
-        end = absl::IsCancelled(m.status())
-                  ? absl::CancelledError("the shard's shared-memory stream was closed")
-                  : m.status();
+        // Cancelled: closed here (Cancel), or by the shard, which ended the stream as a gRPC
+        // shard finishing its call does (OK); Unavailable: the shard went away.
+        end = m.status();
+        if (absl::IsCancelled(end)) {
+          absl::MutexLock lock(&mu_);
+          end = cancelled_ ? absl::CancelledError("the shared-memory stream was cancelled")
+                           : absl::OkStatus();
+        }
         break;
       }
       if (std::optional<absl::Status> why = StreamEnd(m->bytes())) {
@@ -298,13 +305,18 @@ class ShmShardStream final : public BulkStream {
       queue_.Clear();
       if (!write_error_.ok()) end = write_error_;
     }
-    channel_.out().Close();  // a writer waiting for room stops
+    channel_.in().Close();   // the shard's writer stops
+    channel_.out().Close();  // and a writer here waiting for room
     receiver_->OnStreamEnd(shard_, end);
   }
+
+  // How long a push may wait for room in the ring before the shard counts as stuck.
+  static constexpr absl::Duration kStuckShard = absl::Seconds(60);
 
   ShmChannel channel_;
   RingBatchWriter writer_;  // the writer's
   absl::Status write_error_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // Cancel was called
   std::thread reading_;     // last: starts once the rest is built
 };
 
