@@ -20,6 +20,10 @@ class PushStream : public PartSink {
   virtual void SetAnswerEncoding(WireEncoding encoding) = 0;
 };
 
+// Answers queued for one worker past which its stream's pushes are no longer read (they resume
+// at half): a slow reader cannot grow the shard's memory.
+inline constexpr size_t kMaxQueuedAnswerBytes = 64 << 20;
+
 // What a stream does with each message of pushes: counts it, checks every part (one rank per
 // stream; none from a stream opened before the shard rolled back) and hands it to the core,
 // which answers through the stream. Belongs to the stream's reading thread.

@@ -17,10 +17,10 @@ namespace cohort {
 namespace {
 
 // One worker's PushPull stream. Reads a message of parts, hands them to the core (PushHandler),
-// reads the next; answers (which the core sends from whichever stream's thread completed an update) queue
-// here and go out one write at a time, in model order, small ones fused (PartWriteQueue), in
-// the encoding the worker pushes in (AnswerEncoding). The stream's rank is the first push's; it
-// cannot change.
+// reads the next; answers (which the core sends from whichever stream's thread completed an
+// update) queue here and go out one write at a time, in model order, small ones fused
+// (PartWriteQueue), in the encoding the worker pushes in (AnswerEncoding). The stream's rank is
+// the first push's; it cannot change.
 class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                               public PushStream {
  public:
@@ -74,7 +74,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
       }
       // A worker that reads its answers slower than it pushes: its next push waits (and
       // gRPC's flow control holds its writes) until the answers have drained.
-      if (queue_.queued_bytes() > kMaxQueuedBytes) {
+      if (queue_.queued_bytes() > kMaxQueuedAnswerBytes) {
         reading_ = false;
         paused_ = true;
         return;
@@ -89,7 +89,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     {
       absl::MutexLock lock(&mu_);
       if (!ok) Close();  // the worker is gone
-      if (paused_ && !closing_ && queue_.queued_bytes() <= kMaxQueuedBytes / 2) {
+      if (paused_ && !closing_ && queue_.queued_bytes() <= kMaxQueuedAnswerBytes / 2) {
         paused_ = false;
         reading_ = read = true;
       }
@@ -111,10 +111,6 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   }
 
  private:
-  // Answers queued for one worker past which its pushes are no longer read (they resume at
-  // half): a slow reader cannot grow the shard's memory.
-  static constexpr size_t kMaxQueuedBytes = 64 << 20;
-
   // No more reads or answers; queued answers are dropped (releasing their pins).
   void Close() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     closing_ = true;

@@ -60,9 +60,6 @@ class ShmPushSession final : public PushStream {
   }
 
  private:
-  // Answers queued for one worker past which its pushes are not read (resumed at half).
-  static constexpr size_t kMaxQueuedBytes = 64 << 20;
-
   void Read() {
     ShmRing& in = channel_.in();
     absl::Status why;
@@ -79,10 +76,10 @@ class ShmPushSession final : public PushStream {
         break;
       }
       absl::MutexLock lock(&mu_);
-      if (queue_.queued_bytes() > kMaxQueuedBytes) {
+      if (queue_.queued_bytes() > kMaxQueuedAnswerBytes) {
         mu_.Await(absl::Condition(
             +[](ShmPushSession* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-              return s->ended_ || s->queue_.queued_bytes() <= kMaxQueuedBytes / 2;
+              return s->ended_ || s->queue_.queued_bytes() <= kMaxQueuedAnswerBytes / 2;
             },
             this));
       }

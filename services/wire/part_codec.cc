@@ -202,72 +202,87 @@ absl::StatusOr<PartHeader> DecodePart(const v1::Part& part, std::vector<float>* 
   return header;
 }
 
-grpc::ByteBuffer SerializeBatch(absl::Span<const OutgoingPart> parts) {
-  // Copied bytes go into one buffer; an aliased part's values into a slice of their own, between
-  // the buffer's pieces.
-  std::vector<Framing> framings;
-  framings.reserve(parts.size());
+namespace {
+
+// One message's bytes laid out in order: the framing, and the values of parts that
+// `referenced` does not pick, are written at out (CopiedBytes of them); `copied(begin, end)`
+// gets each run of out between referenced values, `values(i)` each referenced part, in order.
+template <typename Referenced>
+size_t CopiedBytes(absl::Span<const OutgoingPart> parts, const std::vector<Framing>& framings,
+                   Referenced referenced) {
   size_t copied = 0;
-  for (const OutgoingPart& p : parts) {
-    framings.push_back(Frame(p));
-    copied += framings.back().size + (Aliased(p) ? 0 : framings.back().data_bytes);
-  }
-  grpc::Slice buffer(copied);
-  // A fresh slice's bytes are this function's alone until it is handed over.
-  unsigned char* const start = const_cast<unsigned char*>(buffer.begin());
-  unsigned char* out = start;
-  unsigned char* piece = start;  // where the buffer's current piece begins
-  std::vector<grpc::Slice> slices;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const OutgoingPart& p = parts[i];
-    std::memcpy(out, framings[i].bytes, framings[i].size);
-    out += framings[i].size;
-    if (Aliased(p)) {
-      slices.push_back(buffer.sub(piece - start, out - start));
-      piece = out;
-      p.pin->Pin();  // the slice's, released by gRPC once written
-      slices.emplace_back(const_cast<float*>(p.values.data()), framings[i].data_bytes, &Unpin,
-                          p.pin);
-    } else {
-      EncodeValues(p.header.encoding, p.values, p.header.threshold, p.residual,
-                   reinterpret_cast<char*>(out));
-      out += framings[i].data_bytes;
-    }
-    if (p.pin != nullptr) p.pin->Unpin();
+    copied += framings[i].size + (referenced(parts[i]) ? 0 : framings[i].data_bytes);
   }
-  if (out > piece || slices.empty()) slices.push_back(buffer.sub(piece - start, out - start));
-  return grpc::ByteBuffer(slices.data(), slices.size());
+  return copied;
 }
 
-void LayOutBatch(absl::Span<const OutgoingPart> parts, std::string* scratch,
-                 std::vector<absl::Span<const char>>* pieces) {
-  std::vector<Framing> framings;
-  framings.reserve(parts.size());
-  size_t copied = 0;
-  for (const OutgoingPart& p : parts) {
-    framings.push_back(Frame(p));
-    const bool referenced = p.header.encoding == WireEncoding::kF32;
-    copied += framings.back().size + (referenced ? 0 : framings.back().data_bytes);
-  }
-  scratch->resize(copied);  // sized once: pieces point into it
-  char* out = scratch->data();
-  char* piece = out;  // where scratch's current piece begins
-  pieces->clear();
+template <typename Referenced, typename Copied, typename Values>
+void LayOut(absl::Span<const OutgoingPart> parts, const std::vector<Framing>& framings,
+            Referenced referenced, char* out, Copied copied, Values values) {
+  char* piece = out;  // where the current run of out begins
   for (size_t i = 0; i < parts.size(); ++i) {
     const OutgoingPart& p = parts[i];
     std::memcpy(out, framings[i].bytes, framings[i].size);
     out += framings[i].size;
-    if (p.header.encoding == WireEncoding::kF32) {
-      pieces->emplace_back(piece, out - piece);
+    if (referenced(p)) {
+      copied(piece, out);
       piece = out;
-      pieces->emplace_back(reinterpret_cast<const char*>(p.values.data()),
-                           framings[i].data_bytes);
+      values(i);
     } else {
       EncodeValues(p.header.encoding, p.values, p.header.threshold, p.residual, out);
       out += framings[i].data_bytes;
     }
   }
-  if (out > piece) pieces->emplace_back(piece, out - piece);
+  if (out > piece) copied(piece, out);
+}
+
+std::vector<Framing> Frames(absl::Span<const OutgoingPart> parts) {
+  std::vector<Framing> framings;
+  framings.reserve(parts.size());
+  for (const OutgoingPart& p : parts) framings.push_back(Frame(p));
+  return framings;
+}
+
+}  // namespace
+
+grpc::ByteBuffer SerializeBatch(absl::Span<const OutgoingPart> parts) {
+  // Copied bytes go into one buffer; an aliased part's values into a slice of their own, between
+  // the buffer's pieces.
+  const std::vector<Framing> framings = Frames(parts);
+  grpc::Slice buffer(CopiedBytes(parts, framings, Aliased));
+  // A fresh slice's bytes are this function's alone until it is handed over.
+  char* const start = reinterpret_cast<char*>(const_cast<unsigned char*>(buffer.begin()));
+  std::vector<grpc::Slice> slices;
+  LayOut(
+      parts, framings, Aliased, start,
+      [&](char* begin, char* end) { slices.push_back(buffer.sub(begin - start, end - start)); },
+      [&](size_t i) {
+        const OutgoingPart& p = parts[i];
+        p.pin->Pin();  // the slice's, released by gRPC once written
+        slices.emplace_back(const_cast<float*>(p.values.data()), framings[i].data_bytes, &Unpin,
+                            p.pin);
+      });
+  for (const OutgoingPart& p : parts) {
+    if (p.pin != nullptr) p.pin->Unpin();
+  }
+  if (slices.empty()) slices.push_back(buffer.sub(0, 0));
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+void LayOutBatch(absl::Span<const OutgoingPart> parts, std::string* scratch,
+                 std::vector<absl::Span<const char>>* pieces) {
+  const auto f32 = [](const OutgoingPart& p) { return p.header.encoding == WireEncoding::kF32; };
+  const std::vector<Framing> framings = Frames(parts);
+  scratch->resize(CopiedBytes(parts, framings, f32));  // sized once: pieces point into it
+  pieces->clear();
+  LayOut(
+      parts, framings, f32, scratch->data(),
+      [&](char* begin, char* end) { pieces->emplace_back(begin, end - begin); },
+      [&](size_t i) {
+        pieces->emplace_back(reinterpret_cast<const char*>(parts[i].values.data()),
+                             framings[i].data_bytes);
+      });
 }
 
 absl::Status ReceivedBatch::Parse(grpc::ByteBuffer* message) {

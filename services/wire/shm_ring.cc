@@ -179,8 +179,9 @@ absl::StatusOr<ShmRing::Message> ShmRing::Read() {
   // would wrap when padded) reads out of the ring.
   if (length > capacity_ - kLengthBytes ||
       kLengthBytes + Padded(length) > header_->write_pos.load() - r) {
-    return absl::DataLossError(absl::StrCat("a shared-memory ring holds a message of ", length,
-                                            " bytes, more than it can: its memory was overwritten"));
+    return absl::DataLossError(
+        absl::StrCat("a shared-memory ring holds a message of ", length,
+                     " bytes, more than was written: its memory was overwritten"));
   }
   Message m;
   const size_t offset = (r + kLengthBytes) & mask;

@@ -92,7 +92,9 @@ class BulkStream {
   // Answers of one message, parsed from `batch`, to the receiver.
   void Deliver(const ReceivedBatch& batch) {
     answers_.clear();
-    for (size_t i = 0; i < batch.size(); ++i) answers_.push_back({batch.header(i), batch.chunks(i)});
+    for (size_t i = 0; i < batch.size(); ++i) {
+      answers_.push_back({batch.header(i), batch.chunks(i)});
+    }
     receiver_->OnAnswers(shard_, answers_);
   }
 

@@ -68,7 +68,9 @@ absl::Span<const Tensor* const> Layer::Backward(const Tensor& dy,
                                                 absl::Span<const bool> need_input_grad) {
   COHORT_CHECK(!input_shapes_.empty(), "layer %s: Backward before Forward", name_.c_str());
   if (op_->InputGradientsAreOutputGradient() && params_.empty()) {
-    for (size_t i = 0; i < xs_.size(); ++i) grad_input_ptrs_[i] = need_input_grad[i] ? &dy : nullptr;
+    for (size_t i = 0; i < xs_.size(); ++i) {
+      grad_input_ptrs_[i] = need_input_grad[i] ? &dy : nullptr;
+    }
     return grad_input_ptrs_;
   }
   absl::InlinedVector<const Tensor*, 4> in(xs_.begin(), xs_.end());
