@@ -741,6 +741,11 @@ def pad_images(images, input_shape):
 # Driver
 # ---------------------------------------------------------------------------
 
+def normalize(pixels, mean, std):
+    """The model's input from 0-255 pixels: scaled to [0, 1], less the mean, over the std."""
+    return (pixels.astype(np.float64) / 255.0 - mean) / std
+
+
 def evaluate(model_path, data_dir, limit=None, batch=1000):
     """Returns (top1 percent, top5 percent, n)."""
     tensors, metadata = read_safetensors(model_path)
@@ -782,7 +787,7 @@ def evaluate(model_path, data_dir, limit=None, batch=1000):
     top1 = top5 = 0
     for start in range(0, n, batch):
         pixels = images[start:start + batch]
-        x = (pixels.astype(np.float64) / 255.0 - mean) / std
+        x = normalize(pixels, mean, std)
         logits = forward(tensors, x.reshape((len(pixels),) + input_shape))
         c1, c5 = accuracy(logits, labels[start:start + batch].astype(np.int64))
         top1 += c1

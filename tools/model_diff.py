@@ -20,9 +20,9 @@ import check_model  # noqa: E402  (the strict .safetensors reader)
 
 
 def relative_difference(a, b):
-    """a, b: name -> ndarray with the same names and shapes."""
-    if list(a) != list(b):
-        raise check_model.CheckError(f"different tensors: {list(a)} against {list(b)}")
+    """a, b: name -> ndarray with the same names (in any order) and shapes."""
+    if sorted(a) != sorted(b):
+        raise check_model.CheckError(f"different tensors: {sorted(a)} against {sorted(b)}")
     diff = norm = 0.0
     for name, want in b.items():
         got = a[name]
@@ -32,6 +32,8 @@ def relative_difference(a, b):
         d = got.astype(np.float64) - want.astype(np.float64)
         diff += float((d * d).sum())
         norm += float((want.astype(np.float64) ** 2).sum())
+    if norm == 0:
+        raise check_model.CheckError("the second model is all zeros: nothing to be relative to")
     return (diff / norm) ** 0.5
 
 

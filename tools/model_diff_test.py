@@ -38,6 +38,13 @@ class ModelDiffTest(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertEqual(out, "relative_difference=0.2 tensors=2")
         self.assertEqual(self.run_main(b, b), (0, "relative_difference=0 tensors=2"))
+        reordered = self.write("r.safetensors", [("v", [1.0]), ("w", [3.0, 4.0])])
+        self.assertEqual(self.run_main(reordered, b), (0, "relative_difference=0.2 tensors=2"))
+
+    def test_a_zero_second_model_is_an_error(self):
+        zero = self.write("z.safetensors", [("w", [0.0, 0.0])])
+        other = self.write("o.safetensors", [("w", [1.0, 0.0])])
+        self.assertEqual(self.run_main(other, zero)[0], 2)
 
     def test_different_names_or_shapes_are_errors(self):
         b = self.write("b.safetensors", [("w", [3.0, 4.0])])

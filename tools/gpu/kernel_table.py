@@ -39,14 +39,17 @@ def kernel_times(lines):
 
 
 def short(name, width=100):
-    """The kernel's name without its argument list, cut to width."""
-    depth = 0
-    for i, c in enumerate(name):
-        depth += c in "<"
-        depth -= c in ">"
-        if c == "(" and depth == 0 and i > 0:
-            name = name[:i]
-            break
+    """The kernel's name without its argument list (its last parenthesised part), cut to width.
+
+    Parentheses may come earlier too: `void ns::(anonymous namespace)::Kernel<T>(T *)`."""
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += name[i] == ")"
+            depth -= name[i] == "("
+            if depth == 0:
+                name = name[:i]
+                break
     return name if len(name) <= width else name[:width - 3] + "..."
 
 

@@ -352,10 +352,13 @@ if [[ $mode != bench ]]; then
     run_step test "$t" "" "$results/logs/$t.log" "$results/tests/$t.xml" -- \
       env LD_LIBRARY_PATH="$bin_ld_path" ${TEST_WRAPPER:-} "$root/bin/$t" \
       --gtest_output="xml:$results/tests/$t.xml"
-    # Killed by a signal: the test that was running, again under cuda-gdb for a backtrace.
+    # Killed by a signal (run_step reports SIGKILL, a timeout's, as 124): the test that was
+    # running, again under cuda-gdb for a backtrace.
     rc=$(tail -n1 "$steps_tsv" | cut -f4)
-    crashed=$(grep -o '^\[ RUN      \] [^ ]*' "$results/logs/$t.log" | tail -n1 | cut -c14-)
-    if ((rc > 128 && rc != 137)) && [[ -n $crashed ]] && command -v cuda-gdb >/dev/null; then
+    crashed=
+    ((rc > 128)) &&
+      crashed=$(grep -o '^\[ RUN      \] [^ ]*' "$results/logs/$t.log" | tail -n1 | cut -c14-)
+    if [[ -n $crashed ]] && command -v cuda-gdb >/dev/null; then
       run_step debug "$t backtrace" "$crashed" "$results/logs/$t.backtrace.log" "" -- \
         env LD_LIBRARY_PATH="$bin_ld_path" cuda-gdb -batch -ex run -ex bt -ex quit --args \
         "$root/bin/$t" --gtest_filter="$crashed"
@@ -373,30 +376,36 @@ scheduler_bin=$(bin_of //services/scheduler:scheduler)
 shard_bin=$(bin_of //services/shard:shard)
 worker_bin=$(bin_of //services/worker:worker_gpu)
 if [[ $mode == all || $mode == tests ]]; then
+  data_dir=$root/data/fashion-mnist
+  [[ -d $data_dir ]] || log "no Fashion-MNIST in the bundle: LeNet trains on synthetic images only"
   if [[ -n $launch_bin && -n $scheduler_bin && -n $shard_bin && -n $worker_bin ]]; then
+    # A dist_sync job, scheduler and 2 shards, 1 GPU worker: job NAME DETAIL LOG WORKER_FLAGS...
+    job() {
+      local name=$1 detail=$2 log_file=$3
+      shift 3
+      run_step job "$name" "$detail" "$log_file" "" -- \
+        env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$launch_bin" -n 1 -s 2 \
+        --scheduler_binary="$root/bin/$scheduler_bin" --shard_binary="$root/bin/$shard_bin" \
+        --worker_binary="$root/bin/$worker_bin" -- "$@"
+    }
     gpu_count=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU')
     job_devices=(gpu:0)
     ((gpu_count > 1)) && job_devices+=("gpu:$(seq -s, 0 $((gpu_count - 1)))")
     for d in "${job_devices[@]}"; do
-      run_step job "dist_sync W1 S2" "$d" "$results/logs/job_${d//[:,]/_}.log" "" -- \
-        env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$launch_bin" -n 1 -s 2 \
-        --scheduler_binary="$root/bin/$scheduler_bin" --shard_binary="$root/bin/$shard_bin" \
-        --worker_binary="$root/bin/$worker_bin" -- \
+      job "dist_sync W1 S2" "$d" "$results/logs/job_${d//[:,]/_}.log" \
         --devices "$d" --precision bf16 --model lenet --dataset synthetic:1x28x28:10 \
         --epochs 3 --batch_size 256 --output "$work/job_model.safetensors"
     done
+    if [[ -d $data_dir ]]; then
+      job "dist_sync W1 S2 fashion-mnist" "gpu:0 bf16" "$results/logs/job_fashion.log" \
+        --devices gpu:0 --precision bf16 --model lenet --dataset fashion-mnist \
+        --data_dir "$data_dir" --epochs 3 --output "$work/job_lenet.safetensors"
+    fi
   else
     log "no job programs in the bundle: the distributed job does not run"
   fi
-  data_dir=$root/data/fashion-mnist
   train_bin=$(bin_of //trainer:train_gpu)
-  if [[ -d $data_dir && -n $worker_bin && -n $train_bin ]]; then
-    run_step job "dist_sync W1 S2 fashion-mnist" "gpu:0 bf16" "$results/logs/job_fashion.log" "" -- \
-      env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$launch_bin" -n 1 -s 2 \
-      --scheduler_binary="$root/bin/$scheduler_bin" --shard_binary="$root/bin/$shard_bin" \
-      --worker_binary="$root/bin/$worker_bin" -- \
-      --devices gpu:0 --precision bf16 --model lenet --dataset fashion-mnist \
-      --data_dir "$data_dir" --epochs 3 --output "$work/job_lenet.safetensors"
+  if [[ -d $data_dir && -n $train_bin ]]; then
     # The README's LeNet run (10 epochs, defaults) alone on the GPU; its export in PyTorch.
     for prec in fp32 bf16; do
       run_step train "lenet fashion-mnist" "gpu:0 $prec" "$results/logs/train_lenet_$prec.log" "" -- \
@@ -406,8 +415,6 @@ if [[ $mode == all || $mode == tests ]]; then
       run_step check "torch load_state_dict" "lenet $prec" "$results/logs/torch_lenet_$prec.log" "" -- \
         env PYTHONUNBUFFERED=1 python3 "$lenet_check" "$work/lenet_$prec.safetensors" --data_dir "$data_dir"
     done
-  else
-    log "no Fashion-MNIST in the bundle (or no train_gpu): LeNet trains on synthetic images only"
   fi
 fi
 

@@ -66,7 +66,7 @@ def main(argv=None):
     net.load_state_dict(state, strict=True)
     net.eval()
     images = check_model.pad_images(images, input_shape)
-    x = (torch.from_numpy(images.astype(np.float32)) / 255.0 - mean) / std
+    x = torch.from_numpy(check_model.normalize(images, mean, std).astype(np.float32))
     with torch.no_grad():
         predicted = net(x.reshape((len(x),) + tuple(input_shape))).argmax(1).numpy()
     torch_top1 = 100.0 * float((predicted == labels.astype(np.int64)).mean())

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "absl/strings/str_format.h"
+
 #include <cuda_profiler_api.h>
 
 #include "trainer/base/random.h"
@@ -13,6 +15,11 @@
 namespace cohort::cuda {
 
 absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
+  if (c.warmup_steps < 1 || c.steps < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d warm-up and %d timed steps: both must be at least 1 (the first step runs cudnnFind)",
+        c.warmup_steps, c.steps));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> gpu, CudaBackend::Create(c.backend));
   const BenchmarkSample input = BenchmarkSampleFor(c.model);
   const Shape& sample = input.shape;
@@ -40,10 +47,13 @@ absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
       scale = sgd.loss_scale();
       loss.set_gradient_scale(scale);
     }
+    // Reading the loss waits for the GPU: the trainer's way reads it after the forward pass,
+    // otherwise it is read once the whole step is queued.
     loss.Compute(model->Forward(Mode::kTrain, x), y);
-    if (read_loss) step_loss = loss.ReadLoss();
+    if (read_loss && c.read_loss_every_step) step_loss = loss.ReadLoss();
     model->Backward(loss.Backward());
     sgd.Step(0.01f);
+    if (read_loss && !c.read_loss_every_step) step_loss = loss.ReadLoss();
   };
   GpuBenchmarkResult r;
   for (int i = 0; i < c.warmup_steps; ++i) {

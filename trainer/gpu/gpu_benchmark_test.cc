@@ -34,5 +34,12 @@ TEST(GpuBenchmarkTest, UnknownModelIsAnError) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Without a warm-up the timed steps would include cudnnFind's trials.
+TEST(GpuBenchmarkTest, NoWarmUpIsAnError) {
+  GpuBenchmarkCase c;
+  c.warmup_steps = 0;
+  EXPECT_EQ(RunGpuBenchmark(c).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace cohort::cuda

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,7 +50,7 @@ const float kOne = 1.0f;
 const float kZero = 0.0f;
 
 // COHORT_CUDNN_FIND_LOG=1 prints every cudnnFind result to stderr: which algorithms ran, how
-// fast, with what workspace, and which one each convolution uses (the first that succeeded).
+// fast, with what workspace, and which one each convolution uses (marked "chosen").
 bool LogFind() {
   static const bool on = [] {
     const char* v = std::getenv("COHORT_CUDNN_FIND_LOG");
@@ -325,31 +326,47 @@ class ConvOp final : public Op {
     return *plans_.back();
   }
 
-  // The fastest algorithm cudnnFind measured that ran and that the precision allows; none is a
-  // cuDNN bug for this shape.
+  // The algorithm a convolution runs, among those cudnnFind ran that the precision allows (fp32
+  // takes no FFT or Winograd): the fastest; with `deterministic`, the deterministic one with the
+  // lowest number and math type, a choice that does not hang on timings, which vary by run.
   template <typename Perf>
   const Perf& Best(const Perf* perf, int n, const char* what, const Shape& x) {
+    const bool fp32 = s_->options.precision == Precision::kFp32;
+    const bool deterministic = s_->options.deterministic;
+    const Perf* best = nullptr;
+    for (int i = 0; i < n; ++i) {
+      const Perf& p = perf[i];
+      if (p.status != CUDNN_STATUS_SUCCESS || (fp32 && Approximate(p.algo))) continue;
+      if (!deterministic) {
+        best = &p;  // cudnnFind lists the fastest first
+        break;
+      }
+      if (p.determinism != CUDNN_DETERMINISTIC) continue;
+      if (best == nullptr || std::make_pair(p.algo, p.mathType) <
+                                 std::make_pair(best->algo, best->mathType)) {
+        best = &p;
+      }
+    }
     if (LogFind()) {
       for (int i = 0; i < n; ++i) {
         std::fprintf(stderr,
                      "cudnnFind conv2d %s x=%s stride %d pad %d: algo %d %s %.3f ms %.1f MB "
-                     "math %d%s\n",
+                     "math %d%s%s\n",
                      what, x.ToString().c_str(), spec_.stride, spec_.padding,
                      static_cast<int>(perf[i].algo), cudnnGetErrorString(perf[i].status),
                      perf[i].time, perf[i].memory / 1e6, static_cast<int>(perf[i].mathType),
-                     perf[i].determinism == CUDNN_DETERMINISTIC ? " deterministic" : "");
+                     perf[i].determinism == CUDNN_DETERMINISTIC ? " deterministic" : "",
+                     &perf[i] == best ? " (chosen)" : "");
       }
     }
-    const bool fp32 = s_->options.precision == Precision::kFp32;
-    for (int i = 0; i < n; ++i) {
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && !(fp32 && Approximate(perf[i].algo)) &&
-          !(s_->options.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC)) {
-        return perf[i];
-      }
-    }
-    COHORT_CHECK(false, "conv2d %s: cuDNN found no algorithm for input %s", what,
-                 x.ToString().c_str());
-    return perf[0];
+    COHORT_CHECK(best != nullptr,
+                 "conv2d %s, input %s: none of the %d algorithms cudnnFind ran is usable here "
+                 "(fp32 excludes FFT and Winograd%s); COHORT_CUDNN_FIND_LOG=1 lists them. "
+                 "Train in another precision%s, or report the shape",
+                 what, x.ToString().c_str(), n,
+                 deterministic ? ", deterministic excludes the others" : "",
+                 deterministic ? " or without deterministic" : "");
+    return *best;
   }
 
   void SetMath(cudnnMathType_t chosen) {

@@ -17,8 +17,9 @@ struct CudaBackendOptions {
   // batch norms run fastest in; their shapes still read (N, C, H, W). Parameters stay in the
   // plain PyTorch layouts whatever the activations' layout.
   bool channels_last = true;
-  // Only convolution algorithms that give the same bits every run (no atomic sums), as
-  // PyTorch's cudnn.deterministic: reproducible steps, at some cost in speed.
+  // Only convolution algorithms that give the same bits every run (no atomic sums), chosen by
+  // number rather than by timing, as PyTorch's cudnn.deterministic: reproducible steps, at
+  // some cost in speed.
   bool deterministic = false;
 };
 

@@ -109,7 +109,9 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // y[i] = f(in[i]...) for i in [0, n) of one type T: whole Lanes where all pointers are 16-byte
 // aligned, single elements for the rest.
 template <typename T, typename F, typename... X>
-void LaunchElementwise(F f, int64_t n, T* y, const X*... in, cudaStream_t stream) {
+void LaunchElementwise(cudaStream_t stream, F f, int64_t n, T* y, const X*... in) {
+  // A Lanes<X> of another size would cover other elements than the Lanes<T> it pairs with.
+  static_assert((std::is_same_v<X, T> && ...), "inputs must have the output's type");
   int64_t done = 0;
   if ((Aligned16(y) && ... && Aligned16(in))) {
     const int64_t vectors = n / kLanes<T>;
@@ -386,9 +388,8 @@ cudaError_t Add(const void* a, const void* b, void* y, Elem type, int64_t n, cud
   if (n == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    LaunchElementwise<T, AddOf<T>, T, T>(AddOf<T>{}, n, static_cast<T*>(y),
-                                         static_cast<const T*>(a), static_cast<const T*>(b),
-                                         stream);
+    LaunchElementwise(stream, AddOf<T>{}, n, static_cast<T*>(y), static_cast<const T*>(a),
+                      static_cast<const T*>(b));
   });
 }
 
@@ -396,8 +397,7 @@ cudaError_t ReluForward(const void* x, void* y, Elem type, int64_t n, cudaStream
   if (n == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    LaunchElementwise<T, ReluOf<T>, T>(ReluOf<T>{}, n, static_cast<T*>(y),
-                                       static_cast<const T*>(x), stream);
+    LaunchElementwise(stream, ReluOf<T>{}, n, static_cast<T*>(y), static_cast<const T*>(x));
   });
 }
 
@@ -406,9 +406,8 @@ cudaError_t ReluBackward(const void* y, const void* dy, void* dx, Elem type, int
   if (n == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    LaunchElementwise<T, ReluGradientOf<T>, T, T>(ReluGradientOf<T>{}, n, static_cast<T*>(dx),
-                                                  static_cast<const T*>(y),
-                                                  static_cast<const T*>(dy), stream);
+    LaunchElementwise(stream, ReluGradientOf<T>{}, n, static_cast<T*>(dx),
+                      static_cast<const T*>(y), static_cast<const T*>(dy));
   });
 }
 
