@@ -11,9 +11,18 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 
 namespace cohort {
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
+  return name;
+}
+
+bool IsAnyAddress(absl::string_view host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
+}
 
 bool IsLoopbackAddress(absl::string_view host) {
   const std::string a = absl::AsciiStrToLower(host);
@@ -31,11 +40,7 @@ absl::string_view HostOfAddress(absl::string_view address) {
 
 bool IsThisHostsAddress(absl::string_view host) {
   if (IsLoopbackAddress(host)) return true;
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) == 0 &&
-      absl::AsciiStrToLower(host) == absl::AsciiStrToLower(name)) {
-    return true;
-  }
+  if (absl::AsciiStrToLower(host) == absl::AsciiStrToLower(HostName())) return true;
   std::string text(host);
   if (absl::StartsWith(text, "[") && absl::EndsWith(text, "]")) {
     text = text.substr(1, text.size() - 2);

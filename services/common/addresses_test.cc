@@ -22,6 +22,13 @@ TEST(AddressesTest, LoopbackAddressesAreTheOnesNoOtherMachineReaches) {
   }
 }
 
+TEST(AddressesTest, AnyAddressIsEveryInterfacesAtOnce) {
+  for (const char* a : {"", "0.0.0.0", "::", "[::]"}) EXPECT_TRUE(IsAnyAddress(a)) << a;
+  for (const char* a : {"127.0.0.1", "10.0.0.1", "::1", "localhost"}) {
+    EXPECT_FALSE(IsAnyAddress(a)) << a;
+  }
+}
+
 TEST(AddressesTest, TheHostOfAnAddress) {
   EXPECT_EQ(HostOfAddress("10.0.0.1:7000"), "10.0.0.1");
   EXPECT_EQ(HostOfAddress("node1:7000"), "node1");

@@ -1,7 +1,5 @@
 #include "services/common/grpc_util.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 
@@ -57,12 +55,6 @@ std::string PeerHost(const std::string& peer) {
   const std::string rest = peer.substr(5);
   const size_t colon = rest.rfind(':');
   return colon == std::string::npos ? rest : rest.substr(0, colon);
-}
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
-  return name;
 }
 
 }  // namespace cohort

@@ -41,9 +41,6 @@ absl::StatusOr<RunningServer> StartServer(
 // "ipv6:[::1]:5000" → "[::1]"); empty when it is not an IP peer.
 std::string PeerHost(const std::string& peer);
 
-// This machine's host name, for messages.
-std::string HostName();
-
 }  // namespace cohort
 
 #endif  // COHORT_SERVICES_COMMON_GRPC_UTIL_H_

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
-#include "services/common/grpc_util.h"
+#include "services/common/addresses.h"
 #include "services/common/job_certs_testing.h"
 #include "services/common/metrics.h"
 #include "services/common/test_tmp_dir.h"

@@ -1,7 +1,7 @@
 #include "services/common/metrics.h"
 
 #include "prometheus/text_serializer.h"
-#include "services/common/grpc_util.h"
+#include "services/common/addresses.h"
 #include "services/common/port_file.h"
 
 namespace cohort {

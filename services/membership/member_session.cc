@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/addresses.h"
 #include "services/common/grpc_util.h"
 
 namespace cohort {

@@ -1,5 +1,6 @@
 #include "services/shard/push_handler.h"
 
+#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,15 @@ PushHandler::PushHandler(ShardCore* core, std::string peer)
 
 absl::Status PushHandler::Handle(size_t bytes, const absl::Status& parsed,
                                  const ReceivedBatch& batch, PushStream* stream) {
+  absl::Status status = Check(bytes, parsed, batch, stream);
+  if (!status.ok()) {
+    std::cerr << status.message() << " (refused; peer " << peer_ << ")\n" << std::flush;
+  }
+  return status;
+}
+
+absl::Status PushHandler::Check(size_t bytes, const absl::Status& parsed,
+                                const ReceivedBatch& batch, PushStream* stream) {
   ShardMetrics* metrics = core_->metrics();
   if (metrics != nullptr) metrics->received_bytes.Increment(static_cast<double>(bytes));
   if (!parsed.ok()) {

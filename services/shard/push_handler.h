@@ -20,6 +20,13 @@ class PushStream : public PartSink {
   virtual void SetAnswerEncoding(WireEncoding encoding) = 0;
 };
 
+// An answer (PartSink::Send's) as a stream queues it: it carries no rank or generation.
+inline OutgoingPart AnswerPart(PartId id, int64_t version, absl::Span<const float> value,
+                               PinCount* pin, WireEncoding encoding) {
+  return OutgoingPart{PartHeader{id, version, /*rank=*/-1, /*generation=*/0, encoding}, value,
+                      pin};
+}
+
 // Answers queued for one worker past which its stream's pushes are no longer read (they resume
 // at half): a slow reader cannot grow the shard's memory.
 inline constexpr size_t kMaxQueuedAnswerBytes = 64 << 20;
@@ -33,12 +40,14 @@ class PushHandler {
   PushHandler(ShardCore* core, std::string peer);
 
   // A message of `bytes` bytes, parsed (or not: `parsed`) into `batch`. An error refuses the
-  // message and should end the stream; it names the peer, worker and part.
+  // message (logged here) and should end the stream; it names the peer, worker and part.
   absl::Status Handle(size_t bytes, const absl::Status& parsed, const ReceivedBatch& batch,
                       PushStream* stream);
   const std::string& peer() const { return peer_; }
 
  private:
+  absl::Status Check(size_t bytes, const absl::Status& parsed, const ReceivedBatch& batch,
+                     PushStream* stream);
   absl::Status HandlePart(const PartHeader& h, ByteChunks values, ShardMetrics* metrics,
                           PushStream* stream);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "services/common/addresses.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
 #include "services/common/data_path_tuning.h"
@@ -54,9 +55,9 @@ ABSL_FLAG(double, scheduler_grace, 3.0,
 
 COHORT_DEFINE_SECURITY_FLAGS();
 
-// Each shared-memory ring's bytes: the largest message either side sends (a part of
-// --part_bytes, 1 MiB by default, or a fusion) many times over.
-constexpr size_t kShmRingBytes = size_t{16} << 20;
+// Each shared-memory ring's bytes: gRPC's message limit, so that what a stream takes, a ring
+// takes (a part of --part_bytes, 1 MiB by default, or a fusion, many times over).
+constexpr size_t kShmRingBytes = cohort::kMaxMessageBytes;
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -137,11 +138,14 @@ int main(int argc, char** argv) {
     std::cerr << "shard: error: " << server.status().message() << "\n";
     return 1;
   }
-  // Workers on this host push through shared memory (their rendezvous name is the gRPC port's).
+  // Workers on this host push through shared memory (their rendezvous name is the gRPC
+  // address's).
   std::unique_ptr<cohort::ShmPushServer> shm;
   if (absl::GetFlag(FLAGS_shared_memory)) {
+    const std::string bind = absl::GetFlag(FLAGS_bind);
     auto started = cohort::ShmPushServer::Start(
-        &core, cohort::ShardRendezvousName(server->port), kShmRingBytes);
+        &core, cohort::ShardRendezvousName(cohort::IsAnyAddress(bind) ? "" : bind, server->port),
+        kShmRingBytes);
     if (started.ok()) {
       shm = *std::move(started);
     } else {  // another process holds the name: its workers' pushes come over gRPC

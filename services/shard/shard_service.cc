@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iostream>
 #include <string>
 #include <vector>
 
@@ -37,9 +36,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;
-      queue_.Push(OutgoingPart{PartHeader{id, version, /*rank=*/-1, /*generation=*/0,
-                                          answer_encoding_},
-                               value, pin});
+      queue_.Push(AnswerPart(id, version, value, pin, answer_encoding_));
       if (writing_) return;
       writing_ = true;
       queue_.Pop(&batch_);
@@ -59,10 +56,6 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
       status = handler_.Handle(bytes, batch_in_.Parse(&in_), batch_in_, this);
     }
     batch_in_.Clear();  // gives the receive buffers back before the next read
-    if (!status.ok()) {
-      std::cerr << status.message() << " (refused; peer " << handler_.peer() << ")\n"
-                << std::flush;
-    }
     {
       absl::MutexLock lock(&mu_);
       // A failed write may have closed the stream meanwhile: no read after that.

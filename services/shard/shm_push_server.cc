@@ -49,9 +49,7 @@ class ShmPushSession final : public PushStream {
   void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) override {
     absl::MutexLock lock(&mu_);
     if (ended_) return;
-    queue_.Push(OutgoingPart{PartHeader{id, version, /*rank=*/-1, /*generation=*/0,
-                                        answer_encoding_},
-                             value, pin});
+    queue_.Push(AnswerPart(id, version, value, pin, answer_encoding_));
   }
 
   void SetAnswerEncoding(WireEncoding encoding) override {
@@ -70,11 +68,7 @@ class ShmPushSession final : public PushStream {
       why = handler_.Handle(TotalBytes(m->bytes()), batch_.Parse(m->bytes()), batch_, this);
       batch_.Clear();
       in.Release();
-      if (!why.ok()) {
-        std::cerr << why.message() << " (refused; peer " << handler_.peer() << ")\n"
-                  << std::flush;
-        break;
-      }
+      if (!why.ok()) break;
       absl::MutexLock lock(&mu_);
       if (queue_.queued_bytes() > kMaxQueuedAnswerBytes) {
         mu_.Await(absl::Condition(
@@ -180,15 +174,21 @@ ShmPushServer::~ShmPushServer() {
 }
 
 void ShmPushServer::AcceptLoop() {
+  constexpr absl::Duration kFirstPause = absl::Milliseconds(10);
+  absl::Duration pause = kFirstPause;
   for (;;) {
     absl::StatusOr<ShmChannel> channel = listener_->Accept();
     if (!channel.ok()) {
       if (absl::IsCancelled(channel.status())) return;
-      std::cerr << "shard: a worker's shared-memory channel: " << channel.status() << "\n"
+      std::cerr << "shard: warning: a worker's shared-memory channel failed ("
+                << channel.status() << "); that worker pushes over gRPC\n"
                 << std::flush;
-      absl::SleepFor(absl::Milliseconds(10));  // out of descriptors, say: not a busy loop
+      // Out of descriptors, say: neither a busy loop nor a flood of these lines.
+      absl::SleepFor(pause);
+      pause = std::min(2 * pause, absl::Seconds(1));
       continue;
     }
+    pause = kFirstPause;
     absl::MutexLock lock(&mu_);
     // Sessions whose workers left go when the next one comes (a restarted worker, a new
     // generation).

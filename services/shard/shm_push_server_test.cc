@@ -143,10 +143,9 @@ class Answers final : public AnswerReceiver {
       got_[a.header.id.key] = values;
     }
   }
-  void OnStreamEnd(int, const absl::Status& status) override {
+  void OnStreamEnd(int, const absl::Status&) override {
     absl::MutexLock lock(&mu_);
     ended_ = true;
-    end_ = status;
   }
   // The answers once n keys have some, or the stream ended.
   std::map<int64_t, std::vector<float>> WaitFor(size_t n) {
@@ -163,7 +162,6 @@ class Answers final : public AnswerReceiver {
   size_t want_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, std::vector<float>> got_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status end_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST(ShmTransportTest, AShardOnThisHostIsReachedThroughSharedMemory) {
@@ -174,7 +172,8 @@ TEST(ShmTransportTest, AShardOnThisHostIsReachedThroughSharedMemory) {
   ShardService service(&core);
   auto grpc_server = StartServer("127.0.0.1", 0, {&service});
   ASSERT_TRUE(grpc_server.ok()) << grpc_server.status();
-  auto shm = ShmPushServer::Start(&core, ShardRendezvousName(grpc_server->port), kRingBytes);
+  auto shm = ShmPushServer::Start(&core, ShardRendezvousName("127.0.0.1", grpc_server->port),
+                                  kRingBytes);
   ASSERT_TRUE(shm.ok()) << shm.status();
 
   for (bool shared_memory : {true, false}) {
@@ -196,6 +195,39 @@ TEST(ShmTransportTest, AShardOnThisHostIsReachedThroughSharedMemory) {
     transport->Close();
   }
   EXPECT_EQ((*shm)->sessions_started(), 1);  // the first transport's, not the second's
+  grpc_server->server->Shutdown(std::chrono::system_clock::now());
+}
+
+// The rings a worker finds are those of the address it dials, or of a shard listening at every
+// address; a shard at another address with the same port is another shard.
+TEST(ShmTransportTest, AWorkerTakesOnlyTheRingsOfTheAddressItDials) {
+  ShardCore core(0);
+  ASSERT_TRUE(core.Configure(Config(1, 1)).ok());
+  ASSERT_TRUE(core.AddPart({0, 0}, std::vector<float>{1, 2, 3}).ok());
+  ShardService service(&core);
+  auto grpc_server = StartServer("127.0.0.1", 0, {&service});
+  ASSERT_TRUE(grpc_server.ok()) << grpc_server.status();
+
+  int64_t version = 0;
+  for (const std::string listening : {"127.0.0.1", "", "127.0.0.2"}) {
+    SCOPED_TRACE("rings offered at '" + listening + "'");
+    auto shm = ShmPushServer::Start(&core, ShardRendezvousName(listening, grpc_server->port),
+                                    kRingBytes);
+    ASSERT_TRUE(shm.ok()) << shm.status();
+    auto transport = MakeGrpcShardTransport({absl::StrCat("127.0.0.1:", grpc_server->port)},
+                                            TransportSecurity::Plaintext(), 0,
+                                            absl::ZeroDuration(), /*shared_memory=*/true);
+    Answers answers;
+    transport->Open(&answers);
+    const std::vector<float> grad = {1, 1, 1};
+    transport->Send(0, OutgoingPart{PartHeader{{0, 0}, version, 0}, grad, nullptr});
+    transport->Flush();
+    ASSERT_EQ(answers.WaitFor(1).size(), 1u);
+    std::vector<float> value;
+    ASSERT_EQ(*core.Read({0, 0}, &value), ++version);
+    transport->Close();
+    EXPECT_EQ((*shm)->sessions_started(), listening == "127.0.0.2" ? 0 : 1);
+  }
   grpc_server->server->Shutdown(std::chrono::system_clock::now());
 }
 

@@ -133,7 +133,10 @@ absl::StatusOr<ShmChannel> ShmListener::Accept() {
   return ShmChannel(*std::move(to_here), *std::move(to_there), socket, peer.pid);
 }
 
-std::string ShardRendezvousName(int port) { return absl::StrCat("cohort-shard-", port); }
+std::string ShardRendezvousName(absl::string_view host, int port) {
+  return host.empty() ? absl::StrCat("cohort-shard-", port)
+                      : absl::StrCat("cohort-shard-", host, ":", port);
+}
 
 absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
   sockaddr_un addr;
@@ -148,8 +151,8 @@ absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
   if (connect(socket, reinterpret_cast<const sockaddr*>(&addr), *len) != 0) {
     const int err = errno;
     close(socket);
-    return absl::UnavailableError(absl::StrCat("nobody listens on @", name,
-                                               " in this network namespace: ", strerror(err)));
+    return absl::NotFoundError(absl::StrCat("nobody listens on @", name,
+                                            " in this network namespace: ", strerror(err)));
   }
   // Abstract names have no permissions: a process of another user could be listening in the
   // shard's place, and would get the pushes.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "services/wire/shm_ring.h"
 
 namespace cohort {
@@ -63,12 +64,15 @@ class ShmListener {
   std::atomic<bool> closed_{false};
 };
 
-// The rendezvous name of the shard serving gRPC on `port`: ports are unique within a network
-// namespace, as abstract socket names are.
-std::string ShardRendezvousName(int port);
+// The rendezvous name of the shard serving gRPC at host:port, unique within a network namespace
+// as abstract socket names are. host is "" for a shard listening at every address, which holds
+// the port alone; one listening at a single address holds it at that address only, so another
+// may hold the same port at another.
+std::string ShardRendezvousName(absl::string_view host, int port);
 
-// Connects to the listener named `name` in this network namespace. Unavailable when none
-// listens there, or one of another user does (the caller then uses the network).
+// Connects to the listener named `name` in this network namespace. NotFound when none listens
+// there; Unavailable when one of another user does, or it fails (the caller then uses the
+// network).
 absl::StatusOr<ShmChannel> DialShm(const std::string& name);
 
 }  // namespace cohort

@@ -103,9 +103,16 @@ TEST(ShmRendezvousTest, ClosingAChannelCancelsThePeersWaits) {
   EXPECT_EQ(channel->in().Read().status().code(), absl::StatusCode::kCancelled);
 }
 
-TEST(ShmRendezvousTest, NobodyListeningIsUnavailable) {
+TEST(ShmRendezvousTest, NobodyListeningIsNotFound) {
   absl::StatusOr<ShmChannel> channel = DialShm(UniqueName("nobody"));
-  EXPECT_EQ(channel.status().code(), absl::StatusCode::kUnavailable) << channel.status();
+  EXPECT_EQ(channel.status().code(), absl::StatusCode::kNotFound) << channel.status();
+}
+
+// A shard at one address leaves the port free at others: each address has its own name.
+TEST(ShmRendezvousTest, ShardNamesTellAddressesApart) {
+  EXPECT_EQ(ShardRendezvousName("", 7000), "cohort-shard-7000");
+  EXPECT_EQ(ShardRendezvousName("10.0.0.1", 7000), "cohort-shard-10.0.0.1:7000");
+  EXPECT_NE(ShardRendezvousName("10.0.0.1", 7000), ShardRendezvousName("10.0.0.2", 7000));
 }
 
 TEST(ShmRendezvousTest, OneListenerPerName) {

@@ -49,7 +49,6 @@ class ShmRing {
 
   // The descriptors to hand to the other process (still owned here).
   Fds fds() const { return fds_; }
-  size_t capacity() const { return capacity_; }
   // Waits also watch `fd` (not owned) and fail with Unavailable once it hangs up.
   void WatchPeer(int fd) { peer_ = fd; }
 

@@ -140,9 +140,14 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment(
     }
     o.compression = *parsed;
   }
-  int64_t shared_memory = -1;
+  int64_t shared_memory = o.shared_memory ? 1 : 0;
   RETURN_IF_ERROR(ReadInt64Variable("COHORT_SHARED_MEMORY", &shared_memory));
-  if (shared_memory >= 0) o.shared_memory = shared_memory != 0;
+  if (shared_memory != 0 && shared_memory != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "COHORT_SHARED_MEMORY=", shared_memory, ": expected 1 (shared memory with shards on this "
+        "host, the default) or 0 (gRPC only)"));
+  }
+  o.shared_memory = shared_memory == 1;
   if (const char* bind = std::getenv("COHORT_METRICS_BIND"); bind != nullptr && *bind != '\0') {
     o.metrics_bind = bind;
   }

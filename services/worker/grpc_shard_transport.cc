@@ -3,6 +3,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/client_callback.h>
 
+#include <cerrno>
+#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -257,8 +259,7 @@ class ShmShardStream final : public BulkStream {
               absl::StrCat("pushing to shard ", shard_, " on this host through shared memory: ",
                            written.message(),
                            absl::IsInvalidArgument(written)
-                               ? "; use smaller --part_bytes and --fusion_bytes, or "
-                                 "COHORT_SHARED_MEMORY=0 (gRPC only)"
+                               ? "; use smaller --part_bytes and --fusion_bytes"
                                : ""));
           channel_.in().Close();
         }
@@ -323,13 +324,22 @@ class ShmShardStream final : public BulkStream {
 };
 
 // A channel to the shard at `address` through shared memory, if it is on this host and offers
-// one.
-std::optional<ShmChannel> DialSameHost(const std::string& address) {
+// one: listening at that address alone, or at every address.
+std::optional<ShmChannel> DialSameHost(int shard, const std::string& address) {
   const int port = PortOfAddress(address);
-  if (port < 0 || !IsThisHostsAddress(HostOfAddress(address))) return std::nullopt;
-  absl::StatusOr<ShmChannel> channel = DialShm(ShardRendezvousName(port));
-  if (!channel.ok()) return std::nullopt;
-  return *std::move(channel);
+  const absl::string_view host = HostOfAddress(address);
+  if (port < 0 || !IsThisHostsAddress(host)) return std::nullopt;
+  for (const std::string& name : {ShardRendezvousName(host, port), ShardRendezvousName("", port)}) {
+    absl::StatusOr<ShmChannel> channel = DialShm(name);
+    if (channel.ok()) return *std::move(channel);
+    if (!absl::IsNotFound(channel.status())) {
+      std::cerr << program_invocation_short_name << ": warning: shard " << shard << " at "
+                << address << " is on this host, but its shared-memory path failed: "
+                << channel.status().message() << "; pushing to it over gRPC\n";
+      break;
+    }
+  }
+  return std::nullopt;
 }
 
 class GrpcShardTransport final : public ShardTransport {
@@ -418,7 +428,7 @@ class GrpcShardTransport final : public ShardTransport {
     absl::MutexLock lock(&streams_mu_);
     for (int s = 0; s < num_shards(); ++s) {
       std::optional<ShmChannel> local =
-          shared_memory_ ? DialSameHost(addresses_[s]) : std::nullopt;
+          shared_memory_ ? DialSameHost(s, addresses_[s]) : std::nullopt;
       if (local.has_value()) {
         streams_.push_back(std::make_unique<ShmShardStream>(
             s, *std::move(local), receiver, fusion_bytes_, fusion_wait_, &flush_timer_));
@@ -441,8 +451,9 @@ class GrpcShardTransport final : public ShardTransport {
     for (auto& stream : streams_) stream->Flush();
   }
 
-  void Close() override {
-    absl::MutexLock lock(&streams_mu_);
+  // The caller's thread, as Send. Not under streams_mu_: the timer's Flush may hold it while a
+  // ring's writer waits for room, which cancelling the stream ends.
+  void Close() override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (auto& stream : streams_) stream->Cancel();
   }
 

@@ -19,12 +19,12 @@ namespace cohort {
 // smaller than fusion_bytes are fused into messages of at most that: those queued while a
 // write is in flight, and, with fusion_wait, those that came within fusion_wait of the first
 // one queued on an idle stream (or before a Flush). With shared_memory, a shard on this host
-// (its address one of this network namespace's) that offers shared memory
+// (its address one of this network namespace's) that offers shared memory at that address
 // (ShardRendezvousName) gets the pushes through a ring instead of its stream, and answers on
 // another.
 std::unique_ptr<ShardTransport> MakeGrpcShardTransport(
     std::vector<std::string> shard_addresses, std::shared_ptr<const TransportSecurity> security,
-    int64_t fusion_bytes, absl::Duration fusion_wait, bool shared_memory = false);
+    int64_t fusion_bytes, absl::Duration fusion_wait, bool shared_memory);
 
 }  // namespace cohort
 
