@@ -2,11 +2,13 @@
 """bench_ps: push+pull throughput of Cohort's parameter-server data path.
 
 Starts real jobs through the launcher (a scheduler, S shard processes and W ps_worker
-processes, talking gRPC over TCP on 127.0.0.1). Each worker pushes a model's gradients and
-pulls the updated values through the training kvstore (dist_sync), round after round, and
-checks every pulled value against the expected sum. Beside it, iperf3 measures the same
-machine's single-stream TCP bandwidth in the same run, and (`--bidir`) what one TCP connection
-carries both ways at once: the kernel's ceiling for a push+pull, which moves data both ways.
+processes on this host: pushes and answers through shared-memory rings, the rest gRPC over TCP
+on 127.0.0.1; COHORT_SHARED_MEMORY=0 keeps all of it on gRPC). Each worker pushes a model's
+gradients and pulls the updated values through the training kvstore (dist_sync), round after
+round, and checks every pulled value against the expected sum. Beside it, iperf3 measures the
+same machine's single-stream TCP bandwidth in the same run, and (`--bidir`) what one TCP
+connection carries both ways at once: the kernel's ceiling for a push+pull over gRPC, which
+moves data both ways (the rings do not go through TCP).
 
   bazel run //tools:bench_ps               # the full matrix
   bazel run //tools:bench_ps -- --quick    # fewer rounds

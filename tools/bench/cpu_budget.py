@@ -120,6 +120,9 @@ def main():
                 sys.exit(f"cpu_budget: perf sched record failed: {perf.stderr.strip()}\n"
                          "(it needs root, or kernel.perf_event_paranoid=-1, and Debian's "
                          "linux-perf)")
+        except BaseException:  # interrupted, say: the job does not outlive this script
+            job.terminate()
+            raise
         finally:
             job.wait()
         if job.returncode != 0:

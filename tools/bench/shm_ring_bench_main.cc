@@ -8,6 +8,7 @@
 // message with a thread sending all N while the main thread takes the echoes (as a worker's
 // pushes and the shard's answers flow, and as bench_ps counts a 4 KB tensor's round trip).
 
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,11 +46,13 @@ double CpuSeconds(pid_t pid) {
 
 ShmRing::Fds Dup(const ShmRing::Fds& fds) { return {dup(fds.memory), dup(fds.data), dup(fds.space)}; }
 
-// The child: echoes until the ring closes.
-[[noreturn]] void Echo(const ShmRing::Fds& in_fds, const ShmRing::Fds& out_fds) {
+// The child: echoes until the ring closes, or the parent (at the other end of `parent`) is gone.
+[[noreturn]] void Echo(const ShmRing::Fds& in_fds, const ShmRing::Fds& out_fds, int parent) {
   auto in = ShmRing::Attach(Dup(in_fds));
   auto out = ShmRing::Attach(Dup(out_fds));
   if (!in.ok() || !out.ok()) _exit(2);
+  (*in)->WatchPeer(parent);
+  (*out)->WatchPeer(parent);
   for (;;) {
     auto m = (*in)->Read();
     if (!m.ok()) _exit(m.status().code() == absl::StatusCode::kCancelled ? 0 : 3);
@@ -69,9 +72,18 @@ int main() {
                  std::string((there.ok() ? back.status() : there.status()).message()).c_str());
     return 1;
   }
+  // Each side's waits watch the other process, so neither waits for ever on one that failed.
+  int peer[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, peer) != 0) return 1;
   const pid_t child = fork();
   if (child < 0) return 1;
-  if (child == 0) Echo((*there)->fds(), (*back)->fds());
+  if (child == 0) {
+    close(peer[0]);
+    Echo((*there)->fds(), (*back)->fds(), peer[1]);
+  }
+  close(peer[1]);
+  (*there)->WatchPeer(peer[0]);
+  (*back)->WatchPeer(peer[0]);
 
   std::printf("%10s %8s %18s %14s %18s\n", "bytes", "messages", "one at a time: us",
               "CPU us", "pipelined: us each");
@@ -104,6 +116,7 @@ int main() {
       bool sent = true;
       std::thread sender([&] {
         for (int i = 0; i < messages && sent; ++i) sent = send();
+        if (!sent) (*back)->Close();  // no more echoes come: the receiving loop stops
       });
       bool received = true;
       for (int i = 0; i < messages && received; ++i) received = receive();
