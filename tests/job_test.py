@@ -63,6 +63,8 @@ class LauncherJobTest(JobTestCase):
         self.assertRegex(out, r"\[worker 0\]\s+Step\s+Epoch\s+Speed\(img/s\)\s+Loss\s+LR\s+Comm%")
         self.assertRegex(out, r"\[worker 0\] train: lenet .*batch 64 x 2 worker\(s\).*kvstore dist_sync")
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        # Workers and shards of one host meet in shared memory (the worker says when not).
+        self.assertNotIn("pushing to it over gRPC", out)
         # The workers' last lines are out before the scheduler hears that they finished.
         self.assertLess(out.index("[worker 0] Test top-1"), out.index("job DONE"), out)
         top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))

@@ -329,16 +329,20 @@ std::optional<ShmChannel> DialSameHost(int shard, const std::string& address) {
   const int port = PortOfAddress(address);
   const absl::string_view host = HostOfAddress(address);
   if (port < 0 || !IsThisHostsAddress(host)) return std::nullopt;
+  absl::Status failed;
   for (const std::string& name : {ShardRendezvousName(host, port), ShardRendezvousName("", port)}) {
     absl::StatusOr<ShmChannel> channel = DialShm(name);
     if (channel.ok()) return *std::move(channel);
-    if (!absl::IsNotFound(channel.status())) {
-      std::cerr << program_invocation_short_name << ": warning: shard " << shard << " at "
-                << address << " is on this host, but its shared-memory path failed: "
-                << channel.status().message() << "; pushing to it over gRPC\n";
-      break;
-    }
+    failed = channel.status();
+    if (!absl::IsNotFound(failed)) break;
   }
+  std::cerr << program_invocation_short_name << ": shard " << shard << " at " << address
+            << " is on this host, but "
+            << (absl::IsNotFound(failed)
+                    ? "offers no shared memory (its --shared_memory is off, or it listens "
+                      "under another address)"
+                    : absl::StrCat("its shared-memory path failed: ", failed.message()))
+            << "; pushing to it over gRPC\n";
   return std::nullopt;
 }
 

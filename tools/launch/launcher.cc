@@ -37,6 +37,9 @@ namespace {
 // How long the others may take to end on their own after a process failed (+ linger), and after
 // every worker finished (+ linger).
 constexpr absl::Duration kEndAfterFailure = absl::Seconds(3);
+// After the scheduler failed: members first wait out their grace for it (--scheduler_grace,
+// 3 s by default), then say they lost it and exit.
+constexpr absl::Duration kEndAfterSchedulerLoss = absl::Seconds(6);  // 3 s + kEndAfterFailure
 constexpr absl::Duration kEndAfterWorkers = absl::Seconds(10);
 // From SIGTERM to SIGKILL, when the launcher stops the job and when the user interrupts it.
 constexpr absl::Duration kTermGrace = absl::Seconds(2);
@@ -429,12 +432,13 @@ class Job {
                        ssh_failed ? " (ssh's status: the host could not be reached, refused the "
                                     "login, or the connection to it was lost; see above)"
                                   : ""));
-      Fail(ExitCodeOf(status), absl::StrCat(m.name, " failed"));
+      Fail(ExitCodeOf(status), absl::StrCat(m.name, " failed"),
+           m.role == Role::kScheduler ? kEndAfterSchedulerLoss : kEndAfterFailure);
       return;
     }
     if (m.role == Role::kScheduler && phase_ == Phase::kStarting) {
       Say(absl::StrCat(m.Describe(), " exited before it wrote its port file"));
-      Fail(1, "the scheduler ended");
+      Fail(1, "the scheduler ended", kEndAfterFailure);
     } else if (m.role == Role::kScheduler) {
       EndWithin(kEndAfterWorkers, "the scheduler ended");
     } else if (m.role == Role::kWorker && AllWorkersSucceeded()) {
@@ -524,10 +528,11 @@ class Job {
     return o_.elastic ? running == 0 && done > 0 : done == o_.num_workers;
   }
 
-  // Records the job's status (the first failure's) and lets the others end on their own.
-  void Fail(int exit_code, std::string why) {
+  // Records the job's status (the first failure's) and lets the others end on their own
+  // within linger + extra.
+  void Fail(int exit_code, std::string why, absl::Duration extra) {
     if (!failure_.has_value()) failure_ = exit_code;
-    EndWithin(kEndAfterFailure, std::move(why));
+    EndWithin(extra, std::move(why));
   }
 
   // The remaining processes get linger + `extra` to end on their own (the scheduler tells them
