@@ -25,13 +25,13 @@ struct ShardConnection {
 };
 
 // kvstore::Create's store: the membership lives and ends with it.
-class SessionOwningKVStore final : private OwnedSession, public DistKVStoreCore {
+class SessionOwningKVStore final : private OwnedSession, public DistKVStore {
  public:
   SessionOwningKVStore(std::unique_ptr<MemberSession> session, KVStoreMode mode,
                        ShardConnection shards, const DistKVStoreOptions& options)
       : OwnedSession{std::move(session)},
-        DistKVStoreCore(mode, OwnedSession::session.get(), std::move(shards.transport),
-                        std::move(shards.shards), options) {}
+        DistKVStore(mode, OwnedSession::session.get(), std::move(shards.transport),
+                    std::move(shards.shards), options) {}
 };
 
 // The mode a distributed store of `type` runs, checked against the job's.
@@ -184,7 +184,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(absl::string_view typ
   ASSIGN_OR_RETURN(const KVStoreMode mode, DistMode(type, *session));
   RETURN_IF_ERROR(ValidateDataPath(options));
   ASSIGN_OR_RETURN(ShardConnection c, ConnectToShards(session, options, wrap_transport));
-  return std::unique_ptr<KVStore>(std::make_unique<DistKVStoreCore>(
+  return std::unique_ptr<KVStore>(std::make_unique<DistKVStore>(
       mode, session, std::move(c.transport), std::move(c.shards), options.KVStoreOptions()));
 }
 

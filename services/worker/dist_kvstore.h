@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "services/common/transport_security.h"
 #include "services/membership/member_session.h"
+#include "services/worker/composed_kvstore.h"
 #include "services/worker/dist_kvstore_core.h"
 #include "trainer/kvstore/kvstore.h"
 

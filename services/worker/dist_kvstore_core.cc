@@ -3,18 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
-#include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort {
 namespace {
-
-// Recover waits this much past the scheduler's grace for the shards, and asks this often.
-constexpr absl::Duration kRecoverySlack = absl::Seconds(10);
-constexpr absl::Duration kRecoveryPoll = absl::Milliseconds(100);
 
 absl::Status InFlight(int64_t key) {
   return absl::FailedPreconditionError(
@@ -67,7 +61,7 @@ absl::Status DistKVStoreCore::SetOptimizer(const OptimizerSpec& spec) {
 }
 
 absl::Status DistKVStoreCore::Init(int64_t key, const Tensor& value) {
-  if (committed_) {
+  if (partitioned_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "kvstore init of key ", key, " after the first push or pull; init every key first"));
   }
@@ -94,14 +88,12 @@ absl::Status DistKVStoreCore::InitAuxiliary(int64_t key, const Tensor& value) {
 }
 
 absl::Status DistKVStoreCore::PushPull(int64_t key, const Tensor& grad, Tensor* out) {
-  RETURN_IF_ERROR(Commit());
   ASSIGN_OR_RETURN(Key * k, Find(key, grad, "push"));
   RETURN_IF_ERROR(Find(key, *out, "pull").status());
-  return Start(key, k, grad, out->data<float>());
+  return SendGradient(key, k, grad, out->data<float>());
 }
 
 absl::Status DistKVStoreCore::Wait(int64_t key) {
-  RETURN_IF_ERROR(Commit());
   if (key < 0 || key >= static_cast<int64_t>(keys_.size())) {
     return absl::FailedPreconditionError(
         absl::StrCat("kvstore wait of key ", key, " before its init"));
@@ -141,7 +133,6 @@ absl::Status DistKVStoreCore::Wait(int64_t key) {
 }
 
 absl::Status DistKVStoreCore::Push(int64_t key, const Tensor& grad) {
-  RETURN_IF_ERROR(Commit());
   ASSIGN_OR_RETURN(Key * k, Find(key, grad, "push"));
   if (k->in_flight) {
     return InFlight(key);
@@ -151,13 +142,12 @@ absl::Status DistKVStoreCore::Push(int64_t key, const Tensor& grad) {
     k->pushed_result.resize(grad.numel());
   }
   std::memcpy(k->pushed_copy.raw(), grad.raw(), grad.numel() * sizeof(float));
-  RETURN_IF_ERROR(Start(key, k, k->pushed_copy, k->pushed_result.data()));
+  RETURN_IF_ERROR(SendGradient(key, k, k->pushed_copy, k->pushed_result.data()));
   k->result_unread = true;
   return absl::OkStatus();
 }
 
 absl::Status DistKVStoreCore::Pull(int64_t key, Tensor* out) {
-  RETURN_IF_ERROR(Commit());
   ASSIGN_OR_RETURN(Key * k, Find(key, *out, "pull"));
   RETURN_IF_ERROR(Wait(key));
   if (!k->result_unread) return PullCurrent(key, out);
@@ -167,7 +157,6 @@ absl::Status DistKVStoreCore::Pull(int64_t key, Tensor* out) {
 }
 
 absl::Status DistKVStoreCore::Barrier() {
-  RETURN_IF_ERROR(Commit());
   transport_->Flush();  // the other workers may be waiting for this one's pushes
   // Not numbered: a worker that joined an elastic job has passed fewer.
   return membership_->Barrier("user barrier", 0, shards_.generation).status();
@@ -244,7 +233,8 @@ absl::StatusOr<DistKVStoreCore::Key*> DistKVStoreCore::Find(int64_t key, const T
   return &k;
 }
 
-absl::Status DistKVStoreCore::Start(int64_t key, Key* k, const Tensor& grad, float* destination) {
+absl::Status DistKVStoreCore::SendGradient(int64_t key, Key* k, const Tensor& grad,
+                                           float* destination) {
   if (k->in_flight) {
     return InFlight(key);
   }
@@ -353,15 +343,8 @@ absl::Status DistKVStoreCore::TimedOut(int64_t key, const Key& k) {
       " (version ", k.sent[part] + 1, "); is a worker stuck, or was the answer lost?"));
 }
 
-absl::Status DistKVStoreCore::Commit() {
-  if (committed_) return commit_status_;
-  if (keys_.empty()) return absl::FailedPreconditionError("kvstore used before any init");
-  committed_ = true;
-  commit_status_ = CommitOnce();
-  return commit_status_;
-}
-
-absl::Status DistKVStoreCore::CommitOnce() {
+absl::Status DistKVStoreCore::Partition() {
+  partitioned_ = true;
   std::vector<TensorSize> sizes;
   for (const auto& k : keys_) sizes.push_back({k->shape.numel(), 4});
   ASSIGN_OR_RETURN(map_,
@@ -372,18 +355,29 @@ absl::Status DistKVStoreCore::CommitOnce() {
     k.versions.assign(map_.key_parts[key].size(), 0);
     k.sent.assign(map_.key_parts[key].size(), 0);
   }
-  // A worker of an elastic job whose workers changed since it started (one that joined it)
-  // meets the others in their generation.
-  if (shards_.generation > 0) return Regroup();
-  if (rank() == 0) {
-    WarnAboutIdleShards();
-    RETURN_IF_ERROR(InitShards());
-  }
-  for (auto& k : keys_) std::vector<float>().swap(k->initial);
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStoreCore::OpenStreams() {
+  if (rank() == 0) RETURN_IF_ERROR(InitShards());
+  ReleaseInitialValues();
   RETURN_IF_ERROR(
       membership_->Barrier("kvstore init", fingerprint_, shards_.generation).status());
   transport_->Open(this);
   return absl::OkStatus();
+}
+
+bool DistKVStoreCore::holds_initial_values() const {
+  return !keys_.empty() && !keys_[0]->initial.empty();
+}
+
+void DistKVStoreCore::ReleaseInitialValues() {
+  for (auto& k : keys_) std::vector<float>().swap(k->initial);
+}
+
+DistKVStoreCore::Interruption DistKVStoreCore::interruption() const {
+  absl::MutexLock lock(&mu_);
+  return {job_ended_, generation_heard_ > shards_.generation, stream_error_};
 }
 
 void DistKVStoreCore::WarnAboutIdleShards() const {
@@ -401,10 +395,9 @@ absl::Status DistKVStoreCore::InitShards() {
   if (!has_optimizer_) {
     return absl::FailedPreconditionError("kvstore: rank 0 must call SetOptimizer before Init");
   }
+  WarnAboutIdleShards();
   for (int s = 0; s < transport_->num_shards(); ++s) {
-    const std::vector<InitialPart> parts = InitialParts(s, {});
-    RETURN_IF_ERROR(transport_->InitShard(s, ShardConfigFor(static_cast<int>(parts.size())), parts)
-                        .status());
+    RETURN_IF_ERROR(transport_->InitShard(s, ShardConfigFor(s), InitialParts(s, {})).status());
   }
   return absl::OkStatus();
 }
@@ -422,89 +415,25 @@ std::vector<InitialPart> DistKVStoreCore::InitialParts(int shard,
   return parts;
 }
 
-ShardConfig DistKVStoreCore::ShardConfigFor(int num_parts) const {
+ShardConfig DistKVStoreCore::ShardConfigFor(int shard) const {
   ShardConfig config;
   config.num_workers = num_workers();
   config.mode = mode_;
   config.partition_fingerprint = fingerprint_;
   config.optimizer = optimizer_;
   config.auxiliary_keys = auxiliary_keys_;
-  config.num_parts = num_parts;
+  config.num_parts = static_cast<int>(std::count_if(
+      map_.parts.begin(), map_.parts.end(), [shard](const Part& p) { return p.shard == shard; }));
   config.generation = shards_.generation;
   config.fusion_bytes = options_.fusion_bytes;
   return config;
 }
 
-absl::Status DistKVStoreCore::Recover(const absl::Status& failure) {
-  bool regroup = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!committed_ || job_ended_) return failure;
-    // The job's workers changed: said by the failure itself (a barrier), or heard meanwhile.
-    regroup = ChangedGeneration(failure).has_value() ||
-              ChangedGeneration(commit_status_).has_value() ||
-              generation_heard_ > shards_.generation;
-    // Else only a shard's stream ending as a dead shard's does, in a job whose scheduler waits
-    // for dead shards to come back.
-    if (!regroup && (!commit_status_.ok() || !absl::IsUnavailable(stream_error_) ||
-                     shards_.restart_grace <= absl::ZeroDuration())) {
-      return failure;
-    }
-  }
-  const auto failed = [&](const absl::Status& s) {
-    return absl::Status(s.code(),
-                        absl::StrCat(failure.message(), "; then, recovering: ", s.message()));
-  };
-  StopStreams();
-  if (!regroup) {
-    const absl::Status s = RecoverShards(failure);
-    if (!ChangedGeneration(s).has_value()) return s.ok() ? s : failed(s);
-    // The workers changed meanwhile: they regroup, and the restarted shard with them.
-  }
-  std::cerr << membership_->name() << ": " << failure.message() << "; regrouping\n";
-  if (absl::Status s = MoveToCurrentGeneration(); !s.ok()) return failed(s);
-  commit_status_ = Regroup();
-  if (!commit_status_.ok()) return failed(commit_status_);
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStoreCore::RecoverShards(const absl::Status& failure) {
-  // Named by the generation, not counted: a worker that joined an elastic job saw fewer.
-  const std::string round = absl::StrCat("generation ", shards_.generation, ": shard recovery");
-  // No worker pushes on the old streams once a shard goes back.
-  RETURN_IF_ERROR(
-      membership_->Barrier(round + ": streams closed", 0, shards_.generation).status());
-  // The scheduler answers once every shard is up; a shard that came back is another process.
-  // A stream that ended while its shard lives brings none back: given up after the grace.
-  const absl::Time deadline = absl::Now() + shards_.restart_grace + kRecoverySlack;
-  ShardsView view;
-  std::vector<int> restarted;
-  while (restarted.empty()) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "no shard came back within ", absl::FormatDuration(shards_.restart_grace)));
-    }
-    ASSIGN_OR_RETURN(view, membership_->WaitForShards(left));
-    if (view.generation != shards_.generation) {
-      return MembershipChangedError(view.generation, "while a shard restarted");
-    }
-    for (size_t s = 0; s < view.incarnations.size(); ++s) {
-      if (s >= shards_.incarnations.size() || view.incarnations[s] != shards_.incarnations[s]) {
-        restarted.push_back(static_cast<int>(s));
-      }
-    }
-    if (restarted.empty()) absl::SleepFor(kRecoveryPoll);
-  }
-  std::cerr << failure.message() << "; the shards are back ("
-            << absl::StrJoin(view.addresses, ", ") << "): rolling back\n";
-  transport_->Redial(view.addresses);
-  shards_ = std::move(view);
-  if (rank() == 0) RETURN_IF_ERROR(RollBackShards(restarted));
-  RETURN_IF_ERROR(
-      membership_->Barrier(round + ": shards rolled back", 0, shards_.generation).status());
-  ReopenStreams();
-  return absl::OkStatus();
+void DistKVStoreCore::Redial(ShardsView shards) {
+  transport_->Redial(shards.addresses);
+  shards_ = std::move(shards);
+  absl::MutexLock lock(&mu_);
+  generation_heard_ = std::max(generation_heard_, shards_.generation);
 }
 
 void DistKVStoreCore::ReopenStreams() {
@@ -525,151 +454,11 @@ void DistKVStoreCore::ReopenStreams() {
   transport_->Open(this);
 }
 
-absl::Status DistKVStoreCore::MoveToCurrentGeneration() {
-  absl::StatusOr<ShardsView> view =
-      membership_->WaitForShards(shards_.restart_grace + kRecoverySlack);
-  if (!view.ok()) return view.status();
-  transport_->Redial(view->addresses);
-  shards_ = *std::move(view);
-  absl::MutexLock lock(&mu_);
-  generation_heard_ = std::max(generation_heard_, shards_.generation);
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStoreCore::Regroup() {
-  while (true) {
-    const absl::Status s = RegroupOnce();
-    if (!ChangedGeneration(s).has_value()) return s;
-    std::cerr << membership_->name() << ": " << s.message() << "; regrouping again\n";
-    RETURN_IF_ERROR(MoveToCurrentGeneration());
-  }
-}
-
-absl::Status DistKVStoreCore::RegroupOnce() {
-  const int64_t generation = shards_.generation;
-  if (rank() < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        membership_->name(), " is not one of generation ", generation,
-        "'s workers: the scheduler took it for dead (no heartbeat in time)"));
-  }
-  if (update_rule_ != nullptr) {
-    ASSIGN_OR_RETURN(const OptimizerSpec spec, update_rule_(num_workers()));
-    RETURN_IF_ERROR(SetOptimizer(spec));
-  }
-  const std::string round = absl::StrCat("generation ", generation);
-  // Every worker of the generation has stopped pushing before any shard goes back.
-  RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0, generation).status());
-  if (rank() == 0) RETURN_IF_ERROR(RegenerateShards());
-  RETURN_IF_ERROR(membership_->Barrier(round + ": shards ready", fingerprint_, generation).status());
-  for (auto& k : keys_) std::vector<float>().swap(k->initial);
-  ReopenStreams();
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStoreCore::RegenerateShards() {
-  const int num_shards = transport_->num_shards();
-  std::vector<ShardCheckpoints> held;
-  int configured = 0;
-  for (int s = 0; s < num_shards; ++s) {
-    ASSIGN_OR_RETURN(held.emplace_back(), transport_->ListCheckpoints(s));
-    configured += held.back().configured ? 1 : 0;
-  }
-  const bool fresh = !keys_.empty() && !keys_[0]->initial.empty();  // never initialised here
-  if (configured == 0 && fresh) {  // no worker got as far as initialising them
-    WarnAboutIdleShards();
-    return InitShards();
-  }
-  // The others restarted from a checkpoint meanwhile: set up before every shard goes back to
-  // the newest checkpoint they all hold.
-  for (int s = 0; s < num_shards; ++s) {
-    if (held[s].configured) continue;
-    RETURN_IF_ERROR(SetUpRestartedShard(s).status());
-  }
-  std::vector<int64_t> common = held[0].steps;
-  for (const ShardCheckpoints& h : held) {
-    std::vector<int64_t> both;
-    std::set_intersection(common.begin(), common.end(), h.steps.begin(), h.steps.end(),
-                          std::back_inserter(both));
-    common = std::move(both);
-  }
-  if (common.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        membership_->name(), ": the job's workers changed (generation ", shards_.generation,
-        "), but the shards hold no checkpoint in common to go on from: an elastic job needs "
-        "--checkpoint_dir and --checkpoint_every on every shard (launch passes them)"));
-  }
-  const int64_t step = common.back();
-  // How the checkpoints are numbered: by the settings of a shard that was running (one that
-  // restarted has this generation's now; with none left, the numbering is taken to stay).
-  ShardCheckpoints was{{}, true, num_workers(), optimizer_.lr_schedule.steps_per_epoch};
-  for (const ShardCheckpoints& h : held) {
-    if (h.configured) was = h;
-  }
-  const int64_t next_step =
-      RenumberStep(step, was.steps_per_epoch, optimizer_.lr_schedule.steps_per_epoch);
-  for (int s = 0; s < num_shards; ++s) {
-    const int parts = static_cast<int>(std::count_if(
-        map_.parts.begin(), map_.parts.end(), [s](const Part& p) { return p.shard == s; }));
-    RETURN_IF_ERROR(transport_->RollBack(s, step, Regeneration{ShardConfigFor(parts), next_step}));
-  }
-  std::cerr << membership_->name() << ": generation " << shards_.generation << " of "
-            << num_workers() << " workers (was " << was.num_workers
-            << "): every shard went back to step " << step << ", step " << next_step
-            << " for " << num_workers() << " workers, base lr "
-            << optimizer_.lr_schedule.base_lr << "\n";
-  return absl::OkStatus();
-}
-
-int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_steps_per_epoch) {
-  if (old_steps_per_epoch <= 0 || new_steps_per_epoch <= 0) return step;
-  const int64_t epoch = step / old_steps_per_epoch;
-  const int64_t within = step % old_steps_per_epoch;
-  return epoch * new_steps_per_epoch +
-         std::min(new_steps_per_epoch - 1, within * new_steps_per_epoch / old_steps_per_epoch);
-}
-
 absl::StatusOr<int64_t> DistKVStoreCore::SetUpRestartedShard(int shard) {
   int64_t largest = 1;
   for (const Part& p : map_.parts) largest = std::max(largest, p.elements);
   const std::vector<float> placeholder(largest);
-  const std::vector<InitialPart> parts = InitialParts(shard, placeholder);
-  ASSIGN_OR_RETURN(const int64_t resumed,
-                   transport_->InitShard(shard, ShardConfigFor(static_cast<int>(parts.size())),
-                                         parts));
-  if (resumed < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        membership_->name(), ": shard ", shard, " at ", transport_->shard_address(shard),
-        " came back without a checkpoint to resume from: restart it with --resume=<the job's "
-        "--checkpoint_dir> (launch --restart_failed_shards does)"));
-  }
-  return resumed;
-}
-
-absl::Status DistKVStoreCore::RollBackShards(const std::vector<int>& restarted) {
-  // The restarted shards resumed from their checkpoint: rank 0 sets them up again (the values
-  // sent are replaced by the checkpoint's) and learns its step.
-  int64_t step = -1;
-  int first = -1;
-  for (int s : restarted) {
-    ASSIGN_OR_RETURN(const int64_t resumed, SetUpRestartedShard(s));
-    if (step >= 0 && resumed != step) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          membership_->name(), ": shard ", first, " came back at step ", step, " but shard ", s,
-          " at step ", resumed, ": give the shards one --checkpoint_dir"));
-    }
-    step = resumed;
-    first = s;
-  }
-  if (step < 0) {
-    return absl::InternalError(
-        absl::StrCat(membership_->name(), ": a shard's stream ended, yet none came back"));
-  }
-  for (int s = 0; s < transport_->num_shards(); ++s) {
-    if (std::find(restarted.begin(), restarted.end(), s) != restarted.end()) continue;
-    RETURN_IF_ERROR(transport_->RollBack(s, step));
-  }
-  std::cerr << membership_->name() << ": every shard is back at step " << step << "\n";
-  return absl::OkStatus();
+  return transport_->InitShard(shard, ShardConfigFor(shard), InitialParts(shard, placeholder));
 }
 
 absl::StatusOr<int64_t> DistKVStoreCore::StartStep() {

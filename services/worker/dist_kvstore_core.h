@@ -37,76 +37,105 @@ struct DistKVStoreOptions {
   absl::Duration answer_timeout = absl::Minutes(5);
 };
 
-// An elastic job's step on the shards when its workers changed, numbered for the new number
-// of workers: the same epoch, at the same share of it done (steps per epoch follow 1/W).
-int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_steps_per_epoch);
-
-// The worker's side of the data path without gRPC: the distributed kvstore ("dist_sync",
-// "dist_async") on a job membership and a transport to the shards, both injected.
+// The worker's side of the data path without gRPC: the distributed kvstore's calls
+// ("dist_sync", "dist_async") on a job membership and a transport to the shards, both injected.
+// DistKVStore (composed_kvstore.h) commits it (Partition, then OpenStreams) before its first
+// push or pull, and ShardRecovery recovers it after a shard's death or a change of the job's
+// workers.
 //
-// Parameters live on the shards as parts (trainer/kvstore/partition.h). On the first push or
-// pull every rank computes the partition map; rank 0 sends each shard its settings and its
-// parts' initial values; a barrier checks that every rank computed the same map; then the
+// Parameters live on the shards as parts (trainer/kvstore/partition.h). At the commit every
+// rank computes the partition map; in generation 0 rank 0 sends each shard its settings and
+// its parts' initial values, a barrier checks that every rank computed the same map, and the
 // streams open. PushPull sends every part of a key on its shard's stream straight from the
 // gradient's memory; each answer is checked (a part of a key in flight, from the shard holding
 // it, of its size, not answered yet, one version past the push in dist_sync or later in
-// dist_async) and its bytes copied straight into the destination. Wait returns once every part
-// is in and the transport has let go of the gradient. It fails, and stops every stream so that
-// nothing touches the caller's tensors afterwards, with:
+// dist_async) and its bytes copied straight into the destination. Wait returns
+// once every part is in and the transport has let go of the gradient. It fails, and stops
+// every stream so that nothing touches the caller's tensors afterwards, with:
 //  - Internal naming the shard, key, part and version when an answer is refused (unknown part,
 //    another shard's part, wrong size, a duplicate, the wrong version);
 //  - Unavailable naming the shard and its address when a stream ends ("did the shard die?");
 //  - the membership's end status when the job ends (Aborted with the scheduler's reason);
 //  - DeadlineExceeded naming a missing part and its shard when no answer at all comes for
-//    answer_timeout (a lost answer).
-// After a failure every push and wait fails the same way. A pull of a key with nothing in
-// flight asks the shards for the current values.
+//    answer_timeout (a lost answer);
+//  - MembershipChangedError when the scheduler starts a new generation of workers.
+// After a failure every push and wait fails the same way until the streams reopen. A pull of
+// a key with nothing in flight asks the shards for the current values.
 //
 // Calls come from one thread (KVStore's contract); answers arrive on the transport's threads.
-class DistKVStoreCore : public KVStore, private AnswerReceiver {
+class DistKVStoreCore : private AnswerReceiver {
  public:
-  // mode: dist_sync or dist_async. membership outlives the store. shards: the view the
+  // mode: dist_sync or dist_async. membership outlives the core. shards: the view the
   // transport was dialled from (JobMembership::WaitForShards).
   DistKVStoreCore(KVStoreMode mode, JobMembership* membership,
                   std::unique_ptr<ShardTransport> transport, ShardsView shards,
                   const DistKVStoreOptions& options);
   ~DistKVStoreCore() override;
 
-  absl::string_view type() const override { return KVStoreModeName(mode_); }
+  KVStoreMode mode() const { return mode_; }
   // In the current membership generation (an elastic job's change renumbers the workers).
-  int rank() const override { return shards_.rank; }
-  int num_workers() const override { return shards_.num_workers; }
-  int initial_num_workers() const override { return membership_->num_workers(); }
-  void SetUpdateRuleFor(UpdateRuleFor rule) override { update_rule_ = std::move(rule); }
+  int rank() const { return shards_.rank; }
+  int num_workers() const { return shards_.num_workers; }
+  int initial_num_workers() const { return membership_->num_workers(); }
 
-  absl::Status SetOptimizer(const OptimizerSpec& spec) override;
-  absl::Status Init(int64_t key, const Tensor& value) override;
-  absl::Status InitAuxiliary(int64_t key, const Tensor& value) override;
-  absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override;
-  absl::Status Wait(int64_t key) override;
-  absl::Status Push(int64_t key, const Tensor& grad) override;
-  absl::Status Pull(int64_t key, Tensor* out) override;
-  absl::Status Barrier() override;
+  // KVStore's calls, as documented there. Before the commit only SetOptimizer, Init and
+  // InitAuxiliary; the others after a successful Partition.
+  absl::Status SetOptimizer(const OptimizerSpec& spec);
+  absl::Status Init(int64_t key, const Tensor& value);
+  absl::Status InitAuxiliary(int64_t key, const Tensor& value);
+  absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out);
+  absl::Status Wait(int64_t key);
+  absl::Status Push(int64_t key, const Tensor& grad);
+  absl::Status Pull(int64_t key, Tensor* out);
+  absl::Status Barrier();
   // dist_sync: the version every part is at (Internal naming two parts that disagree: shards
   // resumed from different checkpoints); dist_async: the least part version / W.
-  absl::StatusOr<int64_t> StartStep() override;
-  // When the failure is a shard's stream ending Unavailable (it died) in a job whose scheduler
-  // waits for dead shards (--shard_restart_grace): every worker stops pushing (a barrier) and
-  // waits, up to the grace, for a shard to come back from its checkpoint (another process at
-  // its rank); the streams are dialled again at the shards' addresses now; rank 0 sets up the
-  // restarted shards and rolls every other back to the checkpoint they resumed from; after a
-  // second barrier the streams open again and the caller pulls every key and goes on from
-  // StartStep().
-  // When the job's workers changed (an elastic job: the scheduler's new generation, heard on
-  // the control stream or from a barrier): the streams close, the workers of the new
-  // generation regroup (Regroup) and the caller pulls and goes on as above.
-  // Any other failure comes back as it is; one while recovering carries both.
-  absl::Status Recover(const absl::Status& failure) override;
+  absl::StatusOr<int64_t> StartStep();
+
+  // The commit, once some key was initialised. Partition: every rank computes the partition
+  // map of the keys initialised so far; Init is refused from then on. OpenStreams: generation 0's first meeting: rank 0 sets
+  // up every shard (InitShards), a barrier checks the map, the streams open.
+  bool has_keys() const { return !keys_.empty(); }
+  absl::Status Partition();
+  absl::Status OpenStreams();
+
+  // What recovery works with: the shards the streams go to, the update rule, the partition's
+  // fingerprint, and the keys' initial values (held until the shards were first set up).
+  const ShardsView& shards() const { return shards_; }
+  ShardTransport* transport() const { return transport_.get(); }
+  const OptimizerSpec& optimizer() const { return optimizer_; }
+  uint64_t fingerprint() const { return fingerprint_; }
+  bool holds_initial_values() const;
+  void ReleaseInitialValues();
+  // Why the streams stopped, as far as recovery cares.
+  struct Interruption {
+    bool job_ended = false;
+    bool newer_generation = false;  // the scheduler spoke of a generation past shards()'s
+    absl::Status stream_error;      // a refused answer, a stream's end, a new generation
+  };
+  Interruption interruption() const;
+  // Ends every stream and waits until the transport has let go of every tensor it was given,
+  // so that after a failed Wait, and before the core goes away, nothing writes into the
+  // caller's tensors or reads them. A transport stuck on a dead link may hold on to sent
+  // bytes: after a bounded wait the core says so and goes on.
+  void StopStreams();
+  // Closed streams dialled again at `shards`'s addresses, which the core goes on with.
+  void Redial(ShardsView shards);
+  // Nothing in flight any more, and the streams open again (already failed when the job's
+  // generation moved on meanwhile).
+  void ReopenStreams();
+  // Rank 0: every shard set up with its settings and its parts' initial values.
+  absl::Status InitShards();
+  // Rank 0: a shard restarted from its checkpoint set up again (the values sent, zeros, are
+  // replaced by the checkpoint's); the step it resumed at, or -1 when it had no checkpoint.
+  absl::StatusOr<int64_t> SetUpRestartedShard(int shard);
+  // The settings of shard `shard` in the current generation.
+  ShardConfig ShardConfigFor(int shard) const;
 
  private:
   struct Key {
     Shape shape;
-    std::vector<float> initial;        // until committed
+    std::vector<float> initial;        // until the shards were set up
     std::vector<int64_t> versions;     // by part index: the version of the value this worker has
     std::vector<int64_t> sent;         // by part index: the version the pushed gradient was on
     std::vector<char> pending;         // by part index: pushed, not answered (guarded by mu_)
@@ -125,53 +154,18 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
 
   absl::StatusOr<Key*> Find(int64_t key, const Tensor& t, absl::string_view what);
   // Sends every part of the key's gradient; their answers will go to destination.
-  absl::Status Start(int64_t key, Key* k, const Tensor& grad, float* destination);
-  // Ends every stream and waits until the transport has let go of every tensor it was given,
-  // so that after a failed Wait, and before the store goes away, nothing writes into the
-  // caller's tensors or reads them. A transport stuck on a dead link may hold on to sent
-  // bytes: after a bounded wait the store says so and goes on.
-  void StopStreams();
+  absl::Status SendGradient(int64_t key, Key* k, const Tensor& grad, float* destination);
   absl::Status CheckAnswer(int shard, const PartHeader& h, size_t bytes, const Part** part)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a wait ended early: a refused answer, a stream's end, the job's end.
   absl::Status Interrupted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The error of a wait for key k that saw no answer for answer_timeout.
   absl::Status TimedOut(int64_t key, const Key& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // On the first push or pull (and its outcome ever after): every rank computes the partition
-  // map; rank 0 sends each shard its settings and initial values; a barrier checks that every
-  // rank computed the same map; then the streams open. Answers come only after that.
-  absl::Status Commit();
-  absl::Status CommitOnce();
-  // The workers of shards_'s generation meet (a barrier), rank 0 sets the shards up for it
-  // (RegenerateShards) and, after a second barrier, the streams open: the caller pulls every
-  // key. When the job moves on to yet another generation meanwhile, it starts over there.
-  absl::Status Regroup();
-  absl::Status RegroupOnce();
-  // Closed streams dialled again at the shards of the job's current generation (shards_).
-  absl::Status MoveToCurrentGeneration();
-  // Recover's path for a shard's death (failure: how its stream ended): MembershipChangedError
-  // when the workers change meanwhile.
-  absl::Status RecoverShards(const absl::Status& failure);
-  // After a recovery: nothing in flight, the streams open again (already failed when the
-  // generation moved on meanwhile).
-  void ReopenStreams();
-  // Rank 0 of a new generation: shards rank 0 never initialised are initialised; otherwise
-  // every shard goes back to the newest checkpoint they all hold, renumbered for the new number
-  // of workers, under the generation's update rule.
-  absl::Status RegenerateShards();
   // Rank 0 says so when some shards hold no part (more shards than parts).
   void WarnAboutIdleShards() const;
-  absl::Status InitShards();
-  ShardConfig ShardConfigFor(int num_parts) const;
   // Shard `shard`'s parts with their initial values or, for a restarted shard (its checkpoint
   // replaces them), with the zeros of placeholder (as long as the largest part).
   std::vector<InitialPart> InitialParts(int shard, absl::Span<const float> placeholder) const;
-  // Rank 0: a shard restarted from its checkpoint is set up again (the values sent, zeros, are
-  // replaced by the checkpoint's); returns the checkpoint's step.
-  absl::StatusOr<int64_t> SetUpRestartedShard(int shard);
-  // Rank 0, in Recover: `restarted` (shard ranks) came back from a checkpoint; every shard goes
-  // to its step.
-  absl::Status RollBackShards(const std::vector<int>& restarted);
   absl::Status PullCurrent(int64_t key, Tensor* out);
 
   const KVStoreMode mode_;
@@ -181,18 +175,16 @@ class DistKVStoreCore : public KVStore, private AnswerReceiver {
   int end_listener_ = -1;
   OptimizerSpec optimizer_;
   bool has_optimizer_ = false;
-  bool committed_ = false;
-  absl::Status commit_status_;
-  PartitionMap map_;  // fixed once committed
+  bool partitioned_ = false;
+  PartitionMap map_;  // fixed once partitioned
   uint64_t fingerprint_ = 0;
   std::vector<std::unique_ptr<Key>> keys_;  // stable addresses: answers and pins refer to them
   std::vector<int64_t> auxiliary_keys_;
   // The shards the streams are open to (JobMembership::WaitForShards).
   ShardsView shards_;
-  UpdateRuleFor update_rule_;
   int generation_listener_ = -1;
 
-  absl::Mutex mu_;  // guards the Key fields marked so, and the job and stream state below
+  mutable absl::Mutex mu_;  // guards the Key fields marked so, and the job and stream state below
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,68 @@
+#include "services/worker/composed_kvstore.h"
+
+#include "trainer/base/status_macros.h"
+
+namespace cohort {
+
+DistKVStore::DistKVStore(KVStoreMode mode, JobMembership* membership,
+                         std::unique_ptr<ShardTransport> transport, ShardsView shards,
+                         const DistKVStoreOptions& options)
+    // The recovery talks to the shards on the transport the core owns.
+    : core_(mode, membership, std::move(transport), std::move(shards), options),
+      recovery_(&core_, membership, core_.transport()) {}
+
+absl::Status DistKVStore::SetOptimizer(const OptimizerSpec& spec) {
+  return core_.SetOptimizer(spec);
+}
+
+absl::Status DistKVStore::Init(int64_t key, const Tensor& value) { return core_.Init(key, value); }
+
+absl::Status DistKVStore::InitAuxiliary(int64_t key, const Tensor& value) {
+  return core_.InitAuxiliary(key, value);
+}
+
+absl::Status DistKVStore::PushPull(int64_t key, const Tensor& grad, Tensor* out) {
+  RETURN_IF_ERROR(Commit());
+  return core_.PushPull(key, grad, out);
+}
+
+absl::Status DistKVStore::Wait(int64_t key) {
+  RETURN_IF_ERROR(Commit());
+  return core_.Wait(key);
+}
+
+absl::Status DistKVStore::Push(int64_t key, const Tensor& grad) {
+  RETURN_IF_ERROR(Commit());
+  return core_.Push(key, grad);
+}
+
+absl::Status DistKVStore::Pull(int64_t key, Tensor* out) {
+  RETURN_IF_ERROR(Commit());
+  return core_.Pull(key, out);
+}
+
+absl::Status DistKVStore::Barrier() {
+  RETURN_IF_ERROR(Commit());
+  return core_.Barrier();
+}
+
+absl::StatusOr<int64_t> DistKVStore::StartStep() { return core_.StartStep(); }
+
+absl::Status DistKVStore::Recover(const absl::Status& failure) {
+  if (!committed_) return failure;
+  return recovery_.Recover(failure, &standing_);
+}
+
+absl::Status DistKVStore::Commit() {
+  if (committed_) return standing_;
+  if (!core_.has_keys()) return absl::FailedPreconditionError("kvstore used before any init");
+  committed_ = true;
+  standing_ = core_.Partition();
+  if (!standing_.ok()) return standing_;
+  // A worker of an elastic job whose workers changed since it started (one that joined it)
+  // meets the others in their generation.
+  standing_ = core_.shards().generation > 0 ? recovery_.Regroup() : core_.OpenStreams();
+  return standing_;
+}
+
+}  // namespace cohort

@@ -1,0 +1,237 @@
+#include "services/worker/shard_recovery.h"
+
+#include <algorithm>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "trainer/base/status_macros.h"
+
+namespace cohort {
+namespace {
+
+// Recovery waits this much past the scheduler's grace for the shards, and asks this often.
+constexpr absl::Duration kRecoverySlack = absl::Seconds(10);
+constexpr absl::Duration kRecoveryPoll = absl::Milliseconds(100);
+
+// The steps every shard holds a checkpoint of.
+std::vector<int64_t> CommonSteps(const std::vector<ShardCheckpoints>& held) {
+  std::vector<int64_t> common = held.at(0).steps;
+  for (const ShardCheckpoints& h : held) {
+    std::vector<int64_t> both;
+    std::set_intersection(common.begin(), common.end(), h.steps.begin(), h.steps.end(),
+                          std::back_inserter(both));
+    common = std::move(both);
+  }
+  return common;
+}
+
+}  // namespace
+
+int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_steps_per_epoch) {
+  if (old_steps_per_epoch <= 0 || new_steps_per_epoch <= 0) return step;
+  const int64_t epoch = step / old_steps_per_epoch;
+  const int64_t within = step % old_steps_per_epoch;
+  return epoch * new_steps_per_epoch +
+         std::min(new_steps_per_epoch - 1, within * new_steps_per_epoch / old_steps_per_epoch);
+}
+
+ShardRecovery::ShardRecovery(DistKVStoreCore* core, JobMembership* membership,
+                             ShardTransport* transport)
+    : core_(core), membership_(membership), transport_(transport) {}
+
+absl::Status ShardRecovery::Recover(const absl::Status& failure, absl::Status* standing) {
+  const DistKVStoreCore::Interruption why = core_->interruption();
+  if (why.job_ended) return failure;
+  // The job's workers changed: said by the failure itself (a barrier), or heard meanwhile.
+  const bool regroup = ChangedGeneration(failure).has_value() ||
+                       ChangedGeneration(*standing).has_value() || why.newer_generation;
+  // Else only a shard's stream ending as a dead shard's does, in a job whose scheduler waits
+  // for dead shards to come back.
+  if (!regroup && (!standing->ok() || !absl::IsUnavailable(why.stream_error) ||
+                   core_->shards().restart_grace <= absl::ZeroDuration())) {
+    return failure;
+  }
+  const auto failed = [&](const absl::Status& s) {
+    return absl::Status(s.code(),
+                        absl::StrCat(failure.message(), "; then, recovering: ", s.message()));
+  };
+  core_->StopStreams();
+  if (!regroup) {
+    const absl::Status s = RecoverShards(failure);
+    if (!ChangedGeneration(s).has_value()) return s.ok() ? s : failed(s);
+    // The workers changed meanwhile: they regroup, and the restarted shard with them.
+  }
+  std::cerr << membership_->name() << ": " << failure.message() << "; regrouping\n";
+  if (absl::Status s = MoveToCurrentGeneration(); !s.ok()) return failed(s);
+  *standing = Regroup();
+  if (!standing->ok()) return failed(*standing);
+  return absl::OkStatus();
+}
+
+absl::Status ShardRecovery::RecoverShards(const absl::Status& failure) {
+  const int64_t generation = core_->shards().generation;
+  // Named by the generation, not counted: a worker that joined an elastic job saw fewer.
+  const std::string round = absl::StrCat("generation ", generation, ": shard recovery");
+  // No worker pushes on the old streams once a shard goes back.
+  RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0, generation).status());
+  ShardsView view;
+  ASSIGN_OR_RETURN(const std::vector<int> restarted, WaitForRestartedShards(&view));
+  std::cerr << failure.message() << "; the shards are back ("
+            << absl::StrJoin(view.addresses, ", ") << "): rolling back\n";
+  core_->Redial(std::move(view));
+  if (core_->rank() == 0) RETURN_IF_ERROR(RollBackShards(restarted));
+  RETURN_IF_ERROR(membership_->Barrier(round + ": shards rolled back", 0, generation).status());
+  core_->ReopenStreams();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> ShardRecovery::WaitForRestartedShards(ShardsView* view) {
+  const ShardsView& before = core_->shards();
+  // The scheduler answers once every shard is up; a shard that came back is another process.
+  // A stream that ended while its shard lives brings none back: given up after the grace.
+  const absl::Time deadline = absl::Now() + before.restart_grace + kRecoverySlack;
+  std::vector<int> restarted;
+  while (restarted.empty()) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no shard came back within ", absl::FormatDuration(before.restart_grace)));
+    }
+    ASSIGN_OR_RETURN(*view, membership_->WaitForShards(left));
+    if (view->generation != before.generation) {
+      return MembershipChangedError(view->generation, "while a shard restarted");
+    }
+    for (size_t s = 0; s < view->incarnations.size(); ++s) {
+      if (s >= before.incarnations.size() || view->incarnations[s] != before.incarnations[s]) {
+        restarted.push_back(static_cast<int>(s));
+      }
+    }
+    if (restarted.empty()) absl::SleepFor(kRecoveryPoll);
+  }
+  return restarted;
+}
+
+absl::Status ShardRecovery::MoveToCurrentGeneration() {
+  ASSIGN_OR_RETURN(ShardsView view,
+                   membership_->WaitForShards(core_->shards().restart_grace + kRecoverySlack));
+  core_->Redial(std::move(view));
+  return absl::OkStatus();
+}
+
+absl::Status ShardRecovery::Regroup() {
+  while (true) {
+    const absl::Status s = RegroupOnce();
+    if (!ChangedGeneration(s).has_value()) return s;
+    std::cerr << membership_->name() << ": " << s.message() << "; regrouping again\n";
+    RETURN_IF_ERROR(MoveToCurrentGeneration());
+  }
+}
+
+absl::Status ShardRecovery::RegroupOnce() {
+  const int64_t generation = core_->shards().generation;
+  if (core_->rank() < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        membership_->name(), " is not one of generation ", generation,
+        "'s workers: the scheduler took it for dead (no heartbeat in time)"));
+  }
+  if (update_rule_ != nullptr) {
+    ASSIGN_OR_RETURN(const OptimizerSpec spec, update_rule_(core_->num_workers()));
+    RETURN_IF_ERROR(core_->SetOptimizer(spec));
+  }
+  const std::string round = absl::StrCat("generation ", generation);
+  // Every worker of the generation has stopped pushing before any shard goes back.
+  RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0, generation).status());
+  if (core_->rank() == 0) RETURN_IF_ERROR(RegenerateShards());
+  RETURN_IF_ERROR(
+      membership_->Barrier(round + ": shards ready", core_->fingerprint(), generation).status());
+  core_->ReleaseInitialValues();
+  core_->ReopenStreams();
+  return absl::OkStatus();
+}
+
+absl::Status ShardRecovery::RegenerateShards() {
+  const int num_shards = transport_->num_shards();
+  std::vector<ShardCheckpoints> held;
+  int configured = 0;
+  for (int s = 0; s < num_shards; ++s) {
+    ASSIGN_OR_RETURN(held.emplace_back(), transport_->ListCheckpoints(s));
+    configured += held.back().configured ? 1 : 0;
+  }
+  // No worker got as far as initialising them.
+  if (configured == 0 && core_->holds_initial_values()) return core_->InitShards();
+  // The others restarted from a checkpoint meanwhile: set up before every shard goes back to
+  // the newest checkpoint they all hold.
+  for (int s = 0; s < num_shards; ++s) {
+    if (held[s].configured) continue;
+    RETURN_IF_ERROR(SetUpRestartedShard(s).status());
+  }
+  const std::vector<int64_t> common = CommonSteps(held);
+  if (common.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        membership_->name(), ": the job's workers changed (generation ",
+        core_->shards().generation,
+        "), but the shards hold no checkpoint in common to go on from: an elastic job needs "
+        "--checkpoint_dir and --checkpoint_every on every shard (launch passes them)"));
+  }
+  const int64_t step = common.back();
+  const LrScheduleOptions& schedule = core_->optimizer().lr_schedule;
+  // How the checkpoints are numbered: by the settings of a shard that was running (one that
+  // restarted has this generation's now; with none left, the numbering is taken to stay).
+  ShardCheckpoints was{{}, true, core_->num_workers(), schedule.steps_per_epoch};
+  for (const ShardCheckpoints& h : held) {
+    if (h.configured) was = h;
+  }
+  const int64_t next_step = RenumberStep(step, was.steps_per_epoch, schedule.steps_per_epoch);
+  for (int s = 0; s < num_shards; ++s) {
+    RETURN_IF_ERROR(
+        transport_->RollBack(s, step, Regeneration{core_->ShardConfigFor(s), next_step}));
+  }
+  std::cerr << membership_->name() << ": generation " << core_->shards().generation << " of "
+            << core_->num_workers() << " workers (was " << was.num_workers
+            << "): every shard went back to step " << step << ", step " << next_step << " for "
+            << core_->num_workers() << " workers, base lr " << schedule.base_lr << "\n";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ShardRecovery::SetUpRestartedShard(int shard) {
+  ASSIGN_OR_RETURN(const int64_t resumed, core_->SetUpRestartedShard(shard));
+  if (resumed < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        membership_->name(), ": shard ", shard, " at ", transport_->shard_address(shard),
+        " came back without a checkpoint to resume from: restart it with --resume=<the job's "
+        "--checkpoint_dir> (launch --restart_failed_shards does)"));
+  }
+  return resumed;
+}
+
+absl::Status ShardRecovery::RollBackShards(const std::vector<int>& restarted) {
+  // The restarted shards resumed from their checkpoint: rank 0 sets them up again (the values
+  // sent are replaced by the checkpoint's) and learns its step.
+  int64_t step = -1;
+  int first = -1;
+  for (int s : restarted) {
+    ASSIGN_OR_RETURN(const int64_t resumed, SetUpRestartedShard(s));
+    if (step >= 0 && resumed != step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          membership_->name(), ": shard ", first, " came back at step ", step, " but shard ", s,
+          " at step ", resumed, ": give the shards one --checkpoint_dir"));
+    }
+    step = resumed;
+    first = s;
+  }
+  if (step < 0) {
+    return absl::InternalError(
+        absl::StrCat(membership_->name(), ": a shard's stream ended, yet none came back"));
+  }
+  for (int s = 0; s < transport_->num_shards(); ++s) {
+    if (std::find(restarted.begin(), restarted.end(), s) != restarted.end()) continue;
+    RETURN_IF_ERROR(transport_->RollBack(s, step));
+  }
+  std::cerr << membership_->name() << ": every shard is back at step " << step << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace cohort

@@ -1,0 +1,85 @@
+#ifndef COHORT_SERVICES_WORKER_SHARD_RECOVERY_H_
+#define COHORT_SERVICES_WORKER_SHARD_RECOVERY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "services/membership/job_membership.h"
+#include "services/worker/dist_kvstore_core.h"
+#include "services/worker/shard_transport.h"
+#include "trainer/kvstore/kvstore.h"
+
+namespace cohort {
+
+// An elastic job's step on the shards when its workers changed, numbered for the new number
+// of workers: the same epoch, at the same share of it done (steps per epoch follow 1/W).
+int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_steps_per_epoch);
+
+// The worker's recovery of its data path (DistKVStoreCore), gRPC-free: after a shard died and
+// came back from its checkpoint, and when the job's workers changed (an elastic job's new
+// generation). Every worker of the generation runs it at once; rank 0 sets the shards up. It
+// drives the core through its recovery calls (stop, redial and reopen the streams, a shard's
+// settings and set-up) and the membership's barriers, and talks to the shards on the core's
+// transport (their checkpoints, roll back).
+//
+// Calls come from the store's one calling thread.
+class ShardRecovery {
+ public:
+  // core, membership and transport (the one the core sends on) outlive the recovery.
+  ShardRecovery(DistKVStoreCore* core, JobMembership* membership, ShardTransport* transport);
+
+  // How the update rule follows the number of workers (KVStore::SetUpdateRuleFor).
+  void SetUpdateRuleFor(KVStore::UpdateRuleFor rule) { update_rule_ = std::move(rule); }
+
+  // After a call of the committed store failed with `failure`. standing: how the store's
+  // commit, or its last regroup, went; a regroup replaces it with its own outcome.
+  // When the failure is a shard's stream ending Unavailable (it died) in a job whose scheduler
+  // waits for dead shards (--shard_restart_grace): every worker stops pushing (a barrier) and
+  // waits, up to the grace, for a shard to come back from its checkpoint (another process at
+  // its rank); the streams are dialled again at the shards' addresses now; rank 0 sets up the
+  // restarted shards and rolls every other back to the checkpoint they resumed from; after a
+  // second barrier the streams open again and the caller pulls every key and goes on from
+  // StartStep().
+  // When the job's workers changed (the scheduler's new generation, heard on the control
+  // stream or from a barrier), also while a shard was coming back: the streams close, the
+  // workers of the new generation regroup (Regroup) and the caller pulls and goes on as above.
+  // Any other failure comes back as it is; one while recovering carries both.
+  absl::Status Recover(const absl::Status& failure, absl::Status* standing);
+
+  // The workers of the core's generation meet (a barrier), rank 0 sets the shards up for it
+  // (every shard back to the newest checkpoint they all hold, renumbered for the new number of
+  // workers, or initialised when no worker had) and, after a second barrier, the streams open:
+  // the caller pulls every key. When the job moves on to yet another generation meanwhile, it
+  // starts over there. A worker that joined an elastic job regroups at its commit.
+  absl::Status Regroup();
+
+ private:
+  // Recover's path for a shard's death (failure: how its stream ended): MembershipChangedError
+  // when the workers change meanwhile.
+  absl::Status RecoverShards(const absl::Status& failure);
+  // Waits, up to the scheduler's grace, for the shards that came back: their ranks, with the
+  // view of the shards they are in.
+  absl::StatusOr<std::vector<int>> WaitForRestartedShards(ShardsView* view);
+  // The core's streams dialled again at the shards of the job's current generation.
+  absl::Status MoveToCurrentGeneration();
+  absl::Status RegroupOnce();
+  // Rank 0 of a new generation: shards rank 0 never initialised are initialised; otherwise
+  // every shard goes back to the newest checkpoint they all hold, renumbered for the new number
+  // of workers, under the generation's update rule.
+  absl::Status RegenerateShards();
+  // Rank 0: a shard restarted from its checkpoint set up again; the checkpoint's step.
+  absl::StatusOr<int64_t> SetUpRestartedShard(int shard);
+  // Rank 0, in Recover: `restarted` (shard ranks) came back from a checkpoint; every shard goes
+  // to its step.
+  absl::Status RollBackShards(const std::vector<int>& restarted);
+
+  DistKVStoreCore* const core_;
+  JobMembership* const membership_;
+  ShardTransport* const transport_;
+  KVStore::UpdateRuleFor update_rule_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_WORKER_SHARD_RECOVERY_H_

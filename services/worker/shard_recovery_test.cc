@@ -1,0 +1,238 @@
+// The worker's recovery of its data path against a fake transport (playing the shards) and a
+// fake job membership: a shard that died and came back, a new generation of workers, and
+// failures while recovering.
+
+#include "services/worker/shard_recovery.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "services/worker/fake_shards.h"
+
+namespace cohort {
+namespace {
+
+using testing_fakes::ExpectStopped;
+using testing_fakes::Pushed;
+using testing_fakes::Sgd;
+using ShardRecoveryTest = testing_fakes::StoreOnFakesTest;
+
+// A shard dies and comes back from its checkpoint at step 40: after both barriers rank 0 has
+// set the restarted shard up again and rolled the other back to step 40, the streams go to the
+// shards' new addresses, and training goes on from step 40.
+TEST_F(ShardRecoveryTest, RecoversFromAShardThatCameBackByRollingEveryShardBack) {
+  Make(0);
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
+  });
+  ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  membership_->ShardCameBack(1, "fake-1-again");
+  transport_->ResumeAt(40);
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  EXPECT_EQ(membership_->barriers(),
+            (std::vector<std::string>{"kvstore init", "generation 0: shard recovery: streams closed",
+                                      "generation 0: shard recovery: shards rolled back"}));
+  EXPECT_EQ(transport_->addresses(), (std::vector<std::string>{"fake-0", "fake-1-again"}));
+  const std::vector<ShardConfig> configs = transport_->configs();
+  ASSERT_EQ(configs.size(), 3u);  // both at the start, then the restarted one
+  EXPECT_EQ(configs.back().num_parts, configs[1].num_parts);
+  EXPECT_EQ(transport_->rolled_back(), (std::vector<std::pair<int, int64_t>>{{0, 40}}));
+  Tensor value0(Shape{6}), value1(Shape{3});
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  ASSERT_TRUE(kv_->Pull(1, &value1).ok());
+  EXPECT_EQ(*kv_->StartStep(), 40);
+  // The streams are open again: a push goes out on version 40.
+  ASSERT_TRUE(kv_->PushPull(0, grad_, &value0).ok());
+  for (const Pushed& p : transport_->TakePushed()) EXPECT_EQ(p.version, 40);
+}
+
+// An elastic job's worker dies while rank 0 of 3 waits for its answers: the scheduler's new
+// generation (of 2 workers) ends the wait; the store regroups in it: rank 0 takes the newest
+// checkpoint both shards hold (step 20 of 10 steps an epoch), renumbered for 2 workers (12 steps
+// an epoch: step 24), and the shards go on under generation 1 with 2 workers; pushes carry the
+// new generation and rank.
+TEST_F(ShardRecoveryTest, ANewGenerationEndsTheWaitAndRegroupsOnTheNewestCommonCheckpoint) {
+  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
+  OptimizerSpec spec = Sgd();
+  spec.lr_schedule.steps_per_epoch = 10;
+  ASSERT_TRUE(kv_->SetOptimizer(spec).ok());
+  kv_->SetUpdateRuleFor([spec](int workers) {
+    OptimizerSpec s = spec;
+    s.lr_schedule.steps_per_epoch = workers == 2 ? 12 : 10;
+    return s;
+  });
+  transport_->HoldCheckpoints({{0, 10, 20, 30}, {0, 10, 20}}, 3, 10);
+  PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
+  });
+  ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
+  ExpectStopped(transport_, kv_.get());
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  EXPECT_EQ(kv_->rank(), 0);
+  EXPECT_EQ(kv_->num_workers(), 2);
+  EXPECT_EQ(membership_->barriers(),
+            (std::vector<std::string>{"kvstore init", "generation 1: streams closed",
+                                      "generation 1: shards ready"}));
+  EXPECT_EQ(transport_->rolled_back(), (std::vector<std::pair<int, int64_t>>{{0, 20}, {1, 20}}));
+  const std::vector<Regeneration> next = transport_->regenerations();
+  ASSERT_EQ(next.size(), 2u);
+  for (const Regeneration& r : next) {
+    EXPECT_EQ(r.step, 24);
+    EXPECT_EQ(r.config.generation, 1);
+    EXPECT_EQ(r.config.num_workers, 2);
+    EXPECT_EQ(r.config.optimizer.lr_schedule.steps_per_epoch, 12);
+  }
+  Tensor value0(Shape{6}), value1(Shape{3});
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  ASSERT_TRUE(kv_->Pull(1, &value1).ok());
+  EXPECT_EQ(*kv_->StartStep(), 24);
+  ASSERT_TRUE(kv_->PushPull(0, grad_, &value0).ok());
+  for (const Pushed& p : transport_->TakePushed()) {
+    EXPECT_EQ(p.version, 24);
+    EXPECT_EQ(p.generation, 1);
+    EXPECT_EQ(p.rank, 0);
+  }
+}
+
+// A worker joins while rank 0 rolls the shards back after a shard came back: the scheduler's
+// new generation (3 workers) fails the roll back's second barrier, and the workers regroup in
+// it instead, on the checkpoint the restarted shard resumed from (step 40 of 10 steps an
+// epoch: step 28 of 7).
+TEST_F(ShardRecoveryTest, AWorkerJoiningDuringARollBackRegroupsTheNewGeneration) {
+  Make(0);
+  kv_->SetUpdateRuleFor([](int workers) {
+    OptimizerSpec s = Sgd();
+    s.lr_schedule.steps_per_epoch = workers == 3 ? 7 : 10;
+    return s;
+  });
+  transport_->HoldCheckpoints({{20, 40}, {40}}, 2, 10);
+  PushKey0();
+  const absl::Status failure =
+      WaitWhile([&] { transport_->EndStream(1, absl::UnavailableError("Socket closed")); });
+  ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  membership_->ShardCameBack(1, "fake-1-again");
+  transport_->ResumeAt(40);
+  transport_->OnNextRollBack([&](int) {
+    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/3);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  EXPECT_EQ(membership_->barriers(),
+            (std::vector<std::string>{"kvstore init", "generation 0: shard recovery: streams closed",
+                                      "generation 0: shard recovery: shards rolled back",
+                                      "generation 1: streams closed",
+                                      "generation 1: shards ready"}));
+  EXPECT_EQ(kv_->num_workers(), 3);
+  EXPECT_EQ(transport_->rolled_back(),
+            (std::vector<std::pair<int, int64_t>>{{0, 40}, {0, 40}, {1, 40}}));
+  for (const Regeneration& r : transport_->regenerations()) {
+    EXPECT_EQ(r.step, 28);
+    EXPECT_EQ(r.config.generation, 1);
+    EXPECT_EQ(r.config.num_workers, 3);
+  }
+  Tensor value0(Shape{6}), value1(Shape{3});
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  ASSERT_TRUE(kv_->Pull(1, &value1).ok());
+  EXPECT_EQ(*kv_->StartStep(), 28);
+  ASSERT_TRUE(kv_->PushPull(0, grad_, &value0).ok());
+  for (const Pushed& p : transport_->TakePushed()) {
+    EXPECT_EQ(p.version, 28);
+    EXPECT_EQ(p.generation, 1);
+  }
+}
+
+// The job moves on again while rank 0 regroups the shards (one more worker joined): the
+// regroup starts over in the newest generation, and the shards go on there.
+TEST_F(ShardRecoveryTest, AGenerationChangeDuringARegroupRegroupsAgainInTheNewest) {
+  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
+  transport_->HoldCheckpoints({{10, 20}, {10, 20}}, 3, 10);
+  PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
+  });
+  ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
+  transport_->OnNextRollBack([&](int) {
+    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/3);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  EXPECT_EQ(membership_->barriers(),
+            (std::vector<std::string>{"kvstore init", "generation 1: streams closed",
+                                      "generation 1: shards ready", "generation 2: streams closed",
+                                      "generation 2: shards ready"}));
+  EXPECT_EQ(kv_->num_workers(), 3);
+  const std::vector<Regeneration> next = transport_->regenerations();
+  ASSERT_EQ(next.size(), 4u);
+  EXPECT_EQ(next.back().config.generation, 2);
+  ASSERT_TRUE(kv_->PushPull(0, grad_, &out_).ok());
+  for (const Pushed& p : transport_->TakePushed()) EXPECT_EQ(p.generation, 2);
+}
+
+// A shard dies while rank 0 regroups the shards for a new generation: the recovery fails with
+// both the first failure and the shard's, and the store keeps failing so, sending nothing.
+TEST_F(ShardRecoveryTest, AShardDyingDuringARegroupFailsTheRecoveryNamingBoth) {
+  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
+  transport_->HoldCheckpoints({{10, 20}, {10, 20}}, 3, 10);
+  PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
+  });
+  ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
+  transport_->OnNextRollBack([](int shard) {
+    return absl::UnavailableError(
+        absl::StrCat("roll back of shard ", shard, " at fake-", shard, ": connection refused"));
+  });
+  const absl::Status recovered = kv_->Recover(failure);
+  EXPECT_EQ(recovered.code(), absl::StatusCode::kUnavailable) << recovered;
+  EXPECT_TRUE(absl::StrContains(recovered.message(), failure.message())) << recovered;
+  EXPECT_TRUE(absl::StrContains(recovered.message(), "; then, recovering: roll back of shard 0 "
+                                                     "at fake-0: connection refused"))
+      << recovered;
+  const absl::Status again = kv_->PushPull(0, grad_, &out_);
+  EXPECT_EQ(again.code(), absl::StatusCode::kUnavailable) << again;
+  EXPECT_TRUE(transport_->TakePushed().empty());
+}
+
+
+TEST(RenumberStepTest, KeepsTheEpochAndTheShareOfItDone) {
+  EXPECT_EQ(RenumberStep(20, 10, 12), 24);  // epoch 2, its start
+  EXPECT_EQ(RenumberStep(25, 10, 15), 37);  // epoch 2, half done: 7 of 15
+  EXPECT_EQ(RenumberStep(29, 10, 5), 14);   // epoch 2, 9 of 10: 4 of 5
+  EXPECT_EQ(RenumberStep(9, 10, 30), 27);   // the last step of epoch 0 goes to 27 of 30
+  EXPECT_EQ(RenumberStep(7, 10, 10), 7);
+}
+
+// What is not a shard's death (a refused answer, the job's end) is not recovered from.
+TEST_F(ShardRecoveryTest, OtherFailuresAreNotRecoveredFrom) {
+  Make(0);
+  std::vector<Pushed> pushed = PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    transport_->Answer(pushed[0].shard, pushed[0].id, pushed[0].version + 5, pushed[0].values);
+  });
+  ASSERT_EQ(failure.code(), absl::StatusCode::kInternal) << failure;
+  EXPECT_EQ(kv_->Recover(failure), failure);
+  EXPECT_EQ(membership_->barriers(), std::vector<std::string>{"kvstore init"});
+}
+
+// A dead shard's stream in a job that does not restart shards: the failure stands.
+TEST_F(ShardRecoveryTest, WithoutShardRestartsADeadShardIsNotWaitedFor) {
+  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), /*restart_grace=*/absl::ZeroDuration());
+  PushKey0();
+  const absl::Status failure =
+      WaitWhile([&] { transport_->EndStream(1, absl::UnavailableError("Socket closed")); });
+  ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  EXPECT_EQ(kv_->Recover(failure), failure);
+  EXPECT_EQ(membership_->barriers(), std::vector<std::string>{"kvstore init"});
+}
+
+}  // namespace
+}  // namespace cohort
