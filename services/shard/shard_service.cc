@@ -1,6 +1,7 @@
 #include "services/shard/shard_service.h"
 
 #include <algorithm>
+#include <iostream>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -182,47 +183,37 @@ grpc::Status ShardService::WaitForSetUp(absl::string_view call) const {
                                    "checkpoint in 5 minutes (see its log)"));
 }
 
+ShardService::ShardService(ShardCore* core, absl::Notification* set_up, ShardRollback* rollback)
+    : core_(core),
+      set_up_(set_up),
+      no_checkpoints_(rollback != nullptr ? nullptr
+                                          : std::make_unique<ShardRollback>(
+                                                core, /*checkpoint_dir=*/"",
+                                                /*writes_checkpoints=*/false, &std::cout,
+                                                &std::cerr)),
+      rollback_(rollback != nullptr ? rollback : no_checkpoints_.get()) {}
+
 grpc::Status ShardService::RollBack(grpc::ServerContext*, const v1::RollBackRequest* request,
                                     v1::RollBackReply*) {
   if (grpc::Status set_up = WaitForSetUp("roll back"); !set_up.ok()) return set_up;
-  if (roll_back_.load == nullptr) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "this shard keeps no checkpoints to roll back to: give every shard "
-                        "--checkpoint_dir (launch --checkpoint_dir)");
-  }
   std::optional<Regeneration> next;
   if (request->has_next()) {
     absl::StatusOr<ShardConfig> config = FromProto(request->next());
     if (!config.ok()) return ToGrpcStatus(config.status());
     next = Regeneration{*std::move(config), request->next_step()};
   }
-  absl::StatusOr<ShardCheckpoint> checkpoint = roll_back_.load(request->step());
-  if (!checkpoint.ok()) return ToGrpcStatus(checkpoint.status());
-  if (absl::Status s = core_->RollBack(*std::move(checkpoint), next); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  // Files of the undone steps go first; with a new generation, ones numbered for the old number
-  // of workers past its first step too, once that step is written.
-  const int64_t step = next.has_value() ? std::min(request->step(), next->step) : request->step();
-  if (absl::Status s = roll_back_.rolled_back(step); !s.ok()) return ToGrpcStatus(s);
-  if (!next.has_value()) return grpc::Status::OK;
-  core_->CheckpointNow();
-  roll_back_.flush();
-  return grpc::Status::OK;
+  return ToGrpcStatus(rollback_->RollBack(request->step(), next));
 }
 
 grpc::Status ShardService::ListCheckpoints(grpc::ServerContext*,
                                            const v1::ListCheckpointsRequest*,
                                            v1::ListCheckpointsReply* reply) {
   if (grpc::Status set_up = WaitForSetUp("list checkpoints"); !set_up.ok()) return set_up;
-  if (const std::optional<ShardConfig> config = core_->config()) {
-    reply->set_configured(true);
-    reply->set_num_workers(config->num_workers);
-    reply->set_steps_per_epoch(config->optimizer.lr_schedule.steps_per_epoch);
-  }
-  if (roll_back_.steps == nullptr) return grpc::Status::OK;
-  roll_back_.flush();  // a checkpoint handed over counts once written
-  for (int64_t step : roll_back_.steps()) reply->add_steps(step);
+  const ShardCheckpoints held = rollback_->Checkpoints();
+  reply->set_configured(held.configured);
+  reply->set_num_workers(held.num_workers);
+  reply->set_steps_per_epoch(held.steps_per_epoch);
+  for (int64_t step : held.steps) reply->add_steps(step);
   return grpc::Status::OK;
 }
 

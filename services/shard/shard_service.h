@@ -1,13 +1,13 @@
 #ifndef COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 #define COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 
-#include <functional>
-#include <vector>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "proto/shard.grpc.pb.h"
 #include "services/shard/shard_core.h"
+#include "services/shard/shard_rollback.h"
 
 namespace cohort {
 
@@ -20,25 +20,12 @@ namespace cohort {
 // outlive the service.
 class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::Shard::Service> {
  public:
-  // What RollBack needs besides the core; empty when the shard keeps no checkpoints (RollBack
-  // is refused).
-  struct RollBackHooks {
-    // This shard's part of the checkpoint at a step.
-    std::function<absl::StatusOr<ShardCheckpoint>(int64_t step)> load;
-    // After the core went back to the step: say so, count it, drop later checkpoints' files.
-    std::function<absl::Status(int64_t step)> rolled_back;
-    // The steps of this shard's checkpoints, oldest first.
-    std::function<std::vector<int64_t>()> steps;
-    // Returns once the checkpoints handed over so far are written.
-    std::function<void()> flush;
-  };
-
   // set_up, when given, is notified once the core is set up (its rank known, its checkpoint
   // loaded): rank 0's Init and RollBack, which may come as soon as every member has joined,
-  // wait for it.
+  // wait for it. rollback answers RollBack and ListCheckpoints (it outlives the service); null:
+  // the shard keeps no checkpoints, and RollBack is refused.
   explicit ShardService(ShardCore* core, absl::Notification* set_up = nullptr,
-                        RollBackHooks roll_back = {})
-      : core_(core), set_up_(set_up), roll_back_(std::move(roll_back)) {}
+                        ShardRollback* rollback = nullptr);
 
   grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitMessage>* reader,
                     v1::InitReply* reply) override;
@@ -46,9 +33,7 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
       grpc::CallbackServerContext* context) override;
   grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request,
                     grpc::ServerWriter<v1::Part>* writer) override;
-  // With a next generation (an elastic job's workers changed) the shard goes on under it and
-  // writes its state at once as the new generation's first checkpoint, so that a later roll
-  // back never lands on a step numbered for another number of workers.
+  // ShardRollback::RollBack and ShardRollback::Checkpoints.
   grpc::Status RollBack(grpc::ServerContext* context, const v1::RollBackRequest* request,
                         v1::RollBackReply* reply) override;
   grpc::Status ListCheckpoints(grpc::ServerContext* context,
@@ -61,7 +46,8 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   // OK once the core is set up (or at once without set_up_); Unavailable after 5 minutes.
   grpc::Status WaitForSetUp(absl::string_view call) const;
 
-  const RollBackHooks roll_back_;
+  std::unique_ptr<ShardRollback> no_checkpoints_;  // without a rollback given
+  ShardRollback* const rollback_;
 };
 
 }  // namespace cohort

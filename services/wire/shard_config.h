@@ -34,6 +34,15 @@ struct Regeneration {
   int64_t step = 0;
 };
 
+// What a shard could roll back to (an elastic job's workers changed), and how its steps are
+// numbered.
+struct ShardCheckpoints {
+  std::vector<int64_t> steps;  // oldest first
+  bool configured = false;     // rank 0 has initialised it; then:
+  int num_workers = 0;
+  int64_t steps_per_epoch = 0;
+};
+
 }  // namespace cohort
 
 #endif  // COHORT_SERVICES_WIRE_SHARD_CONFIG_H_

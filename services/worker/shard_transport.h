@@ -36,15 +36,6 @@ class AnswerReceiver {
   virtual void OnStreamEnd(int shard, const absl::Status& status) = 0;
 };
 
-// What a shard could roll back to (an elastic job's workers changed), and how its steps are
-// numbered.
-struct ShardCheckpoints {
-  std::vector<int64_t> steps;  // oldest first
-  bool configured = false;     // rank 0 has initialised it; then:
-  int num_workers = 0;
-  int64_t steps_per_epoch = 0;
-};
-
 // A part's initial value, as rank 0 sends it.
 struct InitialPart {
   PartId id;
