@@ -281,54 +281,17 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version,
 }
 
 absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink* reply_to) {
-  const PartId id = header.id;
-  const int rank = header.rank;
-  const int64_t version = header.version;
-  const int64_t generation = header.generation;
-  ASSIGN_OR_RETURN(PartState * p, FindPart(id, "push"));
+  ASSIGN_OR_RETURN(PartState * p, FindPart(header.id, "push"));
   absl::MutexLock lock(&p->mu);
-  const Settings& settings = *p->settings;
-  const int num_workers = settings.config.num_workers;
-  const auto where = [&] {
-    return absl::StrCat("shard ", shard_rank_.load(), ": worker ", rank, "'s push of key ", id.key,
-                        " part ", id.part);
-  };
-  // Before the rank: ranks are renumbered from one generation to the next.
-  if (generation != settings.config.generation) {
-    return Refuse(Rejection::kStaleGeneration,
-                  absl::FailedPreconditionError(absl::StrCat(
-                      where(), " was made in membership generation ", generation,
-                      ", but the job's workers changed: it is in generation ",
-                      settings.config.generation, " (the worker rejoins the job and pulls)")));
-  }
-  if (rank < 0 || rank >= num_workers) {
-    return Refuse(Rejection::kWrongRank,
-                  absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(),
-                                                          ": push from rank ", rank, " in a job of ",
-                                                          num_workers, " workers")));
-  }
-  const size_t bytes = TotalBytes(grad);
-  const size_t elements = p->value->data.size();
-  if (bytes != EncodedBytes(header.encoding, elements)) {
-    return Refuse(Rejection::kWrongSize,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      where(), " has ", bytes, " bytes of ", WireEncodingName(header.encoding),
-                      " values; the part has ", elements, " elements (",
-                      EncodedBytes(header.encoding, elements), " bytes)")));
-  }
+  RETURN_IF_ERROR(CheckPush(header, grad, *p));
   // Compressed pushes are decoded into this thread's buffer and go on as F32.
   thread_local std::vector<float> decoded;
   absl::Span<const char> decoded_bytes;
   if (header.encoding != WireEncoding::kF32) {
-    decoded.resize(elements);
-    const absl::Status valid =
-        DecodeValues(header.encoding, grad, header.threshold, absl::MakeSpan(decoded));
-    if (!valid.ok()) {
-      return Refuse(Rejection::kMalformed,
-                    absl::InvalidArgumentError(absl::StrCat(where(), ": ", valid.message())));
-    }
+    decoded.resize(p->value->data.size());
+    RETURN_IF_ERROR(DecodePush(header, grad, absl::MakeSpan(decoded)));
     decoded_bytes = absl::Span<const char>(reinterpret_cast<const char*>(decoded.data()),
-                                           elements * sizeof(float));
+                                           decoded.size() * sizeof(float));
     grad = ByteChunks(&decoded_bytes, 1);
   }
   // Refused, not skipped: in dist_sync every worker's push makes the step, and a NaN means the
@@ -336,7 +299,7 @@ absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink
   if (!AllFinite(grad)) {
     return Refuse(Rejection::kNonFinite,
                   absl::InvalidArgumentError(absl::StrCat(
-                      where(), " for version ", version,
+                      PushWhere(header), " for version ", header.version,
                       " holds NaN or infinite values: the training diverged on that worker "
                       "(lower --lr, add --warmup_epochs, or check its data)",
                       header.encoding == WireEncoding::kF16
@@ -344,44 +307,103 @@ absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink
                             "(bf16 keeps F32's range)"
                           : "")));
   }
-  if (settings.config.mode == KVStoreMode::kDistAsync) {
-    // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
-    const float lr = static_cast<float>(settings.schedule.At(p->version / num_workers));
-    // Stale pushes are what asynchronous training accepts; a version never produced is a bug.
-    if (version > p->version) {
-      return Refuse(Rejection::kFutureVersion,
-                    absl::FailedPreconditionError(absl::StrCat(
-                        where(), " was computed on version ", version,
-                        ", which the part has not reached (", p->version, ")")));
-    }
-    if (p->optimizer == nullptr) {
-      AverageIntoValue(p, grad, rank, absl::MakeSpan(WritableValue(p)));
-    } else {
-      ApplyPush(p, grad, rank, absl::MakeSpan(WritableValue(p)), lr);
-    }
-    ++p->version;
-    Applied(p->version, 1);
-    MaybeCheckpoint(id, p);
-    reply_to->Send(id, p->version, p->value->data, &p->value->readers);
-    return absl::OkStatus();
+  if (p->settings->config.mode == KVStoreMode::kDistAsync) {
+    return PushAsync(header, grad, p, reply_to);
   }
-  const float lr = static_cast<float>(settings.schedule.At(p->version));
-  if (version != p->version) {
-    return Refuse(version < p->version ? Rejection::kStaleVersion : Rejection::kFutureVersion,
+  return PushSync(header, grad, p, reply_to);
+}
+
+std::string ShardCore::PushWhere(const PartHeader& header) const {
+  return absl::StrCat("shard ", shard_rank_.load(), ": worker ", header.rank, "'s push of key ",
+                      header.id.key, " part ", header.id.part);
+}
+
+absl::Status ShardCore::CheckPush(const PartHeader& header, ByteChunks grad,
+                                  const PartState& p) const {
+  const ShardConfig& config = p.settings->config;
+  // Before the rank: ranks are renumbered from one generation to the next.
+  if (header.generation != config.generation) {
+    return Refuse(Rejection::kStaleGeneration,
                   absl::FailedPreconditionError(absl::StrCat(
-                      where(), " was computed on version ", version,
-                      " but the part is at version ", p->version,
-                      ": every worker must push every key once per step")));
+                      PushWhere(header), " was made in membership generation ", header.generation,
+                      ", but the job's workers changed: it is in generation ", config.generation,
+                      " (the worker rejoins the job and pulls)")));
+  }
+  if (header.rank < 0 || header.rank >= config.num_workers) {
+    return Refuse(Rejection::kWrongRank,
+                  absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(),
+                                                          ": push from rank ", header.rank,
+                                                          " in a job of ", config.num_workers,
+                                                          " workers")));
+  }
+  const size_t bytes = TotalBytes(grad);
+  const size_t elements = p.value->data.size();
+  if (bytes != EncodedBytes(header.encoding, elements)) {
+    return Refuse(Rejection::kWrongSize,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      PushWhere(header), " has ", bytes, " bytes of ",
+                      WireEncodingName(header.encoding), " values; the part has ", elements,
+                      " elements (", EncodedBytes(header.encoding, elements), " bytes)")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardCore::DecodePush(const PartHeader& header, ByteChunks grad,
+                                   absl::Span<float> out) const {
+  const absl::Status valid = DecodeValues(header.encoding, grad, header.threshold, out);
+  if (valid.ok()) return valid;
+  return Refuse(Rejection::kMalformed,
+                absl::InvalidArgumentError(absl::StrCat(PushWhere(header), ": ", valid.message())));
+}
+
+absl::Status ShardCore::PushAsync(const PartHeader& header, ByteChunks grad, PartState* p,
+                                  PartSink* reply_to) {
+  const Settings& settings = *p->settings;
+  // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
+  const float lr =
+      static_cast<float>(settings.schedule.At(p->version / settings.config.num_workers));
+  // Stale pushes are what asynchronous training accepts; a version never produced is a bug.
+  if (header.version > p->version) {
+    return Refuse(Rejection::kFutureVersion,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      PushWhere(header), " was computed on version ", header.version,
+                      ", which the part has not reached (", p->version, ")")));
+  }
+  if (p->optimizer == nullptr) {
+    AverageIntoValue(p, grad, header.rank, absl::MakeSpan(WritableValue(p)));
+  } else {
+    ApplyPush(p, grad, header.rank, absl::MakeSpan(WritableValue(p)), lr);
+  }
+  ++p->version;
+  Applied(p->version, 1);
+  MaybeCheckpoint(header.id, p);
+  reply_to->Send(header.id, p->version, p->value->data, &p->value->readers);
+  return absl::OkStatus();
+}
+
+absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, PartState* p,
+                                 PartSink* reply_to) {
+  const int rank = header.rank;
+  const int num_workers = p->settings->config.num_workers;
+  const float lr = static_cast<float>(p->settings->schedule.At(p->version));
+  if (header.version != p->version) {
+    return Refuse(
+        header.version < p->version ? Rejection::kStaleVersion : Rejection::kFutureVersion,
+        absl::FailedPreconditionError(absl::StrCat(
+            PushWhere(header), " was computed on version ", header.version,
+            " but the part is at version ", p->version,
+            ": every worker must push every key once per step")));
   }
   if (p->pushed[rank]) {
-    return Refuse(Rejection::kDuplicate, absl::FailedPreconditionError(absl::StrCat(
-                                             where(), " came twice for version ", version)));
+    return Refuse(Rejection::kDuplicate,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      PushWhere(header), " came twice for version ", header.version)));
   }
   p->pushed[rank] = 1;
   p->waiting[rank] = reply_to;
   if (++p->arrived < num_workers) {
     std::vector<float>& slot = p->slots[rank];
-    slot.resize(elements);
+    slot.resize(p->value->data.size());
     CopyChunks(grad, slot.data());
     if (ShardMetrics* m = metrics_.load()) m->pulls_waiting.Increment();
     return absl::OkStatus();
@@ -394,11 +416,11 @@ absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink
   }
   ++p->version;
   Applied(p->version, num_workers);
-  MaybeCheckpoint(id, p);
+  MaybeCheckpoint(header.id, p);
   p->arrived = 0;
   for (int r = 0; r < num_workers; ++r) {
     if (p->waiting[r] != nullptr) {
-      p->waiting[r]->Send(id, p->version, p->value->data, &p->value->readers);
+      p->waiting[r]->Send(header.id, p->version, p->value->data, &p->value->readers);
     }
     p->waiting[r] = nullptr;
     p->pushed[r] = 0;

@@ -165,6 +165,17 @@ class ShardCore {
   static constexpr size_t kBlockFloats = 4096;
 
   absl::StatusOr<PartState*> FindPart(PartId id, absl::string_view what) const;
+  // Push's steps: who and what a push's message names; its checks (generation, rank, size);
+  // a compressed push decoded into out (the part's size); dist_async's update at once, and
+  // dist_sync's wait for the version's W pushes, the last of which makes the update.
+  std::string PushWhere(const PartHeader& header) const;
+  absl::Status CheckPush(const PartHeader& header, ByteChunks grad, const PartState& p) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.mu);
+  absl::Status DecodePush(const PartHeader& header, ByteChunks grad, absl::Span<float> out) const;
+  absl::Status PushAsync(const PartHeader& header, ByteChunks grad, PartState* p,
+                         PartSink* reply_to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  absl::Status PushSync(const PartHeader& header, ByteChunks grad, PartState* p,
+                        PartSink* reply_to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // Refuses a checkpoint of another partition, mode or part count than config's.
   absl::Status CheckCheckpointFits(const ShardCheckpoint& c, const ShardConfig& config) const;
   // resume_'s state of part id into p (its value of the same size, its optimizer fresh).
