@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <iostream>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "services/common/clock.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
+#include "services/common/job_id.h"
 #include "services/common/metrics.h"
 #include "services/common/port_file.h"
 #include "services/common/security_flags.h"
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   cohort::JobSpec spec;
   spec.job_id = absl::GetFlag(FLAGS_job_id);
   if (spec.job_id.empty()) {
-    spec.job_id = absl::StrFormat("job-%d-%08x", getpid(), std::random_device()());
+    spec.job_id = cohort::NewJobId();
   }
   spec.num_workers = absl::GetFlag(FLAGS_num_workers);
   spec.num_shards = absl::GetFlag(FLAGS_num_shards);

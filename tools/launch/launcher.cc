@@ -8,44 +8,31 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "tools/launch/child_process.h"
 #include "services/common/port_file.h"
-#include "tools/launch/job_env.h"
-#include "tools/launch/metrics_targets.h"
+#include "tools/launch/child_process.h"
+#include "tools/launch/credentials.h"
 #include "tools/launch/line_prefixer.h"
+#include "tools/launch/member_commands.h"
+#include "tools/launch/metrics_targets.h"
 #include "tools/launch/remote.h"
+#include "tools/launch/restart_policy.h"
 #include "tools/launch/signal_fd.h"
+#include "tools/launch/supervisor.h"
 
 namespace cohort::launch {
 namespace {
 
-// How long the others may take to end on their own after a process failed (+ linger), and after
-// every worker finished (+ linger).
-constexpr absl::Duration kEndAfterFailure = absl::Seconds(3);
-// After the scheduler failed: members first wait out their grace for it (--scheduler_grace,
-// 3 s by default), then say they lost it and exit.
-constexpr absl::Duration kEndAfterSchedulerLoss = absl::Seconds(6);  // 3 s + kEndAfterFailure
-constexpr absl::Duration kEndAfterWorkers = absl::Seconds(10);
-// From SIGTERM to SIGKILL, when the launcher stops the job and when the user interrupts it.
-constexpr absl::Duration kTermGrace = absl::Seconds(2);
-// With hosts: a remote member's wrapper needs up to 2 s itself, and its last words travel back.
-constexpr absl::Duration kRemoteTermGrace = absl::Seconds(4);
-constexpr absl::Duration kInterruptGrace = absl::Seconds(5);
 // Once every child has ended, how long to wait for the rest of their output.
 constexpr absl::Duration kOutputDrain = absl::Seconds(1);
 // The longest poll, so a missed wake-up costs little; and how often to look for the port file.
@@ -53,17 +40,8 @@ constexpr absl::Duration kMaxPoll = absl::Milliseconds(250);
 constexpr absl::Duration kPortFilePoll = absl::Milliseconds(20);
 // Reads per stream per loop turn, so one chatty child cannot starve the others.
 constexpr int kMaxReadsPerTurn = 16;
-// --restart_failed_shards: the restarts per shard rank, and how long the scheduler waits for one.
-constexpr int kMaxShardRestarts = 3;
-constexpr absl::Duration kShardRestartGrace = absl::Seconds(60);
-// --restart_scheduler: the scheduler's restarts.
-constexpr int kMaxSchedulerRestarts = 3;
-// --restart_failed_workers (elastic jobs): new workers started in place of dead ones, in all.
-constexpr int kMaxWorkerRestarts = 100;
 
 constexpr char kLoopback[] = "127.0.0.1";
-constexpr char kSchedulerPortFile[] = "scheduler.port";
-constexpr char kAnyAddress[] = "0.0.0.0";
 
 // Writes all of `text`, whatever the descriptor takes at a time. Errors are dropped: a closed
 // stdout must not stop the launcher from supervising its children.
@@ -76,9 +54,9 @@ void WriteAll(int fd, absl::string_view text) {
   }
 }
 
-// "1 shard", "2 shards", "1 process", "4 processes".
+// "1 shard", "2 shards".
 std::string Count(size_t n, absl::string_view noun) {
-  return absl::StrCat(n, " ", noun, n == 1 ? "" : absl::EndsWith(noun, "s") ? "es" : "s");
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }
 
 // "[worker 1] " or, on another host, "[node2 worker 1] ".
@@ -112,161 +90,113 @@ struct Member {
   std::map<std::string, int> ports;  // the port files a remote wrapper announced, by name
 };
 
-class Job {
+RestartRules RestartRulesOf(const LaunchOptions& o) {
+  RestartRules rules;
+  rules.restart_scheduler = o.restart_scheduler;
+  rules.restart_failed_shards = o.restart_failed_shards;
+  rules.checkpoint_dir = o.checkpoint_dir;
+  rules.elastic = o.elastic;
+  rules.restart_failed_workers = o.restart_failed_workers;
+  rules.num_workers = o.num_workers;
+  return rules;
+}
+
+SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o, const std::string& scratch_dir) {
+  SupervisorOptions s;
+  s.job_id = o.job_id;
+  s.num_workers = o.num_workers;
+  s.elastic = o.elastic;
+  s.linger_s = o.linger_s;
+  s.remote = !o.hosts.empty();
+  s.start_timeout = o.start_timeout;
+  s.scheduler_port_file =
+      absl::StrCat(RunFolderOf(o, scratch_dir, Role::kScheduler, 0), "/", kSchedulerPortFile);
+  return s;
+}
+
+// The event loop: starts the members, copies their output, reaps them and tells the Supervisor,
+// which decides what happens next; the members are its ProcessTable.
+class Job : public ProcessTable {
  public:
   Job(const LaunchOptions& options, SignalFd& signals, std::string scratch_dir)
-      : o_(options), signals_(signals), scratch_dir_(std::move(scratch_dir)) {}
+      : o_(options),
+        signals_(signals),
+        scratch_dir_(std::move(scratch_dir)),
+        supervisor_(SupervisorOptionsOf(options, scratch_dir_),
+                    RestartPolicy(RestartRulesOf(options)), *this,
+                    [this](absl::string_view message) { Say(message); }) {}
 
   int Run() {
-    if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, SchedulerArgv(0))) return 1;
-    deadline_ = absl::Now() + o_.start_timeout;
+    if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, SchedulerArgv(o_, 0))) return 1;
+    supervisor_.Start(absl::Now());
 
     while (std::any_of(members_.begin(), members_.end(),
                        [](const auto& m) { return !m->process->reaped(); })) {
       Wait();
       Beat();
-      for (int sig : signals_.Read()) {
-        if (sig == SIGINT || sig == SIGTERM) Interrupt(sig);
-      }
-      for (auto& m : members_) {
-        ReadOutput(*m);
-        if (!m->process->reaped() && m->process->TryReap()) {
-          ReadOutput(*m);  // what it wrote before it ended comes before the news of its end
-          OnExit(*m);
+      for (int sig : signals_.Read()) supervisor_.OnSignal(sig, absl::Now());
+      for (size_t i = 0; i < members_.size(); ++i) {
+        Member& m = *members_[i];
+        ReadOutput(m);
+        if (!m.process->reaped() && m.process->TryReap()) {
+          ReadOutput(m);  // what it wrote before it ended comes before the news of its end
+          supervisor_.OnEnd(static_cast<int>(i), absl::Now());
         }
       }
       RestartMembers();
-      if (phase_ == Phase::kStarting) CheckSchedulerPort();
+      if (supervisor_.starting()) CheckSchedulerPort();
       CheckMetricsPorts();
-      if (deadline_.has_value() && absl::Now() >= *deadline_) OnDeadline();
+      supervisor_.Tick(absl::Now());
     }
     if (targets_written_) unlink(o_.metrics_targets.c_str());
     // Whatever a child left behind in its process group goes with it.
     for (auto& m : members_) m->process->SignalGroup(SIGKILL);
     DrainOutput();
-
-    const int status = interrupted_ != 0 ? 128 + interrupted_ : failure_.value_or(0);
-    if (interrupted_ != 0) {
-      Say(absl::StrCat("job ", o_.job_id, " interrupted"));
-    } else if (status == 0) {
-      Say(absl::StrCat("job ", o_.job_id, " finished"));
-    } else {
-      Say(absl::StrCat("job ", o_.job_id, " failed (exit status ", status, ")"));
-    }
-    return status;
+    return supervisor_.Finish();
   }
 
- private:
-  enum class Phase {
-    kStarting,     // the scheduler runs; waiting for its port file
-    kRunning,      // everyone started
-    kEnding,       // a process failed or the workers finished: the others end on their own
-    kTerminating,  // SIGTERM sent
-    kKilling,      // SIGKILL sent
-  };
+  std::vector<MemberStatus> Members() const override {
+    std::vector<MemberStatus> out;
+    for (const auto& m : members_) {
+      out.push_back({m->role, m->rank, m->name, m->Describe(), m->remote(),
+                     m->process->reaped() ? std::optional<int>(m->process->wait_status())
+                                          : std::nullopt});
+    }
+    return out;
+  }
 
+  // A remote member's stdin ends instead: its wrapper stops it, and its last output still
+  // comes back.
+  void Stop(int member) override {
+    const Member& m = *members_[member];
+    if (m.remote()) {
+      m.process->CloseStdin();
+    } else {
+      m.process->SignalGroup(SIGTERM);
+    }
+  }
+
+  void Kill(int member) override { members_[member]->process->SignalGroup(SIGKILL); }
+
+ private:
   void Say(absl::string_view message) {
     WriteAll(o_.output_fd, absl::StrCat("launch: ", message, "\n"));
   }
 
-  // The host a member runs on (its index in o_.hosts), or -1 for this machine.
-  int HostOf(Role role, int rank) const {
-    if (o_.hosts.empty()) return -1;
-    switch (role) {
-      case Role::kScheduler:
-        return o_.placement.scheduler;
-      case Role::kShard:
-        return o_.placement.shards[rank];
-      case Role::kWorker:
-        return o_.placement.workers[rank];
-    }
-    return -1;
-  }
-
-  // Where a member's port files go: the scratch folder here, its run folder on a host (which
-  // its wrapper makes, fills and removes).
-  std::string FolderOf(Role role, int rank) const {
-    return HostOf(role, rank) < 0
-               ? scratch_dir_
-               : absl::StrCat("/tmp/cohort-", o_.job_id, "-", RoleName(role), "-", rank);
-  }
-  static std::string MetricsPortFileName(Role role, int rank) {
-    return absl::StrCat(RoleName(role), "-", rank, "-metrics.port");
-  }
-
-  // Starts one member, or says why it could not. argv: argv[0] and the program's own flags;
-  // where it listens, its port files and its security are added here.
+  // Starts one member, or says why it could not. argv: argv[0] and the program's own flags.
   bool Spawn(Role role, int rank, const std::string& program, std::vector<std::string> argv) {
-    const int host = HostOf(role, rank);
-    const std::string folder = FolderOf(role, rank);
-    const std::string metrics_port_file =
-        absl::StrCat(folder, "/", MetricsPortFileName(role, rank));
-    // Remote members listen on every address (their peers are elsewhere), with TLS.
-    const std::string bind = host < 0 ? kLoopback : kAnyAddress;
-    const std::string tls_dir = !o_.tls ? "" : host < 0 ? o_.tls_dir : folder;
-    const std::string token_file =
-        !o_.tls ? "" : host < 0 ? o_.token_file : absl::StrCat(folder, "/token");
-    if (role != Role::kWorker) {
-      argv.push_back(absl::StrCat("--bind=", bind));
-      argv.push_back(absl::StrCat("--metrics_port_file=", metrics_port_file));
-      if (o_.tls) {
-        argv.push_back(absl::StrCat("--tls_dir=", tls_dir));
-        argv.push_back(absl::StrCat("--token_file=", token_file));
-      } else {
-        argv.push_back("--insecure");
-      }
-    }
-    if (role == Role::kScheduler) {
-      argv.push_back(absl::StrCat("--port_file=", folder, "/", kSchedulerPortFile));
-    }
-    // Workers dial a remote shard at its host's address in the hosts file, which the other hosts
-    // reach, not wherever the scheduler sees it come from.
-    if (role == Role::kShard && host >= 0) {
-      argv.push_back(absl::StrCat("--advertise_address=", AddressOfHost(o_.hosts[host].name)));
-    }
-    JobEnvSpec env;
-    env.job_id = o_.job_id;
-    env.role = role;
-    env.rank = rank;
-    env.num_workers = o_.num_workers;
-    env.num_shards = o_.num_shards;
-    env.mode = o_.mode;
-    env.scheduler_address = scheduler_address_;
-    env.cores = host < 0 ? o_.cores : 0;
-    env.metrics_bind = bind;
-    env.metrics_port_file = metrics_port_file;
-    env.tls_dir = tls_dir;
-    env.token_file = token_file;
-    SpawnOptions spawn;
+    MemberCommand command = MemberCommandOf(o_, scratch_dir_, scheduler_address_, role, rank,
+                                            program, std::move(argv));
     std::string run_dir_files;
-    if (host < 0) {
-      spawn.path = program;
-      spawn.argv = std::move(argv);
-      spawn.env = JobEnvironment(o_.environment, env);
-      spawn.working_dir = o_.working_dir;
-    } else {
-      RemoteMember remote;
-      remote.run_dir = folder;
-      remote.working_dir = o_.working_dir;
-      if (role == Role::kWorker) {
-        remote.workers_on_host = static_cast<int>(
-            std::count(o_.placement.workers.begin(), o_.placement.workers.end(), host));
-      }
-      remote.env = RemoteEnvironment(JobEnvironment(o_.environment, env), o_.forwarded_env);
-      remote.argv = std::move(argv);
-      remote.argv[0] = program;
-      absl::StatusOr<std::string> files = CredentialsFor(role);
+    if (!command.host.empty()) {
+      absl::StatusOr<std::string> files = ReadRunDirFiles(command.run_dir_files);
       if (!files.ok()) {
         Say(absl::StrCat("cannot start the ", RoleName(role), ": ", files.status().message()));
         return false;
       }
       run_dir_files = *std::move(files);
-      spawn.path = o_.ssh.binary;
-      spawn.argv = SshArgv(o_.ssh, o_.hosts[host].name, RemoteCommand(remote));
-      spawn.env = o_.environment;
-      spawn.stdin_pipe = true;
     }
-    absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(spawn);
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(command.spawn);
     if (!child.ok()) {
       Say(absl::StrCat("cannot start the ", RoleName(role),
                        role == Role::kScheduler ? "" : absl::StrCat(" of rank ", rank), ": ",
@@ -281,29 +211,9 @@ class Job {
                        " its files: ", strerror(errno)));
       return false;
     }
-    members_.push_back(std::make_unique<Member>(
-        role, rank, host < 0 ? "" : AddressOfHost(o_.hosts[host].name), *std::move(child)));
+    members_.push_back(
+        std::make_unique<Member>(role, rank, std::move(command.host), *std::move(child)));
     return true;
-  }
-
-  // What a remote member's wrapper writes into its run folder: with TLS, the job's CA, the
-  // role's certificate and key, and the token.
-  absl::StatusOr<std::string> CredentialsFor(Role role) {
-    std::vector<std::pair<std::string, std::string>> files;
-    if (o_.tls) {
-      const std::string name = RoleName(role);
-      for (const auto& [file, path] :
-           std::vector<std::pair<std::string, std::string>>{
-               {"ca.pem", absl::StrCat(o_.tls_dir, "/ca.pem")},
-               {name + ".pem", absl::StrCat(o_.tls_dir, "/", name, ".pem")},
-               {name + ".key", absl::StrCat(o_.tls_dir, "/", name, ".key")},
-               {"token", o_.token_file}}) {
-        absl::StatusOr<std::string> contents = ReadWholeFile(path);
-        if (!contents.ok()) return contents.status();
-        files.emplace_back(file, *std::move(contents));
-      }
-    }
-    return RunDirFiles(files);
   }
 
   // Every kRemoteHeartbeat, a line to each remote member's wrapper: it stops its process when
@@ -327,9 +237,9 @@ class Job {
         if (fd >= 0) fds.push_back({fd, POLLIN, 0});
       }
     }
-    absl::Duration timeout = phase_ == Phase::kStarting ? kPortFilePoll : kMaxPoll;
-    if (deadline_.has_value()) {
-      timeout = std::max(absl::ZeroDuration(), std::min(timeout, *deadline_ - absl::Now()));
+    absl::Duration timeout = supervisor_.starting() ? kPortFilePoll : kMaxPoll;
+    if (const std::optional<absl::Time> deadline = supervisor_.deadline(); deadline.has_value()) {
+      timeout = std::max(absl::ZeroDuration(), std::min(timeout, *deadline - absl::Now()));
     }
     // EINTR needs no handling: the caller looks at everything after each wake-up anyway.
     poll(fds.data(), fds.size(), static_cast<int>(absl::ToInt64Milliseconds(timeout)) + 1);
@@ -393,236 +303,39 @@ class Job {
     WriteAll(o_.output_fd, lines);
   }
 
-  void OnExit(const Member& m) {
-    if (phase_ == Phase::kTerminating || phase_ == Phase::kKilling) return;  // we stopped it
-    const int status = m.process->wait_status();
-    // Only a death is restarted (a signal: SIGKILL, the OOM killer, a crash); a process that
-    // exits with an error (the job failed) is not.
-    const bool died = WIFSIGNALED(status) && phase_ == Phase::kRunning && !m.remote();
-    if (died && m.role == Role::kScheduler && o_.restart_scheduler &&
-        ++scheduler_restarts_ <= kMaxSchedulerRestarts) {
-      Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status), "; restarting it at ",
-                       scheduler_address_, " (restart ", scheduler_restarts_, " of at most ",
-                       kMaxSchedulerRestarts, ")"));
-      restart_scheduler_ = true;
-      return;
-    }
-    if (died && m.role == Role::kShard && o_.restart_failed_shards &&
-        ++shard_restarts_[m.rank] <= kMaxShardRestarts) {
-      Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status), "; restarting it from the "
-                       "newest complete checkpoint in ", o_.checkpoint_dir, " (restart ",
-                       shard_restarts_[m.rank], " of at most ", kMaxShardRestarts, ")"));
-      to_restart_.push_back(m.rank);
-      return;
-    }
-    if (died && m.role == Role::kWorker && o_.elastic) {
-      const bool restart = o_.restart_failed_workers && ++worker_restarts_ <= kMaxWorkerRestarts;
-      Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status),
-                       "; the job goes on without it (--on_worker_failure=elastic)",
-                       restart ? absl::StrCat("; starting worker ", next_worker_, " to join it")
-                               : ""));
-      if (restart) ++workers_to_start_;
-      return;
-    }
-    if (status != 0) {
-      // ssh's own status when it cannot reach the host or loses it (a program's is passed on).
-      const bool ssh_failed = m.remote() && ExitCodeOf(status) == 255;
-      Say(absl::StrCat(m.Describe(), " ", DescribeWaitStatus(status),
-                       phase_ == Phase::kStarting ? " before it wrote its port file" : "",
-                       ssh_failed ? " (ssh's status: the host could not be reached, refused the "
-                                    "login, or the connection to it was lost; see above)"
-                                  : ""));
-      Fail(ExitCodeOf(status), absl::StrCat(m.name, " failed"),
-           m.role == Role::kScheduler ? kEndAfterSchedulerLoss : kEndAfterFailure);
-      return;
-    }
-    if (m.role == Role::kScheduler && phase_ == Phase::kStarting) {
-      Say(absl::StrCat(m.Describe(), " exited before it wrote its port file"));
-      Fail(1, "the scheduler ended", kEndAfterFailure);
-    } else if (m.role == Role::kScheduler) {
-      EndWithin(kEndAfterWorkers, "the scheduler ended");
-    } else if (m.role == Role::kWorker && AllWorkersSucceeded()) {
-      EndWithin(kEndAfterWorkers, "every worker finished");
-    }
-  }
-
-  // port: 0 for the system to pick one.
-  std::vector<std::string> SchedulerArgv(int port) const {
-    std::vector<std::string> argv = {
-        o_.scheduler_binary,
-        absl::StrCat("--port=", port),
-        absl::StrCat("--num_workers=", o_.num_workers),
-        absl::StrCat("--num_shards=", o_.num_shards),
-        absl::StrCat("--mode=", o_.mode),
-        absl::StrCat("--linger=", o_.linger_s),
-        absl::StrCat("--job_id=", o_.job_id),
-        absl::StrCat("--baseline_images_per_second=", o_.baseline_images_per_second)};
-    if (o_.restart_failed_shards) {
-      argv.push_back(
-          absl::StrCat("--shard_restart_grace=", absl::ToDoubleSeconds(kShardRestartGrace)));
-    }
-    if (o_.elastic) {
-      argv.push_back("--on_worker_failure=elastic");
-      argv.push_back(absl::StrCat("--min_workers=", o_.min_workers));
-      argv.push_back(absl::StrCat("--max_workers=", o_.max_workers > 0 ? o_.max_workers
-                                                                       : o_.num_workers));
-    }
-    return argv;
-  }
-
-  // Starts again the members OnExit chose: the scheduler at its port (the members register
-  // with it again), shards from the checkpoint (the scheduler waits for them).
+  // Starts again the members the supervisor chose: the scheduler at its port (the members
+  // register with it again), shards from the checkpoint (the scheduler waits for them), new
+  // workers (the scheduler gives a joining worker its rank; the launcher numbers it for its
+  // output).
   void RestartMembers() {
-    const bool scheduler = restart_scheduler_;
-    std::vector<int> shards;
-    shards.swap(to_restart_);
-    restart_scheduler_ = false;
-    if (phase_ != Phase::kRunning) return;  // something else failed meanwhile: the job ends
-    if (scheduler) {
+    const Restarts restarts = supervisor_.TakeRestarts();
+    if (restarts.scheduler) {
       ForgetMetricsPort(Role::kScheduler, 0);
-      if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, SchedulerArgv(scheduler_port_))) {
-        return Abort();
+      if (!Spawn(Role::kScheduler, 0, o_.scheduler_binary, SchedulerArgv(o_, scheduler_port_))) {
+        return supervisor_.Abort(absl::Now());
       }
     }
-    for (int rank : shards) {
+    for (int rank : restarts.shards) {
       ForgetMetricsPort(Role::kShard, rank);
-      std::vector<std::string> argv = ShardArgv(rank);
-      argv.push_back(absl::StrCat("--resume=", o_.checkpoint_dir));
-      if (!Spawn(Role::kShard, rank, o_.shard_binary, argv)) return Abort();
+      if (!Spawn(Role::kShard, rank, o_.shard_binary,
+                 ShardArgv(o_, scheduler_address_, rank, /*resume=*/true))) {
+        return supervisor_.Abort(absl::Now());
+      }
     }
-    // The scheduler gives a joining worker its rank; the launcher numbers it for its output.
-    for (; workers_to_start_ > 0; --workers_to_start_) {
-      if (!Spawn(Role::kWorker, next_worker_++, o_.worker_program, o_.worker_argv)) {
-        return Abort();
+    for (int worker : restarts.workers) {
+      if (!Spawn(Role::kWorker, worker, o_.worker_program, o_.worker_argv)) {
+        return supervisor_.Abort(absl::Now());
       }
     }
   }
 
   // A restarted member writes its new port: the old one is no target any more.
   void ForgetMetricsPort(Role role, int rank) {
-    const std::string file = absl::StrCat(FolderOf(role, rank), "/", MetricsPortFileName(role, rank));
+    const std::string file = absl::StrCat(RunFolderOf(o_, scratch_dir_, role, rank), "/",
+                                          MetricsPortFileName(role, rank));
     unlink(file.c_str());
     metrics_ports_.erase(role == Role::kScheduler ? std::string("scheduler")
                                                   : absl::StrCat(RoleName(role), " ", rank));
-  }
-
-  std::vector<std::string> ShardArgv(int rank) const {
-    std::vector<std::string> argv = {o_.shard_binary,
-                                     absl::StrCat("--scheduler=", scheduler_address_),
-                                     absl::StrCat("--rank=", rank)};
-    argv.insert(argv.end(), o_.shard_flags.begin(), o_.shard_flags.end());
-    return argv;
-  }
-
-  // Elastic: every worker has ended, some finished and the others died.
-  bool AllWorkersSucceeded() const {
-    int done = 0, running = 0;
-    for (const auto& m : members_) {
-      if (m->role != Role::kWorker) continue;
-      if (!m->process->reaped()) {
-        ++running;
-      } else if (m->process->wait_status() == 0) {
-        ++done;
-      }
-    }
-    return o_.elastic ? running == 0 && done > 0 : done == o_.num_workers;
-  }
-
-  // Records the job's status (the first failure's) and lets the others end on their own
-  // within linger + extra.
-  void Fail(int exit_code, std::string why, absl::Duration extra) {
-    if (!failure_.has_value()) failure_ = exit_code;
-    EndWithin(extra, std::move(why));
-  }
-
-  // The remaining processes get linger + `extra` to end on their own (the scheduler tells them
-  // to stop), unless an earlier end is set already.
-  void EndWithin(absl::Duration extra, std::string why) {
-    if (phase_ == Phase::kTerminating || phase_ == Phase::kKilling) return;
-    const absl::Time now = absl::Now();
-    const absl::Time end = now + absl::Seconds(o_.linger_s) + extra;
-    if (phase_ != Phase::kEnding || end < *deadline_) {
-      deadline_ = end;
-      ending_wait_ = end - now;
-      ending_why_ = std::move(why);
-    }
-    phase_ = Phase::kEnding;
-  }
-
-  // Stops the job now: something it needs went wrong.
-  void Abort() {
-    if (!failure_.has_value()) failure_ = 1;
-    Terminate(o_.hosts.empty() ? kTermGrace : kRemoteTermGrace);
-  }
-
-  void Interrupt(int sig) {
-    if (interrupted_ != 0 || phase_ == Phase::kKilling) {
-      Say(absl::StrCat("interrupted again; killing ", Count(Running().size(), "process")));
-      Kill();
-      return;
-    }
-    interrupted_ = sig;
-    Say(absl::StrCat("interrupted; stopping ", Count(Running().size(), "process")));
-    Terminate(kInterruptGrace);
-  }
-
-  void OnDeadline() {
-    switch (phase_) {
-      case Phase::kStarting:
-        Say(absl::StrFormat(
-            "the scheduler did not write its port file %s/%s within %s; stopping the job (see "
-            "the scheduler's output above)",
-            FolderOf(Role::kScheduler, 0), kSchedulerPortFile,
-            absl::FormatDuration(o_.start_timeout)));
-        Abort();
-        break;
-      case Phase::kEnding:
-        Say(absl::StrCat(NamesOf(Running()), " still running ", absl::FormatDuration(ending_wait_),
-                         " after ", ending_why_, "; sending SIGTERM"));
-        Abort();
-        break;
-      case Phase::kTerminating:
-        Say(absl::StrCat(NamesOf(Running()), " still running after SIGTERM; sending SIGKILL"));
-        Kill();
-        break;
-      case Phase::kRunning:
-      case Phase::kKilling:
-        deadline_.reset();
-        break;
-    }
-  }
-
-  // SIGTERM, or for a remote member the end of its stdin: its wrapper stops it, and its last
-  // output still comes back.
-  void Terminate(absl::Duration grace) {
-    for (const Member* m : Running()) {
-      if (m->remote()) {
-        m->process->CloseStdin();
-      } else {
-        m->process->SignalGroup(SIGTERM);
-      }
-    }
-    phase_ = Phase::kTerminating;
-    deadline_ = absl::Now() + grace;
-  }
-
-  void Kill() {
-    for (const Member* m : Running()) m->process->SignalGroup(SIGKILL);
-    phase_ = Phase::kKilling;
-    deadline_.reset();
-  }
-
-  std::vector<const Member*> Running() const {
-    std::vector<const Member*> out;
-    for (const auto& m : members_) {
-      if (!m->process->reaped()) out.push_back(m.get());
-    }
-    return out;
-  }
-
-  static std::string NamesOf(const std::vector<const Member*>& members) {
-    return absl::StrJoin(members, ", ",
-                         [](std::string* out, const Member* m) { out->append(m->Describe()); });
   }
 
   // The port a member wrote to its port file `name`, once it has: read here, or announced by
@@ -638,7 +351,7 @@ class Job {
     absl::StatusOr<std::optional<int>> port = PortOf(*members_.front(), kSchedulerPortFile);
     if (!port.ok()) {
       Say(absl::StrCat("the scheduler's ", port.status().message(), "; stopping the job"));
-      Abort();
+      supervisor_.Abort(absl::Now());
       return;
     }
     if (!port->has_value()) return;  // not yet: it is written once the scheduler listens
@@ -672,7 +385,9 @@ class Job {
       Say(absl::StrCat("cannot write the metrics targets: ", s.message()));
       return;
     }
-    if (!targets_written_) Say(absl::StrCat("Prometheus targets of the job in ", o_.metrics_targets));
+    if (!targets_written_) {
+      Say(absl::StrCat("Prometheus targets of the job in ", o_.metrics_targets));
+    }
     targets_written_ = true;
   }
 
@@ -682,13 +397,16 @@ class Job {
     // be a loopback address when the job spans hosts).
     scheduler_address_ = absl::StrCat(scheduler.remote() ? scheduler.host : kLoopback, ":", port);
     scheduler_port_ = port;
-    phase_ = Phase::kRunning;
-    deadline_.reset();
+    supervisor_.Run(scheduler_address_);
     for (int i = 0; i < o_.num_shards; ++i) {
-      if (!Spawn(Role::kShard, i, o_.shard_binary, ShardArgv(i))) return Abort();
+      if (!Spawn(Role::kShard, i, o_.shard_binary, ShardArgv(o_, scheduler_address_, i, false))) {
+        return supervisor_.Abort(absl::Now());
+      }
     }
-    for (; next_worker_ < o_.num_workers; ++next_worker_) {
-      if (!Spawn(Role::kWorker, next_worker_, o_.worker_program, o_.worker_argv)) return Abort();
+    for (int i = 0; i < o_.num_workers; ++i) {
+      if (!Spawn(Role::kWorker, i, o_.worker_program, o_.worker_argv)) {
+        return supervisor_.Abort(absl::Now());
+      }
     }
     Say(absl::StrCat("job ", o_.job_id, ": scheduler at ", scheduler_address_, " (pid ",
                      scheduler.process->pid(), "), ", Count(o_.num_shards, "shard"), ", ",
@@ -705,56 +423,16 @@ class Job {
   const LaunchOptions& o_;
   SignalFd& signals_;
   const std::string scratch_dir_;
+  Supervisor supervisor_;
   absl::Time next_beat_ = absl::InfinitePast();  // of the remote members' heartbeat
-  std::map<std::string, int> metrics_ports_;  // by member name, once known
-  std::map<int, int> shard_restarts_;         // by shard rank
-  std::vector<int> to_restart_;               // shard ranks that died this turn
-  int scheduler_restarts_ = 0;
-  bool restart_scheduler_ = false;            // it died this turn
-  int worker_restarts_ = 0;
-  int workers_to_start_ = 0;                  // in place of workers that died this turn
-  int next_worker_ = 0;                       // the launcher's number for the next worker
+  std::map<std::string, int> metrics_ports_;      // by member name, once known
   int scheduler_port_ = 0;
   bool targets_written_ = false;
-
   std::vector<std::unique_ptr<Member>> members_;  // the scheduler first
   std::string scheduler_address_;                 // host:port, once known
-  Phase phase_ = Phase::kStarting;
-  std::optional<absl::Time> deadline_;  // of the current phase
-  absl::Duration ending_wait_;          // how long the job has to end on its own
-  std::string ending_why_;              // why, for messages
-  std::optional<int> failure_;          // the job's exit status once something failed
-  int interrupted_ = 0;                 // the signal that interrupted the launcher
 };
 
 int RemoveEntry(const char* path, const struct stat*, int, FTW*) { return remove(path); }
-
-// Makes what a TLS job lacks in its scratch folder (0700): a job CA with a certificate per role,
-// and a token of 256 random bits.
-absl::Status MakeCredentials(LaunchOptions& o, const std::string& scratch) {
-  if (!o.tls) return absl::OkStatus();
-  if (o.tls_dir.empty()) {
-    o.tls_dir = absl::StrCat(scratch, "/tls");
-    SpawnOptions make;
-    make.path = o.make_job_certs;
-    make.argv = {o.make_job_certs, o.tls_dir, "scheduler", "shard", "worker"};
-    make.env = o.environment;
-    absl::StatusOr<CompletedProcess> made = RunToCompletion(make, absl::Seconds(60));
-    if (!made.ok()) return made.status();
-    if (made->wait_status != 0) {
-      return absl::InternalError(absl::StrCat("making the job's TLS certificates with ",
-                                              o.make_job_certs, " failed: ", made->output));
-    }
-  }
-  if (o.token_file.empty()) {
-    std::random_device random;
-    std::string token;
-    for (int i = 0; i < 8; ++i) absl::StrAppendFormat(&token, "%08x", random());
-    o.token_file = absl::StrCat(scratch, "/token");
-    if (absl::Status s = WriteFileAtomically(o.token_file, token + "\n"); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -783,11 +461,6 @@ int RunJob(const LaunchOptions& options) {
   }  // every child has been reaped
   nftw(scratch.c_str(), RemoveEntry, 8, FTW_DEPTH | FTW_PHYS);
   return status;
-}
-
-std::string NewJobId() {
-  std::random_device random;
-  return absl::StrFormat("job-%d-%08x", getpid(), random());
 }
 
 int AvailableCores() {

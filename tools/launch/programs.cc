@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "trainer/cli/args.h"
 
 namespace cohort::launch {
 namespace {
@@ -18,11 +19,6 @@ namespace {
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
-std::string UserPath(const std::string& path, const std::string& user_dir) {
-  if (path.empty() || path[0] == '/' || user_dir.empty()) return path;
-  return absl::StrCat(user_dir, "/", path);
 }
 
 }  // namespace
@@ -34,7 +30,7 @@ absl::StatusOr<std::string> FindRoleBinary(Role role, const std::string& overrid
   const std::string name = RoleName(role);
   const std::string file = binary.empty() ? name : binary;
   if (!override_path.empty()) {
-    const std::string path = UserPath(override_path, user_dir);
+    const std::string path = ResolveUserPath(override_path, user_dir);
     if (IsExecutableFile(path)) return path;
     return absl::NotFoundError(absl::StrCat("the ", name, " binary given by --", name, "_binary, ",
                                             path, ", is not an executable file"));
@@ -84,13 +80,13 @@ bool IsUserProgram(const std::vector<std::string>& words) {
 absl::StatusOr<std::string> FindProgram(const std::string& name, const std::string& path_env,
                                         const std::string& user_dir) {
   if (name.find('/') != std::string::npos) {
-    const std::string path = UserPath(name, user_dir);
+    const std::string path = ResolveUserPath(name, user_dir);
     if (IsExecutableFile(path)) return path;
     return absl::NotFoundError(
         absl::StrCat("cannot run ", name, ": ", path, " is not an executable file"));
   }
   for (absl::string_view dir : absl::StrSplit(path_env, ':', absl::SkipEmpty())) {
-    const std::string path = UserPath(absl::StrCat(dir, "/", name), user_dir);
+    const std::string path = ResolveUserPath(absl::StrCat(dir, "/", name), user_dir);
     if (IsExecutableFile(path)) return path;
   }
   return absl::NotFoundError(absl::StrCat("cannot find the program '", name, "' in PATH (",

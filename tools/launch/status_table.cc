@@ -2,8 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "services/common/http_server.h"
+#include "services/common/port_file.h"
 
 namespace cohort::launch {
 
@@ -43,6 +47,45 @@ absl::StatusOr<std::string> StatusTable(const std::string& status_json) {
     }
   }
   return out;
+}
+
+absl::StatusOr<std::string> FetchStatusTable(const std::string& address,
+                                             const std::string& token_file) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--status '", address, "': expected HOST:PORT"));
+  }
+  std::string authorization;
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadWholeFile(token_file);
+    if (!token.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token_file: ", token.status().message()));
+    }
+    authorization = absl::StrCat("Bearer ", absl::StripAsciiWhitespace(*token));
+  }
+  absl::StatusOr<HttpResponse> page =
+      HttpGet(address.substr(0, colon), port, "/status", authorization);
+  if (!page.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        page.status().message(), " (is the scheduler running, or lingering with --linger?)"));
+  }
+  if (page->status == 401) {
+    return absl::UnauthenticatedError(
+        absl::StrCat(address, "/status needs the job's token: give ",
+                     token_file.empty() ? "--token_file FILE" : "the right --token_file"));
+  }
+  if (page->status != 200) {
+    return absl::FailedPreconditionError(absl::StrCat(address, "/status answered ", page->status,
+                                                      "; is that a Cohort scheduler's metrics "
+                                                      "port?"));
+  }
+  absl::StatusOr<std::string> table = StatusTable(page->body);
+  if (!table.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(address, ": ", table.status().message()));
+  }
+  return table;
 }
 
 }  // namespace cohort::launch

@@ -13,6 +13,12 @@ namespace cohort::launch {
 // loss. InvalidArgument when the text is not a status page.
 absl::StatusOr<std::string> StatusTable(const std::string& status_json);
 
+// `launch --status HOST:PORT [--token_file FILE]`: the scheduler's /status page there, as
+// StatusTable prints it. InvalidArgument: the address or the token file is wrong (a usage
+// error); other errors say what answered, or that nothing did, and what to try.
+absl::StatusOr<std::string> FetchStatusTable(const std::string& address,
+                                             const std::string& token_file);
+
 }  // namespace cohort::launch
 
 #endif  // COHORT_TOOLS_LAUNCH_STATUS_TABLE_H_

@@ -1,6 +1,13 @@
 #include "tools/launch/status_table.h"
 
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "services/common/http_server.h"
+#include "services/common/port_file.h"
+#include "services/common/test_tmp_dir.h"
 
 namespace cohort::launch {
 namespace {
@@ -43,6 +50,40 @@ TEST(StatusTableTest, ShowsWhyTheJobEndedAndAMembersError) {
 TEST(StatusTableTest, RefusesWhatIsNotAStatusPage) {
   EXPECT_FALSE(StatusTable("<html>").ok());
   EXPECT_FALSE(StatusTable(R"({"hello":1})").ok());
+}
+
+TEST(FetchStatusTableTest, AskedOfAScheduler) {
+  const std::string page =
+      R"({"job_id":"job-9","state":"RUNNING","mode":"dist_sync","num_workers":1,)"
+      R"("num_shards":1,"members":[]})";
+  auto server = HttpServer::Start(
+      "127.0.0.1", 0, {{"/status", [&] { return HttpResponse{200, "application/json", page}; }}},
+      [](absl::string_view authorization, absl::string_view, absl::string_view) {
+        return authorization == "Bearer secret";
+      });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = absl::StrCat("127.0.0.1:", (*server)->port());
+  const std::string token = TmpDir() + "/token";
+  ASSERT_TRUE(WriteFileAtomically(token, "secret\n").ok());
+
+  absl::StatusOr<std::string> table = FetchStatusTable(address, token);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_TRUE(absl::StartsWith(*table, "job job-9: RUNNING")) << *table;
+
+  const absl::Status no_token = FetchStatusTable(address, "").status();
+  EXPECT_TRUE(absl::IsUnauthenticated(no_token));
+  EXPECT_EQ(no_token.message(),
+            absl::StrCat(address, "/status needs the job's token: give --token_file FILE"));
+}
+
+TEST(FetchStatusTableTest, MistakesAndSilence) {
+  EXPECT_TRUE(absl::IsInvalidArgument(FetchStatusTable("localhost", "").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(FetchStatusTable("localhost:x", "").status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(FetchStatusTable("127.0.0.1:1", TmpDir() + "/none").status()));
+  const absl::Status silent = FetchStatusTable("127.0.0.1:1", "").status();
+  EXPECT_FALSE(absl::IsInvalidArgument(silent));
+  EXPECT_TRUE(absl::StrContains(silent.message(), "is the scheduler running")) << silent;
 }
 
 }  // namespace

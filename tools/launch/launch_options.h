@@ -1,0 +1,79 @@
+#ifndef COHORT_TOOLS_LAUNCH_LAUNCH_OPTIONS_H_
+#define COHORT_TOOLS_LAUNCH_LAUNCH_OPTIONS_H_
+
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "tools/launch/hosts.h"
+#include "tools/launch/remote.h"
+
+namespace cohort::launch {
+
+// One job, as `launch -n W -s S` starts it, on this machine or on hosts over ssh. Every path is
+// resolved already (programs.h); launch_config.h makes it from the flags.
+struct LaunchOptions {
+  int num_workers = 1;  // W >= 1
+  int num_shards = 1;   // S >= 1
+  std::string mode = "dist_sync";
+  int linger_s = 0;    // the scheduler keeps serving its status this long after the job ends
+  std::string job_id;  // non-empty; see services/common/job_id.h
+  // Where to write the job's Prometheus file_sd target list (empty: don't).
+  std::string metrics_targets;
+  double baseline_images_per_second = 0;  // the scheduler's, for scaling efficiency (0: unknown)
+
+  // Where the processes run. No hosts: on this machine, each a child of the launcher. Otherwise
+  // each on its host of `placement`, through ssh and the wrapper of remote.h; the programs'
+  // paths and working_dir are then as the hosts see them.
+  std::vector<Host> hosts;
+  Placement placement;
+  SshOptions ssh;
+  // Remote processes get the job's COHORT_* and OMP_* variables and these of `environment`
+  // (--env); local ones get all of it.
+  std::vector<std::string> forwarded_env;
+
+  // Mutual TLS and a job token between every pair of processes (off: plaintext, every
+  // process told --insecure). The files are tls_dir's (ca.pem, scheduler/shard/worker .pem and
+  // .key) and token_file, or, where those are empty, new ones made for this job in its scratch
+  // folder with the make_job_certs script (tools/make_job_certs.sh) and removed with it.
+  bool tls = false;
+  std::string tls_dir;
+  std::string token_file;
+  std::string make_job_certs;
+
+  std::string scheduler_binary;
+  std::string shard_binary;
+  std::vector<std::string> shard_flags;  // every shard's too (checkpoints, resume)
+  // A shard that dies is started again with --resume=checkpoint_dir (up to kMaxShardRestarts
+  // times per rank, restart_policy.h) and the scheduler waits for it (--shard_restart_grace).
+  bool restart_failed_shards = false;
+  std::string checkpoint_dir;
+  // A scheduler that dies while the job runs is started again at its address (up to
+  // kMaxSchedulerRestarts times); the members register with it again within their
+  // --scheduler_grace and the job goes on.
+  bool restart_scheduler = false;
+  // --on_worker_failure=elastic: a worker that dies does not end the job while min_workers
+  // remain (the scheduler's); with restart_failed_workers a new worker takes its place (it
+  // joins the running job), up to kMaxWorkerRestarts times in all. max_workers: 0 for
+  // num_workers.
+  bool elastic = false;
+  int min_workers = 1;
+  int max_workers = 0;
+  bool restart_failed_workers = false;
+  // What every worker runs: the worker binary with the user's flags, or the user's own program.
+  std::string worker_program;
+  std::vector<std::string> worker_argv;  // argv[0] first
+
+  std::string working_dir;               // the children's; empty: the launcher's (local only)
+  std::vector<std::string> environment;  // the launcher's, "NAME=value"; children inherit it
+  int cores = 1;                         // CPUs to share among the children (OpenMP threads)
+  std::string temp_root = "/tmp";        // where the job's scratch folder goes
+  absl::Duration start_timeout = absl::Seconds(30);  // for the scheduler's port file
+  int output_fd = STDOUT_FILENO;  // children's prefixed lines and the launcher's own messages
+};
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_TOOLS_LAUNCH_LAUNCH_OPTIONS_H_

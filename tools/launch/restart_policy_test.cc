@@ -1,0 +1,119 @@
+#include "tools/launch/restart_policy.h"
+
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::launch {
+namespace {
+
+using Action = RestartDecision::Action;
+using ::testing::HasSubstr;
+
+constexpr int kKilled = SIGKILL;    // a waitpid status: killed by SIGKILL
+constexpr int kExited1 = 1 << 8;    // exited with status 1
+
+MemberEnd End(Role role, int rank, int wait_status, bool remote = false) {
+  const std::string name =
+      role == Role::kScheduler ? "scheduler" : absl::StrCat(RoleName(role), " ", rank);
+  return {role, rank, absl::StrCat(name, " (pid 7)"), remote, wait_status};
+}
+
+TEST(RestartPolicyTest, WithoutRulesNothingIsSurvived) {
+  RestartPolicy policy({});
+  for (Role role : {Role::kScheduler, Role::kShard, Role::kWorker}) {
+    const RestartDecision d = policy.OnEnd(End(role, 0, kKilled), "127.0.0.1:9000");
+    EXPECT_EQ(d.action, Action::kNone);
+    EXPECT_EQ(d.message, "");
+  }
+}
+
+TEST(RestartPolicyTest, OnlyALocalDeathIsRestarted) {
+  RestartRules rules;
+  rules.restart_failed_shards = true;
+  rules.restart_scheduler = true;
+  RestartPolicy policy(rules);
+  EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, kExited1), "").action, Action::kNone);
+  EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, 0), "").action, Action::kNone);
+  EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, kKilled, /*remote=*/true), "").action,
+            Action::kNone);
+  EXPECT_EQ(policy.OnEnd(End(Role::kScheduler, 0, kExited1), "").action, Action::kNone);
+  EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, kKilled), "").action, Action::kRestart);
+}
+
+TEST(RestartPolicyTest, ShardRestartsCountPerRankUpToTheLimit) {
+  RestartRules rules;
+  rules.restart_failed_shards = true;
+  rules.checkpoint_dir = "/ckpt";
+  RestartPolicy policy(rules);
+  for (int i = 1; i <= kMaxShardRestarts; ++i) {
+    const RestartDecision d = policy.OnEnd(End(Role::kShard, 1, kKilled), "");
+    EXPECT_EQ(d.action, Action::kRestart);
+    EXPECT_EQ(d.message,
+              absl::StrCat("shard 1 (pid 7) was killed by signal 9 (Killed); restarting it from "
+                           "the newest complete checkpoint in /ckpt (restart ",
+                           i, " of at most 3)"));
+  }
+  // Another rank has its own count.
+  EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, kKilled), "").action, Action::kRestart);
+
+  const RestartDecision given_up = policy.OnEnd(End(Role::kShard, 1, kKilled), "");
+  EXPECT_EQ(given_up.action, Action::kGiveUp);
+  EXPECT_EQ(given_up.message,
+            "shard 1 (pid 7) was killed by signal 9 (Killed); it was restarted 3 times already, "
+            "the most --restart_failed_shards allows: the job fails");
+}
+
+TEST(RestartPolicyTest, SchedulerRestartsAtItsAddressUpToTheLimit) {
+  RestartRules rules;
+  rules.restart_scheduler = true;
+  rules.max_scheduler_restarts = 1;
+  RestartPolicy policy(rules);
+  const RestartDecision d = policy.OnEnd(End(Role::kScheduler, 0, kKilled), "127.0.0.1:9000");
+  EXPECT_EQ(d.action, Action::kRestart);
+  EXPECT_EQ(d.message,
+            "scheduler (pid 7) was killed by signal 9 (Killed); restarting it at 127.0.0.1:9000 "
+            "(restart 1 of at most 1)");
+  const RestartDecision given_up =
+      policy.OnEnd(End(Role::kScheduler, 0, kKilled), "127.0.0.1:9000");
+  EXPECT_EQ(given_up.action, Action::kGiveUp);
+  EXPECT_THAT(given_up.message, HasSubstr("scheduler (pid 7)"));
+  EXPECT_THAT(given_up.message,
+              HasSubstr("restarted 1 times already, the most --restart_scheduler allows"));
+}
+
+TEST(RestartPolicyTest, ElasticJobsGoOnWithoutADeadWorker) {
+  RestartRules rules;
+  rules.elastic = true;
+  RestartPolicy policy(rules);
+  const RestartDecision d = policy.OnEnd(End(Role::kWorker, 2, kKilled), "");
+  EXPECT_EQ(d.action, Action::kGoOnWithout);
+  EXPECT_EQ(d.message, "worker 2 (pid 7) was killed by signal 9 (Killed); the job goes on "
+                       "without it (--on_worker_failure=elastic)");
+  // A worker that exits with an error fails the job, elastic or not.
+  EXPECT_EQ(policy.OnEnd(End(Role::kWorker, 1, kExited1), "").action, Action::kNone);
+}
+
+TEST(RestartPolicyTest, NewWorkersAreNumberedOnUntilTheLimit) {
+  RestartRules rules;
+  rules.elastic = true;
+  rules.restart_failed_workers = true;
+  rules.num_workers = 3;
+  rules.max_worker_restarts = 2;
+  RestartPolicy policy(rules);
+  RestartDecision d = policy.OnEnd(End(Role::kWorker, 0, kKilled), "");
+  EXPECT_EQ(d.action, Action::kRestart);
+  EXPECT_EQ(d.new_worker, 3);
+  EXPECT_THAT(d.message, HasSubstr("goes on without it (--on_worker_failure=elastic); starting "
+                                   "worker 3 to join it"));
+  EXPECT_EQ(policy.OnEnd(End(Role::kWorker, 3, kKilled), "").new_worker, 4);
+  d = policy.OnEnd(End(Role::kWorker, 1, kKilled), "");
+  EXPECT_EQ(d.action, Action::kGoOnWithout);
+  EXPECT_THAT(d.message,
+              HasSubstr("; no new worker: --restart_failed_workers starts at most 2 in all"));
+}
+
+}  // namespace
+}  // namespace cohort::launch
