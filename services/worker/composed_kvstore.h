@@ -30,7 +30,7 @@ class DistKVStore : public KVStore {
               std::unique_ptr<ShardTransport> transport, ShardsView shards,
               const DistKVStoreOptions& options);
 
-  absl::string_view type() const override { return KVStoreModeName(core_.mode()); }
+  KVStoreMode mode() const override { return core_.mode(); }
   int rank() const override { return core_.rank(); }
   int num_workers() const override { return core_.num_workers(); }
   int initial_num_workers() const override { return core_.initial_num_workers(); }

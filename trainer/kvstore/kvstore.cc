@@ -15,7 +15,7 @@ namespace {
 class LocalKVStore final : public KVStore {
  public:
 
-  absl::string_view type() const override { return "local"; }
+  KVStoreMode mode() const override { return KVStoreMode::kLocal; }
   int rank() const override { return 0; }
   int num_workers() const override { return 1; }
 

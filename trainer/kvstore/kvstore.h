@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trainer/kvstore/kvstore_mode.h"
 #include "trainer/optim/optimizer_spec.h"
 #include "trainer/tensor/tensor.h"
 
@@ -22,7 +23,9 @@ class KVStore {
  public:
   virtual ~KVStore() = default;
 
-  virtual absl::string_view type() const = 0;
+  virtual KVStoreMode mode() const = 0;
+  // The mode's name, as --kv_store spells it.
+  absl::string_view type() const { return KVStoreModeName(mode()); }
   virtual int rank() const = 0;
   virtual int num_workers() const = 0;
 

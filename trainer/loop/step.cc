@@ -110,7 +110,7 @@ StepRunner::StepRunner(std::vector<Replica> replicas, KVStore* kvstore, bool ove
       num_keys_(NumKeys(replicas_)),
       state_key_(StateKey(*replicas_[0].model)),
       exchange_state_(state_key_ >= 0 &&
-                      (replicas_.size() > 1 || kvstore->type() != "local")) {
+                      (replicas_.size() > 1 || kvstore->mode() != KVStoreMode::kLocal)) {
   for (const Replica& replica : replicas_) {
     const auto& params = replica.model->parameters();
     COHORT_CHECK(static_cast<int64_t>(params.size()) == num_keys_, "replicas of different models");

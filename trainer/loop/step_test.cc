@@ -82,7 +82,7 @@ class SlowWaitKVStore : public KVStore {
  public:
   SlowWaitKVStore(std::unique_ptr<KVStore> inner, absl::Duration wait)
       : inner_(std::move(inner)), wait_(wait) {}
-  absl::string_view type() const override { return inner_->type(); }
+  KVStoreMode mode() const override { return inner_->mode(); }
   int rank() const override { return 0; }
   int num_workers() const override { return 1; }
   absl::Status SetOptimizer(const OptimizerSpec& spec) override {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -286,6 +287,205 @@ absl::Status ExportModel(const TrainOptions& options, const Model& model, KVStor
   return absl::OkStatus();
 }
 
+// One process's training once its model, data and kvstore are set up: it starts at the step
+// the shards are at, runs the epochs to the end, going back whenever the kvstore recovers from
+// a failure, and reports (rank 0: evaluates and exports the model).
+class TrainingRun {
+ public:
+  TrainingRun(const TrainOptions& options, KVStore* kvstore, const TrainTestData& data,
+              const Normalization& norm, Replicas* replicas, Plan plan, std::ostream& out,
+              TrainingObserver* observer)
+      : options_(options),
+        kvstore_(kvstore),
+        data_(data),
+        norm_(norm),
+        replicas_(replicas),
+        model_(replicas->models[0].get()),
+        plan_(std::move(plan)),
+        out_(out),
+        observer_(observer) {}
+
+  absl::StatusOr<TrainResult> Run() {
+    ASSIGN_OR_RETURN(const int64_t first_step, Start());
+    const int64_t total_steps = options_.epochs * plan_.steps_per_epoch;
+    if (first_step > total_steps) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the shards resumed at step ", first_step, ", past this job's end (--epochs=",
+          options_.epochs, " x ", plan_.steps_per_epoch, " steps): resume with the flags of the "
+          "job that wrote the checkpoint, or more --epochs"));
+    }
+    if (plan_.lead && !options_.log_json.empty()) {
+      RETURN_IF_ERROR(OpenJsonLog(options_.log_json, &json_log_));
+    }
+    progress_.emplace(&out_, json_log_.is_open() ? &json_log_ : nullptr);
+    ASSIGN_OR_RETURN(augmentation_,
+                     ParseAugment(options_.augment, data_.train.sample_shape[1]));
+    SayStart(first_step);
+    ASSIGN_OR_RETURN(const TrainedSoFar so_far, TrainToTheEnd(first_step));
+    return Finish(so_far, first_step == total_steps);
+  }
+
+ private:
+  // Every rank initialises the kvstore and goes on at the step the shards are at: 0, or a
+  // resumed checkpoint's (the sampler's position and the augmentation derive from (seed, epoch,
+  // step), so nothing else is restored).
+  absl::StatusOr<int64_t> Start() {
+    absl::StatusOr<int64_t> started = [&]() -> absl::StatusOr<int64_t> {
+      RETURN_IF_ERROR(InitKVStore(*model_, kvstore_));
+      return kvstore_->StartStep();
+    }();
+    if (!started.ok()) started = GoBackAfter(started.status());
+    RETURN_IF_ERROR(started.status());
+    // Committing may have moved the store on to another generation.
+    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.train.size(), *kvstore_));
+    return started;
+  }
+
+  // The epochs from `first_step` to the end. When the membership changes under a step (a dead
+  // shard came back from its checkpoint, or an elastic job's workers changed) and the kvstore
+  // recovers, every rank goes back to the step the shards are at now, with the plan of the
+  // workers there are now, and runs again from there; the steps run twice count twice.
+  absl::StatusOr<TrainedSoFar> TrainToTheEnd(int64_t first_step) {
+    TrainedSoFar so_far;
+    for (int64_t from = first_step;;) {
+      const absl::Status trained = RunEpochsFrom(from, &so_far);
+      if (trained.ok()) return so_far;
+      ASSIGN_OR_RETURN(from, GoBackAfter(trained));
+    }
+  }
+
+  // After a failure the kvstore recovers from: the parameters pulled, the plan made again, and
+  // the step the shards are at.
+  absl::StatusOr<int64_t> GoBackAfter(const absl::Status& failure) {
+    RETURN_IF_ERROR(kvstore_->Recover(failure));
+    RETURN_IF_ERROR(PullKVStore(*model_, kvstore_));
+    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.train.size(), *kvstore_));
+    ASSIGN_OR_RETURN(const int64_t from, kvstore_->StartStep());
+    out_ << absl::StrFormat(
+                "train: rank %d of %d: rolled back to step %d (epoch %d, step %d of %d)\n",
+                plan_.rank, plan_.num_workers, from, from / plan_.steps_per_epoch,
+                from % plan_.steps_per_epoch, plan_.steps_per_epoch)
+         << std::flush;
+    return from;
+  }
+
+  void SayStart(int64_t first_step) {
+    if (plan_.lead) {
+      const LrScheduleOptions& lr_options = plan_.optimizer.lr_schedule;
+      out_ << absl::StrFormat(
+          "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d x %d "
+          "worker(s), %d epochs, %s, lr %g %s (warm-up %g epochs), augment %s, kvstore %s, "
+          "backend %s on %s (%s), %d hardware threads\n",
+          options_.model, options_.dataset, data_.train.size(), data_.test.size(),
+          data_.train.sample_shape.ToString(), model_->num_parameter_elements(),
+          options_.batch_size, plan_.num_workers, options_.epochs, options_.optimizer,
+          lr_options.base_lr, options_.lr_schedule, options_.warmup_epochs, options_.augment,
+          kvstore_->type(), replicas_->backends[0]->name(), options_.devices, options_.precision,
+          std::thread::hardware_concurrency());
+      if (first_step > 0) {
+        out_ << absl::StrFormat("train: resuming at step %d (epoch %d, step %d of %d)\n",
+                                first_step, first_step / plan_.steps_per_epoch,
+                                first_step % plan_.steps_per_epoch, plan_.steps_per_epoch);
+      }
+      progress_->Header();
+    } else if (first_step > 0) {  // a resumed job, or a worker joining an elastic one
+      out_ << absl::StrFormat(
+                  "train: rank %d of %d: starting at step %d (epoch %d, step %d of %d)\n",
+                  plan_.rank, plan_.num_workers, first_step, first_step / plan_.steps_per_epoch,
+                  first_step % plan_.steps_per_epoch, plan_.steps_per_epoch)
+           << std::flush;
+    }
+  }
+
+  // Runs the epochs from step `from` to the end, adding to so_far.
+  absl::Status RunEpochsFrom(int64_t from, TrainedSoFar* so_far) {
+    PrefetchOptions prefetch;
+    prefetch.seed = options_.seed;
+    prefetch.rank = plan_.rank;
+    prefetch.num_workers = plan_.num_workers;
+    prefetch.batch_size = options_.batch_size;
+    prefetch.augmentation = augmentation_;
+    prefetch.first_epoch = from / plan_.steps_per_epoch;
+    prefetch.first_step = from % plan_.steps_per_epoch;
+    prefetch.end_epoch = options_.epochs;
+    prefetch.allocator = replicas_->backends[0]->host_allocator();
+    BatchPrefetcher batches(data_.train, norm_, prefetch);
+    StepRunner runner(replicas_->views, kvstore_, options_.overlap);
+    const EpochLoop loop{options_, &runner, &batches, &plan_.schedule,
+                         plan_.lead ? &*progress_ : nullptr, observer_, plan_.steps_per_epoch,
+                         plan_.global_batch};
+    int64_t step = from;
+    for (int64_t epoch = prefetch.first_epoch; epoch < options_.epochs; ++epoch) {
+      const int64_t first = epoch == prefetch.first_epoch ? prefetch.first_step : 0;
+      const int64_t before = step;
+      ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, first, &step));
+      so_far->seconds += times.seconds;
+      so_far->images += (step - before) * plan_.global_batch;
+      if (plan_.lead) EvaluateEpoch(epoch, first, times, &so_far->result);
+    }
+    return absl::OkStatus();
+  }
+
+  void EvaluateEpoch(int64_t epoch, int64_t first, const EpochTimes& times, TrainResult* result) {
+    const Accuracy acc = Evaluate(model_, data_.test, norm_, kEvalBatch);
+    result->test_top1 = acc.top1_percent();
+    result->test_top5 = acc.top5_percent();
+    out_ << absl::StrFormat(
+        "Epoch %d: %.1f s (forward %.2f s, backward %.2f s, kvstore %.2f s, %.2f s waiting "
+        "for data), %.1f img/s, test top-1 %.2f%% top-5 %.2f%%\n",
+        epoch, times.seconds, times.forward_seconds, times.backward_seconds,
+        times.kvstore_seconds, times.data_wait_seconds,
+        (plan_.steps_per_epoch - first) * plan_.global_batch / times.seconds, result->test_top1,
+        result->test_top5);
+    out_.flush();  // a job's launcher shows each line as it comes, in order with the others
+  }
+
+  // The result and its report; rank 0 exports the model. at_the_end: the job resumed at its
+  // very last step (no epoch ran, so nothing was evaluated).
+  absl::StatusOr<TrainResult> Finish(const TrainedSoFar& so_far, bool at_the_end) {
+    TrainResult result = so_far.result;
+    const double train_seconds = so_far.seconds;
+    // Per epoch of steps this process ran (a resumed job ran fewer).
+    const double epochs_run = static_cast<double>(so_far.images) /
+                              static_cast<double>(plan_.steps_per_epoch * plan_.global_batch);
+    if (plan_.lead && at_the_end) {
+      const Accuracy acc = Evaluate(model_, data_.test, norm_, kEvalBatch);
+      result.test_top1 = acc.top1_percent();
+      result.test_top5 = acc.top5_percent();
+    }
+    result.seconds_per_epoch = epochs_run > 0 ? train_seconds / epochs_run : 0;
+    result.images_per_second = train_seconds > 0 ? so_far.images / train_seconds : 0;
+    if (!plan_.lead) {
+      out_ << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", plan_.rank,
+                              plan_.num_workers, result.seconds_per_epoch)
+           << std::flush;
+      return result;
+    }
+    out_ << absl::StrFormat(
+                "Test top-1 %.2f%% top-5 %.2f%% (%d images); %.1f s/epoch, %.1f img/s\n",
+                result.test_top1, result.test_top5, data_.test.size(), result.seconds_per_epoch,
+                result.images_per_second)
+         << std::flush;
+    if (!options_.output.empty()) {
+      RETURN_IF_ERROR(ExportModel(options_, *model_, kvstore_, norm_, out_));
+    }
+    return result;
+  }
+
+  const TrainOptions& options_;
+  KVStore* const kvstore_;
+  const TrainTestData& data_;
+  const Normalization& norm_;
+  Replicas* const replicas_;
+  Model* const model_;
+  Plan plan_;
+  std::ostream& out_;
+  TrainingObserver* const observer_;
+  std::ofstream json_log_;
+  std::optional<ProgressLog> progress_;  // once the run starts
+  Augmentation augmentation_;
+};
+
 }  // namespace
 
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFactory& make_kvstore,
@@ -308,156 +508,20 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   Normalization norm;
   ASSIGN_OR_RETURN(const TrainTestData data,
                    LoadTrainingData(options, kvstore->rank() == 0, out, &norm));
-  const Shape& sample = data.train.sample_shape;
-  ASSIGN_OR_RETURN(Replicas replicas, BuildReplicas(options, std::move(backends), sample,
+  ASSIGN_OR_RETURN(Replicas replicas, BuildReplicas(options, std::move(backends),
+                                                    data.train.sample_shape,
                                                     data.train.num_classes));
-  Model* model = replicas.models[0].get();
-
   ASSIGN_OR_RETURN(Plan plan, MakePlan(options, data.train.size(), *kvstore));
   RETURN_IF_ERROR(kvstore->SetOptimizer(plan.optimizer));
   // An elastic job's shards take the new number of workers' rule when its workers change.
   const int64_t train_size = data.train.size();
-  kvstore->SetUpdateRuleFor([&options, train_size, &kvstore](int num_workers) {
-    return UpdateRule(options, num_workers, kvstore->initial_num_workers(),
+  KVStore* store = kvstore.get();
+  kvstore->SetUpdateRuleFor([&options, train_size, store](int num_workers) {
+    return UpdateRule(options, num_workers, store->initial_num_workers(),
                       train_size / (options.batch_size * num_workers));
   });
-  // Goes on after a failure the kvstore recovers from: a dead shard back from its checkpoint,
-  // or an elastic job's workers changed; every rank goes back to the step the shards are at,
-  // with the plan of the workers there are now.
-  const auto recover = [&](const absl::Status& failure) -> absl::StatusOr<int64_t> {
-    RETURN_IF_ERROR(kvstore->Recover(failure));
-    RETURN_IF_ERROR(PullKVStore(*model, kvstore.get()));
-    ASSIGN_OR_RETURN(plan, MakePlan(options, train_size, *kvstore));
-    ASSIGN_OR_RETURN(const int64_t from, kvstore->StartStep());
-    out << absl::StrFormat(
-               "train: rank %d of %d: rolled back to step %d (epoch %d, step %d of %d)\n",
-               plan.rank, plan.num_workers, from, from / plan.steps_per_epoch,
-               from % plan.steps_per_epoch, plan.steps_per_epoch)
-        << std::flush;
-    return from;
-  };
-  // A job whose shards resumed from a checkpoint goes on at its step: the sampler's position
-  // and the augmentation derive from (seed, epoch, step), so nothing else is restored.
-  absl::StatusOr<int64_t> started = [&]() -> absl::StatusOr<int64_t> {
-    RETURN_IF_ERROR(InitKVStore(*model, kvstore.get()));
-    return kvstore->StartStep();
-  }();
-  if (!started.ok()) started = recover(started.status());
-  RETURN_IF_ERROR(started.status());
-  const int64_t first_step = *started;
-  // Committing may have moved the store on to another generation.
-  ASSIGN_OR_RETURN(plan, MakePlan(options, train_size, *kvstore));
-  const int64_t total_steps = options.epochs * plan.steps_per_epoch;
-  if (first_step > total_steps) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the shards resumed at step ", first_step, ", past this job's end (--epochs=",
-        options.epochs, " x ", plan.steps_per_epoch, " steps): resume with the flags of the job "
-        "that wrote the checkpoint, or more --epochs"));
-  }
-  std::ofstream json_log;
-  if (plan.lead && !options.log_json.empty()) {
-    RETURN_IF_ERROR(OpenJsonLog(options.log_json, &json_log));
-  }
-  ProgressLog progress(&out, json_log.is_open() ? &json_log : nullptr);
-  ASSIGN_OR_RETURN(const Augmentation augmentation, ParseAugment(options.augment, sample[1]));
-
-  if (plan.lead) {
-    const LrScheduleOptions& lr_options = plan.optimizer.lr_schedule;
-    out << absl::StrFormat(
-        "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d x %d "
-        "worker(s), %d epochs, %s, lr %g %s (warm-up %g epochs), augment %s, kvstore %s, "
-        "backend %s on %s (%s), %d hardware threads\n",
-        options.model, options.dataset, data.train.size(), data.test.size(), sample.ToString(),
-        model->num_parameter_elements(), options.batch_size, plan.num_workers, options.epochs,
-        options.optimizer, lr_options.base_lr, options.lr_schedule, options.warmup_epochs,
-        options.augment, kvstore->type(), replicas.backends[0]->name(), options.devices,
-        options.precision, std::thread::hardware_concurrency());
-    if (first_step > 0) {
-      out << absl::StrFormat("train: resuming at step %d (epoch %d, step %d of %d)\n", first_step,
-                             first_step / plan.steps_per_epoch,
-                             first_step % plan.steps_per_epoch, plan.steps_per_epoch);
-    }
-    progress.Header();
-  } else if (first_step > 0) {  // a resumed job, or a worker joining an elastic one
-    out << absl::StrFormat("train: rank %d of %d: starting at step %d (epoch %d, step %d of %d)\n",
-                           plan.rank, plan.num_workers, first_step,
-                           first_step / plan.steps_per_epoch, first_step % plan.steps_per_epoch,
-                           plan.steps_per_epoch)
-        << std::flush;
-  }
-
-  // Runs the epochs from step `from` to the end, adding to so_far.
-  const auto train_from = [&](int64_t from, TrainedSoFar* so_far) -> absl::Status {
-    const bool lead = plan.lead;
-    PrefetchOptions prefetch;
-    prefetch.seed = options.seed;
-    prefetch.rank = plan.rank;
-    prefetch.num_workers = plan.num_workers;
-    prefetch.batch_size = options.batch_size;
-    prefetch.augmentation = augmentation;
-    prefetch.first_epoch = from / plan.steps_per_epoch;
-    prefetch.first_step = from % plan.steps_per_epoch;
-    prefetch.end_epoch = options.epochs;
-    prefetch.allocator = replicas.backends[0]->host_allocator();
-    BatchPrefetcher batches(data.train, norm, prefetch);
-    StepRunner runner(replicas.views, kvstore.get(), options.overlap);
-    const EpochLoop loop{options, &runner, &batches, &plan.schedule, lead ? &progress : nullptr,
-                         observer, plan.steps_per_epoch, plan.global_batch};
-    int64_t step = from;
-    for (int64_t epoch = prefetch.first_epoch; epoch < options.epochs; ++epoch) {
-      const int64_t first = epoch == prefetch.first_epoch ? prefetch.first_step : 0;
-      const int64_t before = step;
-      ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, first, &step));
-      so_far->seconds += times.seconds;
-      so_far->images += (step - before) * plan.global_batch;
-      if (!lead) continue;
-      const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
-      so_far->result.test_top1 = acc.top1_percent();
-      so_far->result.test_top5 = acc.top5_percent();
-      out << absl::StrFormat(
-          "Epoch %d: %.1f s (forward %.2f s, backward %.2f s, kvstore %.2f s, %.2f s waiting "
-          "for data), %.1f img/s, test top-1 %.2f%% top-5 %.2f%%\n",
-          epoch, times.seconds, times.forward_seconds, times.backward_seconds,
-          times.kvstore_seconds, times.data_wait_seconds,
-          (plan.steps_per_epoch - first) * plan.global_batch / times.seconds,
-          so_far->result.test_top1, so_far->result.test_top5);
-      out.flush();  // a job's launcher shows each line as it comes, in order with the others
-    }
-    return absl::OkStatus();
-  };
-
-  TrainedSoFar so_far;
-  for (int64_t from = first_step;;) {
-    const absl::Status trained = train_from(from, &so_far);
-    if (trained.ok()) break;
-    ASSIGN_OR_RETURN(from, recover(trained));
-  }
-  TrainResult result = so_far.result;
-  const double train_seconds = so_far.seconds;
-  // Per epoch of steps this process ran (a resumed job ran fewer).
-  const double epochs_run = static_cast<double>(so_far.images) /
-                            static_cast<double>(plan.steps_per_epoch * plan.global_batch);
-  if (plan.lead && first_step == total_steps) {  // resumed at the very end: nothing evaluated
-    const Accuracy acc = Evaluate(model, data.test, norm, kEvalBatch);
-    result.test_top1 = acc.top1_percent();
-    result.test_top5 = acc.top5_percent();
-  }
-  result.seconds_per_epoch = epochs_run > 0 ? train_seconds / epochs_run : 0;
-  result.images_per_second = train_seconds > 0 ? so_far.images / train_seconds : 0;
-  if (!plan.lead) {
-    out << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", plan.rank,
-                           plan.num_workers, result.seconds_per_epoch)
-        << std::flush;
-    return result;
-  }
-  out << absl::StrFormat("Test top-1 %.2f%% top-5 %.2f%% (%d images); %.1f s/epoch, %.1f img/s\n",
-                         result.test_top1, result.test_top5, data.test.size(),
-                         result.seconds_per_epoch, result.images_per_second)
-      << std::flush;
-  if (!options.output.empty()) {
-    RETURN_IF_ERROR(ExportModel(options, *model, kvstore.get(), norm, out));
-  }
-  return result;
+  TrainingRun run(options, store, data, norm, &replicas, std::move(plan), out, observer);
+  return run.Run();
 }
 
 }  // namespace cohort
