@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -393,8 +394,8 @@ class Job : public ProcessTable {
 
   void StartMembers(int port) {
     const Member& scheduler = *members_.front();
-    // With hosts, the address the hosts list gives the scheduler's host (checked in main not to
-    // be a loopback address when the job spans hosts).
+    // With hosts, the address the hosts list gives the scheduler's host (launch_config checks
+    // that it is no loopback address when the job spans hosts).
     scheduler_address_ = absl::StrCat(scheduler.remote() ? scheduler.host : kLoopback, ":", port);
     scheduler_port_ = port;
     supervisor_.Run(scheduler_address_);
