@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -11,36 +9,6 @@
 #include "services/membership/job_membership.h"
 
 namespace cohort {
-
-const char* RoleName(MemberRole role) { return role == MemberRole::kShard ? "shard" : "worker"; }
-
-const char* JobStateName(JobState state) {
-  switch (state) {
-    case JobState::kForming:
-      return "FORMING";
-    case JobState::kRunning:
-      return "RUNNING";
-    case JobState::kDone:
-      return "DONE";
-    case JobState::kFailed:
-      return "FAILED";
-  }
-  return "?";
-}
-
-const char* MemberStateName(MemberState state) {
-  switch (state) {
-    case MemberState::kMissing:
-      return "missing";
-    case MemberState::kAlive:
-      return "alive";
-    case MemberState::kStopped:
-      return "stopped";
-    case MemberState::kDead:
-      return "dead";
-  }
-  return "?";
-}
 
 SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock)
     : spec_(std::move(spec)),
@@ -546,55 +514,27 @@ bool SchedulerCore::WaitForMembersToLeave(absl::Duration timeout) {
 std::string SchedulerCore::StatusJson() const {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
-  nlohmann::json members = nlohmann::json::array();
-  double images_per_second = 0;
+  JobStatus status;
+  status.job_id = spec_.job_id;
+  status.state = state_;
+  status.reason = reason_;
+  status.mode = spec_.mode;
+  status.generation = generation_;
+  status.workers = active_;
+  status.num_shards = spec_.num_shards;
+  status.seconds_since_start = absl::ToDoubleSeconds(now - started_);
+  status.straggler = Slowest();
   for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
     const std::vector<Member>& ms = role == MemberRole::kShard ? shards_ : workers_;
     for (size_t r = 0; r < ms.size(); ++r) {
       const Member& m = ms[r];
-      nlohmann::json member = {
-          {"role", RoleName(role)},
-          {"rank", r},
-          {"state", MemberStateName(StateOf(m))},
-          {"host", m.host},
-          {"pid", m.pid},
-          {"address", m.address},
-          {"seconds_since_heartbeat",
-           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1.0},
-          {"last_error", m.last_error}};
-      if (m.has_progress) {
-        const WorkerProgress& p = m.progress;
-        member["progress"] = {{"step", p.step},
-                              {"epoch", p.epoch},
-                              {"images_per_second", p.images_per_second},
-                              {"step_seconds", p.step_seconds},
-                              {"communication_overhead", p.communication_overhead},
-                              {"loss", p.loss}};
-        if (StateOf(m) == MemberState::kAlive) images_per_second += p.images_per_second;
-      }
-      members.push_back(std::move(member));
+      status.members.push_back(
+          {role, static_cast<int>(r), StateOf(m), m.host, m.pid, m.address,
+           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1.0, m.last_error,
+           m.has_progress ? std::make_optional(m.progress) : std::nullopt});
     }
   }
-  nlohmann::json j = {{"job_id", spec_.job_id},
-                      {"state", JobStateName(state_)},
-                      {"reason", reason_},
-                      {"mode", std::string(KVStoreModeName(spec_.mode))},
-                      {"num_workers", active_.size()},
-                      {"generation", generation_},
-                      {"workers", active_},
-                      {"num_shards", spec_.num_shards},
-                      {"seconds_since_start", absl::ToDoubleSeconds(now - started_)},
-                      {"images_per_second", images_per_second},
-                      {"members", members}};
-  if (const std::optional<Straggler> slowest = Slowest()) {
-    j["straggler"] = {{"rank", slowest->rank},
-                      {"host", slowest->host},
-                      {"compute_seconds", slowest->compute_seconds},
-                      {"fastest_rank", slowest->fastest_rank},
-                      {"lag_seconds", slowest->lag_seconds},
-                      {"lag_steps", slowest->lag_steps}};
-  }
-  return j.dump();
+  return JobStatusJson(status);
 }
 
 std::optional<Straggler> SchedulerCore::FindStraggler() const {
@@ -603,48 +543,23 @@ std::optional<Straggler> SchedulerCore::FindStraggler() const {
 }
 
 std::optional<Straggler> SchedulerCore::Slowest() const {
-  int slowest = -1, fastest = -1;
-  double most = 0, least = 0;
-  int64_t furthest = 0;
-  const auto compute = [](const WorkerProgress& p) {
-    return p.step_seconds * (1 - p.communication_overhead);
-  };
+  std::vector<WorkerPace> paces;
   for (size_t r = 0; r < workers_.size(); ++r) {
     const Member& w = workers_[r];
     if (!w.has_progress || StateOf(w) != MemberState::kAlive) continue;
-    const double c = compute(w.progress);
-    if (slowest < 0 || c > most) {
-      slowest = static_cast<int>(r);
-      most = c;
-    }
-    if (fastest < 0 || c < least) {
-      fastest = static_cast<int>(r);
-      least = c;
-    }
-    furthest = std::max(furthest, w.progress.step);
+    paces.push_back({static_cast<int>(r), w.host, w.progress});
   }
-  if (slowest < 0 || slowest == fastest) return std::nullopt;
-  const Member& w = workers_[slowest];
-  return Straggler{slowest, w.host, most, fastest, most - least, furthest - w.progress.step};
+  return cohort::FindStraggler(paces);
 }
 
 void SchedulerCore::ReportStraggler(absl::Time now) {
   if (now - straggler_reported_ < spec_.straggler_report_interval) return;
   const std::optional<Straggler> s = Slowest();
-  if (!s.has_value() || s->lag_seconds <= spec_.straggler_share * (s->compute_seconds -
-                                                                    s->lag_seconds)) {
-    return;
-  }
+  if (!s.has_value()) return;
+  std::optional<std::string> notice = StragglerNotice(*s, spec_.straggler_share, spec_.mode);
+  if (!notice.has_value()) return;
   straggler_reported_ = now;
-  const double fastest = s->compute_seconds - s->lag_seconds;
-  notices_.push_back(absl::StrFormat(
-      "worker %d (host %s) is the slowest: %.3f s of compute a step, %.3f s (%.0f%%) more than "
-      "worker %d%s; see docs/reliability.md, stragglers",
-      s->rank, s->host, s->compute_seconds, s->lag_seconds,
-      fastest > 0 ? 100 * s->lag_seconds / fastest : 100.0, s->fastest_rank,
-      spec_.mode == KVStoreMode::kDistSync
-          ? ", which every other worker waits for at every step (dist_sync)"
-          : absl::StrCat(", ", s->lag_steps, " steps behind the furthest (dist_async)")));
+  notices_.push_back(*std::move(notice));
 }
 
 SchedulerSnapshot SchedulerCore::TakeSnapshot() {

@@ -12,45 +12,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/common/clock.h"
+#include "services/scheduler/job_status.h"
+#include "services/scheduler/straggler.h"
 #include "trainer/kvstore/kvstore_mode.h"
 
 namespace cohort {
-
-enum class MemberRole { kShard, kWorker };
-enum class JobState { kForming, kRunning, kDone, kFailed };
-// missing: not registered yet; alive: registered and heard from within the deadline; stopped:
-// left the job (finished, or told to stop); dead: died or failed.
-enum class MemberState { kMissing, kAlive, kStopped, kDead };
-constexpr int kNumMemberRoles = 2;
-constexpr int kNumJobStates = 4;
-constexpr int kNumMemberStates = 4;
-
-const char* RoleName(MemberRole role);
-const char* JobStateName(JobState state);
-const char* MemberStateName(MemberState state);
-
-// A worker's latest measurement window, sent with its heartbeats.
-struct WorkerProgress {
-  int64_t step = 0;
-  int64_t epoch = 0;
-  double images_per_second = 0;
-  double step_seconds = 0;
-  double communication_overhead = 0;  // 0..1
-  double loss = 0;
-};
-
-// The worker the others wait for: in dist_sync the one with the most compute a step (its
-// step time less its time in the kvstore), which every other worker waits for at every step;
-// lag_seconds is how much more that is than the fastest worker's. lag_steps: how many steps it
-// is behind the furthest worker (what dist_async lets grow).
-struct Straggler {
-  int rank = -1;
-  std::string host;
-  double compute_seconds = 0;  // a step's
-  int fastest_rank = -1;
-  double lag_seconds = 0;
-  int64_t lag_steps = 0;
-};
 
 // What the scheduler's metrics read at a scrape.
 struct SchedulerSnapshot {
