@@ -3,121 +3,23 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/client_callback.h>
 
-#include <cerrno>
-#include <iostream>
 #include <optional>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/shard.grpc.pb.h"
-#include "services/common/addresses.h"
 #include "services/common/deadline_timer.h"
 #include "services/common/grpc_util.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
-#include "services/wire/part_write_queue.h"
-#include "services/wire/ring_stream.h"
-#include "services/wire/shm_rendezvous.h"
+#include "services/worker/bulk_stream.h"
+#include "services/worker/shm_shard_stream.h"
 
 namespace cohort {
 namespace {
 
 constexpr char kPushPullMethod[] = "/cohort.v1.Shard/PushPull";
-
-// A worker's bulk stream to one shard, whatever carries it. Parts queue here and go out one
-// write at a time, in model order, small ones fused (PartWriteQueue); answers are parsed in
-// place and handed to the receiver on the carrier's thread.
-class BulkStream {
- public:
-  // fusion_wait: how long a small push may wait for others to fuse with (0: never); timer
-  // flushes the streams once that has passed.
-  BulkStream(int shard, AnswerReceiver* receiver, int64_t fusion_bytes,
-             absl::Duration fusion_wait, DeadlineTimer* timer)
-      : shard_(shard),
-        receiver_(receiver),
-        fusion_bytes_(fusion_bytes),
-        fusion_wait_(fusion_wait),
-        timer_(timer) {
-    absl::MutexLock lock(&mu_);
-    queue_.set_fusion_bytes(fusion_bytes);
-  }
-  virtual ~BulkStream() = default;
-
-  // Queues the part. With the stream idle, the write starts at once, unless the parts queued
-  // are fewer than a fusion's bytes: then they wait up to fusion_wait for more (or a Flush).
-  void Send(const OutgoingPart& part) {
-    bool hold = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (closing_) return;  // the stream's end is (or will be) reported; the part is dropped
-      queue_.Push(part);
-      if (writing_) return;
-      hold = fusion_wait_ > absl::ZeroDuration() &&
-             queue_.queued_bytes() < static_cast<size_t>(fusion_bytes_);
-      if (hold && flush_due_) return;  // the timer will flush them
-      flush_due_ = hold;
-      if (!hold) {
-        writing_ = true;
-        queue_.Pop(&batch_);
-      }
-    }
-    if (hold) {
-      timer_->FireBy(absl::Now() + fusion_wait_);
-    } else {
-      WriteBatch();
-    }
-  }
-
-  // Starts writing what is queued if the stream is idle.
-  void Flush() {
-    {
-      absl::MutexLock lock(&mu_);
-      flush_due_ = false;
-      if (writing_ || closing_ || queue_.empty()) return;
-      writing_ = true;
-      queue_.Pop(&batch_);
-    }
-    WriteBatch();
-  }
-
-  // Ends the stream and waits until its carrier is done with it: no answer arrives after this,
-  // and every part sent has been released.
-  virtual void Cancel() = 0;
-
- protected:
-  // This thread has become the writer, with batch_ popped: write it (a carrier that writes at
-  // once goes on with what is queued meanwhile).
-  virtual void WriteBatch() = 0;
-
-  // Answers of one message, parsed from `batch`, to the receiver.
-  void Deliver(const ReceivedBatch& batch) {
-    answers_.clear();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      answers_.push_back({batch.header(i), batch.chunks(i)});
-    }
-    receiver_->OnAnswers(shard_, answers_);
-  }
-
-  const int shard_;
-  AnswerReceiver* const receiver_;
-  ReceivedBatch batch_in_;  // the reading side's
-  // The write in flight: its parts (the writer's alone; see WriteBatch).
-  std::vector<OutgoingPart> batch_;
-
-  absl::Mutex mu_;
-  PartWriteQueue queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-
- private:
-  const int64_t fusion_bytes_;
-  const absl::Duration fusion_wait_;
-  DeadlineTimer* const timer_;
-  std::vector<Answer> answers_;  // Deliver's
-  bool flush_due_ ABSL_GUARDED_BY(mu_) = false;  // parts held; the timer will flush them
-};
 
 // The stream over gRPC: a PushPull call.
 class ShardStream final : public BulkStream,
@@ -215,137 +117,6 @@ class ShardStream final : public BulkStream,
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// The stream over two shared-memory rings to a shard on this host: pushes are copied into one
-// on the writer's thread; a thread of the stream's own reads the answers from the other.
-class ShmShardStream final : public BulkStream {
- public:
-  ShmShardStream(int shard, ShmChannel channel, AnswerReceiver* receiver, int64_t fusion_bytes,
-                 absl::Duration fusion_wait, DeadlineTimer* timer)
-      : BulkStream(shard, receiver, fusion_bytes, fusion_wait, timer),
-        channel_(std::move(channel)),
-        reading_([this] { ReadAnswers(); }) {}
-  ~ShmShardStream() override { Cancel(); }
-
-  void Cancel() override {
-    {
-      absl::MutexLock lock(&mu_);
-      closing_ = true;
-      cancelled_ = true;
-      queue_.Clear();
-    }
-    // Wakes the reader, and a writer waiting for room; the shard's session sees them closed.
-    channel_.in().Close();
-    channel_.out().Close();
-    if (reading_.joinable()) reading_.join();
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](ShmShardStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return !s->writing_; },
-        this));
-  }
-
- private:
-  void WriteBatch() override {
-    for (;;) {
-      const absl::Status written = writer_.Write(channel_.out(), batch_, kStuckShard);
-      absl::MutexLock lock(&mu_);
-      if (!written.ok()) {
-        queue_.Clear();
-        closing_ = true;
-        // Closed or gone: the reader hears why from the shard. A message too large for the
-        // ring, or a shard that takes nothing: the stream ends here, saying so.
-        if (absl::IsInvalidArgument(written) || absl::IsDeadlineExceeded(written)) {
-          write_error_ = absl::Status(
-              written.code(),
-              absl::StrCat("pushing to shard ", shard_, " on this host through shared memory: ",
-                           written.message(),
-                           absl::IsInvalidArgument(written)
-                               ? "; use smaller --part_bytes and --fusion_bytes"
-                               : ""));
-          channel_.in().Close();
-        }
-      }
-      if (closing_ || queue_.empty()) {
-        writing_ = false;
-        return;
-      }
-      queue_.Pop(&batch_);
-    }
-  }
-
-  void ReadAnswers() {
-    ShmRing& in = channel_.in();
-    absl::Status end;
-    for (;;) {
-      absl::StatusOr<ShmRing::Message> m = in.Read();
-      if (!m.ok()) {
-        // Cancelled: closed here (Cancel), or by the shard, which ended the stream as a gRPC
-        // shard finishing its call does (OK); Unavailable: the shard went away.
-        end = m.status();
-        if (absl::IsCancelled(end)) {
-          absl::MutexLock lock(&mu_);
-          end = cancelled_ ? absl::CancelledError("the shared-memory stream was cancelled")
-                           : absl::OkStatus();
-        }
-        break;
-      }
-      if (std::optional<absl::Status> why = StreamEnd(m->bytes())) {
-        end = *why;
-        in.Release();
-        break;
-      }
-      const absl::Status parsed = batch_in_.Parse(m->bytes());
-      if (parsed.ok()) Deliver(batch_in_);
-      batch_in_.Clear();
-      in.Release();
-      if (!parsed.ok()) {
-        end = parsed;
-        break;
-      }
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      closing_ = true;
-      queue_.Clear();
-      if (!write_error_.ok()) end = write_error_;
-    }
-    channel_.in().Close();   // the shard's writer stops
-    channel_.out().Close();  // and a writer here waiting for room
-    receiver_->OnStreamEnd(shard_, end);
-  }
-
-  // How long a push may wait for room in the ring before the shard counts as stuck.
-  static constexpr absl::Duration kStuckShard = absl::Seconds(60);
-
-  ShmChannel channel_;
-  RingBatchWriter writer_;  // the writer's
-  absl::Status write_error_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // Cancel was called
-  std::thread reading_;     // last: starts once the rest is built
-};
-
-// A channel to the shard at `address` through shared memory, if it is on this host and offers
-// one: listening at that address alone, or at every address.
-std::optional<ShmChannel> DialSameHost(int shard, const std::string& address) {
-  const int port = PortOfAddress(address);
-  const absl::string_view host = HostOfAddress(address);
-  if (port < 0 || !IsThisHostsAddress(host)) return std::nullopt;
-  absl::Status failed;
-  for (const std::string& name : {ShardRendezvousName(host, port), ShardRendezvousName("", port)}) {
-    absl::StatusOr<ShmChannel> channel = DialShm(name);
-    if (channel.ok()) return *std::move(channel);
-    failed = channel.status();
-    if (!absl::IsNotFound(failed)) break;
-  }
-  std::cerr << program_invocation_short_name << ": shard " << shard << " at " << address
-            << " is on this host, but "
-            << (absl::IsNotFound(failed)
-                    ? "offers no shared memory (its --shared_memory is off, or it listens "
-                      "under another address)"
-                    : absl::StrCat("its shared-memory path failed: ", failed.message()))
-            << "; pushing to it over gRPC\n";
-  return std::nullopt;
-}
-
 class GrpcShardTransport final : public ShardTransport {
  public:
   GrpcShardTransport(std::vector<std::string> addresses,
@@ -434,8 +205,8 @@ class GrpcShardTransport final : public ShardTransport {
       std::optional<ShmChannel> local =
           shared_memory_ ? DialSameHost(s, addresses_[s]) : std::nullopt;
       if (local.has_value()) {
-        streams_.push_back(std::make_unique<ShmShardStream>(
-            s, *std::move(local), receiver, fusion_bytes_, fusion_wait_, &flush_timer_));
+        streams_.push_back(MakeShmShardStream(s, *std::move(local), receiver, fusion_bytes_,
+                                              fusion_wait_, &flush_timer_));
         continue;
       }
       generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_[s]));
