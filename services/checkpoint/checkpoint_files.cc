@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "services/common/durable_file.h"
 #include "services/common/port_file.h"
 
 namespace cohort {

@@ -19,7 +19,7 @@ namespace cohort {
 // when every manifest it needs is there and every file it names matches: a reader never trusts
 // a file a manifest does not vouch for.
 
-// Files are written with WriteFileDurably (services/common/port_file.h).
+// Files are written with WriteFileDurably (services/common/durable_file.h).
 
 // SHA-256 of bytes, as 64 lowercase hex digits.
 std::string Sha256Hex(absl::string_view bytes);

@@ -1,6 +1,6 @@
-// Checkpoint folders on a real file system: durable writes, manifests written last, the newest
-// complete checkpoint found past damaged ones (a truncated file, a flipped byte, a manifest
-// still missing), and pruning to the newest K.
+// Checkpoint folders on a real file system: manifests written last, the newest complete
+// checkpoint found past damaged ones (a truncated file, a flipped byte, a manifest still
+// missing), and pruning to the newest K.
 
 #include "services/checkpoint/checkpoint_files.h"
 
@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "services/common/port_file.h"
+#include "services/common/durable_file.h"
 #include "services/common/test_tmp_dir.h"
 
 namespace cohort {
@@ -49,19 +49,6 @@ class CheckpointFilesTest : public ::testing::Test {
 
 TEST_F(CheckpointFilesTest, Sha256IsTheStandardOne) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-}
-
-TEST_F(CheckpointFilesTest, ADurableWriteReplacesTheFileAndLeavesNoTemporary) {
-  fs::create_directories(root_);
-  const std::string path = root_ + "/file";
-  ASSERT_TRUE(WriteFileDurably(path, "first").ok());
-  ASSERT_TRUE(WriteFileDurably(path, "second").ok());
-  std::ifstream in(path);
-  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "second");
-  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1);
-  const absl::Status s = WriteFileDurably(root_ + "/no/such/folder/file", "x");
-  EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(absl::StrContains(s.message(), root_ + "/no/such/folder/file")) << s;
 }
 
 TEST_F(CheckpointFilesTest, TheNewestCompleteVersionIsFoundWithWhatItsManifestsSay) {

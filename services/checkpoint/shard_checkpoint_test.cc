@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/checkpoint/checkpoint_files.h"
+#include "services/common/durable_file.h"
 #include "services/common/port_file.h"
 #include "services/common/test_tmp_dir.h"
 

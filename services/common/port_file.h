@@ -5,16 +5,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 
 namespace cohort {
 
 // Writes text to path through a temporary file beside it and a rename, so a reader (the
 // launcher, Prometheus watching a target list) never sees half of it. The error names the file.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
-// As WriteFileAtomically, and a crash leaves the old file or the whole new one: the file is
-// fsynced before the rename and its folder after it (checkpoints).
-absl::Status WriteFileDurably(const std::string& path, absl::string_view text);
 // The whole of a file (a certificate, a token, a checkpoint); NotFound naming it.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 

@@ -1,0 +1,55 @@
+#include "services/common/durable_file.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "services/common/test_tmp_dir.h"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// A fresh, empty folder of the test's own.
+std::string Folder() {
+  const std::string folder =
+      TmpDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  return folder;
+}
+
+TEST(DurableFileTest, BytesReadBackAsWritten) {
+  const std::string path = Folder() + "/parts";
+  const std::string bytes("a\0b\xff\n", 5);
+  ASSERT_TRUE(WriteFileDurably(path, bytes).ok());
+  EXPECT_EQ(Contents(path), bytes);
+}
+
+TEST(DurableFileTest, ReplacesTheFileAndLeavesNoTemporary) {
+  const std::string folder = Folder();
+  const std::string path = folder + "/file";
+  ASSERT_TRUE(WriteFileDurably(path, "first").ok());
+  ASSERT_TRUE(WriteFileDurably(path, "second").ok());
+  EXPECT_EQ(Contents(path), "second");
+  EXPECT_EQ(std::distance(fs::directory_iterator(folder), fs::directory_iterator()), 1);
+}
+
+TEST(DurableFileTest, AMissingFolderIsAnErrorNamingThePath) {
+  const std::string path = Folder() + "/no/such/folder/file";
+  const absl::Status s = WriteFileDurably(path, "x");
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+}
+
+}  // namespace
+}  // namespace cohort
