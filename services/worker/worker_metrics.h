@@ -9,7 +9,7 @@
 #include "prometheus/histogram.h"
 #include "proto/scheduler.pb.h"
 #include "services/common/metrics.h"
-#include "trainer/loop/training.h"
+#include "trainer/loop/training_observer.h"
 
 namespace cohort {
 

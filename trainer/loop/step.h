@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "trainer/base/thread_team.h"
 #include "trainer/kvstore/kvstore.h"
+#include "trainer/loop/training_observer.h"
 #include "trainer/nn/loss.h"
 #include "trainer/nn/model.h"
 
@@ -29,21 +30,6 @@ absl::Status PullKVStore(const Model& model, KVStore* kvstore);
 // The auxiliary key holding the model's state, all its tensors one after another in model
 // order; -1 for a model without state.
 int64_t StateKey(const Model& model);
-
-// One step, timed: the phases add up to the step's time on its caller (with several replicas,
-// forward and backward are the first replica's, less the kvstore calls made meanwhile).
-struct StepResult {
-  double loss = 0;  // the batch's mean loss
-  double forward_seconds = 0;   // forward and loss, waits for pulled values excluded
-  double backward_seconds = 0;  // backward, pushes excluded
-  double push_seconds = 0;      // in the kvstore's PushPull calls
-  double pull_seconds = 0;      // waiting for pulled values
-  int64_t pushed_bytes = 0;     // gradients handed to the kvstore
-  int64_t pulled_bytes = 0;     // values received from it
-
-  // Time in kvstore calls, waiting included: communication not hidden behind computation.
-  double comm_seconds() const { return push_seconds + pull_seconds; }
-};
 
 // One copy of the model on one device context, with the backend that runs it (nullptr: the
 // host's default).

@@ -11,6 +11,7 @@
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/ops/op.h"
 #include "trainer/loop/step.h"
+#include "trainer/loop/training_observer.h"
 
 namespace cohort {
 
@@ -53,24 +54,6 @@ struct TrainResult {
   double test_top5 = 0;
   double seconds_per_epoch = 0;  // training steps only, evaluation excluded
   double images_per_second = 0;
-};
-
-// One training step of this rank, as its metrics see it.
-struct StepReport {
-  int64_t step = 0;   // steps done, this one included
-  int64_t epoch = 0;  // the epoch it belongs to
-  int64_t images = 0;  // this rank's local batch
-  double lr = 0;
-  double step_seconds = 0;  // the whole iteration: waiting for data, then the step
-  double data_seconds = 0;  // waiting for the batch
-  StepResult step_result;   // loss, phases and bytes of the step itself
-};
-
-// Told about every step, on the training thread: keep it cheap.
-class TrainingObserver {
- public:
-  virtual ~TrainingObserver() = default;
-  virtual void StepDone(const StepReport& report) = 0;
 };
 
 // The augmentation an --augment value names for images of the given side.
