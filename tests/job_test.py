@@ -134,6 +134,26 @@ class LauncherJobTest(JobTestCase):
         self.assertNotIn("[scheduler]", out)
         self.assertEqual(wait_job_gone(self.job_id, 5), [])
 
+    def test_missing_or_corrupt_data_is_said_once_and_nothing_starts(self):
+        bad = os.path.join(self.dir, "bad-data")
+        os.makedirs(bad)
+        for name in os.listdir(FASHION):  # every file there, the training images cut short
+            with open(os.path.join(FASHION, name), "rb") as f:
+                data = f.read()
+            with open(os.path.join(bad, name), "wb") as f:
+                f.write(data[:1000] if name.startswith("train-images") else data)
+        for data_dir, says in ((os.path.join(self.dir, "none"), "none"), (bad, "train-images")):
+            with self.subTest(data_dir=data_dir):
+                p = self.launch("-n", "2", "-s", "2",
+                                worker=["--model=lenet", "--dataset=fashion-mnist",
+                                        f"--data_dir={data_dir}"])
+                self.assertEqual(p.wait(timeout=60), 2, self.output())
+                out = self.output()
+                self.assertEqual(out.count("worker: error: "), 1, out)
+                self.assertIn(says, out)
+                self.assertNotIn("[scheduler]", out)
+                self.assertEqual(wait_job_gone(self.job_id, 5), [])
+
     def test_users_own_program_runs_as_the_workers(self):
         p = self.launch("-n", "2", "-s", "2", worker=[LINEAR_REGRESSION])
         self.assertEqual(p.wait(timeout=120), 0, self.output())

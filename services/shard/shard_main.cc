@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "services/checkpoint/checkpoint_options.h"
 #include "services/common/addresses.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
@@ -42,14 +43,7 @@ ABSL_FLAG(bool, shared_memory, true,
 ABSL_FLAG(int, metrics_port, 0,
           "port of the HTTP server for /metrics, on --bind (0: the system picks one; it is printed)");
 ABSL_FLAG(std::string, metrics_port_file, "", "also write the metrics port to this file");
-ABSL_FLAG(std::string, checkpoint_dir, "",
-          "write checkpoints here: a folder per step, v<step>, with every shard's file and "
-          "manifest (the shards of a job share it: one folder, or one network file system)");
-ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: none)");
-ABSL_FLAG(int, checkpoint_keep, 3, "complete checkpoints to keep; older ones are removed");
-ABSL_FLAG(std::string, resume, "",
-          "start from the newest complete checkpoint under this folder (a damaged or partial "
-          "one is named and skipped); checkpoints go on there unless --checkpoint_dir is given");
+COHORT_DEFINE_CHECKPOINT_FLAGS();
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 
@@ -126,23 +120,19 @@ int main(int argc, char** argv) {
   if (!cohort::ParseCanonicalCommandLine("shard", argc, argv, {})) return 2;
   std::optional<cohort::MemberSessionOptions> session_options = SessionOptionsFromFlags();
   if (!session_options.has_value()) return 2;
-  const std::string resume = absl::GetFlag(FLAGS_resume);
-  std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  if (checkpoint_dir.empty()) checkpoint_dir = resume;
-  const int64_t checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  if (checkpoint_every < 0 || (checkpoint_every > 0 && checkpoint_dir.empty()) ||
-      absl::GetFlag(FLAGS_checkpoint_keep) < 1) {
-    std::cerr << "shard: error: --checkpoint_every needs --checkpoint_dir (or --resume), steps "
-                 ">= 0, and --checkpoint_keep >= 1\n";
+  const cohort::CheckpointOptions checkpoints = cohort::CheckpointOptionsFromFlags();
+  if (absl::Status s = checkpoints.Validate(); !s.ok()) {
+    std::cerr << "shard: error: " << s.message() << "\n";
     return 2;
   }
+  const std::string checkpoint_dir = checkpoints.folder();
 
   // The rank is known only after registering, which needs the port: the core and the roll
   // back learn it late, and rank 0's Init and RollBack wait until the shard is set up.
   cohort::ShardCore core;
   absl::Notification set_up;
-  cohort::ShardRollback rollback(&core, checkpoint_dir, checkpoint_every > 0, &std::cout,
-                                 &std::cerr);
+  cohort::ShardRollback rollback(&core, checkpoint_dir, checkpoints.checkpoint_every > 0,
+                                 &std::cout, &std::cerr);
   cohort::ShardService service(&core, &set_up, checkpoint_dir.empty() ? nullptr : &rollback);
   // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
   static std::atomic<cohort::MemberSession*> member{nullptr};
@@ -168,20 +158,20 @@ int main(int argc, char** argv) {
   cohort::ShardMetrics metrics(process);
   core.set_metrics(&metrics);
   rollback.SetUp(rank, (*session)->num_shards(), &metrics);
-  if (!resume.empty()) {
-    if (absl::Status s = rollback.Resume(resume); !s.ok()) {
+  if (!checkpoints.resume.empty()) {
+    if (absl::Status s = rollback.Resume(checkpoints.resume); !s.ok()) {
       std::cerr << s.message() << "\n";
       (*session)->Leave(s);
       return 1;
     }
   }
   std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
-  if (checkpoint_every > 0) {
+  if (checkpoints.checkpoint_every > 0) {
     checkpointer = std::make_unique<cohort::ShardCheckpointer>(
-        cohort::ShardCheckpointerOptions{checkpoint_dir, absl::GetFlag(FLAGS_checkpoint_keep),
-                                         rank, (*session)->num_shards()},
+        cohort::ShardCheckpointerOptions{checkpoint_dir, checkpoints.checkpoint_keep, rank,
+                                         (*session)->num_shards()},
         &metrics, &std::cout);
-    core.set_checkpoints(checkpoint_every, checkpointer.get());
+    core.set_checkpoints(checkpoints.checkpoint_every, checkpointer.get());
     rollback.set_checkpointer(checkpointer.get());
   }
   set_up.Notify();

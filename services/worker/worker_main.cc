@@ -39,6 +39,9 @@ ABSL_FLAG(std::string, gradient_compression, "",
 ABSL_FLAG(bool, validate_only, false,
           "check the training flags, say what is wrong, and exit (the launcher does this once "
           "before it starts a job)");
+ABSL_FLAG(bool, validate_data, false,
+          "with --validate_only: also open the training data and check it (the launcher asks "
+          "for this when the workers run on its machine)");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 ABSL_FLAG(std::string, metrics_bind, "",
@@ -65,7 +68,14 @@ int main(int argc, char** argv) {
     std::cerr << "worker: error: " << compression.status().message() << "\n";
     return 2;
   }
-  if (absl::GetFlag(FLAGS_validate_only)) return 0;
+  if (absl::GetFlag(FLAGS_validate_only)) {
+    if (!absl::GetFlag(FLAGS_validate_data)) return 0;
+    if (absl::Status s = cohort::CheckTrainingData(options); !s.ok()) {
+      std::cerr << "worker: error: " << s.message() << "\n";
+      return 2;
+    }
+    return 0;
+  }
 
   // The flags' security, else the job's from the environment (the launcher's).
   std::shared_ptr<const cohort::TransportSecurity> security;

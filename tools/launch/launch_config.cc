@@ -11,18 +11,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "services/common/addresses.h"
-#include "services/common/job_id.h"
 #include "services/common/port_file.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/hosts.h"
 #include "tools/launch/launcher.h"
 #include "tools/launch/programs.h"
 #include "tools/launch/sync.h"
+#include "trainer/base/status_macros.h"
 #include "trainer/cli/args.h"
 #include "trainer/kvstore/kvstore_mode.h"
 
 namespace cohort::launch {
 namespace {
+
+// --restart_failed_shards: how long the scheduler waits for a restarted shard.
+constexpr absl::Duration kShardRestartGrace = absl::Seconds(60);
 
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
@@ -55,85 +58,47 @@ absl::StatusOr<bool> UsesSsh(const LaunchFlags& f) {
   return launcher == "ssh";
 }
 
-// Checkpoints, restarts and elastic workers; the number of workers among them, as the order of
-// the checks has always been.
-absl::Status ConfigureRecovery(const LaunchFlags& f, LaunchOptions& o) {
-  const bool has_checkpoint_dir = !f.checkpoint_dir.empty() || !f.resume.empty();
-  if (f.checkpoint_every < 0 || f.checkpoint_keep < 1) {
-    return Usage("--checkpoint_every must be >= 0 steps and --checkpoint_keep >= 1");
-  }
-  if (f.checkpoint_every > 0 && !has_checkpoint_dir) {
-    return Usage("--checkpoint_every needs the folder: --checkpoint_dir DIR (or --resume DIR)");
-  }
+// The job as its scheduler and shards run it, checked by their own rules (SchedulerOptions,
+// CheckpointOptions); then what the launcher adds: restarts and elastic workers need
+// checkpoints to go back to.
+absl::Status ConfigureJob(const LaunchFlags& f, const std::string& user_dir, LaunchOptions& o) {
+  if (f.num_workers < 1) return Usage("give the number of workers with -n N (at least 1)");
+  RETURN_IF_ERROR(f.checkpoints.Validate());
+  o.scheduler = f.job;
+  o.scheduler.num_workers = f.num_workers;
+  o.scheduler.num_shards = f.num_shards.value_or(f.num_workers);
+  if (o.scheduler.num_shards < 1) return Usage("the number of shards, -s N, must be at least 1");
   o.restart_failed_shards = f.restart_failed_shards;
   o.restart_scheduler = f.restart_scheduler;
-  if (o.restart_failed_shards && (f.checkpoint_every == 0 || !has_checkpoint_dir)) {
+  o.restart_failed_workers = f.restart_failed_workers;
+  if (o.restart_failed_shards) {
+    o.scheduler.shard_restart_grace_s = absl::ToDoubleSeconds(kShardRestartGrace);
+  }
+  ASSIGN_OR_RETURN(const JobSpec spec, o.scheduler.ToJobSpec());
+  o.scheduler.job_id = spec.job_id;  // a new one when none was given
+  const bool checkpoints = f.checkpoints.checkpoint_every > 0;
+  if (o.restart_failed_shards && !checkpoints) {
     return Usage("--restart_failed_shards restarts a shard from its checkpoint: give "
                  "--checkpoint_dir DIR and --checkpoint_every N");
   }
-  o.num_workers = f.num_workers;
-  if (o.num_workers < 1) return Usage("give the number of workers with -n N (at least 1)");
-  o.elastic = f.on_worker_failure == "elastic";
-  o.min_workers = f.min_workers;
-  o.max_workers = f.max_workers;
-  o.restart_failed_workers = f.restart_failed_workers;
-  if (f.on_worker_failure != "fail" && !o.elastic) {
-    return Usage(absl::StrCat("--on_worker_failure=", f.on_worker_failure,
-                              ": expected fail or elastic"));
-  }
-  if (o.elastic && (o.min_workers < 1 || o.min_workers > o.num_workers ||
-                    (o.max_workers != 0 && o.max_workers < o.num_workers))) {
-    return Usage(absl::StrCat("--min_workers=", o.min_workers, " and --max_workers=",
-                              o.max_workers, ": need 1 <= min_workers <= -n (", o.num_workers,
-                              ") <= max_workers"));
-  }
-  if ((o.elastic || o.restart_failed_workers) &&
-      (!o.elastic || f.checkpoint_every == 0 || !has_checkpoint_dir)) {
+  if ((o.scheduler.elastic() || o.restart_failed_workers) &&
+      (!o.scheduler.elastic() || !checkpoints)) {
     return Usage("--on_worker_failure=elastic goes back to the shards' newest checkpoint "
                  "when the workers change: give --checkpoint_dir DIR and --checkpoint_every "
                  "N (--restart_failed_workers needs it too)");
   }
-  return absl::OkStatus();
-}
-
-// The job's size, mode, timing and id.
-absl::Status ConfigureJob(const LaunchFlags& f, const std::string& user_dir, LaunchOptions& o) {
-  o.num_shards = f.num_shards.value_or(o.num_workers);
-  if (o.num_shards < 1) return Usage("the number of shards, -s N, must be at least 1");
-  o.mode = f.mode;
-  if (const auto mode = ParseKVStoreMode(o.mode); !mode.ok() || *mode == KVStoreMode::kLocal) {
-    return Usage(absl::StrCat("unknown --mode '", o.mode, "'; use dist_sync or dist_async"));
-  }
   // Only under `bazel run`: elsewhere the launcher's directory is the user's already.
   o.metrics_targets = ResolveUserPath(f.metrics_targets, user_dir);
-  o.baseline_images_per_second = f.baseline_images_per_second;
-  o.linger_s = f.linger;
-  if (o.linger_s < 0) return Usage("--linger must be 0 or more seconds");
   if (f.start_timeout < 1) return Usage("--start_timeout must be at least 1 second");
   o.start_timeout = absl::Seconds(f.start_timeout);
-  o.job_id = f.job_id.empty() ? NewJobId() : f.job_id;
-  if (!IsValidJobId(o.job_id)) {
-    return Usage(
-        absl::StrCat("--job_id '", o.job_id, "' may hold only letters, digits, '.', '_' and '-'"));
-  }
   return absl::OkStatus();
 }
 
-// The shards' checkpoint flags; a restarted shard resumes from where the job checkpoints.
+// The shards' checkpoint folders, as the user's paths.
 void ConfigureCheckpoints(const LaunchFlags& f, LaunchOptions& o) {
-  if (!f.checkpoint_dir.empty()) {
-    o.shard_flags.push_back(
-        absl::StrCat("--checkpoint_dir=", ResolveUserPath(f.checkpoint_dir, o.working_dir)));
-  }
-  if (!f.resume.empty()) {
-    o.shard_flags.push_back(absl::StrCat("--resume=", ResolveUserPath(f.resume, o.working_dir)));
-  }
-  o.checkpoint_dir =
-      ResolveUserPath(f.checkpoint_dir.empty() ? f.resume : f.checkpoint_dir, o.working_dir);
-  if (f.checkpoint_every > 0) {
-    o.shard_flags.push_back(absl::StrCat("--checkpoint_every=", f.checkpoint_every));
-    o.shard_flags.push_back(absl::StrCat("--checkpoint_keep=", f.checkpoint_keep));
-  }
+  o.checkpoints = f.checkpoints;
+  o.checkpoints.checkpoint_dir = ResolveUserPath(f.checkpoints.checkpoint_dir, o.working_dir);
+  o.checkpoints.resume = ResolveUserPath(f.checkpoints.resume, o.working_dir);
 }
 
 // The role binaries, and what every worker runs: the worker binary with the flags after --, or
@@ -241,7 +206,7 @@ absl::Status ConfigureHosts(const LaunchFlags& f, LaunchOptions& o) {
   }
   if (!hosts.ok()) return Usage(hosts.status().message());
   absl::StatusOr<Placement> placement =
-      PlaceJob(*hosts, o.num_workers, o.num_shards, {f.scheduler_host, f.shard_hosts});
+      PlaceJob(*hosts, o.scheduler.num_workers, o.scheduler.num_shards, {f.scheduler_host, f.shard_hosts});
   if (!placement.ok()) return Usage(placement.status().message());
   o.hosts = *std::move(hosts);
   o.placement = *std::move(placement);
@@ -300,7 +265,6 @@ absl::StatusOr<LaunchOptions> OptionsFromFlags(const LaunchFlags& flags,
   absl::StatusOr<bool> ssh = UsesSsh(flags);
   if (!ssh.ok()) return ssh.status();
   LaunchOptions o;
-  if (absl::Status s = ConfigureRecovery(flags, o); !s.ok()) return s;
   const std::string bazel_dir = EnvValue(launcher.environment, "BUILD_WORKING_DIRECTORY");
   if (absl::Status s = ConfigureJob(flags, bazel_dir, o); !s.ok()) return s;
   // Relative paths are relative to where the user ran the command, even under `bazel run`; the
@@ -325,6 +289,8 @@ absl::StatusOr<std::optional<std::string>> CheckWorkerFlags(const LaunchOptions&
   check.path = o.worker_program;
   check.argv = o.worker_argv;
   check.argv.insert(check.argv.begin() + 1, "--validate_only");
+  // The data is this machine's only when the workers run here.
+  if (o.hosts.empty()) check.argv.insert(check.argv.begin() + 2, "--validate_data");
   check.env = o.environment;
   check.working_dir = o.working_dir;
   absl::StatusOr<CompletedProcess> done = RunToCompletion(check, absl::Seconds(60));

@@ -35,24 +35,18 @@ struct LaunchFlags {
   bool insecure = false;
   std::string tls_dir;
   std::string token_file;
-  std::string mode = LaunchOptions().mode;
-  int linger = LaunchOptions().linger_s;
-  std::string checkpoint_dir;
-  int64_t checkpoint_every = 0;
-  int checkpoint_keep = 3;
-  std::string resume;
+  // The scheduler's flags the launcher takes too (COHORT_DEFINE_JOB_FLAGS): mode, job_id,
+  // linger, baseline_images_per_second, on_worker_failure, min_workers, max_workers.
+  SchedulerOptions job;
+  // The shards' (COHORT_DEFINE_CHECKPOINT_FLAGS).
+  CheckpointOptions checkpoints;
   bool restart_failed_shards = false;
-  std::string on_worker_failure = "fail";
-  int min_workers = 1;
-  int max_workers = 0;
   bool restart_failed_workers = false;
   bool restart_scheduler = false;
-  std::string job_id;
   std::string scheduler_binary;
   std::string shard_binary;
   std::string worker_binary;
   std::string metrics_targets;
-  double baseline_images_per_second = 0;
   std::string make_job_certs;
   int start_timeout = static_cast<int>(absl::ToInt64Seconds(LaunchOptions().start_timeout));
 };
@@ -85,8 +79,8 @@ absl::StatusOr<LaunchOptions> OptionsFromFlags(const LaunchFlags& flags,
                                                const std::vector<std::string>& worker_words,
                                                const LauncherProcess& launcher);
 
-// The workers' flags, checked once by the worker binary (--validate_only) before anything
-// starts, so that a mistake is said once rather than by every worker after the scheduler and
+// The workers' flags, and on this machine their data, checked once by the worker binary
+// (--validate_only, --validate_data) before anything starts, so that a mistake is said once rather than by every worker after the scheduler and
 // the shards came up. Returns the worker's complaint (its output) when they are wrong, nullopt
 // when they are fine.
 absl::StatusOr<std::optional<std::string>> CheckWorkerFlags(const LaunchOptions& options);

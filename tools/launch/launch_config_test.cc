@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -67,12 +68,12 @@ class LaunchConfigTest : public ::testing::Test {
 
 TEST_F(LaunchConfigTest, ALocalJob) {
   flags_.num_shards = 3;
-  flags_.job_id = "job-x";
+  flags_.job.job_id = "job-x";
   absl::StatusOr<LaunchOptions> o = Options();
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->num_workers, 2);
-  EXPECT_EQ(o->num_shards, 3);
-  EXPECT_EQ(o->job_id, "job-x");
+  EXPECT_EQ(o->scheduler.num_workers, 2);
+  EXPECT_EQ(o->scheduler.num_shards, 3);
+  EXPECT_EQ(o->scheduler.job_id, "job-x");
   EXPECT_EQ(o->working_dir, "/home/user");
   EXPECT_EQ(o->scheduler_binary, runfiles_ + "/cohort/services/scheduler/scheduler");
   EXPECT_EQ(o->worker_program, runfiles_ + "/cohort/services/worker/worker");
@@ -87,31 +88,92 @@ TEST_F(LaunchConfigTest, ALocalJob) {
 TEST_F(LaunchConfigTest, TheShardsDefaultToTheWorkersAndTheIdIsMade) {
   absl::StatusOr<LaunchOptions> o = Options();
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->num_shards, 2);
-  EXPECT_THAT(o->job_id, StartsWith("job-"));
+  EXPECT_EQ(o->scheduler.num_shards, 2);
+  EXPECT_THAT(o->scheduler.job_id, StartsWith("job-"));
 }
 
 TEST_F(LaunchConfigTest, PathsAreTheUsers) {
-  flags_.checkpoint_dir = "ckpt";
-  flags_.checkpoint_every = 10;
+  flags_.checkpoints.checkpoint_dir = "ckpt";
+  flags_.checkpoints.checkpoint_every = 10;
   flags_.metrics_targets = "targets.json";
   flags_.restart_failed_shards = true;
   absl::StatusOr<LaunchOptions> o = Options();
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_THAT(o->shard_flags, ElementsAre("--checkpoint_dir=/home/user/ckpt",
-                                          "--checkpoint_every=10", "--checkpoint_keep=3"));
-  EXPECT_EQ(o->checkpoint_dir, "/home/user/ckpt");
+  EXPECT_EQ(o->checkpoints.checkpoint_dir, "/home/user/ckpt");
+  EXPECT_EQ(o->checkpoints.checkpoint_every, 10);
+  EXPECT_EQ(o->scheduler.shard_restart_grace_s, 60);
   EXPECT_EQ(o->metrics_targets, "/home/user/targets.json");
   EXPECT_TRUE(o->restart_failed_shards);
 }
 
 TEST_F(LaunchConfigTest, ARestartedShardResumesWhereTheJobResumedFrom) {
-  flags_.resume = "/old";
-  flags_.checkpoint_every = 5;
+  flags_.checkpoints.resume = "/old";
+  flags_.checkpoints.checkpoint_every = 5;
   absl::StatusOr<LaunchOptions> o = Options();
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->checkpoint_dir, "/old");
-  EXPECT_THAT(o->shard_flags, Contains("--resume=/old"));
+  EXPECT_EQ(o->checkpoints.folder(), "/old");
+  EXPECT_EQ(o->checkpoints.resume, "/old");
+}
+
+// The flags the launcher shares with the scheduler and the shards: whatever value the role
+// refuses, the launcher refuses before it starts anything, and with the role's words; whatever
+// the role takes, the launcher takes (checkpoints on, so that the launcher's own rules for
+// elastic jobs hold).
+TEST_F(LaunchConfigTest, TheLauncherAcceptsAndRefusesWhatTheRolesDo) {
+  const auto with = [](auto change) { return change; };
+  const std::vector<std::function<void(LaunchFlags&)>> cases = {
+      with([](LaunchFlags& f) {}),
+      with([](LaunchFlags& f) { f.job.mode = "dist_async"; }),
+      with([](LaunchFlags& f) { f.job.mode = "local"; }),
+      with([](LaunchFlags& f) { f.job.mode = "sync"; }),
+      with([](LaunchFlags& f) { f.job.job_id = "job.1_a-b"; }),
+      with([](LaunchFlags& f) { f.job.job_id = "a/b"; }),
+      with([](LaunchFlags& f) { f.job.linger_s = 2.5; }),
+      with([](LaunchFlags& f) { f.job.linger_s = -1; }),
+      with([](LaunchFlags& f) { f.job.baseline_images_per_second = -3; }),
+      with([](LaunchFlags& f) { f.job.on_worker_failure = "elastic"; }),
+      with([](LaunchFlags& f) { f.job.on_worker_failure = "retry"; }),
+      with([](LaunchFlags& f) {
+        f.job.on_worker_failure = "elastic";
+        f.job.min_workers = 3;
+      }),
+      with([](LaunchFlags& f) {
+        f.job.on_worker_failure = "elastic";
+        f.job.max_workers = 1;
+      }),
+      with([](LaunchFlags& f) {
+        f.job.on_worker_failure = "elastic";
+        f.job.min_workers = 2;
+        f.job.max_workers = 4;
+      }),
+      with([](LaunchFlags& f) { f.checkpoints.checkpoint_keep = 0; }),
+      with([](LaunchFlags& f) { f.checkpoints.checkpoint_every = -1; }),
+      with([](LaunchFlags& f) {
+        f.checkpoints.checkpoint_dir = "";
+        f.checkpoints.resume = "old";
+      }),
+      with([](LaunchFlags& f) {
+        f.checkpoints.checkpoint_dir = "";
+        f.checkpoints.resume = "";
+      }),
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    flags_ = LaunchFlags();
+    flags_.num_workers = 2;
+    flags_.checkpoints.checkpoint_dir = "ckpt";
+    flags_.checkpoints.checkpoint_every = 10;
+    cases[i](flags_);
+    // What the scheduler and a shard make of the same values.
+    SchedulerOptions scheduler = flags_.job;
+    scheduler.num_workers = 2;
+    scheduler.num_shards = 2;
+    const absl::Status role = scheduler.ToJobSpec().ok() ? flags_.checkpoints.Validate()
+                                                         : scheduler.ToJobSpec().status();
+    const absl::Status launcher = Options().status();
+    EXPECT_EQ(launcher.ok(), role.ok()) << "launcher: " << launcher << "; role: " << role;
+    if (!role.ok()) EXPECT_EQ(launcher.message(), role.message());
+  }
 }
 
 TEST_F(LaunchConfigTest, UsageErrorsInTheOrderTheyAreChecked) {
@@ -123,30 +185,30 @@ TEST_F(LaunchConfigTest, UsageErrorsInTheOrderTheyAreChecked) {
   flags_.scheduler_host = "a";
   EXPECT_THAT(UsageError(), StartsWith("--scheduler_host and --shard_hosts place processes"));
   flags_.scheduler_host = "";
-  flags_.checkpoint_every = 5;
+  flags_.checkpoints.checkpoint_every = 5;
   EXPECT_THAT(UsageError(), StartsWith("--checkpoint_every needs the folder"));
-  flags_.checkpoint_every = 0;
+  flags_.checkpoints.checkpoint_every = 0;
   flags_.restart_failed_shards = true;
   EXPECT_THAT(UsageError(), StartsWith("--restart_failed_shards restarts a shard from its"));
   flags_.restart_failed_shards = false;
   flags_.num_workers = 0;
   EXPECT_EQ(UsageError(), "give the number of workers with -n N (at least 1)");
   flags_.num_workers = 2;
-  flags_.on_worker_failure = "elastic";
-  flags_.min_workers = 3;
-  EXPECT_THAT(UsageError(), HasSubstr("need 1 <= min_workers <= -n (2) <= max_workers"));
-  flags_.min_workers = 1;
+  flags_.job.on_worker_failure = "elastic";
+  flags_.job.min_workers = 3;
+  EXPECT_THAT(UsageError(), HasSubstr("need 1 <= min_workers <= the number of workers (2) <= max_workers"));
+  flags_.job.min_workers = 1;
   EXPECT_THAT(UsageError(), StartsWith("--on_worker_failure=elastic goes back to the shards'"));
-  flags_.on_worker_failure = "fail";
+  flags_.job.on_worker_failure = "fail";
   flags_.num_shards = 0;
   EXPECT_EQ(UsageError(), "the number of shards, -s N, must be at least 1");
   flags_.num_shards = 1;
-  flags_.mode = "local";
+  flags_.job.mode = "local";
   EXPECT_EQ(UsageError(), "unknown --mode 'local'; use dist_sync or dist_async");
-  flags_.mode = "dist_async";
-  flags_.job_id = "a b";
+  flags_.job.mode = "dist_async";
+  flags_.job.job_id = "a b";
   EXPECT_THAT(UsageError(), StartsWith("--job_id 'a b' may hold only"));
-  flags_.job_id = "";
+  flags_.job.job_id = "";
   flags_.env = {"=x"};
   EXPECT_EQ(UsageError(), "--env '=x': expected NAME or NAME=VALUE");
   flags_.env = {};
@@ -228,10 +290,12 @@ TEST_F(LaunchConfigTest, TlsFiles) {
   EXPECT_THAT(std::string(o.status().message()), HasSubstr("pass --make_job_certs or --tls_dir"));
 }
 
+// On this machine the worker also opens the data (--validate_data).
 TEST_F(LaunchConfigTest, TheWorkersFlagsAreCheckedOnce) {
   const std::string worker = TmpDir() + "/checking_worker";
   WriteExecutable(worker, "[ \"$1\" = --validate_only ] || exit 9\n"
-                          "[ \"$2\" = --model=lenet ] && exit 0\n"
+                          "[ \"$2\" = --validate_data ] || exit 9\n"
+                          "[ \"$3\" = --model=lenet ] && exit 0\n"
                           "echo \"worker: error: unknown model\"; exit 2");
   flags_.worker_binary = worker;
   launcher_.environment = {"BUILD_WORKING_DIRECTORY=" + TmpDir()};

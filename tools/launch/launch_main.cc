@@ -67,37 +67,16 @@ ABSL_FLAG(std::string, tls_dir, "",
 ABSL_FLAG(std::string, token_file, "",
           "file with the job's token; default: a new random one, deleted after the job (with "
           "--status: the token of the job asked about)");
-ABSL_FLAG(std::string, mode, kDefaults.mode, "kvstore mode: dist_sync or dist_async");
-ABSL_FLAG(int, linger, kDefaults.linger,
-          "seconds the scheduler keeps serving its status and metrics after the job ends; the "
-          "launcher waits for it");
-ABSL_FLAG(std::string, checkpoint_dir, "",
-          "the shards write checkpoints here, a folder per step (a folder every shard's host "
-          "sees: this machine's, or a network file system)");
-ABSL_FLAG(int64_t, checkpoint_every, kDefaults.checkpoint_every,
-          "steps between checkpoints (0: none)");
-ABSL_FLAG(int, checkpoint_keep, kDefaults.checkpoint_keep, "complete checkpoints to keep");
-ABSL_FLAG(std::string, resume, "",
-          "restart the job from the newest complete checkpoint under this folder (the workers go "
-          "on at its step); checkpoints go on there unless --checkpoint_dir says otherwise");
+COHORT_DEFINE_JOB_FLAGS();
+COHORT_DEFINE_CHECKPOINT_FLAGS();
 ABSL_FLAG(bool, restart_failed_shards, false,
           "restart a shard that dies from the newest complete checkpoint (needs "
           "--checkpoint_dir and --checkpoint_every); the workers roll back to it and go on");
-ABSL_FLAG(std::string, on_worker_failure, kDefaults.on_worker_failure,
-          "what a worker's death does: fail (the job fails) or elastic (the others go on from the "
-          "shards' newest checkpoint while --min_workers remain; needs --checkpoint_dir and "
-          "--checkpoint_every)");
-ABSL_FLAG(int, min_workers, kDefaults.min_workers,
-          "elastic: the fewest workers the job goes on with");
-ABSL_FLAG(int, max_workers, 0, "elastic: the most workers the job takes (0: -n)");
 ABSL_FLAG(bool, restart_failed_workers, false,
           "elastic: start a new worker in place of one that dies; it joins the running job");
 ABSL_FLAG(bool, restart_scheduler, false,
           "restart the scheduler at its address if it dies while the job runs; the shards and "
           "workers register with it again within --scheduler_grace and the job goes on");
-ABSL_FLAG(std::string, job_id, "",
-          "the job's id (letters, digits, '.', '_', '-'); default: a new unique one. Every "
-          "process gets it as COHORT_JOB_ID");
 ABSL_FLAG(std::string, scheduler_binary, "",
           "scheduler program; default: //services:scheduler from the launcher's runfiles");
 ABSL_FLAG(std::string, shard_binary, "",
@@ -108,8 +87,6 @@ ABSL_FLAG(std::string, worker_binary, "",
 ABSL_FLAG(std::string, metrics_targets, "",
           "write the job's /metrics endpoints here as a Prometheus file_sd list (labels job, "
           "role, rank), e.g. deploy/prometheus/targets/job.json; removed when the job is over");
-ABSL_FLAG(double, baseline_images_per_second, 0,
-          "images/sec of one worker training alone, for the scaling-efficiency metric");
 ABSL_FLAG(std::string, status, "",
           "print the status of the job whose scheduler serves /status at HOST:PORT (its log "
           "line says where) as a table, and exit");
@@ -160,24 +137,15 @@ cohort::launch::LaunchFlags ReadFlags() {
   f.insecure = absl::GetFlag(FLAGS_insecure);
   f.tls_dir = absl::GetFlag(FLAGS_tls_dir);
   f.token_file = absl::GetFlag(FLAGS_token_file);
-  f.mode = absl::GetFlag(FLAGS_mode);
-  f.linger = absl::GetFlag(FLAGS_linger);
-  f.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  f.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  f.checkpoint_keep = absl::GetFlag(FLAGS_checkpoint_keep);
-  f.resume = absl::GetFlag(FLAGS_resume);
+  cohort::JobFlagsInto(&f.job);
+  f.checkpoints = cohort::CheckpointOptionsFromFlags();
   f.restart_failed_shards = absl::GetFlag(FLAGS_restart_failed_shards);
-  f.on_worker_failure = absl::GetFlag(FLAGS_on_worker_failure);
-  f.min_workers = absl::GetFlag(FLAGS_min_workers);
-  f.max_workers = absl::GetFlag(FLAGS_max_workers);
   f.restart_failed_workers = absl::GetFlag(FLAGS_restart_failed_workers);
   f.restart_scheduler = absl::GetFlag(FLAGS_restart_scheduler);
-  f.job_id = absl::GetFlag(FLAGS_job_id);
   f.scheduler_binary = absl::GetFlag(FLAGS_scheduler_binary);
   f.shard_binary = absl::GetFlag(FLAGS_shard_binary);
   f.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   f.metrics_targets = absl::GetFlag(FLAGS_metrics_targets);
-  f.baseline_images_per_second = absl::GetFlag(FLAGS_baseline_images_per_second);
   f.make_job_certs = absl::GetFlag(FLAGS_make_job_certs);
   f.start_timeout = absl::GetFlag(FLAGS_start_timeout);
   return f;

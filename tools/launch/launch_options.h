@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "services/checkpoint/checkpoint_options.h"
+#include "services/scheduler/scheduler_options.h"
 #include "tools/launch/hosts.h"
 #include "tools/launch/remote.h"
 
@@ -15,14 +17,12 @@ namespace cohort::launch {
 // One job, as `launch -n W -s S` starts it, on this machine or on hosts over ssh. Every path is
 // resolved already (programs.h); launch_config.h makes it from the flags.
 struct LaunchOptions {
-  int num_workers = 1;  // W >= 1
-  int num_shards = 1;   // S >= 1
-  std::string mode = "dist_sync";
-  int linger_s = 0;    // the scheduler keeps serving its status this long after the job ends
-  std::string job_id;  // non-empty; see services/common/job_id.h
+  // The job as its scheduler runs it: W workers, S shards, the mode, the job's id (never
+  // empty here), how long the scheduler lingers, the elastic settings (--min_workers,
+  // --max_workers: 0 for num_workers) and the shards' restart grace. Checked (ToJobSpec).
+  SchedulerOptions scheduler;
   // Where to write the job's Prometheus file_sd target list (empty: don't).
   std::string metrics_targets;
-  double baseline_images_per_second = 0;  // the scheduler's, for scaling efficiency (0: unknown)
 
   // Where the processes run. No hosts: on this machine, each a child of the launcher. Otherwise
   // each on its host of `placement`, through ssh and the wrapper of remote.h; the programs'
@@ -45,22 +45,18 @@ struct LaunchOptions {
 
   std::string scheduler_binary;
   std::string shard_binary;
-  std::vector<std::string> shard_flags;  // every shard's too (checkpoints, resume)
-  // A shard that dies is started again with --resume=checkpoint_dir (up to kMaxShardRestarts
-  // times per rank, restart_policy.h) and the scheduler waits for it (--shard_restart_grace).
+  // Every shard's checkpoints, paths resolved. A shard that dies is started again from
+  // checkpoints.folder() (CheckpointOptions::ToArgsForRestart; up to kMaxShardRestarts times
+  // per rank, restart_policy.h) and the scheduler waits for it (--shard_restart_grace).
+  CheckpointOptions checkpoints;
   bool restart_failed_shards = false;
-  std::string checkpoint_dir;
   // A scheduler that dies while the job runs is started again at its address (up to
   // kMaxSchedulerRestarts times); the members register with it again within their
   // --scheduler_grace and the job goes on.
   bool restart_scheduler = false;
-  // --on_worker_failure=elastic: a worker that dies does not end the job while min_workers
-  // remain (the scheduler's); with restart_failed_workers a new worker takes its place (it
-  // joins the running job), up to kMaxWorkerRestarts times in all. max_workers: 0 for
-  // num_workers.
-  bool elastic = false;
-  int min_workers = 1;
-  int max_workers = 0;
+  // scheduler.elastic(): a worker that dies does not end the job while min_workers remain;
+  // with restart_failed_workers a new worker takes its place (it joins the running job), up to
+  // kMaxWorkerRestarts times in all.
   bool restart_failed_workers = false;
   // What every worker runs: the worker binary with the user's flags, or the user's own program.
   std::string worker_program;

@@ -95,19 +95,19 @@ RestartRules RestartRulesOf(const LaunchOptions& o) {
   RestartRules rules;
   rules.restart_scheduler = o.restart_scheduler;
   rules.restart_failed_shards = o.restart_failed_shards;
-  rules.checkpoint_dir = o.checkpoint_dir;
-  rules.elastic = o.elastic;
+  rules.checkpoint_dir = o.checkpoints.folder();
+  rules.elastic = o.scheduler.elastic();
   rules.restart_failed_workers = o.restart_failed_workers;
-  rules.num_workers = o.num_workers;
+  rules.num_workers = o.scheduler.num_workers;
   return rules;
 }
 
 SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o, const std::string& scratch_dir) {
   SupervisorOptions s;
-  s.job_id = o.job_id;
-  s.num_workers = o.num_workers;
-  s.elastic = o.elastic;
-  s.linger_s = o.linger_s;
+  s.job_id = o.scheduler.job_id;
+  s.num_workers = o.scheduler.num_workers;
+  s.elastic = o.scheduler.elastic();
+  s.linger_s = o.scheduler.linger_s;
   s.remote = !o.hosts.empty();
   s.start_timeout = o.start_timeout;
   s.scheduler_port_file =
@@ -379,7 +379,7 @@ class Job : public ProcessTable {
       auto it = metrics_ports_.find(m->name);
       if (it == metrics_ports_.end()) continue;
       targets.push_back({absl::StrCat(m->remote() ? m->host : kLoopback, ":", it->second),
-                         o_.job_id, m->role, m->rank});
+                         o_.scheduler.job_id, m->role, m->rank});
     }
     if (absl::Status s = WriteFileAtomically(o_.metrics_targets, FileSdTargets(targets));
         !s.ok()) {
@@ -399,19 +399,19 @@ class Job : public ProcessTable {
     scheduler_address_ = absl::StrCat(scheduler.remote() ? scheduler.host : kLoopback, ":", port);
     scheduler_port_ = port;
     supervisor_.Run(scheduler_address_);
-    for (int i = 0; i < o_.num_shards; ++i) {
+    for (int i = 0; i < o_.scheduler.num_shards; ++i) {
       if (!Spawn(Role::kShard, i, o_.shard_binary, ShardArgv(o_, scheduler_address_, i, false))) {
         return supervisor_.Abort(absl::Now());
       }
     }
-    for (int i = 0; i < o_.num_workers; ++i) {
+    for (int i = 0; i < o_.scheduler.num_workers; ++i) {
       if (!Spawn(Role::kWorker, i, o_.worker_program, o_.worker_argv)) {
         return supervisor_.Abort(absl::Now());
       }
     }
-    Say(absl::StrCat("job ", o_.job_id, ": scheduler at ", scheduler_address_, " (pid ",
-                     scheduler.process->pid(), "), ", Count(o_.num_shards, "shard"), ", ",
-                     Count(o_.num_workers, "worker"),
+    Say(absl::StrCat("job ", o_.scheduler.job_id, ": scheduler at ", scheduler_address_, " (pid ",
+                     scheduler.process->pid(), "), ", Count(o_.scheduler.num_shards, "shard"), ", ",
+                     Count(o_.scheduler.num_workers, "worker"),
                      o_.hosts.empty() ? "" : absl::StrCat(" on ", Count(o_.hosts.size(), "host")),
                      o_.tls ? ", mutual TLS" : ", plaintext", "; workers run ",
                      absl::StrJoin(o_.worker_argv, " ")));

@@ -10,9 +10,6 @@
 namespace cohort::launch {
 namespace {
 
-// --restart_failed_shards: how long the scheduler waits for a restarted shard.
-constexpr absl::Duration kShardRestartGrace = absl::Seconds(60);
-
 constexpr char kLoopback[] = "127.0.0.1";
 constexpr char kAnyAddress[] = "0.0.0.0";
 
@@ -35,7 +32,7 @@ std::string RunFolderOf(const LaunchOptions& options, const std::string& scratch
                         int rank) {
   return HostOf(options, role, rank) < 0
              ? scratch_dir
-             : absl::StrCat("/tmp/cohort-", options.job_id, "-", RoleName(role), "-", rank);
+             : absl::StrCat("/tmp/cohort-", options.scheduler.job_id, "-", RoleName(role), "-", rank);
 }
 
 std::string MetricsPortFileName(Role role, int rank) {
@@ -43,25 +40,8 @@ std::string MetricsPortFileName(Role role, int rank) {
 }
 
 std::vector<std::string> SchedulerArgv(const LaunchOptions& options, int port) {
-  std::vector<std::string> argv = {
-      options.scheduler_binary,
-      absl::StrCat("--port=", port),
-      absl::StrCat("--num_workers=", options.num_workers),
-      absl::StrCat("--num_shards=", options.num_shards),
-      absl::StrCat("--mode=", options.mode),
-      absl::StrCat("--linger=", options.linger_s),
-      absl::StrCat("--job_id=", options.job_id),
-      absl::StrCat("--baseline_images_per_second=", options.baseline_images_per_second)};
-  if (options.restart_failed_shards) {
-    argv.push_back(
-        absl::StrCat("--shard_restart_grace=", absl::ToDoubleSeconds(kShardRestartGrace)));
-  }
-  if (options.elastic) {
-    argv.push_back("--on_worker_failure=elastic");
-    argv.push_back(absl::StrCat("--min_workers=", options.min_workers));
-    argv.push_back(absl::StrCat("--max_workers=", options.max_workers > 0 ? options.max_workers
-                                                                          : options.num_workers));
-  }
+  std::vector<std::string> argv = {options.scheduler_binary, absl::StrCat("--port=", port)};
+  for (std::string& arg : options.scheduler.ToArgs()) argv.push_back(std::move(arg));
   return argv;
 }
 
@@ -70,8 +50,10 @@ std::vector<std::string> ShardArgv(const LaunchOptions& options,
   std::vector<std::string> argv = {options.shard_binary,
                                    absl::StrCat("--scheduler=", scheduler_address),
                                    absl::StrCat("--rank=", rank)};
-  argv.insert(argv.end(), options.shard_flags.begin(), options.shard_flags.end());
-  if (resume) argv.push_back(absl::StrCat("--resume=", options.checkpoint_dir));
+  for (std::string& arg : resume ? options.checkpoints.ToArgsForRestart()
+                                 : options.checkpoints.ToArgs()) {
+    argv.push_back(std::move(arg));
+  }
   return argv;
 }
 
@@ -106,12 +88,12 @@ MemberCommand MemberCommandOf(const LaunchOptions& o, const std::string& scratch
     argv.push_back(absl::StrCat("--advertise_address=", AddressOfHost(o.hosts[host].name)));
   }
   JobEnvSpec env;
-  env.job_id = o.job_id;
+  env.job_id = o.scheduler.job_id;
   env.role = role;
   env.rank = rank;
-  env.num_workers = o.num_workers;
-  env.num_shards = o.num_shards;
-  env.mode = o.mode;
+  env.num_workers = o.scheduler.num_workers;
+  env.num_shards = o.scheduler.num_shards;
+  env.mode = o.scheduler.mode;
   env.scheduler_address = scheduler_address;
   env.cores = host < 0 ? o.cores : 0;
   env.metrics_bind = bind;

@@ -29,7 +29,7 @@ std::string MetricsPortFileName(Role role, int rank);
 // gets its old one).
 std::vector<std::string> SchedulerArgv(const LaunchOptions& options, int port);
 
-// A shard's program and flags; `resume`: a restarted shard, from options.checkpoint_dir.
+// A shard's program and flags; `resume`: a restarted shard, from the job's checkpoints.
 std::vector<std::string> ShardArgv(const LaunchOptions& options,
                                    const std::string& scheduler_address, int rank, bool resume);
 

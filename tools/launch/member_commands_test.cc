@@ -1,5 +1,7 @@
 #include "tools/launch/member_commands.h"
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -17,15 +19,15 @@ using ::testing::Not;
 
 LaunchOptions Local() {
   LaunchOptions o;
-  o.num_workers = 2;
-  o.num_shards = 2;
-  o.job_id = "job-m";
+  o.scheduler.num_workers = 2;
+  o.scheduler.num_shards = 2;
+  o.scheduler.job_id = "job-m";
   o.scheduler_binary = "/bin/scheduler";
   o.shard_binary = "/bin/shard";
   o.worker_program = "/bin/worker";
   o.worker_argv = {"/bin/worker", "--model=lenet"};
-  o.shard_flags = {"--checkpoint_every=5"};
-  o.checkpoint_dir = "/ckpt";
+  o.checkpoints.checkpoint_dir = "/ckpt";
+  o.checkpoints.checkpoint_every = 5;
   o.environment = {"PATH=/usr/bin"};
   o.working_dir = "/home/u";
   o.cores = 8;
@@ -51,9 +53,9 @@ TEST(MemberCommandsTest, SchedulerFlags) {
               ElementsAre("/bin/scheduler", "--port=0", "--num_workers=2", "--num_shards=2",
                           "--mode=dist_sync", "--linger=0", "--job_id=job-m",
                           "--baseline_images_per_second=0"));
-  o.restart_failed_shards = true;
-  o.elastic = true;
-  o.min_workers = 1;
+  o.scheduler.shard_restart_grace_s = 60;  // --restart_failed_shards
+  o.scheduler.on_worker_failure = "elastic";
+  o.scheduler.min_workers = 1;
   const std::vector<std::string> argv = SchedulerArgv(o, 9000);
   EXPECT_EQ(argv[1], "--port=9000");
   EXPECT_THAT(argv, Contains("--shard_restart_grace=60"));
@@ -65,8 +67,21 @@ TEST(MemberCommandsTest, ShardFlagsAndItsResume) {
   const LaunchOptions o = Local();
   EXPECT_THAT(ShardArgv(o, "127.0.0.1:9000", 1, false),
               ElementsAre("/bin/shard", "--scheduler=127.0.0.1:9000", "--rank=1",
-                          "--checkpoint_every=5"));
-  EXPECT_EQ(ShardArgv(o, "127.0.0.1:9000", 1, true).back(), "--resume=/ckpt");
+                          "--checkpoint_dir=/ckpt", "--checkpoint_every=5",
+                          "--checkpoint_keep=3"));
+  EXPECT_THAT(ShardArgv(o, "127.0.0.1:9000", 1, true), Contains("--resume=/ckpt"));
+}
+
+// A shard restarted in a job that itself resumed from another folder resumes once, from where
+// the job checkpoints now.
+TEST(MemberCommandsTest, ARestartedShardGetsOneResume) {
+  LaunchOptions o = Local();
+  o.checkpoints.resume = "/old";
+  const std::vector<std::string> argv = ShardArgv(o, "127.0.0.1:9000", 1, true);
+  EXPECT_EQ(std::count_if(argv.begin(), argv.end(),
+                          [](const std::string& a) { return a.rfind("--resume=", 0) == 0; }),
+            1);
+  EXPECT_THAT(argv, Contains("--resume=/ckpt"));
 }
 
 TEST(MemberCommandsTest, ALocalSchedulerListensOnLoopbackInPlaintext) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -82,6 +83,19 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
   if (augment == "crop_flip") return a;
   return absl::InvalidArgumentError(
       absl::StrCat("--augment=", augment, ": expected none, flip or crop_flip"));
+}
+
+absl::Status CheckTrainingData(const TrainOptions& options) {
+  ASSIGN_OR_RETURN(const TrainTestData data, LoadDataset(options.dataset, options.data_dir));
+  const int64_t images = options.train_samples > 0
+                             ? std::min<int64_t>(options.train_samples, data.train.size())
+                             : data.train.size();
+  if (images < options.batch_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dataset=", options.dataset, " holds ", images,
+                     " training images, fewer than one --batch_size=", options.batch_size));
+  }
+  return absl::OkStatus();
 }
 
 namespace {
