@@ -10,6 +10,7 @@
 
 #include "oneapi/dnnl/dnnl.hpp"
 #include "trainer/base/status_macros.h"
+#include "trainer/ops/op_frames.h"
 
 namespace cohort {
 
@@ -110,22 +111,17 @@ class StagedArg {
 
 // Convolutions run in the blocked layouts oneDNN picks (several times faster than plain NCHW
 // here, reorders included); inputs and outputs stay plain.
-class Conv2dOnednn final : public Op {
+class Conv2dOnednn final : public Conv2dFrame {
  public:
-  Conv2dOnednn(std::shared_ptr<Ctx> ctx, Conv2dSpec spec) : ctx_(std::move(ctx)), s_(spec) {}
-  absl::string_view name() const override { return "conv2d"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, Conv2dOutputShape(s_, in));
-    return std::vector<Shape>{y};
-  }
+  Conv2dOnednn(std::shared_ptr<Ctx> ctx, Conv2dSpec spec)
+      : Conv2dFrame(spec), ctx_(std::move(ctx)) {}
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape(), in[1]->shape(), out[0]->shape());
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, fwd_x_.In(*ctx_, in[0])},
                                                {DNNL_ARG_WEIGHTS, fwd_w_.In(*ctx_, in[1])},
                                                {DNNL_ARG_DST, fwd_y_.Out(*ctx_, out[0])}};
-    if (s_.bias) args.emplace(DNNL_ARG_BIAS, Mem(*ctx_, b_md_, in[2]));
+    if (spec_.bias) args.emplace(DNNL_ARG_BIAS, Mem(*ctx_, b_md_, in[2]));
     ctx_->Run(fwd_, args);
     fwd_y_.Finish(*ctx_, out[0]);
   }
@@ -147,7 +143,7 @@ class Conv2dOnednn final : public Op {
                                   ? data_dy_.Staged(*ctx_, grad_out[0])
                                   : weights_dy_.In(*ctx_, grad_out[0])},
           {DNNL_ARG_DIFF_WEIGHTS, weights_dw_.Out(*ctx_, grad_in[1])}};
-      if (s_.bias) {
+      if (spec_.bias) {
         COHORT_CHECK(grad_in[2] != nullptr, "conv2d computes weight and bias gradients together");
         args.emplace(DNNL_ARG_DIFF_BIAS, Mem(*ctx_, b_md_, grad_in[2]));
       }
@@ -164,8 +160,8 @@ class Conv2dOnednn final : public Op {
     const dnnl::memory::desc x_any(Dims(x), dt::f32, tag::any), w_any(Dims(w), dt::f32, tag::any),
         y_any(Dims(y), dt::f32, tag::any);
     // A zero descriptor turns the bias off.
-    b_md_ = s_.bias ? Md(Shape{w[0]}, tag::x) : dnnl::memory::desc();
-    const dnnl::memory::dims strides{s_.stride, s_.stride}, pad{s_.padding, s_.padding};
+    b_md_ = spec_.bias ? Md(Shape{w[0]}, tag::x) : dnnl::memory::desc();
+    const dnnl::memory::dims strides{spec_.stride, spec_.stride}, pad{spec_.padding, spec_.padding};
     const auto algo = dnnl::algorithm::convolution_direct;
     dnnl::convolution_forward::primitive_desc fwd_pd(
         dnnl::convolution_forward::desc(Prop(mode), algo, x_any, w_any, b_md_, y_any, strides,
@@ -198,7 +194,6 @@ class Conv2dOnednn final : public Op {
   }
 
   std::shared_ptr<Ctx> ctx_;
-  Conv2dSpec s_;
   ShapeCache cache_;
   dnnl::memory::desc b_md_;
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
@@ -211,27 +206,18 @@ class Conv2dOnednn final : public Op {
 
 // Max, average (padding counted) and global average pooling. Global pooling is average
 // pooling with the whole image as the window; its (N, C, 1, 1) output is the (N, C) tensor.
-class Pool2dOnednn final : public Op {
+class Pool2dOnednn final : public Pool2dFrame {
  public:
-  enum class Kind { kMax, kAvg, kGlobalAvg };
-  Pool2dOnednn(std::shared_ptr<Ctx> ctx, Kind kind, Pool2dSpec spec)
-      : ctx_(std::move(ctx)), kind_(kind), s_(spec) {}
-  absl::string_view name() const override {
-    return kind_ == Kind::kMax ? "max_pool2d" : kind_ == Kind::kAvg ? "avg_pool2d" : "global_avg_pool";
-  }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    ASSIGN_OR_RETURN(Shape y, kind_ == Kind::kGlobalAvg ? GlobalAvgPoolOutputShape(in[0])
-                                                        : Pool2dOutputShape(name(), s_, in[0]));
-    return std::vector<Shape>{y};
-  }
+  Pool2dOnednn(std::shared_ptr<Ctx> ctx, PoolKind kind, Pool2dSpec spec)
+      : Pool2dFrame(kind, spec), ctx_(std::move(ctx)) {}
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape());
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
                                                {DNNL_ARG_DST, Mem(*ctx_, y_md_, out[0])}};
-    if (mode == Mode::kTrain && kind_ == Kind::kMax) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
+    if (mode == Mode::kTrain && kind_ == PoolKind::kMax) {
+      args.emplace(DNNL_ARG_WORKSPACE, workspace_);
+    }
     ctx_->Run(fwd_, args);
   }
 
@@ -239,16 +225,16 @@ class Pool2dOnednn final : public Op {
     if (grad_in[0] == nullptr) return;
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, Mem(*ctx_, y_md_, grad_out[0])},
                                                {DNNL_ARG_DIFF_SRC, Mem(*ctx_, x_md_, grad_in[0])}};
-    if (kind_ == Kind::kMax) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
+    if (kind_ == PoolKind::kMax) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
     ctx_->Run(bwd_, args);
   }
 
  private:
   void Build(Mode mode, const Shape& x) {
     if (cache_.Matches(x, mode)) return;
-    Pool2dSpec s = s_;
+    Pool2dSpec s = spec_;
     dnnl::memory::dims kernel{s.kernel, s.kernel};
-    if (kind_ == Kind::kGlobalAvg) {
+    if (kind_ == PoolKind::kGlobalAvg) {
       s = {1, 1, 0};
       kernel = {x[2], x[3]};
     }
@@ -257,7 +243,7 @@ class Pool2dOnednn final : public Op {
     y_md_ = Md(Shape{x[0], x[1], (x[2] + 2 * s.padding - kernel[0]) / s.stride + 1,
                      (x[3] + 2 * s.padding - kernel[1]) / s.stride + 1},
                tag::nchw);
-    const auto algo = kind_ == Kind::kMax ? dnnl::algorithm::pooling_max
+    const auto algo = kind_ == PoolKind::kMax ? dnnl::algorithm::pooling_max
                                           : dnnl::algorithm::pooling_avg_include_padding;
     dnnl::pooling_forward::primitive_desc fwd_pd(
         dnnl::pooling_forward::desc(Prop(mode), algo, x_md_, y_md_, strides, kernel, pad, pad),
@@ -265,7 +251,9 @@ class Pool2dOnednn final : public Op {
     fwd_ = dnnl::pooling_forward(fwd_pd);
     if (mode == Mode::kTrain) {
       // Max-pool backward needs the forward's argmax record (the workspace).
-      if (kind_ == Kind::kMax) workspace_ = dnnl::memory(fwd_pd.workspace_desc(), ctx_->engine);
+      if (kind_ == PoolKind::kMax) {
+        workspace_ = dnnl::memory(fwd_pd.workspace_desc(), ctx_->engine);
+      }
       bwd_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(
           dnnl::pooling_backward::desc(algo, x_md_, y_md_, strides, kernel, pad, pad),
           ctx_->engine, fwd_pd));
@@ -274,8 +262,6 @@ class Pool2dOnednn final : public Op {
   }
 
   std::shared_ptr<Ctx> ctx_;
-  Kind kind_;
-  Pool2dSpec s_;
   ShapeCache cache_;
   dnnl::memory::desc x_md_, y_md_;
   dnnl::memory workspace_;
@@ -285,11 +271,11 @@ class Pool2dOnednn final : public Op {
 // Batch norm with scale (γ) and shift (β). oneDNN computes the batch statistics in kTrain
 // and reads the running ones in kEval (use_global_stats); it does not keep running
 // statistics, so the op folds each batch's into them.
-class BatchNormOnednn final : public Op {
+class BatchNormOnednn final : public BatchNormFrame {
  public:
   BatchNormOnednn(std::shared_ptr<Ctx> ctx, BatchNormSpec spec)
-      : ctx_(std::move(ctx)),
-        s_(spec),
+      : BatchNormFrame(spec),
+        ctx_(std::move(ctx)),
         running_mean_(Shape{spec.channels}),
         running_var_(Shape{spec.channels}),
         mean_(Shape{spec.channels}),
@@ -297,12 +283,7 @@ class BatchNormOnednn final : public Op {
     running_mean_.SetZero();
     for (float& v : running_var_.span<float>()) v = 1.0f;
   }
-  absl::string_view name() const override { return "batch_norm"; }
 
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, BatchNormOutputShape(s_, in));
-    return std::vector<Shape>{y};
-  }
   std::vector<OpState> State() override {
     return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
   }
@@ -318,12 +299,12 @@ class BatchNormOnednn final : public Op {
                      {DNNL_ARG_VARIANCE, Mem(*ctx_, c_md_, train ? &var_ : &running_var_)},
                      {DNNL_ARG_DST, Mem(*ctx_, x_md_, out[0])}});
     if (!train) return;
-    const float m = s_.momentum;
+    const float m = spec_.momentum;
     const double count = static_cast<double>(x[0] * x[2] * x[3]);
     const float unbias = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
     float* rm = running_mean_.data<float>();
     float* rv = running_var_.data<float>();
-    for (int64_t c = 0; c < s_.channels; ++c) {
+    for (int64_t c = 0; c < spec_.channels; ++c) {
       rm[c] = (1 - m) * rm[c] + m * mean_.data<float>()[c];
       rv[c] = (1 - m) * rv[c] + m * var_.data<float>()[c] * unbias;
     }
@@ -348,23 +329,22 @@ class BatchNormOnednn final : public Op {
   void Build(Mode mode, const Shape& x) {
     if (cache_.Matches(x, mode)) return;
     x_md_ = Md(x, tag::nchw);
-    c_md_ = Md(Shape{s_.channels}, tag::x);
+    c_md_ = Md(Shape{spec_.channels}, tag::x);
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     if (mode == Mode::kEval) flags = flags | dnnl::normalization_flags::use_global_stats;
     dnnl::batch_normalization_forward::primitive_desc fwd_pd(
-        dnnl::batch_normalization_forward::desc(Prop(mode), x_md_, s_.eps, flags), ctx_->engine);
+        dnnl::batch_normalization_forward::desc(Prop(mode), x_md_, spec_.eps, flags), ctx_->engine);
     fwd_ = dnnl::batch_normalization_forward(fwd_pd);
     if (mode == Mode::kTrain) {
       bwd_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
           dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md_, x_md_,
-                                                   s_.eps, flags),
+                                                   spec_.eps, flags),
           ctx_->engine, fwd_pd));
     }
     cache_.Set(x, mode);
   }
 
   std::shared_ptr<Ctx> ctx_;
-  BatchNormSpec s_;
   ShapeCache cache_;
   Tensor running_mean_, running_var_;
   Tensor mean_, var_;  // (C) batch statistics of the last kTrain Forward (variance biased)
@@ -373,16 +353,9 @@ class BatchNormOnednn final : public Op {
 };
 
 // y = a + b as a binary primitive. The gradient reaches both inputs unchanged (copies).
-class AddOnednn final : public Op {
+class AddOnednn final : public AddFrame {
  public:
   explicit AddOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
-  absl::string_view name() const override { return "add"; }
-  bool InputGradientsAreOutputGradient() const override { return true; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
-    return std::vector<Shape>{y};
-  }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     const Shape& x = in[0]->shape();
@@ -410,15 +383,9 @@ class AddOnednn final : public Op {
 };
 
 // oneDNN has no dropout primitive: a masked scale over the elements.
-class DropoutOnednn final : public Op {
+class DropoutOnednn final : public DropoutFrame {
  public:
-  explicit DropoutOnednn(DropoutSpec spec) : s_(spec) {}
-  absl::string_view name() const override { return "dropout"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    return std::vector<Shape>{in[0]};
-  }
+  explicit DropoutOnednn(DropoutSpec spec) : DropoutFrame(spec) {}
 
   void Forward(Mode mode, Ins in, Outs out) override {
     if (mode == Mode::kEval) {
@@ -426,7 +393,7 @@ class DropoutOnednn final : public Op {
       return;
     }
     mask_.resize(static_cast<size_t>(in[0]->numel()));
-    DropoutMask(s_, calls_++, absl::MakeSpan(mask_));
+    DropoutMask(spec_, calls_++, absl::MakeSpan(mask_));
     Scale(in[0]->data<float>(), out[0]->data<float>());
   }
 
@@ -436,26 +403,18 @@ class DropoutOnednn final : public Op {
 
  private:
   void Scale(const float* x, float* y) const {
-    const float keep_scale = 1.0f / (1.0f - s_.p);
+    const float keep_scale = 1.0f / (1.0f - spec_.p);
     for (size_t i = 0; i < mask_.size(); ++i) y[i] = mask_[i] ? x[i] * keep_scale : 0.0f;
   }
 
-  DropoutSpec s_;
   uint64_t calls_ = 0;
   std::vector<uint8_t> mask_;  // of the last kTrain Forward
 };
 
 // The option-A ResNet shortcut is a strided copy into the middle channels: a plain loop.
-class SubsamplePadOnednn final : public Op {
+class SubsamplePadOnednn final : public SubsamplePadFrame {
  public:
-  explicit SubsamplePadOnednn(SubsamplePadSpec spec) : s_(spec) {}
-  absl::string_view name() const override { return "subsample_pad"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    ASSIGN_OR_RETURN(Shape y, SubsamplePadOutputShape(s_, in[0]));
-    return std::vector<Shape>{y};
-  }
+  explicit SubsamplePadOnednn(SubsamplePadSpec spec) : SubsamplePadFrame(spec) {}
 
   void Forward(Mode, Ins in, Outs out) override {
     out[0]->SetZero();
@@ -465,9 +424,9 @@ class SubsamplePadOnednn final : public Op {
     for (int64_t n = 0; n < x[0]; ++n)
       for (int64_t c = 0; c < x[1]; ++c) {
         const float* xp = src + (n * x[1] + c) * x[2] * x[3];
-        float* yp = dst + (n * y[1] + c + s_.pad_channels) * y[2] * y[3];
+        float* yp = dst + (n * y[1] + c + spec_.pad_channels) * y[2] * y[3];
         for (int64_t h = 0; h < y[2]; ++h)
-          for (int64_t w = 0; w < y[3]; ++w) yp[h * y[3] + w] = xp[(h * x[3] + w) * s_.stride];
+          for (int64_t w = 0; w < y[3]; ++w) yp[h * y[3] + w] = xp[(h * x[3] + w) * spec_.stride];
       }
   }
 
@@ -480,25 +439,16 @@ class SubsamplePadOnednn final : public Op {
     for (int64_t n = 0; n < x[0]; ++n)
       for (int64_t c = 0; c < x[1]; ++c) {
         float* xp = dx + (n * x[1] + c) * x[2] * x[3];
-        const float* yp = dy + (n * y[1] + c + s_.pad_channels) * y[2] * y[3];
+        const float* yp = dy + (n * y[1] + c + spec_.pad_channels) * y[2] * y[3];
         for (int64_t h = 0; h < y[2]; ++h)
-          for (int64_t w = 0; w < y[3]; ++w) xp[(h * x[3] + w) * s_.stride] = yp[h * y[3] + w];
+          for (int64_t w = 0; w < y[3]; ++w) xp[(h * x[3] + w) * spec_.stride] = yp[h * y[3] + w];
       }
   }
-
- private:
-  SubsamplePadSpec s_;
 };
 
-class ReluOnednn final : public Op {
+class ReluOnednn final : public ReluFrame {
  public:
   explicit ReluOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
-  absl::string_view name() const override { return "relu"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    return std::vector<Shape>{in[0]};
-  }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape());
@@ -534,16 +484,9 @@ class ReluOnednn final : public Op {
   dnnl::primitive fwd_, bwd_;
 };
 
-class LinearOnednn final : public Op {
+class LinearOnednn final : public LinearFrame {
  public:
   explicit LinearOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
-  absl::string_view name() const override { return "linear"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 3));
-    ASSIGN_OR_RETURN(Shape y, LinearOutputShape(in[0], in[1], in[2]));
-    return std::vector<Shape>{y};
-  }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape(), in[1]->shape());
@@ -598,16 +541,9 @@ class LinearOnednn final : public Op {
 
 // log-softmax is a oneDNN primitive; the label gather (loss) and softmax − one-hot
 // (gradient) are O(N·K) loops on its output.
-class SoftmaxCrossEntropyOnednn final : public Op {
+class SoftmaxCrossEntropyOnednn final : public SoftmaxCrossEntropyFrame {
  public:
   explicit SoftmaxCrossEntropyOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
-  absl::string_view name() const override { return "softmax_cross_entropy"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 2));
-    ASSIGN_OR_RETURN(Shape y, SoftmaxCrossEntropyOutputShape(in[0], in[1]));
-    return std::vector<Shape>{y};
-  }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     const Shape& z = in[0]->shape();
@@ -665,13 +601,13 @@ std::unique_ptr<Op> OnednnBackend::Conv2d(const Conv2dSpec& spec) {
   return std::make_unique<Conv2dOnednn>(ctx_, spec);
 }
 std::unique_ptr<Op> OnednnBackend::MaxPool2d(const Pool2dSpec& spec) {
-  return std::make_unique<Pool2dOnednn>(ctx_, Pool2dOnednn::Kind::kMax, spec);
+  return std::make_unique<Pool2dOnednn>(ctx_, PoolKind::kMax, spec);
 }
 std::unique_ptr<Op> OnednnBackend::AvgPool2d(const Pool2dSpec& spec) {
-  return std::make_unique<Pool2dOnednn>(ctx_, Pool2dOnednn::Kind::kAvg, spec);
+  return std::make_unique<Pool2dOnednn>(ctx_, PoolKind::kAvg, spec);
 }
 std::unique_ptr<Op> OnednnBackend::GlobalAvgPool() {
-  return std::make_unique<Pool2dOnednn>(ctx_, Pool2dOnednn::Kind::kGlobalAvg, Pool2dSpec{});
+  return std::make_unique<Pool2dOnednn>(ctx_, PoolKind::kGlobalAvg, Pool2dSpec{});
 }
 std::unique_ptr<Op> OnednnBackend::BatchNorm(const BatchNormSpec& spec) {
   return std::make_unique<BatchNormOnednn>(ctx_, spec);

@@ -10,6 +10,7 @@
 #include "trainer/ops/cuda/cuda_backend_shared.h"
 #include "trainer/ops/cuda/cuda_check.h"
 #include "trainer/ops/cuda/kernels.h"
+#include "trainer/ops/op_frames.h"
 
 namespace cohort::cuda {
 namespace {
@@ -84,22 +85,16 @@ class ConvDesc {
 // (O, KH, KW, I), so the plain (O, I, KH, KW) weights are transposed on the way in and the
 // weight gradient on the way out (except 1×1 filters, the same either way).
 
-class ConvOp final : public Op {
+class ConvOp final : public Conv2dFrame {
  public:
   ConvOp(std::shared_ptr<Shared> s, Conv2dSpec spec)
-      : s_(std::move(s)),
-        spec_(spec),
+      : Conv2dFrame(spec),
+        s_(std::move(s)),
         w_staged_(Shape{0}, s_->dtype, s_->ctx->allocator()),
         dw_staged_(Shape{0}, s_->dtype, s_->ctx->allocator()) {
     COHORT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_.get(), spec.padding, spec.padding,
                                                        spec.stride, spec.stride, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  }
-  absl::string_view name() const override { return "conv2d"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, Conv2dOutputShape(spec_, in));
-    return std::vector<Shape>{y};
   }
 
   void Forward(Mode, Ins in, Outs out) override {
@@ -300,7 +295,6 @@ class ConvOp final : public Op {
   }
 
   std::shared_ptr<Shared> s_;
-  Conv2dSpec spec_;
   ConvDesc conv_;
   std::vector<std::unique_ptr<Plan>> plans_;
   Tensor w_staged_, dw_staged_;  // channels-last copies of the weights and their gradient

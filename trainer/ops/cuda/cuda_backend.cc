@@ -13,6 +13,7 @@
 #include "trainer/ops/cuda/kernels.h"
 #include "trainer/ops/cuda/replica_exchange.h"
 #include "trainer/ops/cuda/elem_of.h"
+#include "trainer/ops/op_frames.h"
 
 namespace cohort::cuda {
 
@@ -55,24 +56,10 @@ void CopyOnStream(const Shared& s, void* dst, const void* src, size_t bytes) {
 // Pooling: max, average (padding counted, as the reference) and global average, which is an
 // average over the whole image whose (N, C, 1, 1) output is (N, C) in either layout.
 
-class PoolOp final : public Op {
+class PoolOp final : public Pool2dFrame {
  public:
-  enum class Kind { kMax, kAvg, kGlobalAvg };
-  PoolOp(std::shared_ptr<Shared> s, Kind kind, Pool2dSpec spec)
-      : s_(std::move(s)), kind_(kind), spec_(spec) {}
-  absl::string_view name() const override {
-    return kind_ == Kind::kMax ? "max_pool2d" : kind_ == Kind::kAvg ? "avg_pool2d" : "global_avg_pool";
-  }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    if (kind_ == Kind::kGlobalAvg) {
-      ASSIGN_OR_RETURN(Shape y, GlobalAvgPoolOutputShape(in[0]));
-      return std::vector<Shape>{y};
-    }
-    ASSIGN_OR_RETURN(Shape y, Pool2dOutputShape(name(), spec_, in[0]));
-    return std::vector<Shape>{y};
-  }
+  PoolOp(std::shared_ptr<Shared> s, PoolKind kind, Pool2dSpec spec)
+      : Pool2dFrame(kind, spec), s_(std::move(s)) {}
 
   void Forward(Mode, Ins in, Outs out) override {
     Prepare(in[0]->shape());
@@ -93,12 +80,12 @@ class PoolOp final : public Op {
     if (!last_.Changed(x)) return;
     int kh = spec_.kernel, kw = spec_.kernel, stride_h = spec_.stride, stride_w = spec_.stride;
     int pad = spec_.padding;
-    if (kind_ == Kind::kGlobalAvg) {
+    if (kind_ == PoolKind::kGlobalAvg) {
       kh = stride_h = static_cast<int>(x[2]);
       kw = stride_w = static_cast<int>(x[3]);
       pad = 0;
     }
-    const cudnnPoolingMode_t mode = kind_ == Kind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
+    const cudnnPoolingMode_t mode = kind_ == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
                                                         : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
     COHORT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_.get(), mode, CUDNN_NOT_PROPAGATE_NAN, kh,
                                                    kw, pad, pad, stride_h, stride_w));
@@ -109,8 +96,6 @@ class PoolOp final : public Op {
   }
 
   std::shared_ptr<Shared> s_;
-  Kind kind_;
-  Pool2dSpec spec_;
   PoolDesc pool_;
   TensorDesc x_, y_;
   LastShape last_;
@@ -123,10 +108,10 @@ class PoolOp final : public Op {
 // statistics in fp32: 16-bit parameters are cast to and from fp32 copies, and the running
 // statistics are fp32 tensors.
 
-class BatchNormOp final : public Op {
+class BatchNormOp final : public BatchNormFrame {
  public:
   BatchNormOp(std::shared_ptr<Shared> s, BatchNormSpec spec)
-      : s_(std::move(s)), spec_(spec) {
+      : BatchNormFrame(spec), s_(std::move(s)) {
     Allocator* a = s_->ctx->allocator();
     for (Tensor* t : {&running_mean_, &running_var_, &gamma_, &beta_, &dgamma_, &dbeta_,
                       &saved_mean_, &saved_inv_std_}) {
@@ -138,12 +123,6 @@ class BatchNormOp final : public Op {
     for (float& v : ones.span<float>()) v = 1.0f;
     running_var_.CopyFrom(ones);
     running_mean_.SetZero();
-  }
-  absl::string_view name() const override { return "batch_norm"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, BatchNormOutputShape(spec_, in));
-    return std::vector<Shape>{y};
   }
 
   std::vector<OpState> State() override {
@@ -224,7 +203,6 @@ class BatchNormOp final : public Op {
   }
 
   std::shared_ptr<Shared> s_;
-  BatchNormSpec spec_;
   TensorDesc x_, bn_;
   LastShape last_;
   cudnnBatchNormMode_t train_mode_ = CUDNN_BATCHNORM_SPATIAL;
@@ -239,15 +217,9 @@ class BatchNormOp final : public Op {
 // ----------------------------------------------------------------------------------------
 // Element-wise ops.
 
-class AddOp final : public Op {
+class AddOp final : public AddFrame {
  public:
   explicit AddOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
-  absl::string_view name() const override { return "add"; }
-  bool InputGradientsAreOutputGradient() const override { return true; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
-    return std::vector<Shape>{y};
-  }
   void Forward(Mode, Ins in, Outs out) override {
     COHORT_CUDA_CHECK(cohort::cuda::Add(Ptr(in[0]), Ptr(in[1]), Ptr(out[0]), s_->elem(),
                                         in[0]->numel(), s_->stream()));
@@ -262,14 +234,9 @@ class AddOp final : public Op {
   std::shared_ptr<Shared> s_;
 };
 
-class ReluOp final : public Op {
+class ReluOp final : public ReluFrame {
  public:
   explicit ReluOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
-  absl::string_view name() const override { return "relu"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    return std::vector<Shape>{in[0]};
-  }
   void Forward(Mode, Ins in, Outs out) override {
     COHORT_CUDA_CHECK(
         ReluForward(Ptr(in[0]), Ptr(out[0]), s_->elem(), in[0]->numel(), s_->stream()));
@@ -286,21 +253,16 @@ class ReluOp final : public Op {
 
 // The keep-mask comes from the same host function as every backend's (DropoutMask), so all
 // drop the same elements; it goes up through pinned memory on the compute stream.
-class DropoutOp final : public Op {
+class DropoutOp final : public DropoutFrame {
  public:
   DropoutOp(std::shared_ptr<Shared> s, DropoutSpec spec)
-      : s_(std::move(s)),
-        spec_(spec),
+      : DropoutFrame(spec),
+        s_(std::move(s)),
         host_mask_(Shape{0}, DType::kI32, PinnedAllocator()),
         mask_(Shape{0}, DType::kI32, s_->ctx->allocator()) {
     COHORT_CUDA_CHECK(cudaEventCreateWithFlags(&mask_copied_, cudaEventDisableTiming));
   }
   ~DropoutOp() override { cudaEventDestroy(mask_copied_); }
-  absl::string_view name() const override { return "dropout"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    return std::vector<Shape>{in[0]};
-  }
   void Forward(Mode mode, Ins in, Outs out) override {
     const int64_t n = in[0]->numel();
     if (mode == Mode::kEval) {
@@ -340,23 +302,16 @@ class DropoutOp final : public Op {
  private:
   float Scale() const { return 1.0f / (1.0f - spec_.p); }
   std::shared_ptr<Shared> s_;
-  DropoutSpec spec_;
   uint64_t calls_ = 0;
   std::vector<uint8_t> nchw_mask_;
   Tensor host_mask_, mask_;
   cudaEvent_t mask_copied_ = nullptr;
 };
 
-class SubsamplePadOp final : public Op {
+class SubsamplePadOp final : public SubsamplePadFrame {
  public:
   SubsamplePadOp(std::shared_ptr<Shared> s, SubsamplePadSpec spec)
-      : s_(std::move(s)), spec_(spec) {}
-  absl::string_view name() const override { return "subsample_pad"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    ASSIGN_OR_RETURN(Shape y, SubsamplePadOutputShape(spec_, in[0]));
-    return std::vector<Shape>{y};
-  }
+      : SubsamplePadFrame(spec), s_(std::move(s)) {}
   void Forward(Mode, Ins in, Outs out) override {
     const Shape& x = in[0]->shape();
     COHORT_CUDA_CHECK(SubsamplePadForward(Ptr(in[0]), x[0], x[1], x[2], x[3], spec_.stride,
@@ -373,22 +328,15 @@ class SubsamplePadOp final : public Op {
 
  private:
   std::shared_ptr<Shared> s_;
-  SubsamplePadSpec spec_;
 };
 
 // ----------------------------------------------------------------------------------------
 // Linear: y = x·wᵀ + b with cublasGemmEx, fp32 accumulation (TF32 for --precision tf32).
 // Row-major (N, I) is column-major (I, N), so every product is written transposed.
 
-class LinearOp final : public Op {
+class LinearOp final : public LinearFrame {
  public:
   explicit LinearOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
-  absl::string_view name() const override { return "linear"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 3));
-    ASSIGN_OR_RETURN(Shape y, LinearOutputShape(in[0], in[1], in[2]));
-    return std::vector<Shape>{y};
-  }
   void Forward(Mode, Ins in, Outs out) override {
     const int n = Dim(in[0]->shape()[0]), i = Dim(in[0]->shape()[1]), o = Dim(in[1]->shape()[0]);
     // yᶜ (O, N) = wᶜᵀ (O, I) · xᶜ (I, N)
@@ -463,18 +411,12 @@ class FlattenOp final : public Op {
 
 // The loss is an fp32 scalar on the device (as is the gradient seed), whatever the
 // activations' dtype; the softmax of the Forward is kept in fp32 for Backward.
-class SoftmaxCrossEntropyOp final : public Op {
+class SoftmaxCrossEntropyOp final : public SoftmaxCrossEntropyFrame {
  public:
   explicit SoftmaxCrossEntropyOp(std::shared_ptr<Shared> s)
       : s_(std::move(s)),
         probs_(Shape{0}, DType::kF32, s_->ctx->allocator()),
         row_loss_(Shape{0}, DType::kF32, s_->ctx->allocator()) {}
-  absl::string_view name() const override { return "softmax_cross_entropy"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 2));
-    ASSIGN_OR_RETURN(Shape y, SoftmaxCrossEntropyOutputShape(in[0], in[1]));
-    return std::vector<Shape>{y};
-  }
   void Forward(Mode, Ins in, Outs out) override {
     COHORT_CHECK(out[0]->dtype() == DType::kF32 && in[1]->dtype() == DType::kI32,
                  "softmax_cross_entropy: loss must be F32 and labels I32 on the GPU");
@@ -625,13 +567,13 @@ std::unique_ptr<Op> CudaBackend::Conv2d(const Conv2dSpec& spec) {
   return MakeConvOp(shared_, spec);
 }
 std::unique_ptr<Op> CudaBackend::MaxPool2d(const Pool2dSpec& spec) {
-  return std::make_unique<PoolOp>(shared_, PoolOp::Kind::kMax, spec);
+  return std::make_unique<PoolOp>(shared_, PoolKind::kMax, spec);
 }
 std::unique_ptr<Op> CudaBackend::AvgPool2d(const Pool2dSpec& spec) {
-  return std::make_unique<PoolOp>(shared_, PoolOp::Kind::kAvg, spec);
+  return std::make_unique<PoolOp>(shared_, PoolKind::kAvg, spec);
 }
 std::unique_ptr<Op> CudaBackend::GlobalAvgPool() {
-  return std::make_unique<PoolOp>(shared_, PoolOp::Kind::kGlobalAvg, Pool2dSpec{});
+  return std::make_unique<PoolOp>(shared_, PoolKind::kGlobalAvg, Pool2dSpec{});
 }
 std::unique_ptr<Op> CudaBackend::BatchNorm(const BatchNormSpec& spec) {
   return std::make_unique<BatchNormOp>(shared_, spec);

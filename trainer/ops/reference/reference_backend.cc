@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "trainer/base/status_macros.h"
+#include "trainer/ops/op_frames.h"
 
 namespace cohort {
 namespace {
@@ -14,15 +15,9 @@ using Outs = absl::Span<Tensor* const>;
 const double* D(const Tensor* t) { return t->data<double>(); }
 double* D(Tensor* t) { return t->data<double>(); }
 
-class Conv2dRef final : public Op {
+class Conv2dRef final : public Conv2dFrame {
  public:
-  explicit Conv2dRef(Conv2dSpec spec) : s_(spec) {}
-  absl::string_view name() const override { return "conv2d"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, Conv2dOutputShape(s_, in));
-    return std::vector<Shape>{y};
-  }
+  explicit Conv2dRef(Conv2dSpec spec) : Conv2dFrame(spec) {}
 
   // Visits every (n, o, oh, ow, c, kh, kw) whose input pixel lies inside the image.
   template <typename F>
@@ -34,8 +29,8 @@ class Conv2dRef final : public Op {
             for (int64_t c = 0; c < w[1]; ++c)
               for (int64_t kh = 0; kh < w[2]; ++kh)
                 for (int64_t kw = 0; kw < w[3]; ++kw) {
-                  const int64_t ih = oh * s_.stride - s_.padding + kh;
-                  const int64_t iw = ow * s_.stride - s_.padding + kw;
+                  const int64_t ih = oh * spec_.stride - spec_.padding + kh;
+                  const int64_t iw = ow * spec_.stride - spec_.padding + kw;
                   if (ih < 0 || ih >= x[2] || iw < 0 || iw >= x[3]) continue;
                   f(((n * x[1] + c) * x[2] + ih) * x[3] + iw,      // x index
                     ((o * w[1] + c) * w[2] + kh) * w[3] + kw,      // w index
@@ -49,7 +44,7 @@ class Conv2dRef final : public Op {
     const double* w = D(in[1]);
     double* yd = D(out[0]);
     for (int64_t i = 0; i < out[0]->numel(); ++i) {
-      yd[i] = s_.bias ? D(in[2])[(i / (y[2] * y[3])) % y[1]] : 0.0;
+      yd[i] = spec_.bias ? D(in[2])[(i / (y[2] * y[3])) % y[1]] : 0.0;
     }
     ForEachTap(in[0]->shape(), in[1]->shape(), y,
                [&](int64_t xi, int64_t wi, int64_t yi) { yd[yi] += x[xi] * w[wi]; });
@@ -64,7 +59,7 @@ class Conv2dRef final : public Op {
       if (g != nullptr) g->SetZero();
     double* dx = grad_in[0] ? D(grad_in[0]) : nullptr;
     double* dw = grad_in[1] ? D(grad_in[1]) : nullptr;
-    double* db = s_.bias && grad_in[2] ? D(grad_in[2]) : nullptr;
+    double* db = spec_.bias && grad_in[2] ? D(grad_in[2]) : nullptr;
     ForEachTap(in[0]->shape(), in[1]->shape(), y, [&](int64_t xi, int64_t wi, int64_t yi) {
       if (dx) dx[xi] += dy[yi] * w[wi];
       if (dw) dw[wi] += dy[yi] * x[xi];
@@ -72,21 +67,11 @@ class Conv2dRef final : public Op {
     if (db)
       for (int64_t i = 0; i < out[0]->numel(); ++i) db[(i / (y[2] * y[3])) % y[1]] += dy[i];
   }
-
- private:
-  Conv2dSpec s_;
 };
 
-class MaxPool2dRef final : public Op {
+class MaxPool2dRef final : public Pool2dFrame {
  public:
-  explicit MaxPool2dRef(Pool2dSpec spec) : s_(spec) {}
-  absl::string_view name() const override { return "max_pool2d"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    ASSIGN_OR_RETURN(Shape y, Pool2dOutputShape(name(), s_, in[0]));
-    return std::vector<Shape>{y};
-  }
+  explicit MaxPool2dRef(Pool2dSpec spec) : Pool2dFrame(PoolKind::kMax, spec) {}
 
   // Index into x of the first maximum of the window behind output element yi (padding never wins).
   int64_t ArgMax(const Tensor& xt, const Shape& y, int64_t yi) const {
@@ -94,10 +79,10 @@ class MaxPool2dRef final : public Op {
     const double* xd = D(&xt);
     const int64_t ow = yi % y[3], oh = (yi / y[3]) % y[2], nc = yi / (y[2] * y[3]);
     int64_t best = -1;
-    for (int64_t kh = 0; kh < s_.kernel; ++kh)
-      for (int64_t kw = 0; kw < s_.kernel; ++kw) {
-        const int64_t ih = oh * s_.stride - s_.padding + kh;
-        const int64_t iw = ow * s_.stride - s_.padding + kw;
+    for (int64_t kh = 0; kh < spec_.kernel; ++kh)
+      for (int64_t kw = 0; kw < spec_.kernel; ++kw) {
+        const int64_t ih = oh * spec_.stride - spec_.padding + kh;
+        const int64_t iw = ow * spec_.stride - spec_.padding + kw;
         if (ih < 0 || ih >= x[2] || iw < 0 || iw >= x[3]) continue;
         const int64_t xi = (nc * x[2] + ih) * x[3] + iw;
         if (best < 0 || xd[xi] > xd[best]) best = xi;
@@ -117,23 +102,13 @@ class MaxPool2dRef final : public Op {
     for (int64_t i = 0; i < out[0]->numel(); ++i)
       dx[ArgMax(*in[0], out[0]->shape(), i)] += D(grad_out[0])[i];
   }
-
- private:
-  Pool2dSpec s_;
 };
 
 // Averages over kernel×kernel windows; padded positions count as zeros (PyTorch's
 // count_include_pad=True).
-class AvgPool2dRef final : public Op {
+class AvgPool2dRef final : public Pool2dFrame {
  public:
-  explicit AvgPool2dRef(Pool2dSpec spec) : s_(spec) {}
-  absl::string_view name() const override { return "avg_pool2d"; }
-
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    ASSIGN_OR_RETURN(Shape y, Pool2dOutputShape(name(), s_, in[0]));
-    return std::vector<Shape>{y};
-  }
+  explicit AvgPool2dRef(Pool2dSpec spec) : Pool2dFrame(PoolKind::kAvg, spec) {}
 
   // Calls f(x index, y index) for every in-image tap of every window.
   template <typename F>
@@ -141,10 +116,10 @@ class AvgPool2dRef final : public Op {
     for (int64_t nc = 0; nc < x[0] * x[1]; ++nc)
       for (int64_t oh = 0; oh < y[2]; ++oh)
         for (int64_t ow = 0; ow < y[3]; ++ow)
-          for (int64_t kh = 0; kh < s_.kernel; ++kh)
-            for (int64_t kw = 0; kw < s_.kernel; ++kw) {
-              const int64_t ih = oh * s_.stride - s_.padding + kh;
-              const int64_t iw = ow * s_.stride - s_.padding + kw;
+          for (int64_t kh = 0; kh < spec_.kernel; ++kh)
+            for (int64_t kw = 0; kw < spec_.kernel; ++kw) {
+              const int64_t ih = oh * spec_.stride - spec_.padding + kh;
+              const int64_t iw = ow * spec_.stride - spec_.padding + kw;
               if (ih < 0 || ih >= x[2] || iw < 0 || iw >= x[3]) continue;
               f((nc * x[2] + ih) * x[3] + iw, (nc * y[2] + oh) * y[3] + ow);
             }
@@ -152,7 +127,7 @@ class AvgPool2dRef final : public Op {
 
   void Forward(Mode, Ins in, Outs out) override {
     out[0]->SetZero();
-    const double area = s_.kernel * s_.kernel;
+    const double area = spec_.kernel * spec_.kernel;
     ForEachTap(in[0]->shape(), out[0]->shape(),
                [&](int64_t xi, int64_t yi) { D(out[0])[yi] += D(in[0])[xi] / area; });
   }
@@ -160,23 +135,15 @@ class AvgPool2dRef final : public Op {
   void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] == nullptr) return;
     grad_in[0]->SetZero();
-    const double area = s_.kernel * s_.kernel;
+    const double area = spec_.kernel * spec_.kernel;
     ForEachTap(in[0]->shape(), out[0]->shape(),
                [&](int64_t xi, int64_t yi) { D(grad_in[0])[xi] += D(grad_out[0])[yi] / area; });
   }
-
- private:
-  Pool2dSpec s_;
 };
 
-class GlobalAvgPoolRef final : public Op {
+class GlobalAvgPoolRef final : public Pool2dFrame {
  public:
-  absl::string_view name() const override { return "global_avg_pool"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    ASSIGN_OR_RETURN(Shape y, GlobalAvgPoolOutputShape(in[0]));
-    return std::vector<Shape>{y};
-  }
+  GlobalAvgPoolRef() : Pool2dFrame(PoolKind::kGlobalAvg, Pool2dSpec{}) {}
   void Forward(Mode, Ins in, Outs out) override {
     const int64_t area = in[0]->shape()[2] * in[0]->shape()[3];
     for (int64_t nc = 0; nc < out[0]->numel(); ++nc) {
@@ -193,21 +160,16 @@ class GlobalAvgPoolRef final : public Op {
   }
 };
 
-class BatchNormRef final : public Op {
+class BatchNormRef final : public BatchNormFrame {
  public:
   explicit BatchNormRef(BatchNormSpec spec)
-      : s_(spec),
+      : BatchNormFrame(spec),
         running_mean_(Shape{spec.channels}, DType::kF64),
         running_var_(Shape{spec.channels}, DType::kF64),
         mean_(Shape{spec.channels}, DType::kF64),
         inv_std_(Shape{spec.channels}, DType::kF64) {
     running_mean_.SetZero();
     for (double& v : running_var_.span<double>()) v = 1.0;
-  }
-  absl::string_view name() const override { return "batch_norm"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, BatchNormOutputShape(s_, in));
-    return std::vector<Shape>{y};
   }
   std::vector<OpState> State() override {
     return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
@@ -233,11 +195,12 @@ class BatchNormRef final : public Op {
         ForChannel(x, c, [&](int64_t i) { sq += (D(in[0])[i] - mean) * (D(in[0])[i] - mean); });
         var = sq / count;
         const double unbiased = count > 1 ? var * count / (count - 1) : var;
-        D(&running_mean_)[c] = (1 - s_.momentum) * D(&running_mean_)[c] + s_.momentum * mean;
-        D(&running_var_)[c] = (1 - s_.momentum) * D(&running_var_)[c] + s_.momentum * unbiased;
+        D(&running_mean_)[c] = (1 - spec_.momentum) * D(&running_mean_)[c] + spec_.momentum * mean;
+        D(&running_var_)[c] =
+            (1 - spec_.momentum) * D(&running_var_)[c] + spec_.momentum * unbiased;
       }
       D(&mean_)[c] = mean;
-      D(&inv_std_)[c] = 1.0 / std::sqrt(var + s_.eps);
+      D(&inv_std_)[c] = 1.0 / std::sqrt(var + spec_.eps);
       const double scale = D(in[1])[c] * D(&inv_std_)[c];
       ForChannel(x, c, [&](int64_t i) { D(out[0])[i] = (D(in[0])[i] - mean) * scale + D(in[2])[c]; });
     }
@@ -267,19 +230,12 @@ class BatchNormRef final : public Op {
   }
 
  private:
-  BatchNormSpec s_;
   Tensor running_mean_, running_var_;
   Tensor mean_, inv_std_;  // (C) of the last Forward, for Backward
 };
 
-class AddRef final : public Op {
+class AddRef final : public AddFrame {
  public:
-  absl::string_view name() const override { return "add"; }
-  bool InputGradientsAreOutputGradient() const override { return true; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
-    return std::vector<Shape>{y};
-  }
   void Forward(Mode, Ins in, Outs out) override {
     for (int64_t i = 0; i < out[0]->numel(); ++i) D(out[0])[i] = D(in[0])[i] + D(in[1])[i];
   }
@@ -289,14 +245,9 @@ class AddRef final : public Op {
   }
 };
 
-class DropoutRef final : public Op {
+class DropoutRef final : public DropoutFrame {
  public:
-  explicit DropoutRef(DropoutSpec spec) : s_(spec) {}
-  absl::string_view name() const override { return "dropout"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    return std::vector<Shape>{in[0]};
-  }
+  explicit DropoutRef(DropoutSpec spec) : DropoutFrame(spec) {}
   void Forward(Mode mode, Ins in, Outs out) override {
     const int64_t n = in[0]->numel();
     if (mode == Mode::kEval) {
@@ -304,30 +255,23 @@ class DropoutRef final : public Op {
       return;
     }
     mask_.resize(n);
-    DropoutMask(s_, calls_++, absl::MakeSpan(mask_));
-    for (int64_t i = 0; i < n; ++i) D(out[0])[i] = mask_[i] ? D(in[0])[i] / (1.0 - s_.p) : 0.0;
+    DropoutMask(spec_, calls_++, absl::MakeSpan(mask_));
+    for (int64_t i = 0; i < n; ++i) D(out[0])[i] = mask_[i] ? D(in[0])[i] / (1.0 - spec_.p) : 0.0;
   }
   void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] == nullptr) return;
     for (int64_t i = 0; i < in[0]->numel(); ++i)
-      D(grad_in[0])[i] = mask_[i] ? D(grad_out[0])[i] / (1.0 - s_.p) : 0.0;
+      D(grad_in[0])[i] = mask_[i] ? D(grad_out[0])[i] / (1.0 - spec_.p) : 0.0;
   }
 
  private:
-  DropoutSpec s_;
   uint64_t calls_ = 0;
   std::vector<uint8_t> mask_;
 };
 
-class SubsamplePadRef final : public Op {
+class SubsamplePadRef final : public SubsamplePadFrame {
  public:
-  explicit SubsamplePadRef(SubsamplePadSpec spec) : s_(spec) {}
-  absl::string_view name() const override { return "subsample_pad"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    ASSIGN_OR_RETURN(Shape y, SubsamplePadOutputShape(s_, in[0]));
-    return std::vector<Shape>{y};
-  }
+  explicit SubsamplePadRef(SubsamplePadSpec spec) : SubsamplePadFrame(spec) {}
   // Calls f(x index, y index) for every x element that reaches y.
   template <typename F>
   void ForEachPair(const Shape& x, const Shape& y, F f) const {
@@ -335,8 +279,8 @@ class SubsamplePadRef final : public Op {
       for (int64_t c = 0; c < x[1]; ++c)
         for (int64_t h = 0; h < y[2]; ++h)
           for (int64_t w = 0; w < y[3]; ++w)
-            f(((n * x[1] + c) * x[2] + h * s_.stride) * x[3] + w * s_.stride,
-              ((n * y[1] + c + s_.pad_channels) * y[2] + h) * y[3] + w);
+            f(((n * x[1] + c) * x[2] + h * spec_.stride) * x[3] + w * spec_.stride,
+              ((n * y[1] + c + spec_.pad_channels) * y[2] + h) * y[3] + w);
   }
   void Forward(Mode, Ins in, Outs out) override {
     out[0]->SetZero();
@@ -349,18 +293,10 @@ class SubsamplePadRef final : public Op {
     ForEachPair(in[0]->shape(), out[0]->shape(),
                 [&](int64_t xi, int64_t yi) { D(grad_in[0])[xi] = D(grad_out[0])[yi]; });
   }
-
- private:
-  SubsamplePadSpec s_;
 };
 
-class ReluRef final : public Op {
+class ReluRef final : public ReluFrame {
  public:
-  absl::string_view name() const override { return "relu"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
-    return std::vector<Shape>{in[0]};
-  }
   void Forward(Mode, Ins in, Outs out) override {
     for (int64_t i = 0; i < in[0]->numel(); ++i) D(out[0])[i] = std::max(0.0, D(in[0])[i]);
   }
@@ -371,14 +307,8 @@ class ReluRef final : public Op {
   }
 };
 
-class LinearRef final : public Op {
+class LinearRef final : public LinearFrame {
  public:
-  absl::string_view name() const override { return "linear"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 3));
-    ASSIGN_OR_RETURN(Shape y, LinearOutputShape(in[0], in[1], in[2]));
-    return std::vector<Shape>{y};
-  }
   void Forward(Mode, Ins in, Outs out) override {
     const int64_t n = in[0]->shape()[0], k = in[0]->shape()[1], m = in[1]->shape()[0];
     for (int64_t i = 0; i < n; ++i)
@@ -404,15 +334,8 @@ class LinearRef final : public Op {
   }
 };
 
-class SoftmaxCrossEntropyRef final : public Op {
+class SoftmaxCrossEntropyRef final : public SoftmaxCrossEntropyFrame {
  public:
-  absl::string_view name() const override { return "softmax_cross_entropy"; }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    RETURN_IF_ERROR(ExpectInputCount(name(), in, 2));
-    ASSIGN_OR_RETURN(Shape y, SoftmaxCrossEntropyOutputShape(in[0], in[1]));
-    return std::vector<Shape>{y};
-  }
-
   // Row i's softmax into p (length K); returns log(sum(exp(z - max))) + max.
   static double LogSumExp(const double* z, int64_t k) {
     double m = -std::numeric_limits<double>::infinity();
