@@ -18,7 +18,21 @@ namespace {
 using testing_fakes::ExpectStopped;
 using testing_fakes::Pushed;
 using testing_fakes::Sgd;
-using ShardRecoveryTest = testing_fakes::StoreOnFakesTest;
+
+class ShardRecoveryTest : public testing_fakes::StoreOnFakesTest {
+ protected:
+  // Rank 0 of an elastic job of 3 workers waits for key 0's answers when the scheduler starts
+  // generation 1 of 2 workers; both shards hold checkpoints 10 and 20. The wait's failure.
+  absl::Status ThreeWorkersBecomeTwo() {
+    Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
+    transport_->HoldCheckpoints({{10, 20}, {10, 20}}, 3, 10);
+    PushKey0();
+    return WaitWhile([&] {
+      absl::SleepFor(absl::Milliseconds(20));
+      membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
+    });
+  }
+};
 
 // A shard dies and comes back from its checkpoint at step 40: after both barriers rank 0 has
 // set the restarted shard up again and rolled the other back to step 40, the streams go to the
@@ -151,13 +165,7 @@ TEST_F(ShardRecoveryTest, AWorkerJoiningDuringARollBackRegroupsTheNewGeneration)
 // The job moves on again while rank 0 regroups the shards (one more worker joined): the
 // regroup starts over in the newest generation, and the shards go on there.
 TEST_F(ShardRecoveryTest, AGenerationChangeDuringARegroupRegroupsAgainInTheNewest) {
-  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
-  transport_->HoldCheckpoints({{10, 20}, {10, 20}}, 3, 10);
-  PushKey0();
-  const absl::Status failure = WaitWhile([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
-  });
+  const absl::Status failure = ThreeWorkersBecomeTwo();
   ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
   transport_->OnNextRollBack([&](int) {
     membership_->NewGeneration(/*rank=*/0, /*num_workers=*/3);
@@ -179,13 +187,7 @@ TEST_F(ShardRecoveryTest, AGenerationChangeDuringARegroupRegroupsAgainInTheNewes
 // A shard dies while rank 0 regroups the shards for a new generation: the recovery fails with
 // both the first failure and the shard's, and the store keeps failing so, sending nothing.
 TEST_F(ShardRecoveryTest, AShardDyingDuringARegroupFailsTheRecoveryNamingBoth) {
-  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
-  transport_->HoldCheckpoints({{10, 20}, {10, 20}}, 3, 10);
-  PushKey0();
-  const absl::Status failure = WaitWhile([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
-  });
+  const absl::Status failure = ThreeWorkersBecomeTwo();
   ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
   transport_->OnNextRollBack([](int shard) {
     return absl::UnavailableError(
