@@ -9,8 +9,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check_model_test  # noqa: E402  (its .safetensors writer)
 import model_diff  # noqa: E402
+from numpy_model import testing  # noqa: E402  (its .safetensors writer)
 
 
 class ModelDiffTest(unittest.TestCase):
@@ -20,7 +20,7 @@ class ModelDiffTest(unittest.TestCase):
 
     def write(self, name, tensors):
         path = os.path.join(self.dir.name, name)
-        check_model_test.write_safetensors(
+        testing.write_safetensors(
             path, tensors, {"model": "mlp", "input_shape": "[2]"})
         return path
 

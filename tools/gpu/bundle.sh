@@ -147,6 +147,10 @@ done
 
 cp tools/gpu/run.sh tools/gpu/torch_resnet_bench.py tools/gpu/torch_lenet_check.py \
   tools/gpu/kernel_table.py tools/check_model.py "$stage/"
+# check_model.py's modules, without their tests.
+mkdir -p "$stage/numpy_model"
+find tools/numpy_model -maxdepth 1 -name '*.py' ! -name '*_test.py' ! -name testing.py \
+  -exec cp {} "$stage/numpy_model/" \;
 # Fashion-MNIST travels too (30 MB): the GPU machine has no network to fetch it.
 if [[ -d $fashion_mnist ]]; then
   mkdir -p "$stage/data/fashion-mnist"

@@ -13,10 +13,12 @@ import sys
 
 import numpy as np
 
-# check_model.py sits in tools/ of a checkout and beside this script in a GPU bundle.
+# check_model.py and numpy_model/ sit in tools/ of a checkout and beside this script in a GPU
+# bundle.
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_here, os.path.join(_here, "..")]
 import check_model  # noqa: E402  (the exported file's layout and the test set's preprocessing)
+from numpy_model import models  # noqa: E402  (LeNet's paddings)
 
 
 def lenet(in_channels, classes, flat):
@@ -28,8 +30,8 @@ def lenet(in_channels, classes, flat):
         def __init__(self):
             super().__init__()
             self.conv1 = torch.nn.Conv2d(in_channels, 6, 5,
-                                         padding=check_model.LENET_CONV1_PADDING)
-            self.conv2 = torch.nn.Conv2d(6, 16, 5, padding=check_model.LENET_CONV2_PADDING)
+                                         padding=models.LENET_CONV1_PADDING)
+            self.conv2 = torch.nn.Conv2d(6, 16, 5, padding=models.LENET_CONV2_PADDING)
             self.fc1 = torch.nn.Linear(flat, 120)
             self.fc2 = torch.nn.Linear(120, 84)
             self.fc3 = torch.nn.Linear(84, classes)
