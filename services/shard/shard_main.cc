@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   absl::Notification set_up;
   cohort::ShardRollback rollback(&core, checkpoint_dir, checkpoints.checkpoint_every > 0,
                                  &std::cout, &std::cerr);
-  cohort::ShardService service(&core, &set_up, checkpoint_dir.empty() ? nullptr : &rollback);
+  cohort::ShardService service(&core, &set_up, &rollback);
   // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
   static std::atomic<cohort::MemberSession*> member{nullptr};
   cohort::LeaveOnTerminationSignal("shard", &member);
