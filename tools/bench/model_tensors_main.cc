@@ -1,6 +1,6 @@
 // model_tensors: the tensors a model's workers push and pull each step, as the kvstore keys
 // them (every parameter in model order, then the model's state packed into one auxiliary key),
-// for //tools:scaling_model.
+// for //tools/bench:scaling_model.
 //   bazel run //tools/bench:model_tensors -- --model resnet50
 // Prints one JSON object: {"model": NAME, "elements": [n0, n1, ...]}.
 

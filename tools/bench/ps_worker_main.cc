@@ -1,5 +1,5 @@
-// ps_worker: one worker of the push/pull benchmark (//tools:bench_ps starts it through the
-// launcher). It pushes a model's worth of gradients and pulls the updated values, round after
+// ps_worker: one worker of the push/pull benchmark (bench_ps starts it through the launcher).
+// It pushes a model's worth of gradients and pulls the updated values, round after
 // round, through the same kvstore the training workers use, and checks every pulled value.
 //   launch -n W -s S -- ps_worker --tensors=25 --tensor_bytes=4194304 --rounds=10
 // Prints one line: `ps_worker: rank R tensors T bytes B rounds N median_ms M min_ms m
@@ -100,7 +100,8 @@ absl::StatusOr<Outcome> Run(int tensors, int64_t elements, int warmup, int round
 
 int main(int argc, char** argv) {
   cohort::TuneForDataPath();
-  absl::SetProgramUsageMessage("One worker of the push/pull benchmark (run by //tools:bench_ps).");
+  absl::SetProgramUsageMessage(
+      "One worker of the push/pull benchmark (run by //tools/bench:bench_ps).");
   cohort::ParseCommandLine(argc, argv);
   const int tensors = absl::GetFlag(FLAGS_tensors);
   const int64_t bytes = absl::GetFlag(FLAGS_tensor_bytes);

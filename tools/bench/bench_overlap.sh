@@ -4,15 +4,15 @@
 # link of limited bandwidth: the job runs in its own network namespace whose loopback is shaped
 # to RATE (tc tbf), so moving parameters takes time the CPUs do not spend. Prints each run's
 # epoch time and speed, then the ratio. Needs root (network namespaces).
-#   bazel run //tools:bench_overlap                 # RATE=1gbit
-#   RATE=500mbit bazel run //tools:bench_overlap
-#   RATE=none bazel run //tools:bench_overlap     # loopback as it is
+#   bazel run //tools/bench:bench_overlap                 # RATE=1gbit
+#   RATE=500mbit bazel run //tools/bench:bench_overlap
+#   RATE=none bazel run //tools/bench:bench_overlap       # loopback as it is
 set -euo pipefail
 RATE=${RATE:-1gbit}
 EPOCHS=${EPOCHS:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 root="${RUNFILES_DIR:-$0.runfiles}/cohort"
-[[ -x $root/tools/launch/launch ]] || root=$here/..
+[[ -x $root/tools/launch/launch ]] || root=$here/../..
 root=$(cd "$root" && pwd)
 if ((EUID != 0)); then
   echo "bench_overlap: needs root (it creates a network namespace)" >&2

@@ -3,8 +3,8 @@
 tests/netns_cluster.py) over ssh and mutual TLS, with every host's link unshaped and then shaped
 with tc tbf, against the ideal the link rate and the model size allow. Needs root.
 
-  bazel run //tools:bench_multihost                          # unshaped, 1gbit, 100mbit
-  bazel run //tools:bench_multihost -- --rates 1gbit --epochs 2
+  bazel run //tools/bench:bench_multihost                    # unshaped, 1gbit, 100mbit
+  bazel run //tools/bench:bench_multihost -- --rates 1gbit --epochs 2
 
 Placement as launch.py: on each host one shard and one worker (the scheduler on the first). Per
 dist_sync step a worker pushes the whole model and pulls it back; a third of it stays on its own

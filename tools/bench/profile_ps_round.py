@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """profile_ps_round: where the CPU goes during bench_ps's W1S1 100 MB push+pull rounds.
 
-Runs the W1S1 job of //tools:bench_ps (one shard, one ps_worker, 25 x 4 MB tensors) under
+Runs the W1S1 job of //tools/bench:bench_ps (one shard, one ps_worker, 25 x 4 MB tensors) under
 `perf record -a` (root), keeps only the samples taken while a round is in flight (the worker's
 main thread is then blocked; it runs `main` only to fill and check values between rounds), and
 prints each process's share of the CPU by kind of work.
 
-  bazel run //tools:profile_ps_round       # needs perf (Debian linux-perf) and root
+  bazel run //tools/bench:profile_ps_round    # needs perf (Debian linux-perf) and root
 """
 
 import collections

@@ -10,11 +10,11 @@ same machine's single-stream TCP bandwidth in the same run, and (`--bidir`) what
 connection carries both ways at once: the kernel's ceiling for a push+pull over gRPC, which
 moves data both ways (the rings do not go through TCP).
 
-  bazel run //tools:bench_ps               # the full matrix
-  bazel run //tools:bench_ps -- --quick    # fewer rounds
-  bazel run //tools:bench_ps -- --tls      # each job plaintext, then over mutual TLS + token
-  bazel run //tools:bench_ps -- --fusion_bytes 0                      # small parts unfused
-  bazel run //tools:bench_ps -- --gradient_compression none,fp16,bf16,2bit
+  bazel run //tools/bench:bench_ps               # the full matrix
+  bazel run //tools/bench:bench_ps -- --quick    # fewer rounds
+  bazel run //tools/bench:bench_ps -- --tls      # each job plaintext, then over mutual TLS + token
+  bazel run //tools/bench:bench_ps -- --fusion_bytes 0                # small parts unfused
+  bazel run //tools/bench:bench_ps -- --gradient_compression none,fp16,bf16,2bit
 
 GB/s per worker = 2 x model bytes / median round time.
 """
@@ -38,7 +38,8 @@ def runfiles_root():
 def program(relative):
     path = os.path.join(runfiles_root(), relative)
     if not os.access(path, os.X_OK):
-        sys.exit(f"bench_ps: error: {relative} is missing; run through `bazel run //tools:bench_ps`")
+        sys.exit(f"bench_ps: error: {relative} is missing; run through "
+                 "`bazel run //tools/bench:bench_ps`")
     return os.path.abspath(path)
 
 

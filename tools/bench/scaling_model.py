@@ -3,9 +3,9 @@
 efficiency from a model's tensors, the compute time of a step, the links and the data path's
 measured costs; validates the projection against real jobs on shaped links.
 
-  bazel run //tools:scaling_model -- --calibrate            # measure the costs here (~1 min)
-  bazel run //tools:scaling_model -- --validate            # root: jobs on shaped netns hosts
-  bazel run //tools:scaling_model -- --model resnet50 --link 25gbit --gpus_per_host 8 \\
+  bazel run //tools/bench:scaling_model -- --calibrate     # measure the costs here (~1 min)
+  bazel run //tools/bench:scaling_model -- --validate      # root: jobs on shaped netns hosts
+  bazel run //tools/bench:scaling_model -- --model resnet50 --link 25gbit --gpus_per_host 8 \\
       --gpu_images_per_second 1000 --batch_per_gpu 128      # W = 8 ... 256 GPUs
 
 The model, per dist_sync step (every worker pushes every tensor and pulls its new value):
