@@ -16,8 +16,7 @@ absl::Status Failed(absl::string_view what, const std::string& path) {
   return absl::UnavailableError(absl::StrCat("cannot ", what, " ", path, ": ", strerror(errno)));
 }
 
-}  // namespace
-
+// With `durable`, fsyncs the file before the rename and its folder after it.
 absl::Status WriteThroughTemporary(const std::string& path, absl::string_view text,
                                    bool durable) {
   const std::string temp = absl::StrCat(path, ".tmp.", getpid());
@@ -47,6 +46,12 @@ absl::Status WriteThroughTemporary(const std::string& path, absl::string_view te
   const int rc = fsync(dir);
   close(dir);
   return rc == 0 ? absl::OkStatus() : Failed("fsync", folder);
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view text) {
+  return WriteThroughTemporary(path, text, /*durable=*/false);
 }
 
 absl::Status WriteFileDurably(const std::string& path, absl::string_view text) {

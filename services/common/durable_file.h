@@ -8,14 +8,15 @@
 
 namespace cohort {
 
-// Writes text to path through a temporary file beside it and a rename, so a reader never sees
-// half of it. With `durable`, the file is fsynced before the rename and its folder after it, so
-// a crash leaves the old file or the whole new one. The error names the file; on one, the
-// temporary file is gone.
-absl::Status WriteThroughTemporary(const std::string& path, absl::string_view text,
-                                   bool durable);
+// Both write text to path through a temporary file beside it and a rename, so a reader never sees
+// half of it. The error names the file; on one, the temporary file is gone.
 
-// A file a crash must not leave half written (checkpoints): WriteThroughTemporary, durable.
+// A file another process reads while it may be rewritten (port files, the launcher's token and
+// metrics targets, which Prometheus watches).
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view text);
+
+// A file a crash must not leave half written (checkpoints): the file is fsynced before the
+// rename and its folder after it, so a crash leaves the old file or the whole new one.
 absl::Status WriteFileDurably(const std::string& path, absl::string_view text);
 
 }  // namespace cohort

@@ -19,6 +19,8 @@ std::string Contents(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
+std::string TmpPath(const std::string& name) { return TmpDir() + "/" + name; }
+
 // A fresh, empty folder of the test's own.
 std::string Folder() {
   const std::string folder =
@@ -49,6 +51,19 @@ TEST(DurableFileTest, AMissingFolderIsAnErrorNamingThePath) {
   const absl::Status s = WriteFileDurably(path, "x");
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+}
+
+TEST(WriteFileAtomicallyTest, ReplacesTheFileAndNamesAMissingFolder) {
+  const std::string path = TmpPath("targets.json");
+  ASSERT_TRUE(WriteFileAtomically(path, "one").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "two").ok());
+  std::ifstream f(path);
+  std::string text;
+  std::getline(f, text);
+  EXPECT_EQ(text, "two");
+  const absl::Status s = WriteFileAtomically(TmpPath("no/such/dir/t.json"), "x");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("no/such/dir"), std::string::npos) << s;
 }
 
 }  // namespace

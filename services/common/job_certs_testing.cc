@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "services/common/port_file.h"
+#include "services/common/durable_file.h"
 
 namespace cohort {
 

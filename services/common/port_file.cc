@@ -10,10 +10,6 @@
 
 namespace cohort {
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  return WriteThroughTemporary(path, text, /*durable=*/false);
-}
-
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));

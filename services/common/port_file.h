@@ -8,9 +8,6 @@
 
 namespace cohort {
 
-// Writes text to path through a temporary file beside it and a rename, so a reader (the
-// launcher, Prometheus watching a target list) never sees half of it. The error names the file.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
 // The whole of a file (a certificate, a token, a checkpoint); NotFound naming it.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 

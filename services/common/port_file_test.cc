@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "services/common/durable_file.h"
 
 namespace cohort {
 namespace {
@@ -33,19 +34,6 @@ TEST(PortFileTest, WhatIsNotAPortIsAnErrorNamingTheFile) {
   EXPECT_NE(bad.status().message().find(path), std::string::npos) << bad.status();
   ASSERT_TRUE(WriteFileAtomically(path, "70000").ok());
   EXPECT_FALSE(ReadPortFile(path).ok());
-}
-
-TEST(WriteFileAtomicallyTest, ReplacesTheFileAndNamesAMissingFolder) {
-  const std::string path = TmpPath("targets.json");
-  ASSERT_TRUE(WriteFileAtomically(path, "one").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, "two").ok());
-  std::ifstream f(path);
-  std::string text;
-  std::getline(f, text);
-  EXPECT_EQ(text, "two");
-  const absl::Status s = WriteFileAtomically(TmpPath("no/such/dir/t.json"), "x");
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("no/such/dir"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "services/common/durable_file.h"
 #include "services/common/grpc_util.h"
 #include "services/common/job_certs_testing.h"
 #include "services/common/metrics.h"

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/common/durable_file.h"
 #include "services/common/port_file.h"
 #include "services/common/test_tmp_dir.h"
 

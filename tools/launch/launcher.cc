@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "services/common/durable_file.h"
 #include "services/common/port_file.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/credentials.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/common/http_server.h"
-#include "services/common/port_file.h"
+#include "services/common/durable_file.h"
 #include "services/common/test_tmp_dir.h"
 
 namespace cohort::launch {
