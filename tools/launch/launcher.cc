@@ -362,9 +362,12 @@ class Job : public ProcessTable {
 
   // Adds the metrics ports that appeared to the file_sd list and rewrites it.
   void CheckMetricsPorts() {
-    const size_t live = std::count_if(members_.begin(), members_.end(),
-                                      [](const auto& m) { return !m->process->reaped(); });
-    if (o_.metrics_targets.empty() || metrics_ports_.size() >= live) return;
+    // Every live member's port known: nothing to add. (A member that ended keeps its port
+    // here, so the ports known are not compared with the members alive.)
+    const bool all_known = std::all_of(members_.begin(), members_.end(), [&](const auto& m) {
+      return m->process->reaped() || metrics_ports_.count(m->name) > 0;
+    });
+    if (o_.metrics_targets.empty() || all_known) return;
     bool found = false;
     for (const auto& m : members_) {
       if (metrics_ports_.count(m->name) > 0) continue;
