@@ -172,7 +172,9 @@ TEST_F(LaunchConfigTest, TheLauncherAcceptsAndRefusesWhatTheRolesDo) {
                                                          : scheduler.ToJobSpec().status();
     const absl::Status launcher = Options().status();
     EXPECT_EQ(launcher.ok(), role.ok()) << "launcher: " << launcher << "; role: " << role;
-    if (!role.ok()) EXPECT_EQ(launcher.message(), role.message());
+    if (!role.ok()) {
+      EXPECT_EQ(launcher.message(), role.message());
+    }
   }
 }
 
