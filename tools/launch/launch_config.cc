@@ -19,7 +19,6 @@
 #include "tools/launch/sync.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/cli/args.h"
-#include "trainer/kvstore/kvstore_mode.h"
 
 namespace cohort::launch {
 namespace {

@@ -43,7 +43,6 @@ constexpr absl::Duration kPortFilePoll = absl::Milliseconds(20);
 // Reads per stream per loop turn, so one chatty child cannot starve the others.
 constexpr int kMaxReadsPerTurn = 16;
 
-constexpr char kLoopback[] = "127.0.0.1";
 
 // Writes all of `text`, whatever the descriptor takes at a time. Errors are dropped: a closed
 // stdout must not stop the launcher from supervising its children.
@@ -54,11 +53,6 @@ void WriteAll(int fd, absl::string_view text) {
     if (n <= 0) return;
     text.remove_prefix(static_cast<size_t>(n));
   }
-}
-
-// "1 shard", "2 shards".
-std::string Count(size_t n, absl::string_view noun) {
-  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }
 
 // "[worker 1] " or, on another host, "[node2 worker 1] ".

@@ -10,7 +10,6 @@
 namespace cohort::launch {
 namespace {
 
-constexpr char kLoopback[] = "127.0.0.1";
 constexpr char kAnyAddress[] = "0.0.0.0";
 
 }  // namespace

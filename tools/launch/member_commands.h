@@ -13,6 +13,8 @@ namespace cohort::launch {
 
 // The file the scheduler writes its port to, in its run folder.
 inline constexpr char kSchedulerPortFile[] = "scheduler.port";
+// Where members on the launcher's own machine listen and are dialled.
+inline constexpr char kLoopback[] = "127.0.0.1";
 
 // The host a member runs on (its index in options.hosts), or -1 for this machine.
 int HostOf(const LaunchOptions& options, Role role, int rank);

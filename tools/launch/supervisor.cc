@@ -23,11 +23,6 @@ constexpr absl::Duration kTermGrace = absl::Seconds(2);
 constexpr absl::Duration kRemoteTermGrace = absl::Seconds(4);
 constexpr absl::Duration kInterruptGrace = absl::Seconds(5);
 
-// "1 process", "4 processes".
-std::string Count(size_t n, absl::string_view noun) {
-  return absl::StrCat(n, " ", noun, n == 1 ? "" : absl::EndsWith(noun, "s") ? "es" : "s");
-}
-
 }  // namespace
 
 void Supervisor::Start(absl::Time now) { deadline_ = now + o_.start_timeout; }

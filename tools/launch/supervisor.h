@@ -41,7 +41,7 @@ struct SupervisorOptions {
   std::string job_id;
   int num_workers = 1;
   bool elastic = false;  // the job is done when every worker ended and one finished
-  int linger_s = 0;      // the scheduler serves its status this long after the job ends
+  double linger_s = 0;   // the scheduler serves its status this long after the job ends
   bool remote = false;   // members on other hosts: their wrappers need longer to stop them
   absl::Duration start_timeout = absl::Seconds(30);  // for the scheduler's port file
   std::string scheduler_port_file;                   // for messages
