@@ -549,7 +549,7 @@ std::optional<Straggler> SchedulerCore::Slowest() const {
     if (!w.has_progress || StateOf(w) != MemberState::kAlive) continue;
     paces.push_back({static_cast<int>(r), w.host, w.progress});
   }
-  return cohort::FindStraggler(paces);
+  return SlowestWorker(paces);
 }
 
 void SchedulerCore::ReportStraggler(absl::Time now) {

@@ -7,7 +7,7 @@
 
 namespace cohort {
 
-std::optional<Straggler> FindStraggler(absl::Span<const WorkerPace> workers) {
+std::optional<Straggler> SlowestWorker(absl::Span<const WorkerPace> workers) {
   const WorkerPace* slowest = nullptr;
   const WorkerPace* fastest = nullptr;
   double most = 0, least = 0;

@@ -41,7 +41,7 @@ struct WorkerPace {
 };
 
 // The slowest of the workers, with its lag; none with fewer than two or when they are even.
-std::optional<Straggler> FindStraggler(absl::Span<const WorkerPace> workers);
+std::optional<Straggler> SlowestWorker(absl::Span<const WorkerPace> workers);
 
 // The notice naming the straggler, when it holds the others up by more than `share` of the
 // fastest worker's compute; none otherwise.

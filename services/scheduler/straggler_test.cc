@@ -23,7 +23,7 @@ WorkerPace Pace(int rank, int64_t step, double step_seconds, double comm) {
 TEST(StragglerTest, TheWorkerWithTheMostComputeIsTheStraggler) {
   const std::vector<WorkerPace> workers = {Pace(0, 100, 0.25, 0.6), Pace(1, 100, 0.25, 0.5),
                                            Pace(3, 97, 0.25, 0.0)};
-  const std::optional<Straggler> s = FindStraggler(workers);
+  const std::optional<Straggler> s = SlowestWorker(workers);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->rank, 3);
   EXPECT_EQ(s->host, "host-3");
@@ -34,9 +34,9 @@ TEST(StragglerTest, TheWorkerWithTheMostComputeIsTheStraggler) {
 }
 
 TEST(StragglerTest, NoneAmongEvenWorkersOrOne) {
-  EXPECT_FALSE(FindStraggler({}).has_value());
-  EXPECT_FALSE(FindStraggler({Pace(0, 5, 0.2, 0.1)}).has_value());
-  EXPECT_FALSE(FindStraggler({Pace(0, 5, 0.2, 0.5), Pace(1, 5, 0.2, 0.5)}).has_value());
+  EXPECT_FALSE(SlowestWorker({}).has_value());
+  EXPECT_FALSE(SlowestWorker({Pace(0, 5, 0.2, 0.1)}).has_value());
+  EXPECT_FALSE(SlowestWorker({Pace(0, 5, 0.2, 0.5), Pace(1, 5, 0.2, 0.5)}).has_value());
 }
 
 TEST(StragglerTest, TheNoticeComesOnlyPastTheShareAndSaysWhatTheModeCosts) {

@@ -39,18 +39,16 @@ absl::Status ShardRollback::Resume(const std::string& folder) {
   for (const std::string& line : point->refused) {
     *err_ << "shard " << rank_ << ": skipping a newer checkpoint: " << line << "\n";
   }
-  RETURN_IF_ERROR(StartedAt(point->checkpoint.step, folder, "resuming from"));
+  if (absl::Status s = StartedAt(point->checkpoint.step, folder, "resuming from"); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("shard ", rank_, ": error: ", s.message()));
+  }
   core_->ResumeFrom(std::move(point->checkpoint));
   return absl::OkStatus();
 }
 
 absl::Status ShardRollback::RollBack(int64_t step, const std::optional<Regeneration>& next) {
   absl::MutexLock lock(&mu_);
-  if (checkpoint_dir_.empty()) {
-    return absl::FailedPreconditionError(
-        "this shard keeps no checkpoints to roll back to: give every shard --checkpoint_dir "
-        "(launch --checkpoint_dir)");
-  }
+  RETURN_IF_ERROR(KeepsCheckpoints());
   ASSIGN_OR_RETURN(ShardCheckpoint checkpoint,
                    LoadShardCheckpoint(checkpoint_dir_, step, rank_, num_shards_));
   RETURN_IF_ERROR(core_->RollBack(std::move(checkpoint), next));
@@ -64,6 +62,13 @@ absl::Status ShardRollback::RollBack(int64_t step, const std::optional<Regenerat
   core_->CheckpointNow();
   FlushCheckpoints();
   return absl::OkStatus();
+}
+
+absl::Status ShardRollback::KeepsCheckpoints() const {
+  if (!checkpoint_dir_.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "this shard keeps no checkpoints to roll back to: give every shard --checkpoint_dir "
+      "(launch --checkpoint_dir)");
 }
 
 ShardCheckpoints ShardRollback::Checkpoints() {

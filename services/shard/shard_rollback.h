@@ -42,6 +42,8 @@ class ShardRollback {
   // The writer the core hands its checkpoints to, once made (null: none). Outlives this.
   void set_checkpointer(ShardCheckpointer* checkpointer);
 
+  // OK when the shard keeps checkpoints to roll back to; else RollBack's refusal.
+  absl::Status KeepsCheckpoints() const;
   // Before the core is configured: the parts start from the newest complete checkpoint under
   // `folder` (a damaged or partial newer one is named on err and skipped). The error names
   // the shard and the folder.

@@ -196,6 +196,8 @@ ShardService::ShardService(ShardCore* core, absl::Notification* set_up, ShardRol
 grpc::Status ShardService::RollBack(grpc::ServerContext*, const v1::RollBackRequest* request,
                                     v1::RollBackReply*) {
   if (grpc::Status set_up = WaitForSetUp("roll back"); !set_up.ok()) return set_up;
+  // Refused first: a shard without checkpoints has nothing to go on from, whatever is asked.
+  if (absl::Status s = rollback_->KeepsCheckpoints(); !s.ok()) return ToGrpcStatus(s);
   std::optional<Regeneration> next;
   if (request->has_next()) {
     absl::StatusOr<ShardConfig> config = FromProto(request->next());

@@ -7,9 +7,8 @@ namespace cohort {
 DistKVStore::DistKVStore(KVStoreMode mode, JobMembership* membership,
                          std::unique_ptr<ShardTransport> transport, ShardsView shards,
                          const DistKVStoreOptions& options)
-    // The recovery talks to the shards on the transport the core owns.
     : core_(mode, membership, std::move(transport), std::move(shards), options),
-      recovery_(&core_, membership, core_.transport()) {}
+      recovery_(&core_, membership) {}
 
 absl::Status DistKVStore::SetOptimizer(const OptimizerSpec& spec) {
   return core_.SetOptimizer(spec);

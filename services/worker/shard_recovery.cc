@@ -38,9 +38,8 @@ int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_step
          std::min(new_steps_per_epoch - 1, within * new_steps_per_epoch / old_steps_per_epoch);
 }
 
-ShardRecovery::ShardRecovery(DistKVStoreCore* core, JobMembership* membership,
-                             ShardTransport* transport)
-    : core_(core), membership_(membership), transport_(transport) {}
+ShardRecovery::ShardRecovery(DistKVStoreCore* core, JobMembership* membership)
+    : core_(core), membership_(membership), transport_(core->transport()) {}
 
 absl::Status ShardRecovery::Recover(const absl::Status& failure, absl::Status* standing) {
   const DistKVStoreCore::Interruption why = core_->interruption();

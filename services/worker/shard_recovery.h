@@ -26,8 +26,8 @@ int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_step
 // Calls come from the store's one calling thread.
 class ShardRecovery {
  public:
-  // core, membership and transport (the one the core sends on) outlive the recovery.
-  ShardRecovery(DistKVStoreCore* core, JobMembership* membership, ShardTransport* transport);
+  // core and membership outlive the recovery; it talks to the shards on the core's transport.
+  ShardRecovery(DistKVStoreCore* core, JobMembership* membership);
 
   // How the update rule follows the number of workers (KVStore::SetUpdateRuleFor).
   void SetUpdateRuleFor(KVStore::UpdateRuleFor rule) { update_rule_ = std::move(rule); }

@@ -39,9 +39,10 @@ ABSL_FLAG(std::string, gradient_compression, "",
 ABSL_FLAG(bool, validate_only, false,
           "check the training flags, say what is wrong, and exit (the launcher does this once "
           "before it starts a job)");
-ABSL_FLAG(bool, validate_data, false,
-          "with --validate_only: also open the training data and check it (the launcher asks "
-          "for this when the workers run on its machine)");
+ABSL_FLAG(int, validate_data, 0,
+          "with --validate_only: also open the training data and check it holds a step of this "
+          "many workers (0: don't; the launcher asks for this when the workers run on its "
+          "machine)");
 ABSL_FLAG(double, scheduler_grace, 3.0,
           "seconds to wait for a lost scheduler to answer again before exiting");
 ABSL_FLAG(std::string, metrics_bind, "",
@@ -69,8 +70,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (absl::GetFlag(FLAGS_validate_only)) {
-    if (!absl::GetFlag(FLAGS_validate_data)) return 0;
-    if (absl::Status s = cohort::CheckTrainingData(options); !s.ok()) {
+    if (absl::GetFlag(FLAGS_validate_data) <= 0) return 0;
+    if (absl::Status s = cohort::CheckTrainingData(options, absl::GetFlag(FLAGS_validate_data));
+        !s.ok()) {
       std::cerr << "worker: error: " << s.message() << "\n";
       return 2;
     }

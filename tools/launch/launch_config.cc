@@ -289,7 +289,10 @@ absl::StatusOr<std::optional<std::string>> CheckWorkerFlags(const LaunchOptions&
   check.argv = o.worker_argv;
   check.argv.insert(check.argv.begin() + 1, "--validate_only");
   // The data is this machine's only when the workers run here.
-  if (o.hosts.empty()) check.argv.insert(check.argv.begin() + 2, "--validate_data");
+  if (o.hosts.empty()) {
+    check.argv.insert(check.argv.begin() + 2,
+                      absl::StrCat("--validate_data=", o.scheduler.num_workers));
+  }
   check.env = o.environment;
   check.working_dir = o.working_dir;
   absl::StatusOr<CompletedProcess> done = RunToCompletion(check, absl::Seconds(60));

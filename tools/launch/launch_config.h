@@ -80,8 +80,8 @@ absl::StatusOr<LaunchOptions> OptionsFromFlags(const LaunchFlags& flags,
                                                const LauncherProcess& launcher);
 
 // The workers' flags, and on this machine their data, checked once by the worker binary
-// (--validate_only, --validate_data) before anything starts, so that a mistake is said once rather than by every worker after the scheduler and
-// the shards came up. Returns the worker's complaint (its output) when they are wrong, nullopt
+// (--validate_only, --validate_data=W) before anything starts, so that a mistake is said once
+// rather than by every worker after the scheduler and the shards came up. Returns the worker's complaint (its output) when they are wrong, nullopt
 // when they are fine.
 absl::StatusOr<std::optional<std::string>> CheckWorkerFlags(const LaunchOptions& options);
 

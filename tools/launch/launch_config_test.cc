@@ -296,7 +296,7 @@ TEST_F(LaunchConfigTest, TlsFiles) {
 TEST_F(LaunchConfigTest, TheWorkersFlagsAreCheckedOnce) {
   const std::string worker = TmpDir() + "/checking_worker";
   WriteExecutable(worker, "[ \"$1\" = --validate_only ] || exit 9\n"
-                          "[ \"$2\" = --validate_data ] || exit 9\n"
+                          "[ \"$2\" = --validate_data=2 ] || exit 9\n"
                           "[ \"$3\" = --model=lenet ] && exit 0\n"
                           "echo \"worker: error: unknown model\"; exit 2");
   flags_.worker_binary = worker;

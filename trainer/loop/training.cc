@@ -85,17 +85,32 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
       absl::StrCat("--augment=", augment, ": expected none, flip or crop_flip"));
 }
 
-absl::Status CheckTrainingData(const TrainOptions& options) {
-  ASSIGN_OR_RETURN(const TrainTestData data, LoadDataset(options.dataset, options.data_dir));
-  const int64_t images = options.train_samples > 0
-                             ? std::min<int64_t>(options.train_samples, data.train.size())
-                             : data.train.size();
-  if (images < options.batch_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dataset=", options.dataset, " holds ", images,
-                     " training images, fewer than one --batch_size=", options.batch_size));
+namespace {
+
+// The training images a job uses of the `available` ones (--train_samples, 0: all).
+int64_t TrainingImages(const TrainOptions& options, int64_t available) {
+  return options.train_samples > 0 ? std::min<int64_t>(options.train_samples, available)
+                                   : available;
+}
+
+// Every rank runs floor(N / (W·b)) steps an epoch (Contracts, "Sampler"); none is an error.
+absl::StatusOr<int64_t> StepsPerEpoch(const TrainOptions& options, int num_workers,
+                                      int64_t train_size) {
+  const int64_t steps = train_size / (options.batch_size * num_workers);
+  if (steps == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch_size=", options.batch_size, " × ", num_workers,
+        " workers is larger than the training set (", train_size, " samples)"));
   }
-  return absl::OkStatus();
+  return steps;
+}
+
+}  // namespace
+
+absl::Status CheckTrainingData(const TrainOptions& options, int num_workers) {
+  ASSIGN_OR_RETURN(const TrainTestData data, LoadDataset(options.dataset, options.data_dir));
+  return StepsPerEpoch(options, num_workers, TrainingImages(options, data.train.size()))
+      .status();
 }
 
 namespace {
@@ -128,10 +143,11 @@ absl::StatusOr<Replicas> BuildReplicas(const TrainOptions& options,
 absl::StatusOr<TrainTestData> LoadTrainingData(const TrainOptions& options, bool lead,
                                                std::ostream& out, Normalization* norm) {
   ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
-  if (options.train_samples > 0 && options.train_samples < data.train.size()) {
+  if (const int64_t images = TrainingImages(options, data.train.size());
+      images < data.train.size()) {
     const size_t sample_bytes = static_cast<size_t>(data.train.sample_shape.numel());
-    data.train.labels.resize(options.train_samples);
-    data.train.pixels.resize(options.train_samples * sample_bytes);
+    data.train.labels.resize(images);
+    data.train.pixels.resize(images * sample_bytes);
   }
   *norm = ComputeNormalization(data.train);
   if (const int64_t side = ModelImageSize(options.model);
@@ -184,12 +200,8 @@ absl::StatusOr<Plan> MakePlan(const TrainOptions& options, int64_t train_size,
                               const KVStore& kvstore) {
   const int num_workers = kvstore.num_workers();
   const int64_t global_batch = options.batch_size * num_workers;
-  const int64_t steps_per_epoch = train_size / global_batch;
-  if (steps_per_epoch == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--batch_size=", options.batch_size, " × ", num_workers,
-        " workers is larger than the training set (", train_size, " samples)"));
-  }
+  ASSIGN_OR_RETURN(const int64_t steps_per_epoch,
+                   StepsPerEpoch(options, num_workers, train_size));
   ASSIGN_OR_RETURN(OptimizerSpec optimizer,
                    UpdateRule(options, num_workers, kvstore.initial_num_workers(),
                               steps_per_epoch));

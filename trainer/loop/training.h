@@ -49,9 +49,9 @@ struct TrainOptions {
 // Checks option values, naming the flag that is wrong.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 // Opens the training data the options name, reading and checking every file (a job's check
-// before anything starts), and that it holds at least one batch. The error names the dataset
-// and the file.
-absl::Status CheckTrainingData(const TrainOptions& options);
+// before anything starts), and that it holds at least one step of num_workers workers. The
+// error names the dataset and the file, or the batch and the number of workers.
+absl::Status CheckTrainingData(const TrainOptions& options, int num_workers);
 
 struct TrainResult {
   double test_top1 = 0;  // percent; rank 0 only
