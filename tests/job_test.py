@@ -10,10 +10,12 @@ Usage: job_test.py LAUNCH SCHEDULER SHARD WORKER LINEAR_REGRESSION CHECK_MODEL J
                    PS_WORKER MAKE_JOB_CERTS
 """
 
+import http.client
 import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -252,19 +254,36 @@ class ManualStartTest(JobTestCase):
             address = f"127.0.0.1:{int(f.read())}"
         with open(metrics_port_file) as f:
             status_address = f"127.0.0.1:{int(f.read())}"
-        # The job's status and metrics pages answer only requests that carry its token.
+        # A TLS job serves its pages over HTTPS only, with the role's certificate, and they
+        # answer only requests that carry its token.
+        ca = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
+        ca.check_hostname = False  # issued for "cohort"; the CA is still checked
+        host, port = status_address.split(":")
+
+        def get(path, header):
+            connection = http.client.HTTPSConnection(host, int(port), context=ca, timeout=10)
+            try:
+                connection.request("GET", path, headers=header)
+                return connection.getresponse().status
+            finally:
+                connection.close()
+
         for path in ("/status", "/metrics"):
             for header in ({}, {"Authorization": "Bearer guessed"}):
-                with self.assertRaises(urllib.error.HTTPError) as refused:
-                    urllib.request.urlopen(urllib.request.Request(
-                        f"http://{status_address}{path}", headers=header), timeout=10)
-                self.assertEqual(refused.exception.code, 401)
-        r = subprocess.run([LAUNCH, f"--status={status_address}"], capture_output=True,
-                           text=True, timeout=30)
+                self.assertEqual(get(path, header), 401, path)
+            self.assertEqual(get(path, {"Authorization": "Bearer job-token-for-this-test"}), 200)
+        with self.assertRaises((urllib.error.URLError, http.client.HTTPException, OSError)):
+            urllib.request.urlopen(f"http://{status_address}/healthz", timeout=10)
+        r = subprocess.run([LAUNCH, f"--status={status_address}", f"--tls_dir={tls}"],
+                           capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 1)
         self.assertIn("needs the job's token: give --token_file", r.stderr)
         r = subprocess.run([LAUNCH, f"--status={status_address}", f"--token_file={token}"],
                            capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("give --tls_dir", r.stderr)
+        r = subprocess.run([LAUNCH, f"--status={status_address}", f"--tls_dir={tls}",
+                            f"--token_file={token}"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertRegex(r.stdout, r"job \S+: FORMING, 2 workers, 2 shards")
         shards = [self.start(f"shard{i}", [SHARD, f"--scheduler={address}", "--bind=127.0.0.1",

@@ -2,7 +2,7 @@
 scrapes a 2-shard 2-worker job the launcher started, and is checked through its HTTP API.
 
 Usage: prometheus_test.py LAUNCH PROMETHEUS_YML RULES_YML ALERTS_YML DASHBOARD_JSON
-                          JOB_PROCESSES_PY
+                          JOB_PROCESSES_PY MAKE_JOB_CERTS
 """
 
 import json
@@ -17,8 +17,8 @@ import unittest
 import urllib.parse
 import urllib.request
 
-LAUNCH, PROMETHEUS_YML, RULES_YML, ALERTS_YML, DASHBOARD, JOB_PROCESSES = (
-    os.path.abspath(p) for p in sys.argv[1:7])
+LAUNCH, PROMETHEUS_YML, RULES_YML, ALERTS_YML, DASHBOARD, JOB_PROCESSES, MAKE_JOB_CERTS = (
+    os.path.abspath(p) for p in sys.argv[1:8])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from job_fixture import JobTestCase  # noqa: E402
@@ -76,7 +76,7 @@ class PrometheusJobTest(JobTestCase):
         """Prometheus on 127.0.0.1 at a port it picks, with the deploy/prometheus files copied
         unchanged beside an empty targets/ folder; returns its address."""
         config_dir = os.path.join(self.dir, "prometheus")
-        os.makedirs(os.path.join(config_dir, "targets"))
+        os.makedirs(os.path.join(config_dir, "targets", "tls"))
         for path in (PROMETHEUS_YML, RULES_YML, ALERTS_YML):
             shutil.copy(path, config_dir)
         self.start("prometheus", [
@@ -84,6 +84,7 @@ class PrometheusJobTest(JobTestCase):
             f"--storage.tsdb.path={self.dir}/tsdb", "--web.listen-address=127.0.0.1:0"])
         found = self.wait_until("Prometheus listening", lambda: re.search(
             r'msg="Listening on" address=(127\.0\.0\.1:\d+)', self.log("prometheus")), 30)
+        self.config_dir = config_dir
         return found.group(1), os.path.join(config_dir, "targets")
 
     def query(self, expr, at=None):
@@ -190,6 +191,37 @@ class PrometheusJobTest(JobTestCase):
         launcher.send_signal(signal.SIGTERM)
         self.assertNotEqual(launcher.wait(timeout=30), 0)
         self.assertFalse(os.path.exists(targets), "the target list outlived the job")
+
+    def test_prometheus_scrapes_a_tls_job_over_https_with_its_token(self):
+        self.prometheus, targets_dir = self.start_prometheus()
+        # The operator's files for the cohort-tls scrape job; the job uses the same ones.
+        tls = os.path.join(self.config_dir, "tls")
+        subprocess.run([MAKE_JOB_CERTS, tls, "scheduler", "shard", "worker"], check=True,
+                       capture_output=True, timeout=60)
+        token = os.path.join(tls, "token")
+        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write("scrape-me-with-this\n")
+        targets = os.path.join(targets_dir, "tls", f"{self.job_id}.json")
+        self.start("launch", [
+            LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "1", "--tls", f"--tls_dir={tls}",
+            f"--token_file={token}", f"--metrics_targets={targets}", "--",
+            "--model=lenet", "--dataset=fashion-mnist", "--epochs=30", "--output=",
+            "--log_interval=100"])
+
+        def target_list():
+            with open(targets) as f:
+                groups = json.load(f)
+            return groups if len(groups) == 4 else None
+        groups = self.wait_until("the launcher's target list names 4 processes", target_list, 60)
+        self.wait_until("Prometheus scraping the 4 targets over HTTPS", lambda: len(
+            [r for r in self.query(f'up{{job="{self.job_id}"}}') if r["value"][1] == "1"]) == 4,
+            60)
+        self.wait_until("the workers' steps scraped", lambda: self.query(
+            f'sum(cohort_worker_steps_total{{job="{self.job_id}"}}) > 0'), 30)
+        # Plain HTTP to those ports is refused: the token never crosses in clear.
+        for group in groups:
+            with self.assertRaises(OSError, msg=group["targets"][0]):
+                get(f"http://{group['targets'][0]}/metrics", timeout=5)
 
 
 if __name__ == "__main__":

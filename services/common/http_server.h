@@ -1,16 +1,20 @@
 #ifndef COHORT_SERVICES_COMMON_HTTP_SERVER_H_
 #define COHORT_SERVICES_COMMON_HTTP_SERVER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "services/common/connection_limiter.h"
 
-struct mg_context;
-struct mg_connection;
+struct MHD_Daemon;
+struct MHD_Connection;
 
 namespace cohort {
 
@@ -20,9 +24,21 @@ struct HttpResponse {
   std::string body;
 };
 
-// A process's small HTTP server (civetweb): /metrics on every role, /status on the scheduler.
-// Each path answers GET with what its handler returns, to the requests `admit` lets through
-// (others get 401); handlers run on the server's threads.
+struct HttpServerOptions {
+  std::string bind = "127.0.0.1";
+  int port = 0;  // 0: one the system picks (HttpServer::port() tells which)
+  // Both set (PEM): HTTPS only, a plaintext request is refused in the handshake. Both empty:
+  // plain HTTP.
+  std::string certificate_pem;
+  std::string key_pem;
+  HttpLimits limits;
+};
+
+// A process's small HTTP server (libmicrohttpd, event-driven): /metrics on every role, /status
+// on the scheduler. Each path answers GET with what its handler returns, to the requests
+// `admit` lets through (others get 401). Idle, slow and many connections cannot starve it: it
+// holds connections in two event loops rather than a thread each, and closes those the limits
+// pick (ConnectionLimiter). Handlers run on the event loops' threads and must be quick.
 class HttpServer {
  public:
   struct Route {
@@ -34,8 +50,7 @@ class HttpServer {
   using Admit = std::function<bool(absl::string_view authorization, absl::string_view peer,
                                    absl::string_view path)>;
 
-  // Listens on bind:port (port 0: one the system picks; port() tells which).
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& bind, int port,
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                            std::vector<Route> routes,
                                                            Admit admit = nullptr);
   ~HttpServer();  // stops serving; handlers are not called after it returns
@@ -43,27 +58,41 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const { return port_; }
+  bool https() const { return https_; }
+  int open_connections() const;
+  int64_t connections_closed_by_limits() const;  // since start
 
  private:
-  struct Served {  // what a request handler is given
-    const HttpServer* server;
-    const Route* route;
-  };
-  HttpServer(std::vector<Route> routes, Admit admit)
-      : routes_(std::move(routes)), admit_(std::move(admit)) {}
-  static int Serve(mg_connection* connection, void* served);
+  HttpServer(std::vector<Route> routes, Admit admit, const HttpLimits& limits, bool https)
+      : routes_(std::move(routes)), admit_(std::move(admit)), limiter_(limits), https_(https) {}
+  friend struct HttpServerCallbacks;  // libmicrohttpd's, in http_server.cc
+  // The answer to method url; *admitted says whether admit_ let it through.
+  HttpResponse Respond(MHD_Connection* connection, absl::string_view url,
+                       absl::string_view method, bool* admitted) const;
 
-  std::vector<Route> routes_;
-  Admit admit_;
-  std::vector<Served> served_;
-  mg_context* context_ = nullptr;
+  const std::vector<Route> routes_;
+  const Admit admit_;
+  mutable absl::Mutex mu_;
+  ConnectionLimiter limiter_ ABSL_GUARDED_BY(mu_);
+  const bool https_;
+  MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
 };
 
-// GET http://host:port/path (the client side, for `launch --status`), with an Authorization
-// header when one is given ("Bearer <token>"): the status code and body; Unavailable, naming
-// the address, when nothing answers there.
-absl::StatusOr<HttpResponse> HttpGet(const std::string& host, int port, const std::string& path,
+// Where a client finds a role's HTTP server.
+struct HttpEndpoint {
+  std::string host;
+  int port = 0;
+  // Empty: plain HTTP. Else HTTPS, the server's certificate checked against this CA (PEM) for
+  // the job-wide name "cohort", whatever host it is reached at.
+  std::string ca_pem;
+  bool https_unverified = false;  // HTTPS without checking the certificate (local probes only)
+};
+
+// GET path from endpoint (the client side, for `launch --status` and the container health
+// check), with an Authorization header when one is given ("Bearer <token>"): the status code
+// and body; Unavailable, naming the address, when nothing answers there in 10 s.
+absl::StatusOr<HttpResponse> HttpGet(const HttpEndpoint& endpoint, const std::string& path,
                                      const std::string& authorization = "");
 
 }  // namespace cohort

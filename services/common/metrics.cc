@@ -84,8 +84,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
     const std::string& bind, int port, const std::string& port_file,
     std::vector<HttpServer::Route> routes, std::shared_ptr<const TransportSecurity> security) {
   routes.push_back({kHealthPath, [] { return HttpResponse{200, "text/plain", "ok\n"}; }});
+  HttpServerOptions options;
+  options.bind = bind;
+  options.port = port;
+  options.certificate_pem = security->certificate_pem();  // with TLS, HTTPS only
+  options.key_pem = security->key_pem();
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
-      bind, port, std::move(routes),
+      options, std::move(routes),
       [security](absl::string_view authorization, absl::string_view peer, absl::string_view path) {
         return path == kHealthPath || security->AdmitHttp(authorization, peer, path);
       });

@@ -50,7 +50,8 @@ class ProcessMetrics {
 };
 
 // Serves routes (/metrics, ...) on bind:port (0: any port) to the requests security admits
-// (with a job token, only those that carry it) and, when port_file is not empty, writes the port
+// (with a job token, only those that carry it), over HTTPS with this process's certificate
+// when security has TLS (plain HTTP only for plaintext jobs), and, when port_file is not empty, writes the port
 // it got there (Contracts, "Ports"). Also serves kHealthPath to anyone ("ok": the process is up
 // and serving), for container health checks and Kubernetes probes, which carry no token.
 inline constexpr char kHealthPath[] = "/healthz";

@@ -56,6 +56,11 @@ class TransportSecurity {
   // logged and counted like a refused call.
   bool AdmitHttp(absl::string_view authorization, absl::string_view peer,
                  absl::string_view path) const;
+  // The PEM text loaded (empty when plaintext): the job's CA, this process's certificate and
+  // its key; the HTTP server serves HTTPS with them.
+  const std::string& ca_pem() const { return ca_; }
+  const std::string& certificate_pem() const { return cert_; }
+  const std::string& key_pem() const { return key_; }
   // "Bearer <token>" (empty without a token): what a client sends.
   const std::string& authorization() const;
 

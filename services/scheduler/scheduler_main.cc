@@ -76,9 +76,10 @@ bool AnnounceListening(const cohort::JobSpec& spec, int port, int http_port,
   const std::string bind = absl::GetFlag(FLAGS_bind);
   std::cout << absl::StrFormat(
                    "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d; status on "
-                   "http://%s:%d/status, metrics on /metrics%s\n",
+                   "%s://%s:%d/status, metrics on /metrics%s\n",
                    spec.job_id, spec.num_workers, spec.num_shards,
-                   cohort::KVStoreModeName(spec.mode), bind, port, bind, http_port,
+                   cohort::KVStoreModeName(spec.mode), bind, port,
+                   security.plaintext() ? "http" : "https", bind, http_port,
                    security.authorization().empty() ? "" : " (with the job's token)")
             << std::flush;
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {

@@ -102,8 +102,9 @@ int ServeUntilEnded(cohort::MemberSession* session, const cohort::RunningServer&
     return 1;
   }
   std::cout << absl::StrFormat(
-                   "shard %d of job %s listening on %s:%d, metrics on http://%s:%d/metrics\n",
+                   "shard %d of job %s listening on %s:%d, metrics on %s://%s:%d/metrics\n",
                    session->rank(), session->job_id(), absl::GetFlag(FLAGS_bind), server.port,
+                   (*http)->https() ? "https" : "http",
                    absl::GetFlag(FLAGS_bind), (*http)->port())
             << std::flush;
   session->WaitUntilEnded(absl::InfiniteDuration());

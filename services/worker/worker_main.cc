@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   }
   cohort::MemberSession* member = (*worker)->member();
   joined = member;
-  std::cout << "worker " << member->rank() << ": metrics on http://" << job.metrics_bind << ":"
+  std::cout << "worker " << member->rank() << ": metrics on " << (*worker)->metrics_scheme() << "://" << job.metrics_bind << ":"
             << (*worker)->metrics_port() << "/metrics; parts of at most " << job.part_bytes
             << " bytes, fused below " << job.fusion_bytes << " (waiting up to "
             << absl::FormatDuration(job.fusion_wait) << "), gradient compression "

@@ -33,7 +33,14 @@ int main(int argc, char** argv) {
     std::cerr << "healthcheck: error: give --port or --port_file (the role's metrics port)\n";
     return 2;
   }
-  auto answer = cohort::HttpGet(absl::GetFlag(FLAGS_host), port, cohort::kHealthPath);
+  cohort::HttpEndpoint role{absl::GetFlag(FLAGS_host), port};
+  auto answer = cohort::HttpGet(role, cohort::kHealthPath);
+  if (!answer.ok()) {
+    // A TLS job's roles serve HTTPS only. As Kubernetes probes do, the certificate is not
+    // checked: the answer says only whether the process is up.
+    role.https_unverified = true;
+    if (auto https = cohort::HttpGet(role, cohort::kHealthPath); https.ok()) answer = https;
+  }
   if (!answer.ok()) {
     std::cerr << "healthcheck: " << answer.status().message() << "\n";
     return 1;

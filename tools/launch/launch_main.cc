@@ -63,7 +63,7 @@ ABSL_FLAG(bool, insecure, false,
 ABSL_FLAG(std::string, tls_dir, "",
           "the job's TLS files (ca.pem and scheduler/shard/worker .pem and .key, as "
           "tools/make_job_certs.sh makes them); default: new ones made for the job and deleted "
-          "after it");
+          "after it (with --status: the folder with the job's ca.pem, for its HTTPS)");
 ABSL_FLAG(std::string, token_file, "",
           "file with the job's token; default: a new random one, deleted after the job (with "
           "--status: the token of the job asked about)");
@@ -109,9 +109,9 @@ constexpr char kUsage[] =
     "Every line the processes print is shown prefixed with [scheduler], [shard i], [worker r]\n"
     "(and the host, over ssh).\n"
     "Ctrl-C stops the whole job.\n"
-    "  bazel run //tools:launch -- --status 127.0.0.1:PORT\n"
+    "  bazel run //tools:launch -- --status 127.0.0.1:PORT [--tls_dir DIR --token_file F]\n"
     "      prints a running job's state and per-worker speed (PORT: from the scheduler's\n"
-    "      'status on http://...' line)";
+    "      'status on http(s)://...' line; a TLS job's needs its ca.pem and token)";
 
 // A usage error (InvalidArgument) points to --help and exits 2; anything else exits 1.
 int Fail(const absl::Status& status) {
@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_status).empty()) {
     absl::StatusOr<std::string> table = cohort::launch::FetchStatusTable(
         absl::GetFlag(FLAGS_status),
-        cohort::ResolveUserPath(flags.token_file, cohort::launch::UserDir(launcher)));
+        cohort::ResolveUserPath(flags.token_file, cohort::launch::UserDir(launcher)),
+        cohort::ResolveUserPath(flags.tls_dir, cohort::launch::UserDir(launcher)));
     if (!table.ok()) return Fail(table.status());
     std::cout << *table;
     return 0;

@@ -50,7 +50,8 @@ absl::StatusOr<std::string> StatusTable(const std::string& status_json) {
 }
 
 absl::StatusOr<std::string> FetchStatusTable(const std::string& address,
-                                             const std::string& token_file) {
+                                             const std::string& token_file,
+                                             const std::string& tls_dir) {
   const size_t colon = address.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
@@ -65,11 +66,27 @@ absl::StatusOr<std::string> FetchStatusTable(const std::string& address,
     }
     authorization = absl::StrCat("Bearer ", absl::StripAsciiWhitespace(*token));
   }
-  absl::StatusOr<HttpResponse> page =
-      HttpGet(address.substr(0, colon), port, "/status", authorization);
+  HttpEndpoint scheduler{address.substr(0, colon), port};
+  if (!tls_dir.empty()) {
+    absl::StatusOr<std::string> ca = ReadWholeFile(tls_dir + "/ca.pem");
+    if (!ca.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_dir: ", ca.status().message(), " (the job's ca.pem)"));
+    }
+    scheduler.ca_pem = *std::move(ca);
+  } else if (!token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a job with a token serves /status over HTTPS only: give --tls_dir DIR, the folder "
+        "with the job's ca.pem");
+  }
+  absl::StatusOr<HttpResponse> page = HttpGet(scheduler, "/status", authorization);
   if (!page.ok()) {
     return absl::UnavailableError(absl::StrCat(
-        page.status().message(), " (is the scheduler running, or lingering with --linger?)"));
+        page.status().message(),
+        tls_dir.empty() ? " (is the scheduler running, or lingering with --linger? A TLS job "
+                          "serves HTTPS: give --tls_dir and --token_file)"
+                        : " (is the scheduler running, or lingering with --linger? Is --tls_dir "
+                          "that job's?)"));
   }
   if (page->status == 401) {
     return absl::UnauthenticatedError(

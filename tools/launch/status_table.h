@@ -13,11 +13,13 @@ namespace cohort::launch {
 // loss. InvalidArgument when the text is not a status page.
 absl::StatusOr<std::string> StatusTable(const std::string& status_json);
 
-// `launch --status HOST:PORT [--token_file FILE]`: the scheduler's /status page there, as
-// StatusTable prints it. InvalidArgument: the address or the token file is wrong (a usage
-// error); other errors say what answered, or that nothing did, and what to try.
+// `launch --status HOST:PORT [--tls_dir DIR --token_file FILE]`: the scheduler's /status page
+// there (over HTTPS checked against DIR/ca.pem when tls_dir is given), as StatusTable prints
+// it. InvalidArgument: the address, the token file or the TLS folder is wrong (a usage error);
+// other errors say what answered, or that nothing did, and what to try.
 absl::StatusOr<std::string> FetchStatusTable(const std::string& address,
-                                             const std::string& token_file);
+                                             const std::string& token_file,
+                                             const std::string& tls_dir);
 
 }  // namespace cohort::launch
 

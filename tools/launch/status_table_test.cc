@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "services/common/http_server.h"
 #include "services/common/durable_file.h"
+#include "services/common/job_certs_testing.h"
 #include "services/common/test_tmp_dir.h"
 
 namespace cohort::launch {
@@ -56,8 +57,15 @@ TEST(FetchStatusTableTest, AskedOfAScheduler) {
   const std::string page =
       R"({"job_id":"job-9","state":"RUNNING","mode":"dist_sync","num_workers":1,)"
       R"("num_shards":1,"members":[]})";
+  const std::string dir = TmpDir() + "/status-job";
+  ASSERT_TRUE(MakeJobCerts(dir, "scheduler").ok());
+  auto security = LoadSecurity(dir, "scheduler", "");
+  ASSERT_TRUE(security.ok()) << security.status();
+  HttpServerOptions https;
+  https.certificate_pem = (*security)->certificate_pem();
+  https.key_pem = (*security)->key_pem();
   auto server = HttpServer::Start(
-      "127.0.0.1", 0, {{"/status", [&] { return HttpResponse{200, "application/json", page}; }}},
+      https, {{"/status", [&] { return HttpResponse{200, "application/json", page}; }}},
       [](absl::string_view authorization, absl::string_view, absl::string_view) {
         return authorization == "Bearer secret";
       });
@@ -66,24 +74,28 @@ TEST(FetchStatusTableTest, AskedOfAScheduler) {
   const std::string token = TmpDir() + "/token";
   ASSERT_TRUE(WriteFileAtomically(token, "secret\n").ok());
 
-  absl::StatusOr<std::string> table = FetchStatusTable(address, token);
+  absl::StatusOr<std::string> table = FetchStatusTable(address, token, dir);
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_TRUE(absl::StartsWith(*table, "job job-9: RUNNING")) << *table;
 
-  const absl::Status no_token = FetchStatusTable(address, "").status();
+  // A token is never sent in clear: without the job's CA, a usage error.
+  EXPECT_TRUE(absl::IsInvalidArgument(FetchStatusTable(address, token, "").status()));
+  const absl::Status no_token = FetchStatusTable(address, "", dir).status();
   EXPECT_TRUE(absl::IsUnauthenticated(no_token));
   EXPECT_EQ(no_token.message(),
             absl::StrCat(address, "/status needs the job's token: give --token_file FILE"));
 }
 
 TEST(FetchStatusTableTest, MistakesAndSilence) {
-  EXPECT_TRUE(absl::IsInvalidArgument(FetchStatusTable("localhost", "").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(FetchStatusTable("localhost:x", "").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(FetchStatusTable("localhost", "", "").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(FetchStatusTable("localhost:x", "", "").status()));
   EXPECT_TRUE(
-      absl::IsInvalidArgument(FetchStatusTable("127.0.0.1:1", TmpDir() + "/none").status()));
-  const absl::Status silent = FetchStatusTable("127.0.0.1:1", "").status();
+      absl::IsInvalidArgument(FetchStatusTable("127.0.0.1:1", TmpDir() + "/none", "").status()));
+  const absl::Status silent = FetchStatusTable("127.0.0.1:1", "", "").status();
   EXPECT_FALSE(absl::IsInvalidArgument(silent));
   EXPECT_TRUE(absl::StrContains(silent.message(), "is the scheduler running")) << silent;
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(FetchStatusTable("127.0.0.1:1", "", TmpDir() + "/none").status()));
 }
 
 }  // namespace

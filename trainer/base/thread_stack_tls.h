@@ -10,8 +10,8 @@ namespace cohort {
 // glibc carves a thread's static TLS (the thread_local data of the executable and of every
 // library loaded at start) out of the stack size a pthread_attr_t asks for, and refuses to
 // create the thread (EINVAL) when it does not fit. cuBLAS brings about 100 KiB of it, more than
-// the 100 KiB that Debian's civetweb asks for its HTTP threads, so a binary linked with the GPU
-// backend could not serve /metrics. Linking //trainer/base:thread_stack_tls into a binary
+// a library's small thread stacks hold (Debian's civetweb asked for 100 KiB), so a binary linked
+// with the GPU backend could not start such threads. Linking //trainer/base:thread_stack_tls into a binary
 // replaces pthread_attr_setstacksize for every library in the process: the binary exports its
 // own, which adds StaticTlsBytes() to the size asked for and calls glibc's.
 
