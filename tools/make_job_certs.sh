@@ -4,7 +4,8 @@
 # "cohort" (what the services check, whatever address a peer is reached at) and for its own name.
 #   tools/make_job_certs.sh DIR NAME...        e.g. DIR scheduler shard worker
 # Environment: COHORT_CERT_DAYS (default 30); COHORT_CERT_DATES="START END" (openssl ca dates,
-# YYYYMMDDHHMMSSZ) to make certificates valid only then (tests make expired ones).
+# YYYYMMDDHHMMSSZ) to make certificates valid only then (tests make expired ones);
+# COHORT_CERT_USAGE (default serverAuth,clientAuth), the extendedKeyUsage (tests make others).
 # The CA's key stays in DIR/ca.key: keep it, or delete it once the certificates are made.
 set -euo pipefail
 dir=$1
@@ -39,7 +40,7 @@ CNF
 for name in "$@"; do
   [[ $name =~ ^[A-Za-z0-9._-]+$ ]] || { echo "$0: name '$name': letters, digits, . _ - only" >&2; exit 2; }
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$name" \
-    -addext "subjectAltName=DNS:cohort,DNS:$name" -addext "extendedKeyUsage=serverAuth,clientAuth" \
+    -addext "subjectAltName=DNS:cohort,DNS:$name" -addext "extendedKeyUsage=${COHORT_CERT_USAGE:-serverAuth,clientAuth}" \
     -keyout "$dir/$name.key" -out "$work/$name.csr" 2>/dev/null
   if [[ -n ${COHORT_CERT_DATES:-} ]]; then
     read -r start end <<<"$COHORT_CERT_DATES"

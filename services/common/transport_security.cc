@@ -6,7 +6,9 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <array>
+#include <ctime>
 #include <atomic>
 #include <iostream>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "services/common/log_safe.h"
 #include "services/common/port_file.h"
 
 namespace cohort {
@@ -25,7 +28,8 @@ namespace {
 // The name every certificate of a job is issued for (tools/make_job_certs.sh).
 constexpr char kJobCertName[] = "cohort";
 constexpr char kAuthorization[] = "authorization";
-// How long a verified client certificate is trusted before it is checked again (its expiry).
+// How long a verified client certificate is trusted before it is checked again, at most: never
+// past its expiry.
 constexpr absl::Duration kVerifiedFor = absl::Minutes(1);
 
 absl::StatusOr<std::string> ReadJobFile(const std::string& path, absl::string_view what) {
@@ -54,6 +58,9 @@ absl::string_view Said(Refusal reason) {
     case Refusal::kExpiredCertificate:
       return "its certificate has expired or is not valid yet (make new ones with "
              "tools/make_job_certs.sh)";
+    case Refusal::kWrongCertificateUse:
+      return "its certificate, from this job's CA, is not made for TLS clients (its "
+             "extendedKeyUsage lacks clientAuth; make it with tools/make_job_certs.sh)";
     case Refusal::kNoToken:
       return "no job token (--token_file)";
     case Refusal::kWrongToken:
@@ -76,6 +83,7 @@ absl::string_view RefusalName(Refusal reason) {
     case Refusal::kNoCertificate: return "no_certificate";
     case Refusal::kUntrustedCertificate: return "untrusted_certificate";
     case Refusal::kExpiredCertificate: return "expired_certificate";
+    case Refusal::kWrongCertificateUse: return "wrong_certificate_use";
     case Refusal::kNoToken: return "no_token";
     case Refusal::kWrongToken: return "wrong_token";
   }
@@ -129,8 +137,10 @@ class TransportSecurity::Gate {
 
   void Count(Refusal reason, absl::string_view who, absl::string_view detail) {
     counts_[static_cast<int>(reason)].fetch_add(1);
-    std::cerr << "refused " << who << ": " << Said(reason)
-              << (detail.empty() ? "" : absl::StrCat(" [", detail, "]")) << "\n"
+    // One write: refusals come from more than one thread.
+    std::cerr << absl::StrCat("refused ", who, ": ", Said(reason),
+                              detail.empty() ? "" : absl::StrCat(" [", LogSafe(detail), "]"),
+                              "\n")
               << std::flush;
   }
 
@@ -139,8 +149,9 @@ class TransportSecurity::Gate {
  private:
   explicit Gate(std::string authorization) : authorization_(std::move(authorization)) {}
 
-  // Whether the certificate chains to the job's CA and is valid now (the handshake proved the
-  // peer holds its key). Verified certificates are remembered for kVerifiedFor.
+  // Whether the certificate chains to the job's CA, is valid now and is made for clients (the
+  // handshake proved the peer holds its key). Verified certificates are remembered for
+  // kVerifiedFor, or until they expire if that is sooner.
   std::optional<Refusal> Verify(const std::string& pem, std::string* detail) {
     const absl::Time now = absl::Now();
     {
@@ -164,13 +175,19 @@ class TransportSecurity::Gate {
       char subject[256] = "";
       X509_NAME_oneline(X509_get_subject_name(cert.get()), subject, sizeof(subject));
       *detail = absl::StrCat(subject, ": ", X509_verify_cert_error_string(error));
-      return error == X509_V_ERR_CERT_HAS_EXPIRED || error == X509_V_ERR_CERT_NOT_YET_VALID
-                 ? Refusal::kExpiredCertificate
-                 : Refusal::kUntrustedCertificate;
+      if (error == X509_V_ERR_CERT_HAS_EXPIRED || error == X509_V_ERR_CERT_NOT_YET_VALID) {
+        return Refusal::kExpiredCertificate;
+      }
+      return error == X509_V_ERR_INVALID_PURPOSE ? Refusal::kWrongCertificateUse
+                                                 : Refusal::kUntrustedCertificate;
+    }
+    absl::Time until = now + kVerifiedFor;
+    if (std::tm expiry{}; ASN1_TIME_to_tm(X509_get0_notAfter(cert.get()), &expiry) == 1) {
+      until = std::min(until, absl::FromTM(expiry, absl::UTCTimeZone()));
     }
     absl::MutexLock lock(&mu_);
     if (verified_.size() > 1024) verified_.clear();  // a job has a few certificates
-    verified_[pem] = now + kVerifiedFor;
+    verified_[pem] = until;
     return std::nullopt;
   }
 
@@ -203,9 +220,10 @@ class CallCheck final : public grpc::AuthMetadataProcessor {
       }
       return grpc::Status::OK;
     }
-    std::string names;
+    std::string names;  // a peer's own words: escaped
     for (const grpc::string_ref& name : context->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
-      absl::StrAppend(&names, names.empty() ? "" : ",", absl::string_view(name.data(), name.size()));
+      absl::StrAppend(&names, names.empty() ? "" : ",",
+                      LogSafe(absl::string_view(name.data(), name.size()), 128));
     }
     gate_->Count(*refusal,
                  names.empty() ? "a call from a peer without a certificate name"

@@ -24,9 +24,9 @@ struct SecurityOptions {
 };
 
 // Why a peer was refused: the label of cohort_refused_requests_total{reason}.
-enum class Refusal { kNoCertificate, kUntrustedCertificate, kExpiredCertificate, kNoToken,
-                     kWrongToken };
-inline constexpr int kRefusalKinds = 5;
+enum class Refusal { kNoCertificate, kUntrustedCertificate, kExpiredCertificate,
+                     kWrongCertificateUse, kNoToken, kWrongToken };
+inline constexpr int kRefusalKinds = 6;
 absl::string_view RefusalName(Refusal reason);  // "no_certificate", ...
 
 // Loaded credentials. With TLS, every call to this process's servers must come over TLS with a

@@ -4,10 +4,16 @@
 
 #include "services/common/transport_security.h"
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <atomic>
 #include <fstream>
+#include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -40,6 +46,7 @@ class TransportSecurityTest : public ::testing::Test {
     ASSERT_TRUE(MakeJobCerts(job_, "scheduler worker").ok());
     ASSERT_TRUE(
         MakeJobCerts(job_, "expired", "COHORT_CERT_DATES='20200101000000Z 20200102000000Z'").ok());
+    ASSERT_TRUE(MakeJobCerts(job_, "server-only", "COHORT_CERT_USAGE=serverAuth").ok());
     ASSERT_TRUE(MakeJobCerts(other_, "worker").ok());
     ASSERT_TRUE(WriteToken(tmp + "/token", "s3cret-job-token").ok());
     ASSERT_TRUE(WriteToken(tmp + "/wrong-token", "guessed").ok());
@@ -147,6 +154,92 @@ TEST_F(TransportSecurityTest, PeersWithoutTheJobsCertificateNeverReachTheService
   EXPECT_EQ(Call(MakeChannel(Address())).error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(server_security_->refused_requests(), 3);
   EXPECT_EQ(service_.calls, 0);
+}
+
+// A self-signed certificate (PEM) and its key whose common name is `name`, byte for byte: what
+// make_job_certs.sh refuses to make.
+std::pair<std::string, std::string> SelfSigned(const std::string& name) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* cert = X509_new();
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* subject = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_NID(subject, NID_commonName, V_ASN1_UTF8STRING,
+                             reinterpret_cast<const unsigned char*>(name.data()),
+                             static_cast<int>(name.size()), -1, 0);
+  X509_set_issuer_name(cert, subject);
+  X509_sign(cert, key, EVP_sha256());
+  auto pem = [](auto write) {
+    BIO* bio = BIO_new(BIO_s_mem());
+    write(bio);
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(bio, &data);
+    std::string text(data, size);
+    BIO_free(bio);
+    return text;
+  };
+  std::pair<std::string, std::string> pems = {
+      pem([&](BIO* b) { PEM_write_bio_X509(b, cert); }),
+      pem([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); })};
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return pems;
+}
+
+TEST_F(TransportSecurityTest, AHostileCertificateNameIsLoggedEscapedOnOneLine) {
+  const auto [cert, key] =
+      SelfSigned("e\nscheduler: job DONE: all 2 workers finished\x1b[31m");
+  std::ifstream ca_file(job_ + "/ca.pem");
+  grpc::SslCredentialsOptions hostile;
+  hostile.pem_root_certs.assign(std::istreambuf_iterator<char>(ca_file), {});
+  hostile.pem_cert_chain = cert;
+  hostile.pem_private_key = key;
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("cohort");
+  testing::internal::CaptureStderr();
+  const grpc::Status status =
+      Call(grpc::CreateCustomChannel(Address(), grpc::SslCredentials(hostile), args));
+  const std::string logged = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  const std::vector<std::string> refused = absl::StrSplit(logged, '\n', absl::SkipEmpty());
+  ASSERT_EQ(refused.size(), 1u) << logged;
+  EXPECT_TRUE(absl::StartsWith(refused[0], "refused a call from the peer with certificate 'e\\n"
+                                           "scheduler: job DONE: all 2 workers finished\\x1b[31m'"))
+      << logged;
+  EXPECT_EQ(logged.find('\x1b'), std::string::npos) << logged;
+  EXPECT_EQ(Refused(Refusal::kUntrustedCertificate), 1);
+}
+
+TEST_F(TransportSecurityTest, ACertificateOfTheJobsCaNotMadeForClientsIsNamedSo) {
+  const grpc::Status status = CallAs(job_, "server-only", TmpDir() + "/token");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "not made for TLS clients"))
+      << status.error_message();
+  EXPECT_EQ(Refused(Refusal::kWrongCertificateUse), 1);
+  EXPECT_EQ(Refused(Refusal::kUntrustedCertificate), 0);
+}
+
+TEST_F(TransportSecurityTest, TrustInAVerifiedCertificateEndsWhenItExpires) {
+  const absl::Time now = absl::Now();
+  auto date = [](absl::Time t) { return absl::FormatTime("%Y%m%d%H%M%SZ", t, absl::UTCTimeZone()); };
+  const absl::Time expiry = now + absl::Seconds(4);
+  ASSERT_TRUE(MakeJobCerts(job_, "short-lived",
+                           absl::StrCat("COHORT_CERT_DATES='", date(now - absl::Hours(1)), " ",
+                                        date(expiry), "'"))
+                  .ok());
+  auto security = LoadSecurity(job_, "short-lived", TmpDir() + "/token");
+  ASSERT_TRUE(security.ok()) << security.status();
+  const std::shared_ptr<grpc::Channel> channel = MakeChannel(Address(), **security);
+  const grpc::Status before = Call(channel);
+  ASSERT_TRUE(before.ok()) << before.error_message();
+  // The same connection, so the same certificate, after it expired: checked again, refused.
+  absl::SleepFor(expiry + absl::Seconds(1.5) - absl::Now());
+  const grpc::Status after = Call(channel);
+  EXPECT_EQ(after.error_code(), grpc::StatusCode::UNAUTHENTICATED) << after.error_message();
+  EXPECT_EQ(Refused(Refusal::kExpiredCertificate), 1);
 }
 
 TEST_F(TransportSecurityTest, HttpRequestsNeedTheTokenWhenTheJobHasOne) {

@@ -158,8 +158,13 @@ absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
   if (rank < 0 || rank >= static_cast<int>(shards_.size()) || !shards_[rank].restarting) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", spec_.job_id, " is RUNNING; a shard joins it only to take the place of a dead "
-        "one, under its --rank, with launch --restart_failed_shards (", rank < 0 ? "no rank" :
-        absl::StrCat("shard ", rank, " is not dead"), ")"));
+        "one, under its --rank, with launch --restart_failed_shards (",
+        rank < 0 ? "no rank"
+        : rank >= static_cast<int>(shards_.size())
+            ? absl::StrCat("it has ", shards_.size(), " shards, ranks 0..", shards_.size() - 1,
+                           "; shard ", rank, " is not one of them")
+            : absl::StrCat("shard ", rank, " is not dead"),
+        ")"));
   }
   if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
   Member& m = shards_[rank];

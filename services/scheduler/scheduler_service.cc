@@ -4,10 +4,13 @@
 #include <iostream>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "services/common/addresses.h"
+#include "services/common/log_safe.h"
 #include "services/common/grpc_util.h"
 #include "services/membership/job_membership.h"
+#include "services/scheduler/job_status.h"
 
 namespace cohort {
 namespace {
@@ -32,6 +35,15 @@ v1::JobState ToProto(JobState state) {
   return v1::JOB_STATE_UNSPECIFIED;
 }
 
+// Whether text can be host[:port] (a DNS name, IPv4, or bracketed IPv6): workers dial it, and
+// it is shown as it is.
+bool LooksLikeAnAddress(absl::string_view text) {
+  return text.size() <= 260 && std::all_of(text.begin(), text.end(), [](char c) {
+           return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == ':' || c == '[' ||
+                  c == ']' || c == '_';
+         });
+}
+
 }  // namespace
 
 grpc::Status SchedulerService::Register(grpc::ServerContext* context,
@@ -42,7 +54,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   MemberRegistration r;
   r.role = *role;
   r.requested_rank = request->requested_rank();
-  r.host = request->host();
+  // Peers' own words are escaped once, here: the core logs them and puts them in /status.
+  r.host = LogSafe(request->host(), 128);
   r.pid = request->pid();
   r.threads = request->threads();
   r.cores = request->cores();
@@ -50,6 +63,12 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   if (r.role == MemberRole::kShard) {
     // Workers dial the shard where the scheduler saw it come from, unless it says otherwise.
     const std::string& advertised = request->advertise_address();
+    if (!LooksLikeAnAddress(advertised)) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("shard registration with --advertise_address '", LogSafe(advertised, 128),
+                       "': not a host name or address (letters, digits, . - : [ ] only)"));
+    }
     if (!advertised.empty() && HostOfAddress(advertised) != advertised) {
       r.address = advertised;  // host:port
     } else {
@@ -68,7 +87,15 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
     // One write: notices come from more than one thread.
     std::cerr << absl::StrCat("scheduler: warning: ", notice, "\n");
   }
-  if (!rank.ok()) return ToGrpcStatus(rank.status());
+  if (!rank.ok()) {
+    std::cerr << absl::StrCat("scheduler: refused the registration of a ",
+                              RoleName(r.role),
+                              r.requested_rank >= 0 ? absl::StrCat(" as rank ", r.requested_rank)
+                                                    : std::string(),
+                              " from ", LogSafe(context->peer(), 128), " (host ", r.host, ", pid ",
+                              r.pid, "): ", rank.status().message(), "\n");
+    return ToGrpcStatus(rank.status());
+  }
   const JobSpec& spec = core_->spec();
   reply->set_job_id(spec.job_id);
   reply->set_rank(*rank);
@@ -140,8 +167,9 @@ grpc::Status SchedulerService::Control(
 
 grpc::Status SchedulerService::Barrier(grpc::ServerContext*, const v1::BarrierRequest* request,
                                        v1::BarrierReply* reply) {
-  absl::StatusOr<uint64_t> fingerprint = core_->Barrier(
-      request->rank(), request->name(), request->partition_fingerprint(), request->generation());
+  absl::StatusOr<uint64_t> fingerprint =
+      core_->Barrier(request->rank(), LogSafe(request->name(), 128),
+                     request->partition_fingerprint(), request->generation());
   if (const std::optional<int64_t> changed = ChangedGeneration(fingerprint.status())) {
     reply->set_membership_changed_to(*changed);
     reply->set_membership_change(std::string(fingerprint.status().message()));
@@ -156,7 +184,7 @@ grpc::Status SchedulerService::Stop(grpc::ServerContext*, const v1::StopRequest*
                                     v1::StopReply*) {
   absl::StatusOr<MemberRole> role = RoleFromProto(request->role());
   if (!role.ok()) return ToGrpcStatus(role.status());
-  core_->MemberStopped(*role, request->rank(), request->error());
+  core_->MemberStopped(*role, request->rank(), LogSafe(request->error(), 2048));
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,7 @@
 
 #include "services/scheduler/scheduler_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -33,11 +34,12 @@ class SchedulerServiceTest : public ::testing::Test {
   void TearDown() override { server_.server->Shutdown(); }
 
   grpc::Status Register(v1::Role role, int port, v1::RegisterReply* reply,
-                        const std::string& advertise = "") {
+                        const std::string& advertise = "", const std::string& host = "host-a",
+                        int rank = -1) {
     v1::RegisterRequest request;
     request.set_role(role);
-    request.set_requested_rank(-1);
-    request.set_host("host-a");
+    request.set_requested_rank(rank);
+    request.set_host(host);
     request.set_pid(42);
     request.set_port(port);
     request.set_advertise_address(advertise);
@@ -72,6 +74,46 @@ TEST_F(SchedulerServiceTest, RegistrationCarriesTheJobAndTheShardsReachableAddre
   ASSERT_EQ(spec.shard_addresses_size(), 1);
   // Where the scheduler saw the shard come from, with the port it listens on.
   EXPECT_EQ(spec.shard_addresses(0), "127.0.0.1:7001");
+}
+
+// Newlines, ANSI escapes, NUL and 10 KB from a peer: escaped and cut before the scheduler
+// logs them or puts them in /status.
+TEST_F(SchedulerServiceTest, HostileWordsOfAPeerAreEscapedBeforeTheyAreLoggedOrShown) {
+  const std::string forged = std::string("e\nscheduler: job DONE: all 2 workers finished\x1b[2J") +
+                             std::string(1, '\0') + std::string(10240, 'x');
+  v1::RegisterReply reply;
+  ASSERT_TRUE(Register(v1::SHARD, 7001, &reply, "", forged).ok());
+  // A second shard: the job has one, so it is refused, and the refusal is logged.
+  testing::internal::CaptureStderr();
+  const grpc::Status extra = Register(v1::SHARD, 7002, &reply, "", forged, 1);
+  const std::string refused = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(extra.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StartsWith(refused, "scheduler: refused the registration of a shard as rank 1 "
+                                        "from ipv4:127.0.0.1:"))
+      << refused;
+  EXPECT_TRUE(absl::StrContains(refused, "(host e\\nscheduler: job DONE")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused, "ranks 0..0")) << refused;
+  EXPECT_EQ(std::count(refused.begin(), refused.end(), '\n'), 1) << refused;
+  ASSERT_TRUE(Register(v1::WORKER, 0, &reply, "", forged).ok());  // the shard's host: loopback
+
+
+  v1::StopRequest stop;
+  stop.set_role(v1::WORKER);
+  stop.set_rank(0);
+  stop.set_error(forged);
+  grpc::ClientContext context;
+  v1::StopReply stopped;
+  ASSERT_TRUE(stub_->Stop(&context, stop, &stopped).ok());
+  for (const std::string& shown : {core_->reason(), core_->StatusJson()}) {
+    EXPECT_EQ(shown.find('\n'), std::string::npos) << shown;
+    EXPECT_EQ(shown.find('\x1b'), std::string::npos) << shown;
+    EXPECT_EQ(shown.find('\0'), std::string::npos) << shown;
+    EXPECT_LT(shown.size(), 6000u);
+  }
+  EXPECT_TRUE(absl::StrContains(core_->reason(), "e\\nscheduler: job DONE")) << core_->reason();
+  // An advertised address is dialled by the workers: one that is not an address is refused.
+  EXPECT_EQ(Register(v1::SHARD, 7003, &reply, "evil\nhost:1").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(SchedulerServiceTest, AnAdvertisedAddressWithAPortIsTakenAsItIs) {

@@ -7,22 +7,36 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "services/common/http_server.h"
+#include "services/common/log_safe.h"
 #include "services/common/port_file.h"
 
 namespace cohort::launch {
+
+namespace {
+
+// A string field of the page, escaped: whatever answered at that address, it cannot drive the
+// terminal.
+std::string Text(const nlohmann::json& object, const char* key, const char* otherwise,
+                 size_t max_bytes = 256) {
+  const nlohmann::json::const_iterator it = object.find(key);
+  return LogSafe(it != object.end() && it->is_string() ? it->get<std::string>() : otherwise,
+                 max_bytes);
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> StatusTable(const std::string& status_json) {
   const nlohmann::json j = nlohmann::json::parse(status_json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("members") || !j.contains("state")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("not a scheduler's status page: '", status_json.substr(0, 80), "'"));
+        absl::StrCat("not a scheduler's status page: '", LogSafe(status_json, 80), "'"));
   }
   std::string out = absl::StrFormat(
       "job %s: %s, %d workers, %d shards, %s, %.0f s; %.1f img/s\n",
-      j.value("job_id", "?"), j.value("state", "?"), j.value("num_workers", 0),
-      j.value("num_shards", 0), j.value("mode", "?"), j.value("seconds_since_start", 0.0),
+      Text(j, "job_id", "?"), Text(j, "state", "?"), j.value("num_workers", 0),
+      j.value("num_shards", 0), Text(j, "mode", "?"), j.value("seconds_since_start", 0.0),
       j.value("images_per_second", 0.0));
-  if (const std::string reason = j.value("reason", ""); !reason.empty()) {
+  if (const std::string reason = Text(j, "reason", "", 4096); !reason.empty()) {
     absl::StrAppend(&out, "  ", reason, "\n");
   }
   absl::StrAppend(&out, absl::StrFormat("%-7s %4s %-8s %-16s %8s %5s %9s %8s %6s %8s %9s\n", "ROLE",
@@ -39,10 +53,10 @@ absl::StatusOr<std::string> StatusTable(const std::string& status_json) {
                                  1000 * p.value("step_seconds", 0.0),
                                  100 * p.value("communication_overhead", 0.0), p.value("loss", 0.0));
     }
-    absl::StrAppend(&out, absl::StrFormat("%-7s %4d %-8s %-16s %s %9s\n", m.value("role", "?"),
-                                          m.value("rank", -1), m.value("state", "?"),
-                                          m.value("host", ""), progress, heartbeat));
-    if (const std::string error = m.value("last_error", ""); !error.empty()) {
+    absl::StrAppend(&out, absl::StrFormat("%-7s %4d %-8s %-16s %s %9s\n", Text(m, "role", "?"),
+                                          m.value("rank", -1), Text(m, "state", "?"),
+                                          Text(m, "host", ""), progress, heartbeat));
+    if (const std::string error = Text(m, "last_error", "", 4096); !error.empty()) {
       absl::StrAppend(&out, "        error: ", error, "\n");
     }
   }

@@ -48,6 +48,18 @@ TEST(StatusTableTest, ShowsWhyTheJobEndedAndAMembersError) {
   EXPECT_NE(table->find("error: out of memory"), std::string::npos) << *table;
 }
 
+TEST(StatusTableTest, WhateverAnsweredCannotDriveTheTerminal) {
+  const std::string json = R"({"job_id":"j\u001b[2J","state":"FAILED","reason":"x\ny",
+    "members":[{"role":"worker","rank":0,"state":"dead","host":"h\u0000\r","last_error":"e\n"}]})";
+  absl::StatusOr<std::string> table = StatusTable(json);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_TRUE(absl::StrContains(*table, "job j\\x1b[2J: FAILED")) << *table;
+  EXPECT_TRUE(absl::StrContains(*table, "  x\\ny\n")) << *table;
+  EXPECT_TRUE(absl::StrContains(*table, "h\\x00\\r")) << *table;
+  EXPECT_EQ(table->find('\x1b'), std::string::npos);
+  EXPECT_EQ(table->find('\r'), std::string::npos);
+}
+
 TEST(StatusTableTest, RefusesWhatIsNotAStatusPage) {
   EXPECT_FALSE(StatusTable("<html>").ok());
   EXPECT_FALSE(StatusTable(R"({"hello":1})").ok());
