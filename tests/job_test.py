@@ -238,7 +238,7 @@ class ManualStartTest(JobTestCase):
         subprocess.run([MAKE_JOB_CERTS, tls, "scheduler", "shard", "worker"], check=True,
                        capture_output=True, timeout=60)
         token = os.path.join(self.dir, "token")
-        with open(token, "w") as f:
+        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             f.write("job-token-for-this-test\n")
         secure = [f"--tls_dir={tls}", f"--token_file={token}"]
         port_file = os.path.join(self.dir, "scheduler.port")

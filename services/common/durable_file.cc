@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,12 +17,18 @@ absl::Status Failed(absl::string_view what, const std::string& path) {
   return absl::UnavailableError(absl::StrCat("cannot ", what, " ", path, ": ", strerror(errno)));
 }
 
-// With `durable`, fsyncs the file before the rename and its folder after it.
+// With `durable`, fsyncs the file before the rename and its folder after it. A secret is
+// readable by its owner only before a byte of it is written.
 absl::Status WriteThroughTemporary(const std::string& path, absl::string_view text,
-                                   bool durable) {
+                                   bool durable, bool secret = false) {
   const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd =
+      open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, secret ? 0600 : 0644);
   if (fd < 0) return Failed("create", absl::StrCat(temp, " (is the folder there?)"));
+  if (secret && fchmod(fd, 0600) != 0) {  // a leftover temporary file keeps its mode
+    close(fd);
+    return Failed("chmod 600", temp);
+  }
   absl::Status status;
   for (size_t done = 0; done < text.size() && status.ok();) {
     const ssize_t n = write(fd, text.data() + done, text.size() - done);
@@ -56,6 +63,10 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view text
 
 absl::Status WriteFileDurably(const std::string& path, absl::string_view text) {
   return WriteThroughTemporary(path, text, /*durable=*/true);
+}
+
+absl::Status WriteSecretFile(const std::string& path, absl::string_view text) {
+  return WriteThroughTemporary(path, text, /*durable=*/false, /*secret=*/true);
 }
 
 }  // namespace cohort

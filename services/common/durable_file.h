@@ -19,6 +19,9 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view text
 // rename and its folder after it, so a crash leaves the old file or the whole new one.
 absl::Status WriteFileDurably(const std::string& path, absl::string_view text);
 
+// A token or key: mode 0600, never readable by others, not even while it is written.
+absl::Status WriteSecretFile(const std::string& path, absl::string_view text);
+
 }  // namespace cohort
 
 #endif  // COHORT_SERVICES_COMMON_DURABLE_FILE_H_

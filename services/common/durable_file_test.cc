@@ -1,11 +1,15 @@
 #include "services/common/durable_file.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/common/test_tmp_dir.h"
 
@@ -64,6 +68,19 @@ TEST(WriteFileAtomicallyTest, ReplacesTheFileAndNamesAMissingFolder) {
   const absl::Status s = WriteFileAtomically(TmpPath("no/such/dir/t.json"), "x");
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("no/such/dir"), std::string::npos) << s;
+}
+
+TEST(WriteSecretFileTest, OnlyItsOwnerCanReadItEvenOverAnOpenLeftover) {
+  const std::string path = TmpDir() + "/secret";
+  // A temporary file left by an earlier run, open to everyone.
+  const std::string leftover = absl::StrCat(path, ".tmp.", getpid());
+  ASSERT_TRUE(WriteFileAtomically(leftover, "old").ok());
+  ASSERT_EQ(chmod(leftover.c_str(), 0666), 0);
+  ASSERT_TRUE(WriteSecretFile(path, "token\n").ok());
+  struct stat file {};
+  ASSERT_EQ(stat(path.c_str(), &file), 0);
+  EXPECT_EQ(file.st_mode & 0777, 0600u);
+  EXPECT_EQ(Contents(path), "token\n");
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ absl::Status MakeJobCerts(const std::string& dir, const std::string& names,
 }
 
 absl::Status WriteToken(const std::string& path, const std::string& token) {
-  return WriteFileAtomically(path, token + "\n");
+  return WriteSecretFile(path, token + "\n");
 }
 
 absl::StatusOr<std::shared_ptr<const TransportSecurity>> LoadSecurity(

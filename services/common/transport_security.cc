@@ -6,6 +6,8 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
 #include <ctime>
@@ -17,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "services/common/log_safe.h"
@@ -37,6 +40,21 @@ absl::StatusOr<std::string> ReadJobFile(const std::string& path, absl::string_vi
   if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path,
                                             " (make a job's files with tools/make_job_certs.sh)"));
+  }
+  return text;
+}
+
+// A private key's or token's file: refused when users other than its owner and group may read
+// or write it, as OpenSSH refuses such keys; the group may (Kubernetes mounts a Secret's files
+// group-readable with an fsGroup).
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string_view what) {
+  absl::StatusOr<std::string> text = ReadJobFile(path, what);
+  if (!text.ok()) return text;
+  struct stat file{};
+  if (stat(path.c_str(), &file) == 0 && (file.st_mode & S_IRWXO) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "%s %s is open to every user of this host (mode %04o): chmod 600 %s, and keep it so",
+        what, path, file.st_mode & 07777, path));
   }
   return text;
 }
@@ -279,11 +297,11 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurity::Load
       ReadJobFile(absl::StrCat(base, options.cert_name, ".pem"), "the certificate");
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key =
-      ReadJobFile(absl::StrCat(base, options.cert_name, ".key"), "the private key");
+      ReadSecretFile(absl::StrCat(base, options.cert_name, ".key"), "the private key");
   if (!key.ok()) return key.status();
   std::string authorization;
   if (!options.token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadJobFile(options.token_file, "the job token");
+    absl::StatusOr<std::string> token = ReadSecretFile(options.token_file, "the job token");
     if (!token.ok()) return token.status();
     const absl::string_view t = absl::StripAsciiWhitespace(*token);
     if (t.empty()) {

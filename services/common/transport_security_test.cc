@@ -5,6 +5,7 @@
 #include "services/common/transport_security.h"
 
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
@@ -252,6 +253,27 @@ TEST_F(TransportSecurityTest, HttpRequestsNeedTheTokenWhenTheJobHasOne) {
   EXPECT_EQ(server_security_->authorization(), "Bearer s3cret-job-token");
   // A plaintext job has no token: its HTTP pages are open (on loopback).
   EXPECT_TRUE(TransportSecurity::Plaintext()->AdmitHttp("", "127.0.0.1:1", "/status"));
+}
+
+TEST_F(TransportSecurityTest, ATokenOrKeyOpenToEveryUserIsRefused) {
+  const std::string token = TmpDir() + "/open-token";
+  ASSERT_TRUE(WriteToken(token, "s3cret-job-token").ok());
+  EXPECT_TRUE(LoadSecurity(job_, "worker", token).ok());
+  ASSERT_EQ(chmod(token.c_str(), 0640), 0);  // the group may: a Kubernetes Secret's files
+  EXPECT_TRUE(LoadSecurity(job_, "worker", token).ok());
+  ASSERT_EQ(chmod(token.c_str(), 0644), 0);
+  auto open_token = LoadSecurity(job_, "worker", token);
+  ASSERT_EQ(open_token.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(open_token.status().message(),
+                                absl::StrCat("the job token ", token, " is open to every user of "
+                                             "this host (mode 0644): chmod 600 ", token)))
+      << open_token.status();
+  const std::string dir = TmpDir() + "/open-key";
+  ASSERT_TRUE(MakeJobCerts(dir, "worker").ok());
+  ASSERT_EQ(chmod((dir + "/worker.key").c_str(), 0602), 0);
+  auto open_key = LoadSecurity(dir, "worker", "");
+  ASSERT_EQ(open_key.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(open_key.status().message(), "the private key")) << open_key.status();
 }
 
 TEST_F(TransportSecurityTest, MissingFilesAndATokenWithoutTlsAreClearErrors) {

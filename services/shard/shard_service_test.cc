@@ -233,7 +233,7 @@ class ShardOverTlsTest : public ShardServiceTest {
       auto text = ReadWholeFile(absl::StrCat(tmp, "/", from));
       ASSERT_TRUE(text.ok()) << text.status();
       mkdir((tmp + "/intruder").c_str(), 0700);
-      ASSERT_TRUE(WriteFileAtomically(absl::StrCat(tmp, "/intruder/", to), *text).ok());
+      ASSERT_TRUE(WriteSecretFile(absl::StrCat(tmp, "/intruder/", to), *text).ok());
     }
     ASSERT_TRUE(WriteToken(tmp + "/token", "the-job-token").ok());
     ASSERT_TRUE(WriteToken(tmp + "/wrong", "not-the-job-token").ok());

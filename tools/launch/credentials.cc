@@ -31,7 +31,7 @@ absl::Status MakeCredentials(LaunchOptions& o, const std::string& scratch_dir) {
     std::string token;
     for (int i = 0; i < 8; ++i) absl::StrAppendFormat(&token, "%08x", random());
     o.token_file = absl::StrCat(scratch_dir, "/token");
-    if (absl::Status s = WriteFileAtomically(o.token_file, token + "\n"); !s.ok()) return s;
+    if (absl::Status s = WriteSecretFile(o.token_file, token + "\n"); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
