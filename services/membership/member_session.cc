@@ -2,9 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "services/common/addresses.h"
 #include "services/common/grpc_util.h"
+#include "services/common/log_safe.h"
 
 namespace cohort {
 namespace {
@@ -34,6 +39,14 @@ MembershipTiming Timing(const MemberSessionOptions& options) {
   return t;
 }
 
+// Whether a call failed in the TLS handshake (the server's certificate is not from our CA, or
+// it speaks no TLS), as gRPC words it, rather than finding nothing listening.
+bool IsHandshakeFailure(const grpc::Status& status) {
+  const std::string message = absl::AsciiStrToLower(status.error_message());
+  return absl::StrContains(message, "handshake") || absl::StrContains(message, "ssl") ||
+         absl::StrContains(message, "certificate");
+}
+
 v1::RegisterRequest RegisterRequestOf(const MemberSessionOptions& options, int rank) {
   v1::RegisterRequest request;
   request.set_role(options.role);
@@ -53,19 +66,33 @@ absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
     const MemberSessionOptions& options) {
   auto stub = v1::Scheduler::NewStub(MakeChannel(options.scheduler_address, *options.security));
   const v1::RegisterRequest request = RegisterRequestOf(options, options.requested_rank);
-  grpc::ClientContext context;
-  context.set_wait_for_ready(true);  // the scheduler may start after us
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options.connect_timeout));
+  // The scheduler may start after us: asked again until connect_timeout while nothing answers
+  // there, but not after a failed TLS handshake, which waiting does not mend.
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
   v1::RegisterReply reply;
-  const grpc::Status status = stub->Register(&context, request, &reply);
+  grpc::Status status;
+  for (;;) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    status = stub->Register(&context, request, &reply);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() >= deadline) break;
+    if (IsHandshakeFailure(status)) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "cannot join the job at scheduler ", options.scheduler_address, " as a ",
+          RoleWord(options.role), ": the TLS handshake failed (", LogSafe(status.error_message()),
+          "); is --tls_dir this job's? Its ca.pem must be the CA that issued the scheduler's "
+          "certificate, and the scheduler must run with TLS"));
+    }
+    absl::SleepFor(std::min(absl::Milliseconds(200), deadline - absl::Now()));
+  }
   if (!status.ok()) {
+    const bool silent = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                        status.error_code() == grpc::StatusCode::UNAVAILABLE;
     return absl::Status(
-        FromGrpcStatus(status).code(),
+        silent ? absl::StatusCode::kDeadlineExceeded : FromGrpcStatus(status).code(),
         absl::StrCat("cannot join the job at scheduler ", options.scheduler_address, " as a ",
                      RoleWord(options.role), ": ", status.error_message(),
-                     status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
-                         ? " (is the scheduler running there? check --scheduler)"
-                         : ""));
+                     silent ? " (is the scheduler running there? check --scheduler)" : ""));
   }
   return std::unique_ptr<MemberSession>(new MemberSession(options, std::move(stub), reply));
 }

@@ -11,6 +11,8 @@
 #include "gtest/gtest.h"
 #include "services/common/clock.h"
 #include "services/common/grpc_util.h"
+#include "services/common/job_certs_testing.h"
+#include "services/common/test_tmp_dir.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_service.h"
 
@@ -117,6 +119,35 @@ TEST_F(MemberSessionTest, JoiningASchedulerThatIsNotThereSaysWhereItLooked) {
       << session.status();
   EXPECT_TRUE(absl::StrContains(session.status().message(), "is the scheduler running there?"))
       << session.status();
+}
+
+// A worker given another job's TLS folder: the handshake fails, and it says so within seconds
+// instead of waiting for the scheduler until --connect_timeout.
+TEST_F(MemberSessionTest, AWorkerWithAnotherJobsTlsFilesFailsAtOnceSayingSo) {
+  const std::string job = TmpDir() + "/job", other = TmpDir() + "/other";
+  ASSERT_TRUE(MakeJobCerts(job, "scheduler").ok());
+  ASSERT_TRUE(MakeJobCerts(other, "worker").ok());
+  auto scheduler_security = LoadSecurity(job, "scheduler", "");
+  ASSERT_TRUE(scheduler_security.ok()) << scheduler_security.status();
+  auto server = StartServer("127.0.0.1", 0, {service_.get()}, **scheduler_security);
+  ASSERT_TRUE(server.ok()) << server.status();
+  MemberSessionOptions o = Options(v1::WORKER, 0);
+  o.scheduler_address = absl::StrCat("127.0.0.1:", server->port);
+  o.connect_timeout = absl::Seconds(60);
+  auto security = LoadSecurity(other, "worker", "");
+  ASSERT_TRUE(security.ok()) << security.status();
+  o.security = *security;
+  const absl::Time start = absl::Now();
+  auto session = MemberSession::Join(o);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(session.ok());
+  EXPECT_LT(took, absl::Seconds(5)) << session.status();
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kUnauthenticated) << session.status();
+  EXPECT_TRUE(absl::StrContains(session.status().message(), "the TLS handshake failed"))
+      << session.status();
+  EXPECT_TRUE(absl::StrContains(session.status().message(), "is --tls_dir this job's?"))
+      << session.status();
+  server->server->Shutdown();
 }
 
 }  // namespace
