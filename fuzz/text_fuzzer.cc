@@ -1,5 +1,5 @@
-// The text a user or a disk hands Cohort: hosts files and -H lists, checkpoint manifests, and
-// the launcher's command line (the input cut into words at NUL bytes).
+// The text a user or a disk hands Cohort: checkpoint manifests and the launcher's command line
+// (the input cut into words at NUL bytes). Hosts files and -H lists: host_list_fuzzer.
 
 #include <cstdint>
 #include <string>
@@ -9,12 +9,9 @@
 #include "absl/strings/string_view.h"
 #include "services/checkpoint/checkpoint_files.h"
 #include "tools/launch/command_line.h"
-#include "tools/launch/hosts.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
-  cohort::launch::ParseHostsFile(text, "fuzz input").IgnoreError();
-  cohort::launch::ParseHostList(text).IgnoreError();
   cohort::ParseManifest(text).IgnoreError();
   std::vector<std::string> words = absl::StrSplit(text, absl::ByChar('\0'));
   std::vector<const char*> argv = {"launch"};

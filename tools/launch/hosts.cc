@@ -1,28 +1,131 @@
 #include "tools/launch/hosts.h"
 
-#include "absl/container/flat_hash_set.h"
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace cohort::launch {
 namespace {
 
 constexpr int kMaxSlots = 1 << 16;
+constexpr size_t kMaxDnsName = 253;
+constexpr size_t kMaxDnsLabel = 63;
+// What Windows editors put at the start of a UTF-8 file.
+constexpr absl::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
+
+// Input as a message quotes it: control and non-ASCII bytes escaped, so a hostile name cannot
+// start a new line or drive the reader's terminal.
+std::string Quoted(absl::string_view text) {
+  return absl::StrCat("'", absl::CHexEscape(text), "'");
+}
 
 // where: "hosts.txt:3" or "-H entry 2".
 absl::Status LineError(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
 }
 
+// inet_pton of text, which must hold no NUL (a C string would end there).
+bool ParsesAsAddress(int family, absl::string_view text, void* address) {
+  return !absl::StrContains(text, '\0') &&
+         inet_pton(family, std::string(text).c_str(), address) == 1;
+}
+
+bool IsIpv4Address(absl::string_view text) {
+  in_addr address;
+  return ParsesAsAddress(AF_INET, text, &address);
+}
+
+// "[v6]": the address inside the brackets, or nullopt when text is not one.
+std::optional<in6_addr> BracketedIpv6Address(absl::string_view text) {
+  in6_addr address;
+  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]") ||
+      !ParsesAsAddress(AF_INET6, text, &address)) {
+    return std::nullopt;
+  }
+  return address;
+}
+
+// Why `user` (what comes before '@') is not a POSIX portable user name; empty when it is one.
+std::string UserNameFault(absl::string_view user) {
+  if (user.empty()) return "the user before '@' is empty";
+  if (user.front() == '-') return "the user starts with '-'";
+  for (char c : user) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') {
+      return absl::StrCat(Quoted(absl::string_view(&c, 1)), " cannot be in the user");
+    }
+  }
+  return "";
+}
+
+// Why `name` is not a DNS name of RFC 1123 labels; empty when it is one.
+std::string DnsNameFault(absl::string_view name) {
+  if (name.size() > kMaxDnsName) return absl::StrCat("it is over ", kMaxDnsName, " characters");
+  const std::vector<absl::string_view> labels = absl::StrSplit(name, '.');
+  for (absl::string_view label : labels) {
+    for (char c : label) {
+      if (!absl::ascii_isalnum(c) && c != '-') {
+        return absl::StrCat(Quoted(absl::string_view(&c, 1)), " cannot be in one");
+      }
+    }
+    if (label.empty()) return "it has an empty label: a '.' at an end, or two together";
+    if (label.size() > kMaxDnsLabel) {
+      return absl::StrCat("a label is over ", kMaxDnsLabel, " characters");
+    }
+    if (label.front() == '-' || label.back() == '-') return "a label starts or ends with '-'";
+  }
+  // Resolvers read all-numeric names as addresses ("10.1" is 10.0.0.1).
+  if (std::all_of(labels.back().begin(), labels.back().end(), absl::ascii_isdigit)) {
+    return "it ends in a number but is not an IPv4 address a.b.c.d";
+  }
+  return "";
+}
+
+// Why `host` (after any user@) is neither a DNS name nor an address; empty when it is one.
+std::string HostFault(absl::string_view host) {
+  if (host.empty()) return "it is empty";
+  if (host.front() == '-') return "it starts with '-', as an option does";
+  if (host.front() == '[') {
+    return BracketedIpv6Address(host).has_value() ? "" : "the brackets hold no IPv6 address";
+  }
+  return IsIpv4Address(host) ? "" : DnsNameFault(host);
+}
+
+// The user and the host of "user@host" (the user empty without '@').
+std::pair<absl::string_view, absl::string_view> SplitUser(absl::string_view name) {
+  const size_t at = name.find('@');
+  if (at == absl::string_view::npos) return {"", name};
+  return {name.substr(0, at), name.substr(at + 1)};
+}
+
+// What two entries for one host share: the user as written, the DNS name in lower case and an
+// IPv6 address in its one canonical form.
+std::string HostKey(absl::string_view name) {
+  const auto [user, host] = SplitUser(name);
+  const std::optional<in6_addr> v6 = BracketedIpv6Address(host);
+  if (!v6.has_value()) return absl::StrCat(user, "@", absl::AsciiStrToLower(host));
+  char text[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, &*v6, text, sizeof(text));
+  return absl::StrCat(user, "@[", text, "]");
+}
+
 absl::StatusOr<int> ParseSlots(absl::string_view text, absl::string_view where) {
   int slots = 0;
   if (!absl::SimpleAtoi(text, &slots) || slots < 1 || slots > kMaxSlots) {
-    return LineError(where, absl::StrCat("slots '", text, "': expected a whole number from 1 to ",
-                                         kMaxSlots));
+    return LineError(where, absl::StrCat("slots ", Quoted(text),
+                                         ": expected a whole number from 1 to ", kMaxSlots));
   }
   return slots;
 }
@@ -43,19 +146,26 @@ absl::StatusOr<Host> ParseHostWord(absl::string_view word, absl::string_view whe
     host.slots = *slots;
     *has_slots = true;
   }
-  if (name.empty() || (name.front() != '[' && absl::StrContains(name, ':'))) {
-    return LineError(where, absl::StrCat("host '", word, "': expected host, host:N or [IPv6]:N"));
+  if (name.empty() ||
+      (name.front() == '[' ? name.back() != ']' : absl::StrContains(name, ':'))) {
+    return LineError(where,
+                     absl::StrCat("host ", Quoted(word), ": expected host, host:N or [IPv6]:N"));
   }
+  if (absl::Status s = CheckHostName(name); !s.ok()) return LineError(where, s.message());
   host.name = std::string(name);
   return host;
 }
 
+// The hosts read so far, by HostKey, with where each was listed.
+using SeenHosts = absl::flat_hash_map<std::string, std::string>;
+
 // Appends host unless it is there already.
 absl::Status AddHost(Host host, absl::string_view where, std::vector<Host>* hosts,
-                     absl::flat_hash_set<std::string>* seen) {
-  if (!seen->insert(host.name).second) {
-    return LineError(where, absl::StrCat("host ", host.name,
-                                         " is listed twice; give it once, with all its slots"));
+                     SeenHosts* seen) {
+  const auto [first, added] = seen->try_emplace(HostKey(host.name), where);
+  if (!added) {
+    return LineError(where, absl::StrCat("host ", host.name, " is listed twice (also at ",
+                                         first->second, "); give it once, with all its slots"));
   }
   hosts->push_back(std::move(host));
   return absl::OkStatus();
@@ -63,10 +173,22 @@ absl::Status AddHost(Host host, absl::string_view where, std::vector<Host>* host
 
 }  // namespace
 
+absl::Status CheckHostName(absl::string_view name) {
+  const auto [user, host] = SplitUser(name);
+  std::string fault = absl::StrContains(name, '@') ? UserNameFault(user) : "";
+  if (fault.empty()) fault = HostFault(host);
+  if (fault.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(Quoted(name), " is not a host name (", fault,
+                   "); give a DNS name, an IPv4 address or an [IPv6] address, optionally after "
+                   "user@"));
+}
+
 absl::StatusOr<std::vector<Host>> ParseHostsFile(absl::string_view text,
                                                  absl::string_view source) {
+  absl::ConsumePrefix(&text, kUtf8ByteOrderMark);
   std::vector<Host> hosts;
-  absl::flat_hash_set<std::string> seen;
+  SeenHosts seen;
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
@@ -80,8 +202,8 @@ absl::StatusOr<std::vector<Host>> ParseHostsFile(absl::string_view text,
     if (!host.ok()) return host.status();
     for (size_t i = 1; i < words.size(); ++i) {
       if (!absl::StartsWith(words[i], "slots=")) {
-        return LineError(where,
-                         absl::StrCat("unknown option '", words[i], "' (hosts take slots=N)"));
+        return LineError(
+            where, absl::StrCat("unknown option ", Quoted(words[i]), " (hosts take slots=N)"));
       }
       if (has_slots) {
         return LineError(where, absl::StrCat("host ", host->name, " gives its slots twice"));
@@ -101,7 +223,7 @@ absl::StatusOr<std::vector<Host>> ParseHostsFile(absl::string_view text,
 
 absl::StatusOr<std::vector<Host>> ParseHostList(absl::string_view list) {
   std::vector<Host> hosts;
-  absl::flat_hash_set<std::string> seen;
+  SeenHosts seen;
   int entry = 0;
   for (absl::string_view word : absl::StrSplit(list, ',')) {
     ++entry;
@@ -115,6 +237,11 @@ absl::StatusOr<std::vector<Host>> ParseHostList(absl::string_view list) {
   }
   if (hosts.empty()) return absl::InvalidArgumentError("-H: no host in it");
   return hosts;
+}
+
+bool IsPlainlyHostList(absl::string_view arg) {
+  if (absl::StrContains(arg, '/')) return false;
+  return arg.find_first_of(",:@") != absl::string_view::npos || IsIpv4Address(arg);
 }
 
 absl::StatusOr<Placement> PlaceJob(const std::vector<Host>& hosts, int num_workers,

@@ -15,17 +15,32 @@ struct Host {
   int slots = 1;
 };
 
+// Whether `name` may name a host: a DNS name (RFC 1123 labels of letters, digits and inner
+// hyphens, 1-63 characters each, 253 in all, no trailing dot), an IPv4 address a.b.c.d or an
+// IPv6 address in brackets ([fe80::1]), each optionally after user@ (a POSIX portable user
+// name: letters, digits, '.', '_' and '-', not first). Nothing else reaches ssh or rsync, so no
+// name can pass for one of their options. InvalidArgument saying why, with the name escaped.
+absl::Status CheckHostName(absl::string_view name);
+
 // A hosts file (launch -H FILE), one host a line, as Horovod and Open MPI write them:
 //   host              one slot
 //   host slots=N      N slots
 //   host:N            N slots
-// '#' starts a comment; blank lines, CRLF line ends and surrounding spaces are fine. A
-// duplicate host, an unknown option, a slot count that is not a positive number and a file
-// with no host are each an InvalidArgument naming the source (file name, or "-H") and line.
+// '#' starts a comment; a UTF-8 byte order mark, blank lines, CRLF line ends and surrounding
+// spaces are fine. A name CheckHostName refuses, a duplicate host (the DNS name compared
+// without case, the user with), an unknown option, a slot count that is not a positive number
+// and a file with no host are each one InvalidArgument naming the source (the file's name) and
+// the line; the input it quotes is escaped, so no byte of it reaches a terminal raw.
 absl::StatusOr<std::vector<Host>> ParseHostsFile(absl::string_view text, absl::string_view source);
 
-// The inline form, -H host1,host2:2 (each entry as a file's line without options).
+// The inline form, -H host1,host2:2 (each entry as a file's line without options); errors
+// name the entry ("-H entry 2").
 absl::StatusOr<std::vector<Host>> ParseHostList(absl::string_view list);
+
+// How launch takes a -H argument that names no file: true when it is plainly a host list (no
+// '/', and a ',', a ':' or a '@', or an IPv4 address). A path is not, and neither is a lone
+// name ("hosts", "node1"): it may as well be a hosts file's name mistyped as a host's.
+bool IsPlainlyHostList(absl::string_view arg);
 
 // Where a job's processes run, by host index into the hosts list.
 struct Placement {

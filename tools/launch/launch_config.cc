@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -190,6 +191,17 @@ absl::Status ConfigureSecurity(const LaunchFlags& f, bool ssh, const LauncherPro
   return absl::OkStatus();
 }
 
+// -H ARG that names no file and is not plainly a host list: a missing hosts file, which a lone
+// host name could have meant too (so the way to write that is part of the message).
+absl::Status NoHostsFile(absl::string_view arg) {
+  const std::string shown = absl::CHexEscape(arg);
+  if (absl::StrContains(arg, '/') || !CheckHostName(arg).ok()) {
+    return Usage(absl::StrCat("-H ", shown, ": no such hosts file"));
+  }
+  return Usage(absl::StrCat("-H ", shown, ": no such hosts file (for a job on the one host ",
+                            shown, ", write -H ", shown, ":1)"));
+}
+
 // -H: the hosts (a file, or a list), where each process goes, and how to reach them.
 absl::Status ConfigureHosts(const LaunchFlags& f, LaunchOptions& o) {
   const std::string path = ResolveUserPath(f.hosts, o.working_dir);
@@ -198,10 +210,10 @@ absl::Status ConfigureHosts(const LaunchFlags& f, LaunchOptions& o) {
     absl::StatusOr<std::string> text = ReadWholeFile(path);
     if (!text.ok()) return Usage(text.status().message());
     hosts = ParseHostsFile(*text, f.hosts);
-  } else if (absl::StrContains(f.hosts, '/')) {
-    return Usage(absl::StrCat("-H ", f.hosts, ": no such hosts file"));
-  } else {
+  } else if (IsPlainlyHostList(f.hosts)) {
     hosts = ParseHostList(f.hosts);
+  } else {
+    return NoHostsFile(f.hosts);
   }
   if (!hosts.ok()) return Usage(hosts.status().message());
   absl::StatusOr<Placement> placement =

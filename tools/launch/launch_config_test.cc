@@ -281,6 +281,33 @@ TEST_F(LaunchConfigTest, HostMistakes) {
   EXPECT_THAT(UsageError(), StartsWith("the scheduler's host 'localhost' is a loopback name"));
 }
 
+// A lone name with no file of that name is not taken for a host: ssh would be tried on it.
+TEST_F(LaunchConfigTest, AMissingHostsFileIsOneErrorSayingHowToNameOneHost) {
+  flags_.hosts = "hosts";
+  EXPECT_EQ(UsageError(), "-H hosts: no such hosts file (for a job on the one host hosts, "
+                          "write -H hosts:1)");
+  flags_.hosts = "--log-file=x";
+  EXPECT_EQ(UsageError(), "-H --log-file=x: no such hosts file");
+  flags_.hosts = "hosts\x1b[2J";
+  EXPECT_EQ(UsageError(), "-H hosts\\x1b[2J: no such hosts file");
+  flags_.hosts = "node1:1";
+  flags_.num_workers = 1;
+  absl::StatusOr<LaunchOptions> o = Options();
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->hosts.size(), 1u);
+  EXPECT_EQ(o->hosts[0].name, "node1");
+}
+
+TEST_F(LaunchConfigTest, AHostileHostsFileIsOneErrorNamingItsLine) {
+  const std::string hosts = TmpDir() + "/hostile_hosts";
+  ASSERT_TRUE(
+      WriteFileAtomically(hosts, "\xEF\xBB\xBFnode1\r\n--log-file=/tmp/x slots=2\r\n").ok());
+  flags_.hosts = hosts;
+  EXPECT_THAT(UsageError(),
+              StartsWith(hosts + ":2: '--log-file=/tmp/x' is not a host name (it starts with "
+                                 "'-', as an option does)"));
+}
+
 TEST_F(LaunchConfigTest, TlsFiles) {
   flags_.tls_dir = "/nonexistent";
   EXPECT_THAT(UsageError(), StartsWith("--tls_dir /nonexistent has no ca.pem"));

@@ -227,6 +227,11 @@ class LaunchTest(LaunchTestCase):
             (["-n", "3", "-H", "a,b"], "launch: error: 3 workers, but the 2 hosts have 2 slots"),
             (["-n", "1", "-H", "a,a:2"], "launch: error: -H entry 2: host a is listed twice"),
             (["-n", "1", "-H", "no/such/hosts"], "launch: error: -H no/such/hosts: no such hosts"),
+            (["-n", "1", "-H", "nosuchhosts"],
+             "launch: error: -H nosuchhosts: no such hosts file (for a job on the one host "
+             "nosuchhosts, write -H nosuchhosts:1)"),
+            (["-n", "1", "-H", "a,-oProxyCommand=sh"],
+             "launch: error: -H entry 2: '-oProxyCommand=sh' is not a host name (it starts with"),
             (["-n", "2", "-H", "localhost,node2"],
              "launch: error: the scheduler's host 'localhost' is a loopback name"),
             (["-n", "2", "-H", "a,b", "--scheduler_host=c"],

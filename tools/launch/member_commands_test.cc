@@ -136,6 +136,10 @@ TEST(MemberCommandsTest, ARemoteShardRunsUnderSshWithItsRunFolder) {
   EXPECT_EQ(c.spawn.path, o.ssh.binary);
   EXPECT_TRUE(c.spawn.stdin_pipe);
   EXPECT_EQ(c.spawn.env, o.environment);
+  // ssh's options, then "--": neither the host nor the command can be read as an option.
+  ASSERT_GE(c.spawn.argv.size(), 3u);
+  EXPECT_THAT(std::vector<std::string>(c.spawn.argv.end() - 3, c.spawn.argv.end() - 1),
+              ElementsAre("--", "node2"));
   const std::string remote_command = c.spawn.argv.back();
   EXPECT_THAT(remote_command, HasSubstr("--bind=0.0.0.0"));
   EXPECT_THAT(remote_command, HasSubstr("--advertise_address=node2"));

@@ -39,15 +39,17 @@ std::vector<std::vector<std::string>> SyncCommands(const SyncPlan& plan, const S
   std::vector<std::string> quoted;
   for (const std::string& word : SshCommand(ssh)) quoted.push_back(ShellQuote(word));
   const std::string rsh = absl::StrJoin(quoted, " ");
+  // "--" before the paths: nothing after it is read as an option.
   std::vector<std::vector<std::string>> commands = {
-      {kRsync, "--archive", "--exclude=/.git", "--exclude=/bazel-*", "-e", rsh,
+      {kRsync, "--archive", "--exclude=/.git", "--exclude=/bazel-*", "-e", rsh, "--",
        absl::StrCat(plan.working_dir, "/"), absl::StrCat(host_name, ":", plan.dst_dir, "/")}};
   std::vector<std::string> elsewhere;
   for (const std::string& p : plan.programs) {
     if (!InsideWorkingDir(plan, p).has_value()) elsewhere.push_back(p);
   }
   if (!elsewhere.empty()) {
-    std::vector<std::string> copy = {kRsync, "--copy-links", "--times", "--perms", "-e", rsh};
+    std::vector<std::string> copy = {kRsync, "--copy-links", "--times", "--perms", "-e", rsh,
+                                     "--"};
     copy.insert(copy.end(), elsewhere.begin(), elsewhere.end());
     copy.push_back(absl::StrCat(host_name, ":", plan.dst_dir, "/", kProgramsDir, "/"));
     commands.push_back(std::move(copy));

@@ -26,7 +26,7 @@ struct SyncPlan {
 std::vector<std::string> SyncedPrograms(const SyncPlan& plan);
 
 // The rsync command lines that carry out the plan on one host (`host_name` as the hosts list
-// gives it), in order.
+// gives it, which CheckHostName accepted), in order: options, then "--", then the paths.
 std::vector<std::vector<std::string>> SyncCommands(const SyncPlan& plan, const SshOptions& ssh,
                                                    absl::string_view host_name);
 

@@ -15,6 +15,7 @@
 namespace cohort::launch {
 namespace {
 
+using ::testing::_;
 using ::testing::ElementsAre;
 
 void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0644) {
@@ -48,6 +49,19 @@ TEST(SyncTest, ProgramsInsideTheWorkingDirectoryKeepTheirPlaceOthersGoToCohortBi
   EXPECT_EQ(commands[1].back(), "me@node2:/srv/job/.cohort-bin/");
   // rsync reaches the host with the launcher's own ssh options.
   EXPECT_THAT(commands[0], ::testing::Contains(::testing::HasSubstr("'-p' '2222'")));
+}
+
+// Options, then "--", then the paths: no path or host can be read as one of rsync's options.
+TEST(SyncTest, EveryRsyncCommandPutsItsPathsAfterDoubleDash) {
+  SyncPlan plan{"/home/me/proj", "/srv/job", {"/opt/x/shard"}};
+  const auto commands = SyncCommands(plan, SshOptions(), "me@node2");
+  ASSERT_EQ(commands.size(), 2u);
+  EXPECT_THAT(commands[0], ElementsAre("/usr/bin/rsync", "--archive", "--exclude=/.git",
+                                       "--exclude=/bazel-*", "-e", _, "--", "/home/me/proj/",
+                                       "me@node2:/srv/job/"));
+  EXPECT_THAT(commands[1],
+              ElementsAre("/usr/bin/rsync", "--copy-links", "--times", "--perms", "-e", _, "--",
+                          "/opt/x/shard", "me@node2:/srv/job/.cohort-bin/"));
 }
 
 // rsync through a stand-in for ssh that runs the remote side here.
