@@ -88,11 +88,17 @@ absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
   if (!status.ok()) {
     const bool silent = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
                         status.error_code() == grpc::StatusCode::UNAVAILABLE;
+    std::string why = LogSafe(status.error_message());
+    if (silent) {
+      absl::StrAppend(&why, " (is the scheduler running there? check --scheduler)");
+    } else if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      why = "what answers there is not a Cohort scheduler (a shard's or a worker's port?): "
+            "--scheduler takes the address of the scheduler's 'listening on' line";
+    }
     return absl::Status(
         silent ? absl::StatusCode::kDeadlineExceeded : FromGrpcStatus(status).code(),
         absl::StrCat("cannot join the job at scheduler ", options.scheduler_address, " as a ",
-                     RoleWord(options.role), ": ", status.error_message(),
-                     silent ? " (is the scheduler running there? check --scheduler)" : ""));
+                     RoleWord(options.role), ": ", why));
   }
   return std::unique_ptr<MemberSession>(new MemberSession(options, std::move(stub), reply));
 }

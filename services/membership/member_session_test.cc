@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/common/clock.h"
+#include "proto/shard.grpc.pb.h"
 #include "services/common/grpc_util.h"
 #include "services/common/job_certs_testing.h"
 #include "services/common/test_tmp_dir.h"
