@@ -182,7 +182,10 @@ class ContainerJobTest(unittest.TestCase):
         stopped_in = time.monotonic() - stop
         codes = {name: self.inspect(f"{POD}-{name}", "{{.State.ExitCode}}") for name in MEMBERS}
         # 143 = 128 + SIGTERM: each role answered the signal; 137 would be the engine's SIGKILL.
-        self.assertEqual(set(codes.values()), {"143"}, codes)
+        self.assertEqual(set(codes.values()), {"143"}, "".join(
+            f"{name} exited {code}:\n{self.podman('logs', f'{POD}-{name}').stdout[-1500:]}"
+            f"{self.podman('logs', f'{POD}-{name}').stderr[-1500:]}\n"
+            for name, code in codes.items() if code != "143"))
         self.assertLess(stopped_in, 10)
         sched = self.podman("logs", f"{POD}-scheduler").stdout
         self.assertIn("job FAILED", sched)

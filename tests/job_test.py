@@ -15,9 +15,11 @@ import json
 import os
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import unittest
 import urllib.error
@@ -115,6 +117,63 @@ class LauncherJobTest(JobTestCase):
         self.assertRegex(out, r"\[worker 0\] train: lenet .*kvstore dist_sync, backend onednn on cpu:2")
         top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))
         self.assertGreaterEqual(top1, 80.0, out)  # the same job on one context: 86% (benchmarks.md)
+
+    def test_a_worker_port_held_by_hostile_clients_answers_health_while_it_trains(self):
+        p = self.launch("-n", "1", "-s", "1",
+                        worker=["--model=lenet", "--dataset=fashion-mnist", "--epochs=1",
+                                "--output="])
+        self.wait_for_output(r"worker 0: metrics on http://[\d.]+:\d+/metrics", 60)
+        port = int(re.search(r"worker 0: metrics on http://[\d.]+:(\d+)/metrics",
+                             self.output()).group(1))
+        self.wait_for_output(r"\[worker 0\]\s+\d+\s+\d+\s+[\d.]+", 60)  # it trains
+
+        def connect(source):
+            s = socket.socket()
+            s.bind((source, 0))
+            s.connect(("127.0.0.1", port))
+            return s
+        # 500 idle connections from 20 addresses, 50 slowloris clients from one more.
+        held = [connect(f"127.0.1.{1 + i % 20}") for i in range(500)]
+        slow = [connect("127.0.2.1") for _ in range(50)]
+        stop = threading.Event()
+
+        def trickle():
+            head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+            i = 0
+            while not stop.is_set():
+                for s in slow:
+                    try:
+                        s.send(head[i % len(head):i % len(head) + 1])
+                    except OSError:
+                        pass  # closed by the server's limits
+                i += 1
+                stop.wait(0.2)
+        slowloris = threading.Thread(target=trickle)
+        slowloris.start()
+        slowest = 0.0
+        try:
+            for _ in range(100):
+                start = time.monotonic()
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    answer = b""
+                    while chunk := s.recv(4096):
+                        answer += chunk
+                took = time.monotonic() - start
+                self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer)
+                slowest = max(slowest, took)
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            slowloris.join()
+            for s in held + slow:
+                s.close()
+        print(f"slowest /healthz of 100 on a training worker's port beside 500 idle and 50 "
+              f"slowloris connections: {slowest * 1000:.1f} ms")
+        self.assertLess(slowest, 0.1)
+        self.assertIsNone(p.poll(), "the job ended before the probes did: training must go on")
+        self.assertEqual(p.wait(timeout=300), 0, self.output())
+        self.assertIn("job DONE", self.output())
 
     def test_bulk_push_pull_values_are_exact_across_processes(self):
         """The benchmark's worker over real TCP: 4 MB tensors of an odd size (split into 1 MiB

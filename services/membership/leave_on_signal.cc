@@ -7,12 +7,26 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "services/common/termination.h"
 
 namespace cohort {
 
+namespace {
+std::atomic<int> received_signal{0};
+}  // namespace
+
+bool StoppedWithin(absl::Duration wait) {
+  const absl::Time deadline = absl::Now() + wait;
+  while (received_signal.load() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return received_signal.load() != 0;
+}
+
 void LeaveOnTerminationSignal(const char* role, const std::atomic<MemberSession*>* member) {
   OnTerminationSignal([role, member](int signo) {
+    received_signal = signo;
     const std::string why = absl::StrCat("stopped by ", TerminationSignalName(signo));
     if (MemberSession* session = member->load(); session != nullptr) {
       session->Leave(absl::CancelledError(why), absl::Seconds(1));

@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "absl/time/time.h"
 #include "services/membership/member_session.h"
 
 namespace cohort {
@@ -15,6 +16,13 @@ namespace cohort {
 // stays incomplete (its manifest comes last), so a resume takes the one before.
 // Call first thing in main, as OnTerminationSignal; `member` must outlive the process.
 void LeaveOnTerminationSignal(const char* role, const std::atomic<MemberSession*>* member);
+
+// Whether LeaveOnTerminationSignal is answering a signal (and so will end the process), waiting
+// at most `wait` for one. A container engine or Kubernetes stops a pod's processes one by one:
+// a worker whose shards were stopped first fails before its own signal comes, and that failure
+// is the stop's doing, not the worker's. main asks this once it has left with a failure and,
+// when true, leaves the exit (128 + signo) to the signal's answer.
+bool StoppedWithin(absl::Duration wait);
 
 }  // namespace cohort
 

@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
   checkpointer.reset();  // writes what is queued
   core.set_metrics(nullptr);
   (*session)->Leave(absl::OkStatus());
+  if (!end.ok() && cohort::StoppedWithin(absl::Seconds(1))) {
+    for (;;) absl::SleepFor(absl::InfiniteDuration());  // the signal's answer exits
+  }
   if (!end.ok()) {
     std::cerr << "shard " << rank << ": stopping: " << end.message() << "\n";
     return 1;

@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
       },
       std::cout, (*worker)->metrics());
   member->Leave(result.status());
+  if (!result.ok() && cohort::StoppedWithin(absl::Seconds(1))) {
+    for (;;) absl::SleepFor(absl::InfiniteDuration());  // the signal's answer exits
+  }
   if (!result.ok()) {
     std::cerr << "worker " << member->rank() << ": error: " << result.status().message() << "\n";
     return 1;
