@@ -35,8 +35,10 @@ ABSL_FLAG(std::string, launcher, "",
           "with ssh; default when -H is given)");
 ABSL_FLAG(std::string, hosts, "",
           "(-H) the job's hosts: a hosts file (lines 'host', 'host slots=N' or 'host:N'; # "
-          "comments) or a list host1,host2:2. The scheduler goes on the first host, shards one "
-          "per host in turn, workers spread over the hosts in turn within their slots");
+          "comments) or a list host1,host2:2 (one host: host:1). Hosts are DNS names, IPv4 or "
+          "[IPv6] addresses, optionally after user@. The scheduler goes on the first host, "
+          "shards one per host in turn, workers spread over the hosts in turn within their "
+          "slots");
 ABSL_FLAG(std::string, scheduler_host, "",
           "with -H: the host the scheduler runs on, as the hosts list names it (default: the "
           "first)");
