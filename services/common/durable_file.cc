@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -22,13 +21,13 @@ absl::Status Failed(absl::string_view what, const std::string& path) {
 absl::Status WriteThroughTemporary(const std::string& path, absl::string_view text,
                                    bool durable, bool secret = false) {
   const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  const int fd =
-      open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, secret ? 0600 : 0644);
+  // A secret goes to a file of its own: a leftover one may be open elsewhere, or a link.
+  if (secret) unlink(temp.c_str());
+  const int fd = open(temp.c_str(),
+                      secret ? O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+                             : O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                      secret ? 0600 : 0644);
   if (fd < 0) return Failed("create", absl::StrCat(temp, " (is the folder there?)"));
-  if (secret && fchmod(fd, 0600) != 0) {  // a leftover temporary file keeps its mode
-    close(fd);
-    return Failed("chmod 600", temp);
-  }
   absl::Status status;
   for (size_t done = 0; done < text.size() && status.ok();) {
     const ssize_t n = write(fd, text.data() + done, text.size() - done);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 
@@ -16,6 +17,14 @@
 namespace cohort {
 
 namespace {
+
+// The limiter's clock: steady, so a step of the wall clock neither closes every connection nor
+// keeps late ones.
+absl::Time SteadyNow() {
+  return absl::FromUnixNanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count());
+}
 
 // "address:port" of a peer; "address" alone when with_port is false.
 std::string PeerName(const sockaddr* address, bool with_port) {
@@ -73,7 +82,7 @@ struct HttpServerCallbacks {
                         MHD_RequestTerminationCode /*why*/) {
     auto* server = static_cast<HttpServer*>(cls);
     absl::MutexLock lock(&server->mu_);
-    server->limiter_.Answered(connection, absl::Now());
+    server->limiter_.Answered(connection, SteadyNow());
   }
 
   static void Notify(void* cls, MHD_Connection* connection, void** /*socket_context*/,
@@ -86,9 +95,9 @@ struct HttpServerCallbacks {
     }
     const sockaddr* address = ClientAddress(connection);
     for (ConnectionLimiter::Id id : server->limiter_.Opened(
-             connection, address != nullptr ? PeerName(address, false) : "?", absl::Now())) {
-      // Safe under mu_: libmicrohttpd reports a connection closed (Closed, which waits for
-      // mu_) before it closes its socket, so the descriptor cannot have been reused yet.
+             connection, address != nullptr ? PeerName(address, false) : "?", SteadyNow())) {
+      // Safe under mu_: libmicrohttpd 0.9.75 reports a connection closed (Closed, which waits
+      // for mu_) before it closes its socket, so the descriptor cannot have been reused yet.
       auto* closing = static_cast<MHD_Connection*>(const_cast<void*>(id));
       const MHD_ConnectionInfo* fd =
           MHD_get_connection_info(closing, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -110,12 +119,18 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
     return absl::FailedPreconditionError(
         "this libmicrohttpd has no TLS: install Debian's libmicrohttpd12 (tools/install_deps.sh)");
   }
+  // "[::1]" as gRPC's addresses write it; "" and "[::]"/"::" are every address, both families.
+  std::string host = options.bind;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const bool any_ipv6 = host.empty() || host == "::";
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  if (getaddrinfo(options.bind.c_str(), std::to_string(options.port).c_str(), &hints, &found) !=
-          0 ||
+  if (getaddrinfo(any_ipv6 ? "::" : host.c_str(), std::to_string(options.port).c_str(), &hints,
+                  &found) != 0 ||
       found == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot serve HTTP on ", listen, ": no such address to listen on"));
@@ -129,7 +144,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   std::unique_ptr<HttpServer> server(
       new HttpServer(std::move(routes), std::move(admit), options.limits, https));
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
-  if (ipv6) flags |= MHD_USE_IPv6;
+  if (ipv6) flags |= any_ipv6 ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
   if (https) flags |= MHD_USE_TLS;
   // The limiter closes connections first; libmicrohttpd's own limit only bounds the moment
   // between a connection opening and one it replaces closing.
@@ -232,6 +247,7 @@ absl::StatusOr<HttpResponse> HttpGet(const HttpEndpoint& endpoint, const std::st
                                        https && !endpoint.https_unverified ? "cohort" : host, ":",
                                        endpoint.port, path);
   const std::string shown = absl::StrCat(https ? "https://" : "http://", address, path);
+  char error[CURL_ERROR_SIZE] = "";  // outlives the handle, which writes to it
   std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
   if (curl == nullptr) return absl::ResourceExhaustedError("GET " + shown + ": no curl handle");
   HttpResponse response;
@@ -259,7 +275,6 @@ absl::StatusOr<HttpResponse> HttpGet(const HttpEndpoint& endpoint, const std::st
     curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
     curl_easy_setopt(c, CURLOPT_CAPATH, nullptr);
   }
-  char error[CURL_ERROR_SIZE] = "";
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
   const CURLcode result = curl_easy_perform(c);
   curl_slist_free_all(headers);

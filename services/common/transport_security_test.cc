@@ -226,7 +226,7 @@ TEST_F(TransportSecurityTest, ACertificateOfTheJobsCaNotMadeForClientsIsNamedSo)
 TEST_F(TransportSecurityTest, TrustInAVerifiedCertificateEndsWhenItExpires) {
   const absl::Time now = absl::Now();
   auto date = [](absl::Time t) { return absl::FormatTime("%Y%m%d%H%M%SZ", t, absl::UTCTimeZone()); };
-  const absl::Time expiry = now + absl::Seconds(4);
+  const absl::Time expiry = now + absl::Seconds(6);
   ASSERT_TRUE(MakeJobCerts(job_, "short-lived",
                            absl::StrCat("COHORT_CERT_DATES='", date(now - absl::Hours(1)), " ",
                                         date(expiry), "'"))

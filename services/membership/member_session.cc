@@ -39,12 +39,13 @@ MembershipTiming Timing(const MemberSessionOptions& options) {
   return t;
 }
 
-// Whether a call failed in the TLS handshake (the server's certificate is not from our CA, or
-// it speaks no TLS), as gRPC words it, rather than finding nothing listening.
+// Whether a call failed in the TLS handshake on something waiting does not mend (the server's
+// certificate is not from our CA, or it speaks no TLS), as OpenSSL words it through gRPC; not
+// a connection closed mid-handshake, which a proxy in front of a scheduler still starting does.
 bool IsHandshakeFailure(const grpc::Status& status) {
   const std::string message = absl::AsciiStrToLower(status.error_message());
-  return absl::StrContains(message, "handshake") || absl::StrContains(message, "ssl") ||
-         absl::StrContains(message, "certificate");
+  return absl::StrContains(message, "certificate verify failed") ||
+         absl::StrContains(message, "wrong version number");
 }
 
 v1::RegisterRequest RegisterRequestOf(const MemberSessionOptions& options, int rank) {

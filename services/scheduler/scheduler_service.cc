@@ -67,7 +67,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
       return grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
           absl::StrCat("shard registration with --advertise_address '", LogSafe(advertised, 128),
-                       "': not a host name or address (letters, digits, . - : [ ] only)"));
+                       "': not a host name or address (letters, digits, . - _ : [ ] only)"));
     }
     if (!advertised.empty() && HostOfAddress(advertised) != advertised) {
       r.address = advertised;  // host:port

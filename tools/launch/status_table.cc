@@ -83,9 +83,10 @@ absl::StatusOr<std::string> FetchStatusTable(const std::string& address,
   HttpEndpoint scheduler{address.substr(0, colon), port};
   if (!tls_dir.empty()) {
     absl::StatusOr<std::string> ca = ReadWholeFile(tls_dir + "/ca.pem");
-    if (!ca.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls_dir: ", ca.status().message(), " (the job's ca.pem)"));
+    if (!ca.ok() || ca->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls_dir: ", ca.ok() ? tls_dir + "/ca.pem is empty" : ca.status().message(),
+          " (the job's ca.pem)"));
     }
     scheduler.ca_pem = *std::move(ca);
   } else if (!token_file.empty()) {
