@@ -8,6 +8,7 @@ namespace cohort {
 namespace {
 
 constexpr absl::string_view kGenerationPayload = "cohort/membership-generation";
+constexpr absl::string_view kLostShardPayload = "cohort/lost-shard";
 
 }  // namespace
 
@@ -25,6 +26,20 @@ std::optional<int64_t> ChangedGeneration(const absl::Status& status) {
     return std::nullopt;
   }
   return generation;
+}
+
+absl::Status WithLostShard(absl::Status failure, int shard) {
+  failure.SetPayload(kLostShardPayload, absl::Cord(absl::StrCat(shard)));
+  return failure;
+}
+
+std::optional<int> LostShard(const absl::Status& status) {
+  const auto payload = status.GetPayload(kLostShardPayload);
+  int shard = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &shard)) {
+    return std::nullopt;
+  }
+  return shard;
 }
 
 }  // namespace cohort

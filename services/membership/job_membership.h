@@ -33,6 +33,12 @@ absl::Status MembershipChangedError(int64_t generation, absl::string_view why);
 // The generation a MembershipChangedError carries; none for any other status.
 std::optional<int64_t> ChangedGeneration(const absl::Status& status);
 
+// A failure that is the loss of a shard (its stream ended as a dead shard's does): the status,
+// carrying that shard's rank, so the scheduler can name the dead shard rather than the worker
+// that lost it. LostShard: the rank it carries; none for any other status.
+absl::Status WithLostShard(absl::Status failure, int shard);
+std::optional<int> LostShard(const absl::Status& status);
+
 // What a worker's data path needs of its membership in a job (MemberSession in a process, a
 // fake in tests): its place, the job-wide barrier, and word of the job's end. Thread-safe.
 class JobMembership {

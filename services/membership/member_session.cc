@@ -188,6 +188,7 @@ void MemberSession::Leave(const absl::Status& status, absl::Duration timeout) {
   request.set_role(options_.role);
   request.set_rank(rank_);
   if (!status.ok()) request.set_error(std::string(status.message()));
+  if (const std::optional<int> shard = LostShard(status)) request.set_lost_shard(*shard);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::StopReply reply;

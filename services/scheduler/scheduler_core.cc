@@ -207,8 +207,11 @@ void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
                          Describe(role, rank), why, active_.size(), spec_.min_workers));
     return;
   }
-  Fail(absl::StrFormat("%s is dead: %s; last error: %s", Describe(role, rank), why,
-                       m.last_error.empty() ? "none reported" : m.last_error));
+  const bool lost_first = role == MemberRole::kShard && held_failure_.has_value() &&
+                          held_failure_->shard == rank;
+  Fail(absl::StrFormat("%s is dead: %s; last error: %s%s", Describe(role, rank), why,
+                       m.last_error.empty() ? "none reported" : m.last_error,
+                       lost_first ? absl::StrCat("; before that, ", held_failure_->reason) : ""));
 }
 
 absl::Status SchedulerCore::CheckReachable(const MemberRegistration& r, int rank) const {
@@ -403,7 +406,8 @@ absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& nam
   return fingerprint_;
 }
 
-void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& error) {
+void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& error,
+                                  std::optional<int> lost_shard) {
   absl::MutexLock lock(&mu_);
   Member* m = Find(role, rank);
   if (m == nullptr) return;
@@ -419,7 +423,16 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
       return;
     }
     m->dead = true;
-    Fail(absl::StrCat(Describe(role, rank), " failed: ", error));
+    std::string reason = absl::StrCat(Describe(role, rank), " failed: ", error);
+    const Member* lost =
+        lost_shard.has_value() ? Find(MemberRole::kShard, *lost_shard) : nullptr;
+    if (lost != nullptr && !lost->dead && !lost->stopped && state_ == JobState::kRunning &&
+        !held_failure_.has_value()) {
+      held_failure_ =
+          HeldFailure{std::move(reason), *lost_shard, clock_->Now() + spec_.heartbeat_timeout};
+      return;
+    }
+    Fail(reason);
     return;
   }
   if (role != MemberRole::kWorker || Ended()) return;
@@ -455,6 +468,10 @@ void SchedulerCore::CheckLiveness() {
     return;
   }
   if (state_ != JobState::kRunning) return;
+  if (held_failure_.has_value() && now >= held_failure_->until) {
+    Fail(held_failure_->reason);  // the shard it lost is alive: the worker's own failure
+    return;
+  }
   ReportStraggler(now);
   for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
     std::vector<Member>& ms = Members(role);

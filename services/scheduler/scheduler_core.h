@@ -114,7 +114,12 @@ class SchedulerCore {
   // The member leaves: finished (error empty) or failed (the job fails with its error, unless
   // the job outlives that member's death: a restartable shard, an elastic job's worker). The
   // job is DONE when every worker has finished.
-  void MemberStopped(MemberRole role, int rank, const std::string& error);
+  // lost_shard: the error is the loss of that shard (a worker's stream to it ended as a dead
+  // shard's does). Until the shard is found dead, for at most the heartbeat timeout, the
+  // verdict waits: a host's death is then blamed on the member that died there, not on the
+  // worker elsewhere that noticed first; past that, the worker's error fails the job.
+  void MemberStopped(MemberRole role, int rank, const std::string& error,
+                     std::optional<int> lost_shard = std::nullopt);
   // Ends the job as FAILED with this reason (the scheduler itself was told to stop); members
   // learn it from their next heartbeat's answer.
   void Stop(const std::string& reason);
@@ -203,6 +208,13 @@ class SchedulerCore {
   JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kForming;
   absl::Time straggler_reported_ ABSL_GUARDED_BY(mu_);  // last time one was named
   std::string reason_ ABSL_GUARDED_BY(mu_);
+  // A worker's failure that is the loss of a shard not yet found dead (MemberStopped).
+  struct HeldFailure {
+    std::string reason;  // the verdict if the shard is not found dead by `until`
+    int shard = 0;
+    absl::Time until;
+  };
+  std::optional<HeldFailure> held_failure_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);  // by registered rank
   // The membership generation, its workers (registered ranks, ascending: their ranks in it)

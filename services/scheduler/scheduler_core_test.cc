@@ -120,6 +120,47 @@ TEST(SchedulerCoreTest, ControlStreamEndingWithoutAStopFailsTheJobAtOnce) {
   EXPECT_EQ(done.state(), JobState::kDone);
 }
 
+// A host dies: its shard's death reaches the scheduler after a worker elsewhere reported losing
+// that shard. The verdict names the dead shard (and says what the worker saw), not the worker.
+TEST(SchedulerCoreTest, AWorkerThatLostAShardIsNotBlamedForTheShardsDeath) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 2), &clock);
+  Form(&core);
+  core.MemberStopped(MemberRole::kWorker, 0, "the stream to shard 1 ended", /*lost_shard=*/1);
+  EXPECT_EQ(core.state(), JobState::kRunning);  // held, waiting to hear of shard 1
+  core.ControlStreamEnded(MemberRole::kShard, 1, "connection reset");
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_EQ(core.reason(),
+            "shard 1 (host host-1, pid 1001) is dead: its control stream ended (connection "
+            "reset) without a stop; last error: none reported; before that, worker 0 (host "
+            "host-0, pid 1000) failed: the stream to shard 1 ended");
+
+  // A shard that is found alive: the worker's own failure ends the job at the timeout.
+  SchedulerCore alive(Spec(2, 2), &clock);
+  Form(&alive);
+  alive.MemberStopped(MemberRole::kWorker, 1, "the stream to shard 0 ended", 0);
+  for (int r : {0, 1}) alive.Heartbeat(MemberRole::kShard, r);
+  alive.Heartbeat(MemberRole::kWorker, 0);
+  clock.Advance(absl::Seconds(2));
+  for (int r : {0, 1}) alive.Heartbeat(MemberRole::kShard, r);
+  alive.Heartbeat(MemberRole::kWorker, 0);
+  alive.CheckLiveness();
+  EXPECT_EQ(alive.state(), JobState::kRunning);
+  clock.Advance(absl::Seconds(1.5));
+  for (int r : {0, 1}) alive.Heartbeat(MemberRole::kShard, r);
+  alive.Heartbeat(MemberRole::kWorker, 0);
+  alive.CheckLiveness();
+  EXPECT_EQ(alive.state(), JobState::kFailed);
+  EXPECT_EQ(alive.reason(),
+            "worker 1 (host host-1, pid 1001) failed: the stream to shard 0 ended");
+
+  // A failure that is no lost shard, or a shard already known dead, fails at once.
+  SchedulerCore other(Spec(1, 1), &clock);
+  Form(&other);
+  other.MemberStopped(MemberRole::kWorker, 0, "the loss is NaN");
+  EXPECT_EQ(other.state(), JobState::kFailed);
+}
+
 // The slowest worker is the one with the most compute a step (step time less its time in the
 // kvstore): named in /status, and in a notice every report interval while it holds the others
 // up by more than the share; not while the workers are even.

@@ -184,7 +184,9 @@ grpc::Status SchedulerService::Stop(grpc::ServerContext*, const v1::StopRequest*
                                     v1::StopReply*) {
   absl::StatusOr<MemberRole> role = RoleFromProto(request->role());
   if (!role.ok()) return ToGrpcStatus(role.status());
-  core_->MemberStopped(*role, request->rank(), LogSafe(request->error(), 2048));
+  core_->MemberStopped(*role, request->rank(), LogSafe(request->error(), 2048),
+                       request->has_lost_shard() ? std::optional<int>(request->lost_shard())
+                                                 : std::nullopt);
   return grpc::Status::OK;
 }
 

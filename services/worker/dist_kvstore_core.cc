@@ -216,6 +216,7 @@ void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {
                    transport_->shard_address(shard), " ended: ",
                    status.ok() ? "closed by the shard" : status.message(),
                    absl::IsUnavailable(status) ? " (did the shard die?)" : ""));
+  if (absl::IsUnavailable(stream_error_)) stream_error_ = WithLostShard(stream_error_, shard);
 }
 
 absl::StatusOr<DistKVStoreCore::Key*> DistKVStoreCore::Find(int64_t key, const Tensor& t,

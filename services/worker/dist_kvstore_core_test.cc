@@ -187,6 +187,8 @@ TEST_F(DistKVStoreCoreTest, AShardDyingMidWaitEndsTheWaitNamingIt) {
   EXPECT_TRUE(absl::StrContains(status.message(), "worker 0: the stream to shard 1 at fake-1 "
                                                   "ended: Socket closed (did the shard die?)"))
       << status;
+  // It says which shard it lost, for the scheduler to look for that shard's death.
+  EXPECT_EQ(LostShard(status), 1);
   ExpectStopped(transport_, kv_.get());
 }
 
