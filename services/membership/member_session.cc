@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -48,6 +49,16 @@ bool IsHandshakeFailure(const grpc::Status& status) {
          absl::StrContains(message, "wrong version number");
 }
 
+// Whether the connection was closed as soon as it was made: what a TLS server does to a
+// plaintext client. Said only after kClosedAtOnceFor of it, as a proxy in front of a scheduler
+// still starting may do it for a moment.
+bool IsClosedAtOnce(const grpc::Status& status) {
+  const std::string message = absl::AsciiStrToLower(status.error_message());
+  return absl::StrContains(message, "socket closed") ||
+         absl::StrContains(message, "connection reset");
+}
+constexpr absl::Duration kClosedAtOnceFor = absl::Seconds(5);
+
 v1::RegisterRequest RegisterRequestOf(const MemberSessionOptions& options, int rank) {
   v1::RegisterRequest request;
   request.set_role(options.role);
@@ -72,11 +83,22 @@ absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   v1::RegisterReply reply;
   grpc::Status status;
+  std::optional<absl::Time> closed_since;  // every connection closed at once since then
   for (;;) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
     status = stub->Register(&context, request, &reply);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() >= deadline) break;
+    closed_since = IsClosedAtOnce(status) ? closed_since.value_or(absl::Now())
+                                          : std::optional<absl::Time>();
+    if (options.security->plaintext() && closed_since.has_value() &&
+        absl::Now() - *closed_since >= kClosedAtOnceFor) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "cannot join the job at scheduler ", options.scheduler_address, " as a ",
+          RoleWord(options.role), ": it closes every plaintext connection at once (",
+          LogSafe(status.error_message()), "); a scheduler with TLS does: give --tls_dir and "
+          "--token_file of this job instead of --insecure"));
+    }
     if (IsHandshakeFailure(status)) {
       return absl::UnauthenticatedError(absl::StrCat(
           "cannot join the job at scheduler ", options.scheduler_address, " as a ",

@@ -122,8 +122,8 @@ TEST_F(MemberSessionTest, JoiningASchedulerThatIsNotThereSaysWhereItLooked) {
       << session.status();
 }
 
-// A worker given another job's TLS folder: the handshake fails, and it says so within seconds
-// instead of waiting for the scheduler until --connect_timeout.
+// A worker given another job's TLS folder, or none: it says so within seconds instead of
+// waiting for the scheduler until --connect_timeout.
 TEST_F(MemberSessionTest, AWorkerWithAnotherJobsTlsFilesFailsAtOnceSayingSo) {
   const std::string job = TmpDir() + "/job", other = TmpDir() + "/other";
   ASSERT_TRUE(MakeJobCerts(job, "scheduler").ok());
@@ -148,6 +148,15 @@ TEST_F(MemberSessionTest, AWorkerWithAnotherJobsTlsFilesFailsAtOnceSayingSo) {
       << session.status();
   EXPECT_TRUE(absl::StrContains(session.status().message(), "is --tls_dir this job's?"))
       << session.status();
+  // A plaintext member: the scheduler closes its every connection; said in seconds too.
+  o.security = TransportSecurity::Plaintext();
+  const absl::Time plain_start = absl::Now();
+  auto plain = MemberSession::Join(o);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_LT(absl::Now() - plain_start, absl::Seconds(10)) << plain.status();
+  EXPECT_EQ(plain.status().code(), absl::StatusCode::kUnauthenticated) << plain.status();
+  EXPECT_TRUE(absl::StrContains(plain.status().message(), "give --tls_dir and --token_file"))
+      << plain.status();
   server->server->Shutdown();
 }
 
