@@ -87,6 +87,15 @@ class PrometheusJobTest(JobTestCase):
         self.config_dir = config_dir
         return found.group(1), os.path.join(config_dir, "targets")
 
+    def wait_for_targets(self, path, count):
+        """The groups of the launcher's target list at path, once it names `count` processes."""
+        def target_list():
+            with open(path) as f:
+                groups = json.load(f)
+            return groups if len(groups) == count else None
+        return self.wait_until(f"the launcher's target list names {count} processes",
+                               target_list, 60)
+
     def query(self, expr, at=None):
         params = {"query": expr}
         if at is not None:
@@ -106,11 +115,7 @@ class PrometheusJobTest(JobTestCase):
             "--log_interval=100"])
 
         # Every role's page, as it is while the job trains, passes promtool.
-        def target_list():
-            with open(targets) as f:
-                groups = json.load(f)
-            return groups if len(groups) == 5 else None
-        groups = self.wait_until("the launcher's target list names 5 processes", target_list, 60)
+        groups = self.wait_for_targets(targets, 5)
         addresses = {(g["labels"]["role"], g["labels"]["rank"]): g["targets"][0] for g in groups}
         self.assertEqual(sorted(addresses), [("scheduler", "0"), ("shard", "0"), ("shard", "1"),
                                              ("worker", "0"), ("worker", "1")])
@@ -207,12 +212,7 @@ class PrometheusJobTest(JobTestCase):
             f"--token_file={token}", f"--metrics_targets={targets}", "--",
             "--model=lenet", "--dataset=fashion-mnist", "--epochs=30", "--output=",
             "--log_interval=100"])
-
-        def target_list():
-            with open(targets) as f:
-                groups = json.load(f)
-            return groups if len(groups) == 4 else None
-        groups = self.wait_until("the launcher's target list names 4 processes", target_list, 60)
+        groups = self.wait_for_targets(targets, 4)
         self.wait_until("Prometheus scraping the 4 targets over HTTPS", lambda: len(
             [r for r in self.query(f'up{{job="{self.job_id}"}}') if r["value"][1] == "1"]) == 4,
             60)

@@ -59,6 +59,7 @@ class HttpServer {
 
   int port() const { return port_; }
   bool https() const { return https_; }
+  const char* scheme() const { return https_ ? "https" : "http"; }  // for "scheme://host:port"
   int open_connections() const;
   int64_t connections_closed_by_limits() const;  // since start
 

@@ -10,36 +10,41 @@ namespace {
 constexpr absl::string_view kGenerationPayload = "cohort/membership-generation";
 constexpr absl::string_view kLostShardPayload = "cohort/lost-shard";
 
+// A number a status carries under `url`.
+void SetNumber(absl::Status* status, absl::string_view url, int64_t number) {
+  status->SetPayload(url, absl::Cord(absl::StrCat(number)));
+}
+std::optional<int64_t> Number(const absl::Status& status, absl::string_view url) {
+  const auto payload = status.GetPayload(url);  // absl::optional<absl::Cord>
+  int64_t number = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &number)) {
+    return std::nullopt;
+  }
+  return number;
+}
+
 }  // namespace
 
 absl::Status MembershipChangedError(int64_t generation, absl::string_view why) {
   absl::Status s = absl::AbortedError(
       absl::StrCat("the job's workers changed (generation ", generation, "): ", why));
-  s.SetPayload(kGenerationPayload, absl::Cord(absl::StrCat(generation)));
+  SetNumber(&s, kGenerationPayload, generation);
   return s;
 }
 
 std::optional<int64_t> ChangedGeneration(const absl::Status& status) {
-  const auto payload = status.GetPayload(kGenerationPayload);
-  int64_t generation = 0;
-  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &generation)) {
-    return std::nullopt;
-  }
-  return generation;
+  return Number(status, kGenerationPayload);
 }
 
 absl::Status WithLostShard(absl::Status failure, int shard) {
-  failure.SetPayload(kLostShardPayload, absl::Cord(absl::StrCat(shard)));
+  SetNumber(&failure, kLostShardPayload, shard);
   return failure;
 }
 
 std::optional<int> LostShard(const absl::Status& status) {
-  const auto payload = status.GetPayload(kLostShardPayload);
-  int shard = 0;
-  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &shard)) {
-    return std::nullopt;
-  }
-  return shard;
+  const std::optional<int64_t> shard = Number(status, kLostShardPayload);
+  if (!shard.has_value()) return std::nullopt;
+  return static_cast<int>(*shard);
 }
 
 }  // namespace cohort

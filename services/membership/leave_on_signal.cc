@@ -16,12 +16,13 @@ namespace {
 std::atomic<int> received_signal{0};
 }  // namespace
 
-bool StoppedWithin(absl::Duration wait) {
+void YieldToStopSignal(absl::Duration wait) {
   const absl::Time deadline = absl::Now() + wait;
   while (received_signal.load() == 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  return received_signal.load() != 0;
+  if (received_signal.load() == 0) return;
+  for (;;) absl::SleepFor(absl::InfiniteDuration());  // the signal's answer exits
 }
 
 void LeaveOnTerminationSignal(const char* role, const std::atomic<MemberSession*>* member) {

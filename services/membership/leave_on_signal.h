@@ -17,12 +17,12 @@ namespace cohort {
 // Call first thing in main, as OnTerminationSignal; `member` must outlive the process.
 void LeaveOnTerminationSignal(const char* role, const std::atomic<MemberSession*>* member);
 
-// Whether LeaveOnTerminationSignal is answering a signal (and so will end the process), waiting
-// at most `wait` for one. A container engine or Kubernetes stops a pod's processes one by one:
-// a worker whose shards were stopped first fails before its own signal comes, and that failure
-// is the stop's doing, not the worker's. main asks this once it has left with a failure and,
-// when true, leaves the exit (128 + signo) to the signal's answer.
-bool StoppedWithin(absl::Duration wait);
+// Returns when no stop signal has come within `wait`; once LeaveOnTerminationSignal answers
+// one, never (that answer exits with 128 + signo). A container engine stops a pod's processes
+// one by one: a worker whose shards were stopped first fails before its own signal comes, and
+// that failure is the stop's doing, not the worker's. main calls this once it has left with a
+// failure, before exiting as a failure.
+void YieldToStopSignal(absl::Duration wait);
 
 }  // namespace cohort
 

@@ -71,7 +71,7 @@ std::optional<cohort::JobSpec> JobSpecFromFlags() {
 }
 
 // Says where the scheduler listens (and writes its port file); false after saying what failed.
-bool AnnounceListening(const cohort::JobSpec& spec, int port, int http_port,
+bool AnnounceListening(const cohort::JobSpec& spec, int port, const cohort::HttpServer& http,
                        const cohort::TransportSecurity& security) {
   const std::string bind = absl::GetFlag(FLAGS_bind);
   std::cout << absl::StrFormat(
@@ -79,7 +79,7 @@ bool AnnounceListening(const cohort::JobSpec& spec, int port, int http_port,
                    "%s://%s:%d/status, metrics on /metrics%s\n",
                    spec.job_id, spec.num_workers, spec.num_shards,
                    cohort::KVStoreModeName(spec.mode), bind, port,
-                   security.plaintext() ? "http" : "https", bind, http_port,
+                   http.scheme(), bind, http.port(),
                    security.authorization().empty() ? "" : " (with the job's token)")
             << std::flush;
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
     std::cerr << "scheduler: error: " << server.status().message() << "\n";
     return 1;
   }
-  if (!AnnounceListening(spec, server->port, (*http)->port(), **security)) return 1;
+  if (!AnnounceListening(spec, server->port, **http, **security)) return 1;
   const bool done = WatchUntilEnded(&core);
   // Members learn the end from their next heartbeat's answer and close their streams; a
   // stopped scheduler has about two seconds before its engine kills it.

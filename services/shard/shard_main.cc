@@ -104,7 +104,7 @@ int ServeUntilEnded(cohort::MemberSession* session, const cohort::RunningServer&
   std::cout << absl::StrFormat(
                    "shard %d of job %s listening on %s:%d, metrics on %s://%s:%d/metrics\n",
                    session->rank(), session->job_id(), absl::GetFlag(FLAGS_bind), server.port,
-                   (*http)->https() ? "https" : "http",
+                   (*http)->scheme(),
                    absl::GetFlag(FLAGS_bind), (*http)->port())
             << std::flush;
   session->WaitUntilEnded(absl::InfiniteDuration());
@@ -184,10 +184,8 @@ int main(int argc, char** argv) {
   checkpointer.reset();  // writes what is queued
   core.set_metrics(nullptr);
   (*session)->Leave(absl::OkStatus());
-  if (!end.ok() && cohort::StoppedWithin(absl::Seconds(1))) {
-    for (;;) absl::SleepFor(absl::InfiniteDuration());  // the signal's answer exits
-  }
   if (!end.ok()) {
+    cohort::YieldToStopSignal(absl::Seconds(1));
     std::cerr << "shard " << rank << ": stopping: " << end.message() << "\n";
     return 1;
   }

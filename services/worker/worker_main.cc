@@ -121,10 +121,11 @@ int main(int argc, char** argv) {
   }
   cohort::MemberSession* member = (*worker)->member();
   joined = member;
-  std::cout << "worker " << member->rank() << ": metrics on " << (*worker)->metrics_scheme() << "://" << job.metrics_bind << ":"
-            << (*worker)->metrics_port() << "/metrics; parts of at most " << job.part_bytes
-            << " bytes, fused below " << job.fusion_bytes << " (waiting up to "
-            << absl::FormatDuration(job.fusion_wait) << "), gradient compression "
+  std::cout << "worker " << member->rank() << ": metrics on " << (*worker)->metrics_scheme()
+            << "://" << job.metrics_bind << ":" << (*worker)->metrics_port()
+            << "/metrics; parts of at most " << job.part_bytes << " bytes, fused below "
+            << job.fusion_bytes << " (waiting up to " << absl::FormatDuration(job.fusion_wait)
+            << "), gradient compression "
             << cohort::GradientCompressionName(job.compression) << "\n"
             << std::flush;
   auto result = cohort::Train(
@@ -134,10 +135,8 @@ int main(int argc, char** argv) {
       },
       std::cout, (*worker)->metrics());
   member->Leave(result.status());
-  if (!result.ok() && cohort::StoppedWithin(absl::Seconds(1))) {
-    for (;;) absl::SleepFor(absl::InfiniteDuration());  // the signal's answer exits
-  }
   if (!result.ok()) {
+    cohort::YieldToStopSignal(absl::Seconds(1));
     std::cerr << "worker " << member->rank() << ": error: " << result.status().message() << "\n";
     return 1;
   }

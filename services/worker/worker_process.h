@@ -29,7 +29,7 @@ class WorkerProcess {
   // Fed one StepReport per training step (TrainingObserver).
   WorkerMetrics* metrics() { return &metrics_; }
   int metrics_port() const { return http_->port(); }
-  const char* metrics_scheme() const { return http_->https() ? "https" : "http"; }
+  const char* metrics_scheme() const { return http_->scheme(); }
 
  private:
   explicit WorkerProcess(std::unique_ptr<MemberSession> session,

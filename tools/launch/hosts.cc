@@ -9,13 +9,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "services/common/log_safe.h"
 
 namespace cohort::launch {
 namespace {
@@ -26,11 +26,9 @@ constexpr size_t kMaxDnsLabel = 63;
 // What Windows editors put at the start of a UTF-8 file.
 constexpr absl::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
 
-// Input as a message quotes it: control and non-ASCII bytes escaped, so a hostile name cannot
-// start a new line or drive the reader's terminal.
-std::string Quoted(absl::string_view text) {
-  return absl::StrCat("'", absl::CHexEscape(text), "'");
-}
+// Input as a message quotes it, escaped (LogSafe): a hostile name cannot start a new line or
+// drive the reader's terminal.
+std::string Quoted(absl::string_view text) { return absl::StrCat("'", LogSafe(text), "'"); }
 
 // where: "hosts.txt:3" or "-H entry 2".
 absl::Status LineError(absl::string_view where, absl::string_view what) {
