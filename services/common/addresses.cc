@@ -5,14 +5,93 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "services/common/log_safe.h"
 
 namespace cohort {
+
+namespace {
+
+constexpr size_t kMaxDnsName = 253;
+constexpr size_t kMaxDnsLabel = 63;
+
+std::string Quoted(absl::string_view text) { return absl::StrCat("'", LogSafe(text), "'"); }
+
+// inet_pton of text, which must hold no NUL (a C string would end there).
+bool ParsesAsAddress(int family, absl::string_view text, void* address) {
+  return !absl::StrContains(text, '\0') &&
+         inet_pton(family, std::string(text).c_str(), address) == 1;
+}
+
+// Why `name` is not a DNS name of RFC 1123 labels; empty when it is one.
+std::string DnsNameFault(absl::string_view name) {
+  if (name.size() > kMaxDnsName) return absl::StrCat("it is over ", kMaxDnsName, " characters");
+  const std::vector<absl::string_view> labels = absl::StrSplit(name, '.');
+  for (absl::string_view label : labels) {
+    for (char c : label) {
+      if (!absl::ascii_isalnum(c) && c != '-') {
+        return absl::StrCat(Quoted(absl::string_view(&c, 1)), " cannot be in one");
+      }
+    }
+    if (label.empty()) return "it has an empty label: a '.' at an end, or two together";
+    if (label.size() > kMaxDnsLabel) {
+      return absl::StrCat("a label is over ", kMaxDnsLabel, " characters");
+    }
+    if (label.front() == '-' || label.back() == '-') return "a label starts or ends with '-'";
+  }
+  // Resolvers read all-numeric names as addresses ("10.1" is 10.0.0.1).
+  if (std::all_of(labels.back().begin(), labels.back().end(), absl::ascii_isdigit)) {
+    return "it ends in a number but is not an IPv4 address a.b.c.d";
+  }
+  return "";
+}
+
+}  // namespace
+
+bool IsIpv4Address(absl::string_view text) {
+  in_addr address;
+  return ParsesAsAddress(AF_INET, text, &address);
+}
+
+std::optional<in6_addr> BracketedIpv6Address(absl::string_view text) {
+  in6_addr address;
+  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]") ||
+      !ParsesAsAddress(AF_INET6, text, &address)) {
+    return std::nullopt;
+  }
+  return address;
+}
+
+std::string HostNameFault(absl::string_view host) {
+  if (host.empty()) return "it is empty";
+  if (host.front() == '-') return "it starts with '-', as an option does";
+  if (host.front() == '[') {
+    return BracketedIpv6Address(host).has_value() ? "" : "the brackets hold no IPv6 address";
+  }
+  return IsIpv4Address(host) ? "" : DnsNameFault(host);
+}
+
+absl::Status CheckDialAddress(absl::string_view address) {
+  const absl::string_view host = HostOfAddress(address);
+  std::string fault = HostNameFault(host);
+  if (fault.empty() && host.size() != address.size() && PortOfAddress(address) < 0) {
+    fault = "the port is not a number from 1 to 65535";
+  }
+  if (fault.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      Quoted(address), " is not an address to dial (", fault,
+      "); give host or host:port, the host a DNS name, an IPv4 address or an [IPv6] address"));
+}
 
 std::string HostName() {
   char name[256] = {};
@@ -33,8 +112,9 @@ bool IsLoopbackAddress(absl::string_view host) {
 absl::string_view HostOfAddress(absl::string_view address) {
   const size_t colon = address.rfind(':');
   if (colon == absl::string_view::npos) return address;
-  // A bare IPv6 address ("::1") has colons but no port.
+  // A bare IPv6 address ("::1") has colons but no port, nor has "[::1]".
   if (address.find(':') != colon && !absl::StartsWith(address, "[")) return address;
+  if (absl::StartsWith(address, "[") && address.rfind(']') > colon) return address;
   return address.substr(0, colon);
 }
 

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -64,7 +66,37 @@ TEST(AddressesTest, ThePortOfAnAddress) {
   EXPECT_EQ(PortOfAddress("[::1]:7001"), 7001);
   EXPECT_EQ(PortOfAddress("node1"), -1);
   EXPECT_EQ(PortOfAddress("::1"), -1);
+  EXPECT_EQ(PortOfAddress("[::1]"), -1);
+  EXPECT_EQ(HostOfAddress("[::1]"), "[::1]");
+  EXPECT_EQ(HostOfAddress("[::1]:7001"), "[::1]");
   EXPECT_EQ(PortOfAddress("node1:http"), -1);
+}
+
+TEST(AddressesTest, AddressesToDialAreNamesOrAddressesWithAnOptionalPort) {
+  for (const char* good : {"shard0.example", "shard0.example:30002", "10.0.0.2", "10.0.0.2:7000",
+                           "[::1]", "[fe80::1]:7000", "node-1"}) {
+    EXPECT_TRUE(CheckDialAddress(good).ok()) << good << ": " << CheckDialAddress(good);
+  }
+  struct Bad {
+    std::string address;
+    const char* why;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"evil\nhost:1", "'\\n' cannot be in one"},
+           {"-oProxyCommand=x", "starts with '-'"},
+           {"node_1:7000", "'_' cannot be in one"},
+           {"node1:http", "the port is not a number"},
+           {"node1:70000", "the port is not a number"},
+           {"[not-v6]:7000", "the brackets hold no IPv6 address"},
+           {"::1", "':' cannot be in one"},
+           {"10.1", "ends in a number"},
+           {std::string("10.0.0.5\0x", 10), "cannot be in one"},
+           {std::string(300, 'a'), "over 253 characters"}}) {
+    const absl::Status s = CheckDialAddress(bad.address);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad.address;
+    EXPECT_TRUE(absl::StrContains(s.message(), bad.why)) << s;
+    EXPECT_EQ(s.message().find('\n'), absl::string_view::npos) << s;
+  }
 }
 
 }  // namespace

@@ -10,16 +10,17 @@
 
 namespace cohort {
 
-// What an HTTP port allows before it closes connections (docs/security.md, "HTTP ports").
-struct HttpLimits {
+// What a port allows before it closes connections (docs/security.md, "HTTP ports", "gRPC
+// ports"). A gRPC port counts only the connections waiting for their first byte.
+struct ConnectionLimits {
   int max_connections = 512;          // open at once, all peers together
   int max_connections_per_peer = 32;  // open at once from one address
-  // How long a connection may take to send a whole request head, from connecting (the TLS
-  // handshake included) or from its last answer.
+  // How long a connection may take to send a whole request head (HTTP: from connecting, the TLS
+  // handshake included, or from its last answer), or its first byte (gRPC).
   absl::Duration request_deadline = absl::Seconds(5);
 };
 
-// Which connections an HTTP server closes so that idle and slow (slowloris) clients cannot
+// Which connections a server closes so that idle and slow (slowloris) clients cannot
 // crowd out the ones that ask: a connection past its request deadline, and, when a new one
 // takes a peer past max_connections_per_peer or all past max_connections, the one of that peer
 // (of all) that has waited longest for its request. A connection whose request is being
@@ -28,7 +29,7 @@ class ConnectionLimiter {
  public:
   using Id = const void*;
 
-  explicit ConnectionLimiter(HttpLimits limits) : limits_(limits) {}
+  explicit ConnectionLimiter(ConnectionLimits limits) : limits_(limits) {}
 
   // A connection from peer (its address, no port) opened at `now`: the ids to close, each
   // returned once (the caller closes them and later calls Closed for each).
@@ -52,7 +53,7 @@ class ConnectionLimiter {
   Id LongestWaiting(const std::string* peer, Id except) const;
   void Close(Id id, std::vector<Id>* to_close);
 
-  const HttpLimits limits_;
+  const ConnectionLimits limits_;
   absl::flat_hash_map<Id, Connection> connections_;
   absl::flat_hash_map<std::string, int> counted_by_peer_;  // not closing
   int counted_ = 0;

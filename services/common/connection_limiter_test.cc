@@ -15,8 +15,8 @@ using ::testing::IsEmpty;
 int c[10];
 const absl::Time t0 = absl::FromUnixSeconds(1000);
 
-HttpLimits Limits(int all, int per_peer) {
-  HttpLimits limits;
+ConnectionLimits Limits(int all, int per_peer) {
+  ConnectionLimits limits;
   limits.max_connections = all;
   limits.max_connections_per_peer = per_peer;
   limits.request_deadline = absl::Seconds(5);

@@ -5,8 +5,15 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "services/common/listen_socket.h"
 
 namespace cohort {
+
+namespace {
+
+constexpr int kHandshakeTimeoutMs = 10'000;
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -32,22 +39,45 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
 absl::StatusOr<RunningServer> StartServer(const std::string& bind_host, int port,
                                           const std::vector<grpc::Service*>& services,
                                           const TransportSecurity& security) {
-  const std::string address = absl::StrCat(bind_host, ":", port);
+  absl::StatusOr<ListenSocket> socket = ListenSocket::Open(bind_host, port);
+  if (!socket.ok()) return socket.status();
   RunningServer running;
+  running.port = socket->port();
+  const int listener_fd = socket->fd();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, security.ServerCredentials(), &running.port);
+  running.acceptor = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+      security.ServerCredentials());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  // gRPC sets SO_REUSEPORT by default: a second server would share a taken port silently.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A connection that opened right but stalls in its handshake: gRPC's default waits 120 s.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kHandshakeTimeoutMs);
   for (grpc::Service* s : services) builder.RegisterService(s);
   running.server = builder.BuildAndStart();
-  if (running.server == nullptr || running.port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", address, ": the address is in use or not on this host; pick "
-        "another --port (0 lets the system choose) or --bind"));
+  if (running.server == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot start the gRPC server on ", bind_host, ":",
+                                            running.port));
   }
+  absl::StatusOr<std::unique_ptr<ConnectionGate>> gate = ConnectionGate::Start(
+      *std::move(socket), security.opening(), ConnectionLimits{},
+      [acceptor = running.acceptor, listener_fd](int fd) {
+        grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+        connection.listener_fd = listener_fd;
+        connection.fd = fd;
+        acceptor->HandleNewConnection(&connection);
+      },
+      security.ConnectionRefusals(running.port));
+  if (!gate.ok()) {
+    running.server->Shutdown();
+    return gate.status();
+  }
+  running.gate = *std::move(gate);
   return running;
+}
+
+void RunningServer::Shutdown(std::chrono::system_clock::time_point deadline) {
+  gate.reset();  // first: a connection handed over after the server shut down would leak
+  if (server != nullptr) server->Shutdown(deadline);
 }
 
 std::string PeerHost(const std::string& peer) {

@@ -1,6 +1,7 @@
 #ifndef COHORT_SERVICES_COMMON_GRPC_UTIL_H_
 #define COHORT_SERVICES_COMMON_GRPC_UTIL_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "services/common/connection_gate.h"
 #include "services/common/transport_security.h"
 
 namespace cohort {
@@ -26,9 +28,17 @@ std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& address,
     const TransportSecurity& security = *TransportSecurity::Plaintext());
 
+// A gRPC server behind a ConnectionGate: the gate accepts its connections and refuses, counted on
+// the security's ledger with the peer's address, those that do not open as the job's transport
+// does (plaintext on a TLS port, TLS on a plaintext one, silence, a flood of waiting ones).
 struct RunningServer {
   std::unique_ptr<grpc::Server> server;
   int port = 0;  // the port it bound (the requested one, or the kernel's choice for 0)
+  std::unique_ptr<ConnectionGate> gate;
+  std::shared_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
+
+  // Stops accepting, then shuts the server down: calls still running get until `deadline`.
+  void Shutdown(std::chrono::system_clock::time_point deadline = std::chrono::system_clock::now());
 };
 
 // Starts a server for the services on bind_host:port (port 0: the kernel picks one; Contracts,

@@ -33,7 +33,7 @@ TEST(GrpcUtilTest, ServerOnPortZeroReportsThePortItGot) {
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find("127.0.0.1:" + std::to_string(server->port)),
             std::string::npos);
-  server->server->Shutdown();
+  server->Shutdown();
 }
 
 }  // namespace

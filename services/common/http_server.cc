@@ -1,47 +1,22 @@
 #include "services/common/http_server.h"
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/clock.h"
 #include "absl/strings/str_format.h"
+#include "services/common/listen_socket.h"
 
 namespace cohort {
 
 namespace {
 
-// The limiter's clock: steady, so a step of the wall clock neither closes every connection nor
-// keeps late ones.
-absl::Time SteadyNow() {
-  return absl::FromUnixNanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::steady_clock::now().time_since_epoch())
-                                 .count());
-}
-
-// "address:port" of a peer; "address" alone when with_port is false.
-std::string PeerName(const sockaddr* address, bool with_port) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (address->sa_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(address);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    port = ntohs(in->sin_port);
-  } else if (address->sa_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    port = ntohs(in6->sin6_port);
-    if (with_port) return absl::StrCat("[", host, "]:", port);
-  }
-  return with_port ? absl::StrCat(host, ":", port) : host;
-}
 
 const sockaddr* ClientAddress(MHD_Connection* connection) {
   const MHD_ConnectionInfo* info =
@@ -95,7 +70,7 @@ struct HttpServerCallbacks {
     }
     const sockaddr* address = ClientAddress(connection);
     for (ConnectionLimiter::Id id : server->limiter_.Opened(
-             connection, address != nullptr ? PeerName(address, false) : "?", SteadyNow())) {
+             connection, address != nullptr ? SocketAddressText(address, false) : "?", SteadyNow())) {
       // Safe under mu_: libmicrohttpd 0.9.75 reports a connection closed (Closed, which waits
       // for mu_) before it closes its socket, so the descriptor cannot have been reused yet.
       auto* closing = static_cast<MHD_Connection*>(const_cast<void*>(id));
@@ -119,32 +94,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
     return absl::FailedPreconditionError(
         "this libmicrohttpd has no TLS: install Debian's libmicrohttpd12 (tools/install_deps.sh)");
   }
-  // "[::1]" as gRPC's addresses write it; "" and "[::]"/"::" are every address, both families.
-  std::string host = options.bind;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
+  absl::StatusOr<ListenSocket> socket = ListenSocket::Open(options.bind, options.port);
+  if (!socket.ok()) {
+    return absl::UnavailableError(absl::StrCat(socket.status().message(), " (--metrics_port)"));
   }
-  const bool any_ipv6 = host.empty() || host == "::";
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(any_ipv6 ? "::" : host.c_str(), std::to_string(options.port).c_str(), &hints,
-                  &found) != 0 ||
-      found == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot serve HTTP on ", listen, ": no such address to listen on"));
-  }
-  sockaddr_storage bind_address{};
-  std::copy_n(reinterpret_cast<const char*>(found->ai_addr), found->ai_addrlen,
-              reinterpret_cast<char*>(&bind_address));
-  const bool ipv6 = found->ai_family == AF_INET6;
-  freeaddrinfo(found);
-
   std::unique_ptr<HttpServer> server(
       new HttpServer(std::move(routes), std::move(admit), options.limits, https));
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
-  if (ipv6) flags |= any_ipv6 ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
   if (https) flags |= MHD_USE_TLS;
   // The limiter closes connections first; libmicrohttpd's own limit only bounds the moment
   // between a connection opening and one it replaces closing.
@@ -152,7 +108,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   const unsigned idle_seconds = static_cast<unsigned>(
       std::max(1.0, std::ceil(absl::ToDoubleSeconds(options.limits.request_deadline))));
   std::vector<MHD_OptionItem> items = {
-      {MHD_OPTION_SOCK_ADDR, 0, &bind_address},
+      {MHD_OPTION_LISTEN_SOCKET, socket->fd(), nullptr},
       {MHD_OPTION_THREAD_POOL_SIZE, 2, nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, hard_limit, nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, idle_seconds, nullptr},
@@ -175,14 +131,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   if (server->daemon_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve ", https ? "HTTPS" : "HTTP", " on ", listen,
-        ": the port is taken or the address is not this host's", https ? ", or the certificate or key is not PEM" : "",
-        "; pick another --metrics_port"));
+        https ? ": the certificate or its key is not PEM" : ": libmicrohttpd would not start"));
   }
-  const MHD_DaemonInfo* bound = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
-  if (bound == nullptr || bound->port == 0) {
-    return absl::InternalError(absl::StrCat("HTTP server on ", listen, " reports no port"));
-  }
-  server->port_ = bound->port;
+  server->port_ = socket->port();
+  socket->Release();  // the daemon closes it when it stops
   return server;
 }
 
@@ -210,7 +162,7 @@ HttpResponse HttpServer::Respond(MHD_Connection* connection, absl::string_view u
   const sockaddr* address = ClientAddress(connection);
   *admitted = admit_ == nullptr ||
               admit_(authorization != nullptr ? authorization : "",
-                     address != nullptr ? PeerName(address, true) : "?", route->path);
+                     address != nullptr ? SocketAddressText(address, true) : "?", route->path);
   if (!*admitted) {
     return {401, "text/plain; charset=utf-8",
             "this job's pages need its token: Authorization: Bearer <token> (--token_file)\n"};

@@ -31,7 +31,7 @@ struct HttpServerOptions {
   // plain HTTP.
   std::string certificate_pem;
   std::string key_pem;
-  HttpLimits limits;
+  ConnectionLimits limits;
 };
 
 // A process's small HTTP server (libmicrohttpd, event-driven): /metrics on every role, /status
@@ -64,7 +64,7 @@ class HttpServer {
   int64_t connections_closed_by_limits() const;  // since start
 
  private:
-  HttpServer(std::vector<Route> routes, Admit admit, const HttpLimits& limits, bool https)
+  HttpServer(std::vector<Route> routes, Admit admit, const ConnectionLimits& limits, bool https)
       : routes_(std::move(routes)), admit_(std::move(admit)), limiter_(limits), https_(https) {}
   friend struct HttpServerCallbacks;  // libmicrohttpd's, in http_server.cc
   // The answer to method url; *admitted says whether admit_ let it through.

@@ -25,6 +25,27 @@ prometheus::MetricFamily RefusalFamily(const TransportSecurity& security,
   return family;
 }
 
+// cohort_refused_connections_total{reason, peer}: connections a gRPC port closed before any
+// handshake (ConnectionGate), by the peer's address.
+prometheus::MetricFamily RefusedConnectionFamily(const TransportSecurity& security,
+                                                 const prometheus::Labels& labels) {
+  prometheus::MetricFamily family;
+  family.name = "cohort_refused_connections_total";
+  family.help = "Connections a gRPC port of this process closed before any handshake (plaintext "
+                "on a TLS port, TLS on a plaintext one, not gRPC, silent, too many waiting), by "
+                "reason and peer address.";
+  family.type = prometheus::MetricType::Counter;
+  for (const TransportSecurity::RefusedConnections& refused : security.refused_connections()) {
+    prometheus::ClientMetric metric;
+    for (const auto& [name, value] : labels) metric.label.push_back({name, value});
+    metric.label.push_back({"peer", refused.peer});
+    metric.label.push_back({"reason", std::string(ConnectionRefusalName(refused.reason))});
+    metric.counter.value = static_cast<double>(refused.count);
+    family.metric.push_back(std::move(metric));
+  }
+  return family;
+}
+
 }  // namespace
 
 ProcessMetrics::ProcessMetrics(std::string job, std::string role, int rank,
@@ -75,6 +96,7 @@ HttpServer::Route ProcessMetrics::Route(std::function<void()> refresh) const {
             if (refresh) refresh();
             std::vector<prometheus::MetricFamily> families = registry->Collect();
             families.push_back(RefusalFamily(*security, labels));
+            families.push_back(RefusedConnectionFamily(*security, labels));
             return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                                 prometheus::TextSerializer().Serialize(families)};
           }};

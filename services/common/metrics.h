@@ -23,7 +23,7 @@ namespace cohort {
 class ProcessMetrics {
  public:
   // rank: the member's rank (the scheduler: 0). security: whose refusals /metrics reports as
-  // cohort_refused_requests_total{reason}.
+  // cohort_refused_requests_total{reason} and cohort_refused_connections_total{reason,peer}.
   ProcessMetrics(std::string job, std::string role, int rank,
                  std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext());
 

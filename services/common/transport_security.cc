@@ -17,11 +17,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "services/common/addresses.h"
 #include "services/common/log_safe.h"
 #include "services/common/port_file.h"
 
@@ -60,6 +62,11 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string
 }
 
 // Equal without returning early, so the time taken tells nothing of the token.
+bool IsPowerOfTen(int64_t n) {
+  while (n > 1 && n % 10 == 0) n /= 10;
+  return n == 1;
+}
+
 bool SameBytes(absl::string_view a, absl::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
@@ -164,6 +171,38 @@ class TransportSecurity::Gate {
 
   int64_t count(Refusal reason) const { return counts_[static_cast<int>(reason)].load(); }
 
+  void CountConnection(ConnectionRefusal reason, const std::string& peer, int port) {
+    std::string address(HostOfAddress(peer));
+    int64_t count = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!connection_peers_.contains(address)) {
+        if (connection_peers_.size() >= TransportSecurity::kPeersCounted) {
+          address = "other";
+        } else {
+          connection_peers_.insert(address);
+        }
+      }
+      count = ++refused_connections_[{reason, address}];
+    }
+    if (count > 10 && !IsPowerOfTen(count)) return;
+    std::cerr << absl::StrCat("refused a connection from ", peer, " to port ", port, ": ",
+                              ConnectionRefusalSaid(reason),
+                              count > 1 ? absl::StrCat(" (", count, " so from ", address, ")")
+                                        : "",
+                              "\n")
+              << std::flush;
+  }
+
+  std::vector<TransportSecurity::RefusedConnections> refused_connections() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<TransportSecurity::RefusedConnections> all;
+    for (const auto& [key, count] : refused_connections_) {
+      all.push_back({key.first, key.second, count});
+    }
+    return all;
+  }
+
  private:
   explicit Gate(std::string authorization) : authorization_(std::move(authorization)) {}
 
@@ -212,8 +251,11 @@ class TransportSecurity::Gate {
   const std::string authorization_;  // "Bearer <token>", or empty
   std::unique_ptr<X509_STORE, X509Free> store_;
   std::array<std::atomic<int64_t>, kRefusalKinds> counts_{};
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, absl::Time> verified_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> connection_peers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<ConnectionRefusal, std::string>, int64_t> refused_connections_
+      ABSL_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -378,6 +420,17 @@ std::vector<std::pair<Refusal, int64_t>> TransportSecurity::refusals() const {
     all.push_back({static_cast<Refusal>(r), gate_->count(static_cast<Refusal>(r))});
   }
   return all;
+}
+
+ConnectionGate::Refuse TransportSecurity::ConnectionRefusals(int port) const {
+  return [gate = gate_, port](ConnectionRefusal reason, const std::string& peer) {
+    gate->CountConnection(reason, peer, port);
+  };
+}
+
+std::vector<TransportSecurity::RefusedConnections> TransportSecurity::refused_connections()
+    const {
+  return gate_->refused_connections();
 }
 
 }  // namespace cohort

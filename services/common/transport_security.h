@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "services/common/connection_gate.h"
 
 namespace cohort {
 
@@ -67,6 +68,19 @@ class TransportSecurity {
   // Requests (calls and HTTP) this process refused, in all and by reason.
   int64_t refused_requests() const;
   std::vector<std::pair<Refusal, int64_t>> refusals() const;
+
+  // What a ConnectionGate on `port` reports its refusals to: counted by reason and peer address,
+  // and logged with the peer (the first ten of a reason and address, then every power of ten).
+  ConnectionGate::Refuse ConnectionRefusals(int port) const;
+  // The opening a gRPC server of this process expects from its connections.
+  Opening opening() const { return plaintext() ? Opening::kHttp2 : Opening::kTls; }
+  struct RefusedConnections {
+    ConnectionRefusal reason;
+    std::string peer;  // the address without its port; "other" past kPeersCounted addresses
+    int64_t count;
+  };
+  static constexpr int kPeersCounted = 64;  // bounds the metric's series under a scan
+  std::vector<RefusedConnections> refused_connections() const;
 
   class Gate;  // the checks, shared with the servers' credentials
 

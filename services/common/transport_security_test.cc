@@ -21,6 +21,7 @@
 #include "proto/scheduler.grpc.pb.h"
 #include "services/common/grpc_util.h"
 #include "services/common/job_certs_testing.h"
+#include "services/common/metrics.h"
 #include "services/common/test_tmp_dir.h"
 
 namespace cohort {
@@ -61,7 +62,7 @@ class TransportSecurityTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
   }
-  void TearDown() override { server_.server->Shutdown(); }
+  void TearDown() override { server_.Shutdown(); }
 
 
   grpc::Status Call(const std::shared_ptr<grpc::Channel>& channel) {
@@ -155,6 +156,63 @@ TEST_F(TransportSecurityTest, PeersWithoutTheJobsCertificateNeverReachTheService
   EXPECT_EQ(Call(MakeChannel(Address())).error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(server_security_->refused_requests(), 3);
   EXPECT_EQ(service_.calls, 0);
+}
+
+int64_t RefusedConnections(const TransportSecurity& security, ConnectionRefusal reason,
+                           const std::string& peer) {
+  for (const TransportSecurity::RefusedConnections& r : security.refused_connections()) {
+    if (r.reason == reason && r.peer == peer) return r.count;
+  }
+  return 0;
+}
+
+TEST_F(TransportSecurityTest, PlaintextOnTheTlsPortIsRefusedBeforeTheHandshakeWithThePeer) {
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Call(MakeChannel(Address())).error_code(), grpc::StatusCode::UNAVAILABLE);
+  const std::string logged = testing::internal::GetCapturedStderr();
+  EXPECT_GE(RefusedConnections(*server_security_, ConnectionRefusal::kNotTls, "127.0.0.1"), 1);
+  EXPECT_TRUE(absl::StrContains(
+      logged, absl::StrCat("refused a connection from 127.0.0.1:")))
+      << logged;
+  EXPECT_TRUE(absl::StrContains(logged, absl::StrCat(" to port ", server_.port,
+                                                     ": it did not open a TLS handshake")))
+      << logged;
+  EXPECT_EQ(server_security_->refused_requests(), 0);  // no call was made
+  EXPECT_EQ(service_.calls, 0);
+  // On /metrics by reason and peer.
+  const std::string page =
+      ProcessMetrics("job-tls", "scheduler", 0, server_security_).Route().handler().body;
+  EXPECT_TRUE(absl::StrContains(page, "# TYPE cohort_refused_connections_total counter")) << page;
+  EXPECT_TRUE(absl::StrContains(
+      page, "role=\"scheduler\",peer=\"127.0.0.1\",reason=\"not_tls\"}"))
+      << page;
+}
+
+TEST(PlaintextServerTest, TlsOnAPlaintextPortIsRefusedNamingTheMismatch) {
+  CountingScheduler service;
+  auto server = StartServer("127.0.0.1", 0, {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string tmp = TmpDir() + "/tls-client";
+  ASSERT_TRUE(MakeJobCerts(tmp, "worker").ok());
+  auto security = LoadSecurity(tmp, "worker", "");
+  ASSERT_TRUE(security.ok()) << security.status();
+  const std::shared_ptr<const TransportSecurity> plaintext = TransportSecurity::Plaintext();
+  const int64_t before =
+      RefusedConnections(*plaintext, ConnectionRefusal::kTlsOnPlaintext, "127.0.0.1");
+  testing::internal::CaptureStderr();
+  auto stub = v1::Scheduler::NewStub(
+      MakeChannel(absl::StrCat("127.0.0.1:", server->port), **security));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::RegisterReply reply;
+  EXPECT_EQ(stub->Register(&context, v1::RegisterRequest(), &reply).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  const std::string logged = testing::internal::GetCapturedStderr();
+  EXPECT_GT(RefusedConnections(*plaintext, ConnectionRefusal::kTlsOnPlaintext, "127.0.0.1"),
+            before);
+  EXPECT_TRUE(absl::StrContains(logged, "this job is plaintext (--insecure)")) << logged;
+  EXPECT_EQ(service.calls, 0);
+  server->Shutdown();
 }
 
 // A self-signed certificate (PEM) and its key whose common name is `name`, byte for byte: what

@@ -33,7 +33,7 @@ class MemberSessionTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
   }
-  void TearDown() override { server_.server->Shutdown(); }
+  void TearDown() override { server_.Shutdown(); }
 
   MemberSessionOptions Options(v1::Role role, int rank) const {
     MemberSessionOptions o;
@@ -109,7 +109,7 @@ TEST_F(MemberSessionTest, AFailingMemberEndsTheJobForTheOthersWithItsReason) {
 
 TEST_F(MemberSessionTest, JoiningASchedulerThatIsNotThereSaysWhereItLooked) {
   MemberSessionOptions o = Options(v1::WORKER, 0);
-  server_.server->Shutdown();
+  server_.Shutdown();
   o.connect_timeout = absl::Milliseconds(300);
   auto session = MemberSession::Join(o);
   ASSERT_FALSE(session.ok());
@@ -157,7 +157,7 @@ TEST_F(MemberSessionTest, AWorkerWithAnotherJobsTlsFilesFailsAtOnceSayingSo) {
   EXPECT_EQ(plain.status().code(), absl::StatusCode::kUnauthenticated) << plain.status();
   EXPECT_TRUE(absl::StrContains(plain.status().message(), "give --tls_dir and --token_file"))
       << plain.status();
-  server->server->Shutdown();
+  server->Shutdown();
 }
 
 }  // namespace

@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
               << std::flush;
     absl::SleepFor(linger);
   }
-  server->server->Shutdown(std::chrono::system_clock::now() +
+  server->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::seconds(stop_signal != 0 ? 0 : 1));
   if (stop_signal != 0) {
     // Stopping the HTTP server can take its poll's 2 s: nothing is left to serve.

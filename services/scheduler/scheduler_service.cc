@@ -35,15 +35,6 @@ v1::JobState ToProto(JobState state) {
   return v1::JOB_STATE_UNSPECIFIED;
 }
 
-// Whether text can be host[:port] (a DNS name, IPv4, or bracketed IPv6): workers dial it, and
-// it is shown as it is.
-bool LooksLikeAnAddress(absl::string_view text) {
-  return text.size() <= 260 && std::all_of(text.begin(), text.end(), [](char c) {
-           return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == ':' || c == '[' ||
-                  c == ']' || c == '_';
-         });
-}
-
 }  // namespace
 
 grpc::Status SchedulerService::Register(grpc::ServerContext* context,
@@ -63,11 +54,10 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   if (r.role == MemberRole::kShard) {
     // Workers dial the shard where the scheduler saw it come from, unless it says otherwise.
     const std::string& advertised = request->advertise_address();
-    if (!LooksLikeAnAddress(advertised)) {
-      return grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("shard registration with --advertise_address '", LogSafe(advertised, 128),
-                       "': not a host name or address (letters, digits, . - _ : [ ] only)"));
+    if (absl::Status s = CheckDialAddress(advertised); !advertised.empty() && !s.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("shard registration with --advertise_address ",
+                                       s.message()));
     }
     if (!advertised.empty() && HostOfAddress(advertised) != advertised) {
       r.address = advertised;  // host:port

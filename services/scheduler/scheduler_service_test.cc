@@ -31,7 +31,7 @@ class SchedulerServiceTest : public ::testing::Test {
     server_ = std::move(*server);
     stub_ = v1::Scheduler::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", server_.port)));
   }
-  void TearDown() override { server_.server->Shutdown(); }
+  void TearDown() override { server_.Shutdown(); }
 
   grpc::Status Register(v1::Role role, int port, v1::RegisterReply* reply,
                         const std::string& advertise = "", const std::string& host = "host-a",

@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
   set_up.Notify();
   if (ServeUntilEnded(session->get(), *server, process, security) != 0) return 1;
   const absl::Status end = (*session)->end_status();
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   shm.reset();
   rollback.set_checkpointer(nullptr);
   checkpointer.reset();  // writes what is queued

@@ -51,7 +51,7 @@ class ShardServiceTest : public ::testing::Test {
     server_ = std::move(*server);
     stub_ = v1::Shard::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", server_.port)));
   }
-  void TearDown() override { server_.server->Shutdown(std::chrono::system_clock::now()); }
+  void TearDown() override { server_.Shutdown(std::chrono::system_clock::now()); }
 
   // Sends the messages on one PushPull stream and returns how the shard ended it.
   grpc::Status PushAll(const std::vector<v1::PartBatch>& messages) {
@@ -245,7 +245,7 @@ class ShardOverTlsTest : public ShardServiceTest {
     tls_server_ = std::move(*server);
   }
   void TearDown() override {
-    tls_server_.server->Shutdown(std::chrono::system_clock::now());
+    tls_server_.Shutdown(std::chrono::system_clock::now());
     ShardServiceTest::TearDown();
   }
 
@@ -434,7 +434,7 @@ TEST(ShardFloodTest, FloodsAndSlowReadersNeitherGrowTheShardNorStopTheOthers) {
   flood_context.TryCancel();
   flooder.join();
   context.TryCancel();
-  server->server->Shutdown(std::chrono::system_clock::now());
+  server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace

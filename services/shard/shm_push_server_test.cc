@@ -195,7 +195,7 @@ TEST(ShmTransportTest, AShardOnThisHostIsReachedThroughSharedMemory) {
     transport->Close();
   }
   EXPECT_EQ((*shm)->sessions_started(), 1);  // the first transport's, not the second's
-  grpc_server->server->Shutdown(std::chrono::system_clock::now());
+  grpc_server->Shutdown(std::chrono::system_clock::now());
 }
 
 // The rings a worker finds are those of the address it dials, or of a shard listening at every
@@ -228,7 +228,7 @@ TEST(ShmTransportTest, AWorkerTakesOnlyTheRingsOfTheAddressItDials) {
     transport->Close();
     EXPECT_EQ((*shm)->sessions_started(), listening == "127.0.0.2" ? 0 : 1);
   }
-  grpc_server->server->Shutdown(std::chrono::system_clock::now());
+  grpc_server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace

@@ -47,10 +47,10 @@ LocalCluster::LocalCluster(KVStoreMode mode, int num_workers, int num_shards)
 
 LocalCluster::~LocalCluster() {
   for (auto& s : shards_) {
-    s->server.server->Shutdown(std::chrono::system_clock::now());
+    s->server.Shutdown(std::chrono::system_clock::now());
     s->session->Leave(absl::OkStatus());
   }
-  scheduler_.server->Shutdown(std::chrono::system_clock::now());
+  scheduler_.Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace cohort

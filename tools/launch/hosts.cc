@@ -15,14 +15,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "services/common/addresses.h"
 #include "services/common/log_safe.h"
 
 namespace cohort::launch {
 namespace {
 
 constexpr int kMaxSlots = 1 << 16;
-constexpr size_t kMaxDnsName = 253;
-constexpr size_t kMaxDnsLabel = 63;
 // What Windows editors put at the start of a UTF-8 file.
 constexpr absl::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
 
@@ -35,27 +34,6 @@ absl::Status LineError(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
 }
 
-// inet_pton of text, which must hold no NUL (a C string would end there).
-bool ParsesAsAddress(int family, absl::string_view text, void* address) {
-  return !absl::StrContains(text, '\0') &&
-         inet_pton(family, std::string(text).c_str(), address) == 1;
-}
-
-bool IsIpv4Address(absl::string_view text) {
-  in_addr address;
-  return ParsesAsAddress(AF_INET, text, &address);
-}
-
-// "[v6]": the address inside the brackets, or nullopt when text is not one.
-std::optional<in6_addr> BracketedIpv6Address(absl::string_view text) {
-  in6_addr address;
-  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]") ||
-      !ParsesAsAddress(AF_INET6, text, &address)) {
-    return std::nullopt;
-  }
-  return address;
-}
-
 // Why `user` (what comes before '@') is not a POSIX portable user name; empty when it is one.
 std::string UserNameFault(absl::string_view user) {
   if (user.empty()) return "the user before '@' is empty";
@@ -66,39 +44,6 @@ std::string UserNameFault(absl::string_view user) {
     }
   }
   return "";
-}
-
-// Why `name` is not a DNS name of RFC 1123 labels; empty when it is one.
-std::string DnsNameFault(absl::string_view name) {
-  if (name.size() > kMaxDnsName) return absl::StrCat("it is over ", kMaxDnsName, " characters");
-  const std::vector<absl::string_view> labels = absl::StrSplit(name, '.');
-  for (absl::string_view label : labels) {
-    for (char c : label) {
-      if (!absl::ascii_isalnum(c) && c != '-') {
-        return absl::StrCat(Quoted(absl::string_view(&c, 1)), " cannot be in one");
-      }
-    }
-    if (label.empty()) return "it has an empty label: a '.' at an end, or two together";
-    if (label.size() > kMaxDnsLabel) {
-      return absl::StrCat("a label is over ", kMaxDnsLabel, " characters");
-    }
-    if (label.front() == '-' || label.back() == '-') return "a label starts or ends with '-'";
-  }
-  // Resolvers read all-numeric names as addresses ("10.1" is 10.0.0.1).
-  if (std::all_of(labels.back().begin(), labels.back().end(), absl::ascii_isdigit)) {
-    return "it ends in a number but is not an IPv4 address a.b.c.d";
-  }
-  return "";
-}
-
-// Why `host` (after any user@) is neither a DNS name nor an address; empty when it is one.
-std::string HostFault(absl::string_view host) {
-  if (host.empty()) return "it is empty";
-  if (host.front() == '-') return "it starts with '-', as an option does";
-  if (host.front() == '[') {
-    return BracketedIpv6Address(host).has_value() ? "" : "the brackets hold no IPv6 address";
-  }
-  return IsIpv4Address(host) ? "" : DnsNameFault(host);
 }
 
 // The user and the host of "user@host" (the user empty without '@').
@@ -174,7 +119,7 @@ absl::Status AddHost(Host host, absl::string_view where, std::vector<Host>* host
 absl::Status CheckHostName(absl::string_view name) {
   const auto [user, host] = SplitUser(name);
   std::string fault = absl::StrContains(name, '@') ? UserNameFault(user) : "";
-  if (fault.empty()) fault = HostFault(host);
+  if (fault.empty()) fault = HostNameFault(host);
   if (fault.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(Quoted(name), " is not a host name (", fault,
