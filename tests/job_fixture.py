@@ -50,6 +50,16 @@ class JobTestCase(unittest.TestCase):
         self.procs.append(p)
         return p
 
+    def make_job_tls(self, make_job_certs, tls, token_text, token=None):
+        """The job's TLS folder (a CA and certificates for every role, by make_job_certs.sh) and
+        its token file (its owner's only; default tls/../token); returns the token's path."""
+        subprocess.run([make_job_certs, tls, "scheduler", "shard", "worker"], check=True,
+                       capture_output=True, timeout=60)
+        token = token or os.path.join(os.path.dirname(tls), "token")
+        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(token_text + "\n")
+        return token
+
     def log(self, name):
         with open(os.path.join(self.dir, f"{name}.log"), errors="replace") as f:
             return f.read()

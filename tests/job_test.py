@@ -64,7 +64,7 @@ class LauncherJobTest(JobTestCase):
         self.assertEqual(p.wait(timeout=300), 0, self.output())
         out = self.output()
         # Rank 0 prints the table with the communication column; every line has its prefix.
-        self.assertRegex(out, r"\[worker 0\]\s+Step\s+Epoch\s+Speed\(img/s\)\s+Loss\s+LR\s+Comm%")
+        self.assertRegex(out, r"\[worker 0\]\s+Step\s+Epoch\s+Speed\(img/s\)\s+Loss\s+LR\s+Comm%\s+ETA")
         self.assertRegex(out, r"\[worker 0\] train: lenet .*batch 64 x 2 worker\(s\).*kvstore dist_sync")
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
         # Workers and shards of one host meet in shared memory (the worker says when not).
@@ -294,17 +294,15 @@ class ManualStartTest(JobTestCase):
 
     def test_roles_started_by_hand_train_over_mutual_tls(self):
         tls = os.path.join(self.dir, "tls")
-        subprocess.run([MAKE_JOB_CERTS, tls, "scheduler", "shard", "worker"], check=True,
-                       capture_output=True, timeout=60)
-        token = os.path.join(self.dir, "token")
-        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-            f.write("job-token-for-this-test\n")
+        token = self.make_job_tls(MAKE_JOB_CERTS, tls, "job-token-for-this-test")
         secure = [f"--tls_dir={tls}", f"--token_file={token}"]
         port_file = os.path.join(self.dir, "scheduler.port")
         metrics_port_file = os.path.join(self.dir, "scheduler-metrics.port")
+        report = os.path.join(self.dir, "job.html")
         scheduler = self.start("scheduler", [SCHEDULER, "--bind=127.0.0.1", "--port=0",
                                              f"--port_file={port_file}", "--num_workers=2",
                                              f"--metrics_port_file={metrics_port_file}",
+                                             f"--report_file={report}",
                                              "--num_shards=2", *secure])
         deadline = time.monotonic() + 30
         while not os.path.exists(port_file) and time.monotonic() < deadline:
@@ -319,18 +317,29 @@ class ManualStartTest(JobTestCase):
         ca.check_hostname = False  # issued for "cohort"; the CA is still checked
         host, port = status_address.split(":")
 
-        def get(path, header):
+        def fetch(path, header):
             connection = http.client.HTTPSConnection(host, int(port), context=ca, timeout=10)
             try:
                 connection.request("GET", path, headers=header)
-                return connection.getresponse().status
+                answer = connection.getresponse()
+                return answer.status, answer.read().decode()
             finally:
                 connection.close()
+
+        def get(path, header):
+            return fetch(path, header)[0]
+
+        bearer = {"Authorization": "Bearer job-token-for-this-test"}
+        # The job page's HTML holds no data: it opens without the token; its data does not.
+        status, page = fetch("/", {})
+        self.assertEqual(status, 200)
+        self.assertIn("const EMBEDDED = /*COHORT_DATA*/null;", page)
+        self.assertEqual(get("/history", {}), 401)
 
         for path in ("/status", "/metrics"):
             for header in ({}, {"Authorization": "Bearer guessed"}):
                 self.assertEqual(get(path, header), 401, path)
-            self.assertEqual(get(path, {"Authorization": "Bearer job-token-for-this-test"}), 200)
+            self.assertEqual(get(path, bearer), 200)
         with self.assertRaises((urllib.error.URLError, http.client.HTTPException, OSError)):
             urllib.request.urlopen(f"http://{status_address}/healthz", timeout=10)
         r = subprocess.run([LAUNCH, f"--status={status_address}", f"--tls_dir={tls}"],
@@ -356,9 +365,32 @@ class ManualStartTest(JobTestCase):
                                              "--metrics_bind=127.0.0.1", f"--log_json={log_json}",
                                              *secure])
                    for r in range(2)]
+        # While it trains, the page's data: samples of the job's progress, with an ETA once the
+        # workers said how long the run is.
+        deadline = time.monotonic() + 120
+        history = {"samples": []}
+        while time.monotonic() < deadline and scheduler.poll() is None:
+            history = json.loads(fetch("/history", bearer)[1])
+            if any(s["images_per_second"] > 0 for s in history["samples"]):
+                break
+            time.sleep(0.5)
+        self.assertTrue(any(s["images_per_second"] > 0 for s in history["samples"]), history)
+        self.assertIn("job RUNNING", [e["text"] for e in history["events"]])
+        live = json.loads(fetch("/status", bearer)[1])
+        if live["state"] == "RUNNING":
+            self.assertEqual(live["total_steps"], 117)
+            self.assertGreaterEqual(live["eta_seconds"], 0)
         for name, p in [("worker0", workers[0]), ("worker1", workers[1]), ("scheduler", scheduler),
                         ("shard0", shards[0]), ("shard1", shards[1])]:
             self.assertEqual(p.wait(timeout=300), 0, f"{name}:\n{self.log(name)}")
+        # At the end the scheduler wrote the page with the job's data inside.
+        with open(report) as f:
+            written = f.read()
+        embedded = json.loads(re.search(r"const EMBEDDED = (\{.*\});\n", written).group(1))
+        self.assertEqual(embedded["status"]["state"], "DONE")
+        self.assertEqual(embedded["status"]["job_id"], live["job_id"])
+        self.assertGreater(len(embedded["history"]["samples"]), 0)
+        self.assertIn(f"job page written to {report}", self.log("scheduler"))
         self.assertRegex(self.log("worker0"), r"(?m)^\s+40\s+0\s+[\d.]+\s+[\d.]+")
         self.assertRegex(self.log("worker0"), r"Test top-1 [\d.]+%")
         # Rank 0 also wrote its progress rows as JSON lines: 60000 / 512 = 117 steps, a row
@@ -376,9 +408,10 @@ class ManualStartTest(JobTestCase):
                          r"its \d+ cores")
         self.assertTrue(os.path.getsize(model) > 0)
         self.assertEqual(wait_job_gone(self.job_id, 5), [])
-        # Five refusals (four above, and --status without the token), each logged with the address it came from and counted.
+        # Six refusals (/history and four more above, and --status without the token), each
+        # logged with the address it came from and counted.
         self.assertEqual(len(re.findall(r"refused an HTTP request for /\w+ from 127\.0\.0\.1:\d+",
-                                        self.log("scheduler"))), 5, self.log("scheduler"))
+                                        self.log("scheduler"))), 6, self.log("scheduler"))
 
 
 if __name__ == "__main__":

@@ -201,11 +201,8 @@ class PrometheusJobTest(JobTestCase):
         self.prometheus, targets_dir = self.start_prometheus()
         # The operator's files for the cohort-tls scrape job; the job uses the same ones.
         tls = os.path.join(self.config_dir, "tls")
-        subprocess.run([MAKE_JOB_CERTS, tls, "scheduler", "shard", "worker"], check=True,
-                       capture_output=True, timeout=60)
-        token = os.path.join(tls, "token")
-        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-            f.write("scrape-me-with-this\n")
+        token = self.make_job_tls(MAKE_JOB_CERTS, tls, "scrape-me-with-this",
+                                  token=os.path.join(tls, "token"))
         targets = os.path.join(targets_dir, "tls", f"{self.job_id}.json")
         self.start("launch", [
             LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "1", "--tls", f"--tls_dir={tls}",

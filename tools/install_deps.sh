@@ -22,6 +22,7 @@ packages=(
   podman runc conmon netavark aardvark-dns catatonit  # images per role, the container job
   iptables                                  # netavark's firewall: the Kubernetes test's pod network
   slurm-wlm munge                           # the Slurm test's one-node cluster
+  chromium                                  # the job page's test: a real browser, headless
 )
 
 missing=()

@@ -44,6 +44,9 @@ class HttpServer {
   struct Route {
     std::string path;  // "/metrics"
     std::function<HttpResponse()> handler;
+    // Answered without the token (ServeMetrics): only for what holds no data of the job, as
+    // /healthz and the job page's HTML (it reads its data from the token-checked pages).
+    bool open = false;
   };
   // Whether a request with this Authorization header ("" when none), from peer "address:port",
   // for path may be answered. Null: every request.

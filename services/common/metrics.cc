@@ -1,5 +1,7 @@
 #include "services/common/metrics.h"
 
+#include <algorithm>
+
 #include "prometheus/text_serializer.h"
 #include "services/common/addresses.h"
 #include "services/common/port_file.h"
@@ -105,7 +107,12 @@ HttpServer::Route ProcessMetrics::Route(std::function<void()> refresh) const {
 absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
     const std::string& bind, int port, const std::string& port_file,
     std::vector<HttpServer::Route> routes, std::shared_ptr<const TransportSecurity> security) {
-  routes.push_back({kHealthPath, [] { return HttpResponse{200, "text/plain", "ok\n"}; }});
+  routes.push_back(
+      {kHealthPath, [] { return HttpResponse{200, "text/plain", "ok\n"}; }, /*open=*/true});
+  std::vector<std::string> open_paths;
+  for (const HttpServer::Route& route : routes) {
+    if (route.open) open_paths.push_back(route.path);
+  }
   HttpServerOptions options;
   options.bind = bind;
   options.port = port;
@@ -113,8 +120,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
   options.key_pem = security->key_pem();
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
       options, std::move(routes),
-      [security](absl::string_view authorization, absl::string_view peer, absl::string_view path) {
-        return path == kHealthPath || security->AdmitHttp(authorization, peer, path);
+      [security, open_paths](absl::string_view authorization, absl::string_view peer,
+                             absl::string_view path) {
+        return std::find(open_paths.begin(), open_paths.end(), path) != open_paths.end() ||
+               security->AdmitHttp(authorization, peer, path);
       });
   if (!server.ok() || port_file.empty()) return server;
   if (absl::Status s = WritePortFile(port_file, (*server)->port()); !s.ok()) return s;

@@ -53,7 +53,8 @@ class ProcessMetrics {
 // (with a job token, only those that carry it), over HTTPS with this process's certificate
 // when security has TLS (plain HTTP only for plaintext jobs), and, when port_file is not empty, writes the port
 // it got there (Contracts, "Ports"). Also serves kHealthPath to anyone ("ok": the process is up
-// and serving), for container health checks and Kubernetes probes, which carry no token.
+// and serving), for container health checks and Kubernetes probes, which carry no token, as it
+// does every route marked open.
 inline constexpr char kHealthPath[] = "/healthz";
 absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
     const std::string& bind, int port, const std::string& port_file,

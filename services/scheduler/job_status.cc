@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace cohort {
 
 const char* RoleName(MemberRole role) { return role == MemberRole::kShard ? "shard" : "worker"; }
@@ -34,9 +36,38 @@ const char* MemberStateName(MemberState state) {
   return "?";
 }
 
+JobProgress SummarizeProgress(const JobStatus& status) {
+  JobProgress job;
+  for (const MemberStatus& m : status.members) {
+    if (!m.progress.has_value()) continue;
+    const WorkerProgress& p = *m.progress;
+    job.step = std::max(job.step, p.step);
+    job.total_steps = std::max(job.total_steps, p.total_steps);
+    if (p.test_top1.has_value()) job.test_top1 = p.test_top1;
+    if (m.state != MemberState::kAlive) continue;
+    ++job.reporting;
+    job.images_per_second += p.images_per_second;
+    job.loss += p.loss;
+    job.communication_overhead += p.communication_overhead;
+    if (p.total_steps > 0 && p.step_seconds > 0) {
+      const double eta = static_cast<double>(std::max<int64_t>(0, p.total_steps - p.step)) *
+                         p.step_seconds;
+      job.eta_seconds = std::max(job.eta_seconds.value_or(0), eta);
+    }
+  }
+  if (job.reporting > 0) {
+    job.loss /= job.reporting;
+    job.communication_overhead /= job.reporting;
+  }
+  if (status.state == JobState::kDone) {  // every worker ran every step
+    job.step = job.total_steps;
+    job.eta_seconds = 0;
+  }
+  return job;
+}
+
 std::string JobStatusJson(const JobStatus& status) {
   nlohmann::json members = nlohmann::json::array();
-  double images_per_second = 0;
   for (const MemberStatus& m : status.members) {
     nlohmann::json member = {{"role", RoleName(m.role)},
                              {"rank", m.rank},
@@ -53,8 +84,9 @@ std::string JobStatusJson(const JobStatus& status) {
                             {"images_per_second", p.images_per_second},
                             {"step_seconds", p.step_seconds},
                             {"communication_overhead", p.communication_overhead},
-                            {"loss", p.loss}};
-      if (m.state == MemberState::kAlive) images_per_second += p.images_per_second;
+                            {"loss", p.loss},
+                            {"total_steps", p.total_steps}};
+      if (p.test_top1.has_value()) member["progress"]["test_top1"] = *p.test_top1;
     }
     members.push_back(std::move(member));
   }
@@ -67,8 +99,15 @@ std::string JobStatusJson(const JobStatus& status) {
                       {"workers", status.workers},
                       {"num_shards", status.num_shards},
                       {"seconds_since_start", status.seconds_since_start},
-                      {"images_per_second", images_per_second},
                       {"members", members}};
+  const JobProgress progress = SummarizeProgress(status);
+  j["images_per_second"] = progress.images_per_second;
+  j["step"] = progress.step;
+  j["total_steps"] = progress.total_steps;
+  j["eta_seconds"] = progress.eta_seconds.has_value() ? nlohmann::json(*progress.eta_seconds)
+                                                      : nlohmann::json(nullptr);
+  j["test_top1"] = progress.test_top1.has_value() ? nlohmann::json(*progress.test_top1)
+                                                  : nlohmann::json(nullptr);
   if (const std::optional<Straggler>& s = status.straggler) {
     j["straggler"] = {{"rank", s->rank},
                       {"host", s->host},

@@ -51,8 +51,23 @@ struct JobStatus {
   std::optional<Straggler> straggler;
 };
 
+// The job's progress as its workers last reported it.
+struct JobProgress {
+  int64_t step = 0;         // the furthest worker's steps done
+  int64_t total_steps = 0;  // of the whole run; 0: not reported yet
+  double images_per_second = 0;  // the sum over the alive workers
+  double loss = 0;               // their mean
+  double communication_overhead = 0;  // their mean (0..1)
+  int reporting = 0;                  // alive workers with progress
+  // Until the last step at the pace of the slowest alive worker; nullopt: unknown.
+  std::optional<double> eta_seconds;
+  std::optional<double> test_top1;  // percent, the latest evaluation
+};
+JobProgress SummarizeProgress(const JobStatus& status);
+
 // The scheduler's /status document (the launcher's --status prints it as a table): the job,
-// every member, and the job's images/sec (the sum over its alive workers).
+// every member, and the job's progress (SummarizeProgress: "images_per_second", "step",
+// "total_steps", "eta_seconds" and "test_top1", the last two null when unknown).
 std::string JobStatusJson(const JobStatus& status);
 
 }  // namespace cohort

@@ -42,5 +42,42 @@ TEST(JobStatusTest, SaysTheJobEveryMemberAndTheAliveWorkersSpeed) {
   EXPECT_EQ(j["straggler"]["lag_steps"], 3);
 }
 
+TEST(JobStatusTest, TheEtaIsTheSlowestAliveWorkersRestAndTheAccuracyTheLatest) {
+  JobStatus status;
+  status.state = JobState::kRunning;
+  WorkerProgress lead;
+  lead.step = 100;
+  lead.total_steps = 400;
+  lead.step_seconds = 0.05;  // 300 steps left: 15 s
+  lead.loss = 0.5;
+  lead.test_top1 = 91.5;
+  WorkerProgress slow = lead;
+  slow.step = 98;
+  slow.step_seconds = 0.1;  // 302 steps left: 30.2 s
+  slow.loss = 0.7;
+  slow.test_top1.reset();
+  WorkerProgress dead = slow;
+  dead.step_seconds = 10;  // a dead worker's pace does not count
+  status.members = {{MemberRole::kWorker, 0, MemberState::kAlive, "h1", 1, "", 0.1, "", lead},
+                    {MemberRole::kWorker, 1, MemberState::kAlive, "h2", 2, "", 0.1, "", slow},
+                    {MemberRole::kWorker, 2, MemberState::kDead, "h3", 3, "", 9, "x", dead}};
+  const JobProgress p = SummarizeProgress(status);
+  EXPECT_EQ(p.step, 100);
+  EXPECT_EQ(p.total_steps, 400);
+  EXPECT_EQ(p.reporting, 2);
+  EXPECT_DOUBLE_EQ(p.loss, 0.6);
+  ASSERT_TRUE(p.eta_seconds.has_value());
+  EXPECT_NEAR(*p.eta_seconds, 30.2, 1e-9);
+  EXPECT_EQ(p.test_top1, 91.5);
+  const nlohmann::json j = nlohmann::json::parse(JobStatusJson(status));
+  EXPECT_NEAR(j["eta_seconds"].get<double>(), 30.2, 1e-9);
+  EXPECT_EQ(j["total_steps"], 400);
+  EXPECT_EQ(j["members"][0]["progress"]["test_top1"], 91.5);
+  EXPECT_FALSE(j["members"][1]["progress"].contains("test_top1"));
+  // Before any worker reports how long the run is, the ETA is unknown: null, not 0.
+  status.members.resize(0);
+  EXPECT_TRUE(nlohmann::json::parse(JobStatusJson(status))["eta_seconds"].is_null());
+}
+
 }  // namespace
 }  // namespace cohort

@@ -327,9 +327,12 @@ void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::str
   if (m->restarting || m->dead) return;  // its death is known
   m->stream_open = false;
   m->stream_end = detail;
-  // A member closes its stream only after saying it stops: anything else is a death, noticed
-  // at once rather than after the heartbeat timeout.
-  if (!m->stopped) {
+  // A member closes its stream only after saying it stops, or once the job has ended (what the
+  // shards do): anything else is a death, noticed at once rather than after the heartbeat
+  // timeout.
+  if (!m->stopped && Ended()) {
+    m->stopped = true;
+  } else if (!m->stopped) {
     Died(role, rank, absl::StrCat("its control stream ended (", detail, ") without a stop"));
   }
 }

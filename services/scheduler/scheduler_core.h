@@ -137,8 +137,9 @@ class SchedulerCore {
   bool WaitUntilEnded(absl::Duration timeout);
   // Blocks until no member's control stream is open (they saw the end and left) or timeout.
   bool WaitForMembersToLeave(absl::Duration timeout);
-  // The job as JSON (the /status page): id, state, reason, the job's images/sec (the sum of
-  // the workers'), and every member with its state, liveness and (workers) progress.
+  // The job as the /status page shows it: id, state, reason, and every member with its state,
+  // liveness and (workers) progress; StatusJson is its JSON (JobStatusJson).
+  JobStatus Status() const;
   std::string StatusJson() const;
   // Counts for the metrics; takes the barrier waits recorded since the last call.
   SchedulerSnapshot TakeSnapshot();

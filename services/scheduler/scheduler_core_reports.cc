@@ -16,7 +16,9 @@ MemberState SchedulerCore::StateOf(const Member& m) {
   return MemberState::kAlive;
 }
 
-std::string SchedulerCore::StatusJson() const {
+std::string SchedulerCore::StatusJson() const { return JobStatusJson(Status()); }
+
+JobStatus SchedulerCore::Status() const {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   JobStatus status;
@@ -39,7 +41,7 @@ std::string SchedulerCore::StatusJson() const {
            m.has_progress ? std::make_optional(m.progress) : std::nullopt});
     }
   }
-  return JobStatusJson(status);
+  return status;
 }
 
 std::optional<Straggler> SchedulerCore::FindStraggler() const {

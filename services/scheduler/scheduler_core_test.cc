@@ -118,6 +118,11 @@ TEST(SchedulerCoreTest, ControlStreamEndingWithoutAStopFailsTheJobAtOnce) {
   done.MemberStopped(MemberRole::kWorker, 0, "");
   done.ControlStreamEnded(MemberRole::kWorker, 0, "closed by the member");
   EXPECT_EQ(done.state(), JobState::kDone);
+  // Once the job has ended, a shard closing its stream leaves; it did not die.
+  done.ControlStreamEnded(MemberRole::kShard, 0, "closed by the member");
+  EXPECT_EQ(done.state(), JobState::kDone);
+  EXPECT_EQ(done.Status().members[0].role, MemberRole::kShard);
+  EXPECT_EQ(done.Status().members[0].state, MemberState::kStopped);
 }
 
 // A host dies: its shard's death reaches the scheduler after a worker elsewhere reported losing

@@ -18,12 +18,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "services/common/clock.h"
+#include "services/common/durable_file.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
 #include "services/common/port_file.h"
 #include "services/common/security_flags.h"
 #include "services/common/termination.h"
+#include "services/scheduler/job_history.h"
+#include "services/scheduler/job_page.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_options.h"
@@ -75,8 +78,8 @@ bool AnnounceListening(const cohort::JobSpec& spec, int port, const cohort::Http
                        const cohort::TransportSecurity& security) {
   const std::string bind = absl::GetFlag(FLAGS_bind);
   std::cout << absl::StrFormat(
-                   "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d; status on "
-                   "%s://%s:%d/status, metrics on /metrics%s\n",
+                   "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d; job page "
+                   "on %s://%s:%d/, status on /status, metrics on /metrics%s\n",
                    spec.job_id, spec.num_workers, spec.num_shards,
                    cohort::KVStoreModeName(spec.mode), bind, port,
                    http.scheme(), bind, http.port(),
@@ -91,13 +94,18 @@ bool AnnounceListening(const cohort::JobSpec& spec, int port, const cohort::Http
   return true;
 }
 
-// Checks the members' liveness and says the scheduler's notices until the job ended; true
-// when it ended DONE.
-bool WatchUntilEnded(cohort::SchedulerCore* core) {
+// Checks the members' liveness, says the scheduler's notices and records the job's history
+// (a snapshot a second) until the job ended; true when it ended DONE.
+bool WatchUntilEnded(cohort::SchedulerCore* core, cohort::JobHistory* history) {
   std::atomic<bool> ended{false};
   std::thread monitor([&] {
+    absl::Time recorded = absl::InfinitePast();
     while (!ended.load()) {
       core->CheckLiveness();
+      if (absl::Now() - recorded >= absl::Seconds(1)) {
+        history->Record(core->Status());
+        recorded = absl::Now();
+      }
       for (const std::string& notice : core->TakeNotices()) {
         // One write: notices come from more than one thread.
         std::cerr << absl::StrCat("scheduler: warning: ", notice, "\n");
@@ -107,6 +115,7 @@ bool WatchUntilEnded(cohort::SchedulerCore* core) {
   });
   if (core->WaitUntilEnded(absl::InfiniteDuration())) ended = true;
   monitor.join();
+  history->Record(core->Status());  // the end, with the members' last reports
   const bool done = core->state() == cohort::JobState::kDone;
   std::cout << "scheduler: job " << (done ? "DONE: " : "FAILED: ") << core->reason() << "\n"
             << std::flush;
@@ -145,6 +154,7 @@ int main(int argc, char** argv) {
     _exit(128 + signo);
   });
   cohort::SchedulerService service(&core);
+  cohort::JobHistory history;
   cohort::ProcessMetrics process(spec.job_id, "scheduler", 0, *security);
   cohort::SchedulerMetrics metrics(process, spec, absl::GetFlag(FLAGS_baseline_images_per_second));
   const std::string bind = absl::GetFlag(FLAGS_bind);
@@ -153,7 +163,11 @@ int main(int argc, char** argv) {
       {process.Route([&] { metrics.Update(core.TakeSnapshot()); }),
        {"/status", [&] {
           return cohort::HttpResponse{200, "application/json", core.StatusJson()};
-        }}},
+        }},
+       {"/history", [&] { return cohort::HttpResponse{200, "application/json", history.Json()}; }},
+       {"/",
+        [] { return cohort::HttpResponse{200, "text/html; charset=utf-8", cohort::JobPageHtml()}; },
+        /*open=*/true}},
       *security);
   if (!http.ok()) {
     std::cerr << "scheduler: error: " << http.status().message() << "\n";
@@ -165,7 +179,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!AnnounceListening(spec, server->port, **http, **security)) return 1;
-  const bool done = WatchUntilEnded(&core);
+  const bool done = WatchUntilEnded(&core, &history);
+  if (const std::string report = absl::GetFlag(FLAGS_report_file); !report.empty()) {
+    if (absl::Status s = cohort::WriteFileAtomically(
+            report, cohort::JobReportHtml(core.StatusJson(), history.Json()));
+        !s.ok()) {
+      std::cerr << "scheduler: warning: cannot write the job page: " << s.message() << "\n";
+    } else {
+      std::cout << "scheduler: job page written to " << report << "\n" << std::flush;
+    }
+  }
   // Members learn the end from their next heartbeat's answer and close their streams; a
   // stopped scheduler has about two seconds before its engine kills it.
   core.WaitForMembersToLeave(stop_signal != 0 ? std::min(spec.heartbeat_timeout, absl::Seconds(1))

@@ -74,6 +74,7 @@ std::vector<std::string> SchedulerOptions::ToArgs() const {
   if (shard_restart_grace_s > 0) {
     args.push_back(absl::StrCat("--shard_restart_grace=", shard_restart_grace_s));
   }
+  if (!report_file.empty()) args.push_back(absl::StrCat("--report_file=", report_file));
   if (elastic()) {
     args.push_back("--on_worker_failure=elastic");
     args.push_back(absl::StrCat("--min_workers=", min_workers));

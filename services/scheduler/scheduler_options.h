@@ -28,6 +28,7 @@ struct SchedulerOptions {
   double heartbeat_timeout_s = 3;
   double shard_restart_grace_s = 0;
   double form_timeout_s = 120;
+  std::string report_file;  // the job page written at the end (empty: none)
 
   bool elastic() const { return on_worker_failure == "elastic"; }
   // The one check of these values (InvalidArgument naming the flags), and the job they
@@ -62,7 +63,11 @@ struct SchedulerOptions {
   ABSL_FLAG(int, min_workers, cohort::SchedulerOptions().min_workers,                            \
             "elastic: the fewest workers the job goes on with");                                 \
   ABSL_FLAG(int, max_workers, cohort::SchedulerOptions().max_workers,                            \
-            "elastic: the most workers the job takes (0: as many as it starts with)")
+            "elastic: the most workers the job takes (0: as many as it starts with)");             \
+  ABSL_FLAG(std::string, report_file, cohort::SchedulerOptions().report_file,                    \
+            "when the job ends, the scheduler writes its page (the HTTP port's '/': progress, "  \
+            "plots, members, events) to this HTML file, to be opened without a scheduler (the "  \
+            "launcher's default: beside the model, MODEL.job.html)")
 
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::string, job_id);
@@ -71,6 +76,7 @@ ABSL_DECLARE_FLAG(double, baseline_images_per_second);
 ABSL_DECLARE_FLAG(std::string, on_worker_failure);
 ABSL_DECLARE_FLAG(int, min_workers);
 ABSL_DECLARE_FLAG(int, max_workers);
+ABSL_DECLARE_FLAG(std::string, report_file);
 
 namespace cohort {
 
@@ -83,6 +89,7 @@ inline void JobFlagsInto(SchedulerOptions* options) {
   options->on_worker_failure = absl::GetFlag(FLAGS_on_worker_failure);
   options->min_workers = absl::GetFlag(FLAGS_min_workers);
   options->max_workers = absl::GetFlag(FLAGS_max_workers);
+  options->report_file = absl::GetFlag(FLAGS_report_file);
 }
 
 }  // namespace cohort

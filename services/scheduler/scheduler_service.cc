@@ -135,9 +135,11 @@ grpc::Status SchedulerService::Control(
     JobState state;
     if (heartbeat.has_progress()) {
       const v1::Progress& p = heartbeat.progress();
-      const WorkerProgress progress{p.step(),         p.epoch(),
-                                    p.images_per_second(), p.step_seconds(),
-                                    p.communication_overhead(), p.loss()};
+      const WorkerProgress progress{
+          p.step(),         p.epoch(),
+          p.images_per_second(), p.step_seconds(),
+          p.communication_overhead(), p.loss(),
+          p.total_steps(),  p.has_test_top1() ? std::optional<double>(p.test_top1()) : std::nullopt};
       state = core_->Heartbeat(role, rank, &progress, pid);
     } else {
       state = core_->Heartbeat(role, rank, nullptr, pid);

@@ -18,6 +18,8 @@ struct WorkerProgress {
   double step_seconds = 0;
   double communication_overhead = 0;  // 0..1
   double loss = 0;
+  int64_t total_steps = 0;               // 0: unknown
+  std::optional<double> test_top1;       // percent, the latest evaluation
 };
 
 // The worker the others wait for: in dist_sync the one with the most compute a step (its

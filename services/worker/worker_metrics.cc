@@ -22,6 +22,8 @@ WorkerMetrics::WorkerMetrics(ProcessMetrics& p, ProgressSink report_progress, do
       learning_rate_(p.Gauge("cohort_worker_learning_rate", "Learning rate of the last step.")),
       last_step_time_(p.Gauge("cohort_worker_last_step_timestamp_seconds",
                               "Unix time at which the last training step ended.")),
+      test_top1_(p.Gauge("cohort_worker_test_top1_percent",
+                         "Top-1 accuracy on the test set after the latest epoch (rank 0).")),
       report_progress_(std::move(report_progress)),
       window_(window) {
   auto& phases = p.CounterFamily("cohort_worker_phase_seconds_total",
@@ -66,10 +68,17 @@ void WorkerMetrics::StepDone(const StepReport& r) {
     progress.set_step_seconds(window_seconds_ / static_cast<double>(window_steps_));
     progress.set_communication_overhead(overhead);
     progress.set_loss(loss);
+    progress.set_total_steps(r.total_steps);
+    if (latest_test_top1_.has_value()) progress.set_test_top1(*latest_test_top1_);
     report_progress_(progress);
   }
   window_steps_ = window_images_ = 0;
   window_seconds_ = window_comm_seconds_ = window_loss_ = 0;
+}
+
+void WorkerMetrics::EpochEvaluated(int64_t /*epoch*/, double test_top1) {
+  latest_test_top1_ = test_top1;
+  test_top1_.Set(test_top1);
 }
 
 }  // namespace cohort

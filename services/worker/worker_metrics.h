@@ -3,6 +3,7 @@
 
 #include <array>
 #include <functional>
+#include <optional>
 
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -19,7 +20,8 @@ namespace cohort {
 //   pull_wait}, cohort_worker_pushed_bytes_total, cohort_worker_pulled_bytes_total,
 //   cohort_worker_communication_overhead_ratio (push and pull waits ÷ step time, over the last
 //   window), cohort_worker_epoch, cohort_worker_step, cohort_worker_loss,
-//   cohort_worker_learning_rate, cohort_worker_last_step_timestamp_seconds.
+//   cohort_worker_learning_rate, cohort_worker_last_step_timestamp_seconds,
+//   cohort_worker_test_top1_percent (rank 0, after each epoch).
 // Every window of at least `window` seconds of steps, the window's progress also goes to
 // report_progress (the scheduler's status page, through the heartbeat).
 class WorkerMetrics : public TrainingObserver {
@@ -29,6 +31,7 @@ class WorkerMetrics : public TrainingObserver {
   WorkerMetrics(ProcessMetrics& process, ProgressSink report_progress, double window = 1.0);
 
   void StepDone(const StepReport& report) override;
+  void EpochEvaluated(int64_t epoch, double test_top1) override;
 
  private:
   enum Phase { kData, kForward, kBackward, kPushWait, kPullWait, kNumPhases };
@@ -45,12 +48,14 @@ class WorkerMetrics : public TrainingObserver {
   prometheus::Gauge& loss_;
   prometheus::Gauge& learning_rate_;
   prometheus::Gauge& last_step_time_;
+  prometheus::Gauge& test_top1_;
 
   const ProgressSink report_progress_;
   const double window_;
   // The window so far (the training thread's alone).
   int64_t window_steps_ = 0, window_images_ = 0;
   double window_seconds_ = 0, window_comm_seconds_ = 0, window_loss_ = 0;
+  std::optional<double> latest_test_top1_;  // the training thread's alone
 };
 
 }  // namespace cohort

@@ -23,6 +23,7 @@ StepReport Report(int64_t step, double seconds) {
   r.step_result.pull_seconds = 0.15 * seconds;
   r.step_result.pushed_bytes = 1000;
   r.step_result.pulled_bytes = 900;
+  r.total_steps = 500;
   return r;
 }
 
@@ -82,8 +83,17 @@ TEST(WorkerMetricsTest, ReportsProgressOncePerWindow) {
   EXPECT_DOUBLE_EQ(reports[0].loss(), 1.5);
   EXPECT_NEAR(Gauge(process, "cohort_worker_communication_overhead_ratio"), 0.2, 1e-12);
   EXPECT_DOUBLE_EQ(Gauge(process, "cohort_worker_loss"), 1.5);
+  EXPECT_EQ(reports[0].total_steps(), 500);
+  EXPECT_FALSE(reports[0].has_test_top1());  // nothing evaluated yet
   metrics.StepDone(Report(4, 0.4));
   EXPECT_EQ(reports.size(), 1u);  // the next window has just begun
+  // After an epoch's evaluation, every report carries its accuracy.
+  metrics.EpochEvaluated(2, 88.5);
+  EXPECT_DOUBLE_EQ(Gauge(process, "cohort_worker_test_top1_percent"), 88.5);
+  for (int s = 5; s <= 7; ++s) metrics.StepDone(Report(s, 0.4));
+  ASSERT_EQ(reports.size(), 2u);
+  ASSERT_TRUE(reports[1].has_test_top1());
+  EXPECT_DOUBLE_EQ(reports[1].test_top1(), 88.5);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ for mode in overlap nooverlap; do
     --data_dir "$data_dir" --epochs "$EPOCHS" --output= "--$mode" 2>&1) || { echo "$out"; exit 1; }
   line=$(grep -E '\[worker 0\] Test top-1' <<<"$out")
   seconds[$mode]=$(sed -E 's/.*; ([0-9.]+) s\/epoch.*/\1/' <<<"$line")
-  comm=$(grep -E '^\[worker 0\] +[0-9]+ +[0-9]+ ' <<<"$out" | awk '{s += $NF; n++} END {printf "%.1f", s / n}')
+  comm=$(grep -E '^\[worker 0\] +[0-9]+ +[0-9]+ ' <<<"$out" | awk '{s += $(NF-1); n++} END {printf "%.1f", s / n}')
   printf '  --%-9s %s  (mean Comm%% %s)\n' "$mode" "${line#\[worker 0\] }" "$comm"
 done
 awk -v a="${seconds[overlap]}" -v b="${seconds[nooverlap]}" \

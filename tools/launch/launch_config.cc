@@ -136,6 +136,30 @@ absl::Status ConfigurePrograms(const LaunchFlags& f, const std::vector<std::stri
   return absl::OkStatus();
 }
 
+// The job page the scheduler writes at the end: --report_file, else, for the worker binary,
+// JOB_ID.html in the folder of the model it writes (--output; none with --output=). A program of
+// the user's writes its model where it likes: its job's page only where --report_file says.
+void ConfigureJobPage(const LaunchFlags& f, const std::vector<std::string>& words,
+                      LaunchOptions& o) {
+  if (!f.job.report_file.empty()) {
+    o.scheduler.report_file = ResolveUserPath(f.job.report_file, o.working_dir);
+    return;
+  }
+  if (IsUserProgram(words)) return;
+  std::string model = "model";  // the worker's default, model.safetensors: here
+  for (size_t i = 0; i < o.worker_argv.size(); ++i) {
+    const std::string& word = o.worker_argv[i];
+    if (absl::StartsWith(word, "--output=")) model = word.substr(9);
+    if (word == "--output" && i + 1 < o.worker_argv.size()) model = o.worker_argv[i + 1];
+  }
+  if (model.empty()) return;
+  const size_t slash = model.rfind('/');
+  o.scheduler.report_file = ResolveUserPath(
+      absl::StrCat(slash == std::string::npos ? "" : model.substr(0, slash + 1),
+                   o.scheduler.job_id, ".html"),
+      o.working_dir);
+}
+
 // --env: NAME forwards the launcher's value to other hosts; NAME=VALUE sets it too.
 absl::Status ConfigureEnvironment(const LaunchFlags& f, LaunchOptions& o) {
   for (const std::string& entry : f.env) {
@@ -283,6 +307,7 @@ absl::StatusOr<LaunchOptions> OptionsFromFlags(const LaunchFlags& flags,
   o.working_dir = bazel_dir.empty() && *ssh ? launcher.current_dir : bazel_dir;
   ConfigureCheckpoints(flags, o);
   if (absl::Status s = ConfigurePrograms(flags, worker_words, launcher, o); !s.ok()) return s;
+  ConfigureJobPage(flags, worker_words, o);
   o.environment = launcher.environment;
   if (absl::Status s = ConfigureEnvironment(flags, o); !s.ok()) return s;
   if (absl::Status s = ConfigureSecurity(flags, *ssh, launcher, o); !s.ok()) return s;

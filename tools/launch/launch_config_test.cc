@@ -106,6 +106,23 @@ TEST_F(LaunchConfigTest, PathsAreTheUsers) {
   EXPECT_TRUE(o->restart_failed_shards);
 }
 
+TEST_F(LaunchConfigTest, TheJobPageGoesBesideTheModel) {
+  absl::StatusOr<LaunchOptions> o = Options({"--model=lenet", "--output=runs/a/model.safetensors"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->scheduler.report_file, absl::StrCat("/home/user/runs/a/", o->scheduler.job_id, ".html"));
+  EXPECT_THAT(o->scheduler.ToArgs(), Contains("--report_file=" + o->scheduler.report_file));
+  o = Options({"--model=lenet", "--output", "/data/m.safetensors"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->scheduler.report_file, absl::StrCat("/data/", o->scheduler.job_id, ".html"));
+  o = Options();  // the model in the working folder
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->scheduler.report_file, absl::StrCat("/home/user/", o->scheduler.job_id, ".html"));
+  flags_.job.report_file = "page.html";  // or where the user says
+  o = Options();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->scheduler.report_file, "/home/user/page.html");
+}
+
 TEST_F(LaunchConfigTest, ARestartedShardResumesWhereTheJobResumedFrom) {
   flags_.checkpoints.resume = "/old";
   flags_.checkpoints.checkpoint_every = 5;

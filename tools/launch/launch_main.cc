@@ -113,7 +113,8 @@ constexpr char kUsage[] =
     "Ctrl-C stops the whole job.\n"
     "  bazel run //tools:launch -- --status 127.0.0.1:PORT [--tls_dir DIR --token_file F]\n"
     "      prints a running job's state and per-worker speed (PORT: from the scheduler's\n"
-    "      'status on http(s)://...' line; a TLS job's needs its ca.pem and token)";
+    "      'job page on http(s)://...' line, an address to open in a browser too; a TLS job's\n"
+    "      needs its ca.pem and token)";
 
 // A usage error (InvalidArgument) points to --help and exits 2; anything else exits 1.
 int Fail(const absl::Status& status) {

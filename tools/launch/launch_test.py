@@ -18,7 +18,8 @@ class LaunchTest(LaunchTestCase):
         self.assert_line_starting(
             lines, "[scheduler] args: --port=0 --num_workers=2 --num_shards=2 --mode=dist_sync"
             f" --linger=0 --job_id={self.job_id} --baseline_images_per_second=0"
-            " --bind=127.0.0.1 --metrics_port_file=")
+            # The job's page, written at its end beside the model (here: the working folder).
+            f" --report_file={self.job_id}.html --bind=127.0.0.1 --metrics_port_file=")
         scheduler_args = next(l for l in lines if l.startswith("[scheduler] args: "))
         # A job on this machine's loopback runs in plaintext; the shards are told so too.
         self.assertIn(" --insecure --port_file=", scheduler_args)

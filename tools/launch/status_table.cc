@@ -9,6 +9,7 @@
 #include "services/common/http_server.h"
 #include "services/common/log_safe.h"
 #include "services/common/port_file.h"
+#include "trainer/loop/progress_log.h"
 
 namespace cohort::launch {
 
@@ -21,6 +22,12 @@ std::string Text(const nlohmann::json& object, const char* key, const char* othe
   const nlohmann::json::const_iterator it = object.find(key);
   return LogSafe(it != object.end() && it->is_string() ? it->get<std::string>() : otherwise,
                  max_bytes);
+}
+
+// An integer field of the page; 0 when it is missing or not an integer.
+int64_t Integer(const nlohmann::json& object, const char* key) {
+  const nlohmann::json::const_iterator it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
 }  // namespace
@@ -36,6 +43,18 @@ absl::StatusOr<std::string> StatusTable(const std::string& status_json) {
       Text(j, "job_id", "?"), Text(j, "state", "?"), j.value("num_workers", 0),
       j.value("num_shards", 0), Text(j, "mode", "?"), j.value("seconds_since_start", 0.0),
       j.value("images_per_second", 0.0));
+  if (const int64_t total = Integer(j, "total_steps"); total > 0) {
+    const nlohmann::json::const_iterator eta = j.find("eta_seconds");
+    const nlohmann::json::const_iterator top1 = j.find("test_top1");
+    absl::StrAppend(
+        &out, absl::StrFormat("  step %d of %d, ETA %s", Integer(j, "step"), total,
+                              DurationText(eta != j.end() && eta->is_number() ? eta->get<double>()
+                                                                              : -1)));
+    if (top1 != j.end() && top1->is_number()) {
+      absl::StrAppend(&out, absl::StrFormat(", test top-1 %.2f%%", top1->get<double>()));
+    }
+    absl::StrAppend(&out, "\n");
+  }
   if (const std::string reason = Text(j, "reason", "", 4096); !reason.empty()) {
     absl::StrAppend(&out, "  ", reason, "\n");
   }

@@ -16,6 +16,7 @@ namespace {
 TEST(StatusTableTest, OneLineForTheJobAndOneRowPerMember) {
   const std::string json = R"({"job_id":"job-1","state":"RUNNING","reason":"","mode":"dist_sync",
     "num_workers":1,"num_shards":1,"seconds_since_start":12.4,"images_per_second":925.14,
+    "step":120,"total_steps":400,"eta_seconds":9.7,"test_top1":91.25,
     "members":[
       {"role":"shard","rank":0,"state":"alive","host":"h1","pid":10,"address":"127.0.0.1:5",
        "seconds_since_heartbeat":0.12,"last_error":""},
@@ -27,6 +28,7 @@ TEST(StatusTableTest, OneLineForTheJobAndOneRowPerMember) {
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(*table,
             "job job-1: RUNNING, 1 workers, 1 shards, dist_sync, 12 s; 925.1 img/s\n"
+            "  step 120 of 400, ETA 10s, test top-1 91.25%\n"
             "ROLE    RANK STATE    HOST                 STEP EPOCH     IMG/S  STEP_MS  COMM%     LOSS "
             "HEARTBEAT\n"
             "shard      0 alive    h1                      -     -         -        -      -        - "

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 
 namespace cohort {
 
@@ -15,13 +16,18 @@ struct ProgressRow {
   double lr = 0;
   double comm_share = 0;  // share of the time spent in kvstore calls (0..1)
   double unix_seconds = 0;  // when the row was written
+  double eta_seconds = -1;  // until the run's last step at this row's pace (-1: unknown)
 };
 
+// A duration as a person reads it at a glance: "45s", "3m05s", "2h07m", "3d04h"; "-" when
+// negative (unknown).
+std::string DurationText(double seconds);
+
 // The training log: the table a person reads
-//       Step  Epoch  Speed(img/s)      Loss        LR  Comm%
+//       Step  Epoch  Speed(img/s)      Loss        LR  Comm%      ETA
 // and, when json is given, the same rows as JSON lines, one object per logged step:
 //   {"step":100,"epoch":0,"images_per_second":5012.3,"loss":0.61,"lr":0.02,
-//    "comm_overhead":0.12,"time":1795000000.5}
+//    "comm_overhead":0.12,"time":1795000000.5,"eta_seconds":84.2}
 class ProgressLog {
  public:
   ProgressLog(std::ostream* table, std::ostream* json) : table_(table), json_(json) {}

@@ -13,12 +13,12 @@ TEST(ProgressLog, WritesTheTableAndOneJsonObjectPerRow) {
   std::ostringstream table, json;
   ProgressLog log(&table, &json);
   log.Header();
-  log.Row({100, 0, 5012.25, 0.6125, 0.02, 0.125, 1795000000.5});
+  log.Row({100, 0, 5012.25, 0.6125, 0.02, 0.125, 1795000000.5, 84.2});
   log.Row({200, 1, 4800, 0.5, 0.01, 0, 1795000001});
   EXPECT_EQ(table.str(),
-            "    Step  Epoch  Speed(img/s)      Loss        LR  Comm%\n"
-            "     100      0        5012.2    0.6125   0.02000   12.5\n"
-            "     200      1        4800.0    0.5000   0.01000    0.0\n");
+            "    Step  Epoch  Speed(img/s)      Loss        LR  Comm%      ETA\n"
+            "     100      0        5012.2    0.6125   0.02000   12.5    1m24s\n"
+            "     200      1        4800.0    0.5000   0.01000    0.0        -\n");
   std::istringstream lines(json.str());
   std::string line;
   ASSERT_TRUE(std::getline(lines, line));
@@ -30,9 +30,19 @@ TEST(ProgressLog, WritesTheTableAndOneJsonObjectPerRow) {
   EXPECT_DOUBLE_EQ(first["lr"].get<double>(), 0.02);
   EXPECT_DOUBLE_EQ(first["comm_overhead"].get<double>(), 0.125);
   EXPECT_DOUBLE_EQ(first["time"].get<double>(), 1795000000.5);
+  EXPECT_DOUBLE_EQ(first["eta_seconds"].get<double>(), 84.2);
   ASSERT_TRUE(std::getline(lines, line));
   EXPECT_EQ(nlohmann::json::parse(line)["step"], 200);
   EXPECT_FALSE(std::getline(lines, line));
+}
+
+TEST(ProgressLog, DurationsReadAtAGlance) {
+  EXPECT_EQ(DurationText(0), "0s");
+  EXPECT_EQ(DurationText(44.6), "45s");
+  EXPECT_EQ(DurationText(185), "3m05s");
+  EXPECT_EQ(DurationText(2 * 3600 + 7 * 60 + 30), "2h07m");
+  EXPECT_EQ(DurationText(3 * 86400 + 4 * 3600 + 59), "3d04h");
+  EXPECT_EQ(DurationText(-1), "-");
 }
 
 TEST(ProgressLog, WithoutJsonWritesOnlyTheTable) {

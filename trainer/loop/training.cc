@@ -255,6 +255,7 @@ absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_
   auto interval_start = epoch_start;
   double interval_loss = 0, interval_comm = 0;
   int64_t interval_steps = 0;
+  const int64_t total_steps = loop.options.epochs * loop.steps_per_epoch;
   for (int64_t s = first; s < loop.steps_per_epoch; ++s) {
     const auto wait_start = Clock::now();
     const Batch& batch = loop.batches->Next();
@@ -271,7 +272,7 @@ absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_
     ++interval_steps;
     if (loop.observer != nullptr) {
       loop.observer->StepDone({*step, epoch, batch.images.shape()[0], lr,
-                               Seconds(Clock::now() - wait_start), data_seconds, r});
+                               Seconds(Clock::now() - wait_start), data_seconds, r, total_steps});
     }
     if (*step % loop.options.log_interval == 0) {
       const auto now = Clock::now();
@@ -280,7 +281,9 @@ absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_
       if (loop.progress != nullptr) {
         loop.progress->Row({*step, epoch, interval_steps * loop.global_batch / seconds,
                             interval_loss / interval_steps, lr, interval_comm / seconds,
-                            absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())});
+                            absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()),
+                            static_cast<double>(total_steps - *step) * seconds /
+                                static_cast<double>(interval_steps)});
       }
       interval_start = now;
       interval_loss = interval_comm = 0;
@@ -456,13 +459,22 @@ class TrainingRun {
     const Accuracy acc = Evaluate(model_, data_.test, norm_, kEvalBatch);
     result->test_top1 = acc.top1_percent();
     result->test_top5 = acc.top5_percent();
+    if (observer_ != nullptr) observer_->EpochEvaluated(epoch, result->test_top1);
+    // What is left, at this epoch's pace a step.
+    const int64_t steps_left = (options_.epochs - epoch - 1) * plan_.steps_per_epoch;
+    const std::string eta =
+        steps_left > 0
+            ? absl::StrCat(", ETA ",
+                           DurationText(static_cast<double>(steps_left) * times.seconds /
+                                        static_cast<double>(plan_.steps_per_epoch - first)))
+            : "";
     out_ << absl::StrFormat(
         "Epoch %d: %.1f s (forward %.2f s, backward %.2f s, kvstore %.2f s, %.2f s waiting "
-        "for data), %.1f img/s, test top-1 %.2f%% top-5 %.2f%%\n",
+        "for data), %.1f img/s, test top-1 %.2f%% top-5 %.2f%%%s\n",
         epoch, times.seconds, times.forward_seconds, times.backward_seconds,
         times.kvstore_seconds, times.data_wait_seconds,
         (plan_.steps_per_epoch - first) * plan_.global_batch / times.seconds, result->test_top1,
-        result->test_top5);
+        result->test_top5, eta);
     out_.flush();  // a job's launcher shows each line as it comes, in order with the others
   }
 

@@ -32,6 +32,7 @@ struct StepReport {
   double step_seconds = 0;  // the whole iteration: waiting for data, then the step
   double data_seconds = 0;  // waiting for the batch
   StepResult step_result;   // loss, phases and bytes of the step itself
+  int64_t total_steps = 0;  // of the whole run
 };
 
 // Told about every step, on the training thread: keep it cheap.
@@ -39,6 +40,8 @@ class TrainingObserver {
  public:
   virtual ~TrainingObserver() = default;
   virtual void StepDone(const StepReport& report) = 0;
+  // The lead rank evaluated the model after an epoch (top-1 accuracy on the test set, percent).
+  virtual void EpochEvaluated(int64_t /*epoch*/, double /*test_top1*/) {}
 };
 
 }  // namespace cohort
