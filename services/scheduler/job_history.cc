@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/count_text.h"
 
 namespace cohort {
 
@@ -71,8 +72,8 @@ void JobHistory::CompareWithPrevious(const JobStatus& status) {
                         status.reason.empty() ? "" : absl::StrCat(": ", status.reason)));
   }
   if (previous_.has_value() && previous_->generation != status.generation) {
-    Add(t, absl::StrCat("generation ", status.generation, ": ", status.workers.size(),
-                        " workers"));
+    Add(t, absl::StrCat("generation ", status.generation, ": ",
+                        Count(status.workers.size(), "worker")));
   }
   std::map<std::pair<MemberRole, int>, MemberStatus> before;
   if (previous_.has_value()) {

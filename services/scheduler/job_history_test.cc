@@ -60,7 +60,7 @@ TEST(JobHistoryTest, SamplesTheJobsProgressAndListsWhatHappened) {
                         "job RUNNING",
                         "worker 0 (host h0) joined",
                         "worker 1 (host h1) joined",
-                        "generation 1: 1 workers",
+                        "generation 1: 1 worker",
                         "worker 1 (host h1) died: out of memory",
                         "worker 1 (host h1) came back as pid 12",
                         "job DONE: all 2 workers finished",

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "services/common/addresses.h"
+#include "services/common/count_text.h"
 #include "services/membership/job_membership.h"
 
 namespace cohort {
@@ -203,8 +204,9 @@ void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
       NewGeneration(absl::StrCat(Describe(role, rank), " died (", why, ")"));
       return;
     }
-    Fail(absl::StrFormat("%s is dead: %s; %d workers are left, fewer than --min_workers=%d",
-                         Describe(role, rank), why, active_.size(), spec_.min_workers));
+    Fail(absl::StrFormat("%s is dead: %s; %s left, fewer than --min_workers=%d",
+                         Describe(role, rank), why, Count(active_.size(), "worker"),
+                         spec_.min_workers));
     return;
   }
   const bool lost_first = role == MemberRole::kShard && held_failure_.has_value() &&

@@ -40,9 +40,10 @@ struct JobSpec {
   // The job fails if it has not formed (every member registered) within this.
   absl::Duration form_timeout = absl::Seconds(60);
   // How often the slowest worker is named (a notice) when it holds the others up by more
-  // than straggler_share of the fastest one's compute.
+  // than straggler_share of the fastest one's compute, and by straggler_min_lag at least.
   absl::Duration straggler_report_interval = absl::Seconds(30);
   double straggler_share = 0.2;
+  absl::Duration straggler_min_lag = absl::Milliseconds(5);  // and at least this a step
   // Zero: a shard's death fails the job. Else (launch --restart_failed_shards) the job waits
   // this long for the shard to register again under its rank, restarted from its checkpoint.
   absl::Duration shard_restart_grace = absl::ZeroDuration();

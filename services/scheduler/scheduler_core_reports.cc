@@ -63,7 +63,8 @@ void SchedulerCore::ReportStraggler(absl::Time now) {
   if (now - straggler_reported_ < spec_.straggler_report_interval) return;
   const std::optional<Straggler> s = Slowest();
   if (!s.has_value()) return;
-  std::optional<std::string> notice = StragglerNotice(*s, spec_.straggler_share, spec_.mode);
+  std::optional<std::string> notice = StragglerNotice(
+      *s, spec_.straggler_share, absl::ToDoubleSeconds(spec_.straggler_min_lag), spec_.mode);
   if (!notice.has_value()) return;
   straggler_reported_ = now;
   notices_.push_back(*std::move(notice));

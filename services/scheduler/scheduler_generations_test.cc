@@ -196,7 +196,7 @@ TEST(SchedulerCoreTest, ElasticJobFailsBelowMinWorkers) {
   Form(&core);
   core.ControlStreamEnded(MemberRole::kWorker, 0, "killed");
   EXPECT_EQ(core.state(), JobState::kFailed);
-  EXPECT_TRUE(absl::StrContains(core.reason(), "1 workers are left, fewer than --min_workers=2"))
+  EXPECT_TRUE(absl::StrContains(core.reason(), "1 worker left, fewer than --min_workers=2"))
       << core.reason();
 }
 

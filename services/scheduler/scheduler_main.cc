@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "services/common/clock.h"
+#include "services/common/count_text.h"
 #include "services/common/durable_file.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
@@ -78,9 +79,10 @@ bool AnnounceListening(const cohort::JobSpec& spec, int port, const cohort::Http
                        const cohort::TransportSecurity& security) {
   const std::string bind = absl::GetFlag(FLAGS_bind);
   std::cout << absl::StrFormat(
-                   "scheduler: job %s (%d workers, %d shards, %s) listening on %s:%d; job page "
+                   "scheduler: job %s (%s, %s, %s) listening on %s:%d; job page "
                    "on %s://%s:%d/, status on /status, metrics on /metrics%s\n",
-                   spec.job_id, spec.num_workers, spec.num_shards,
+                   spec.job_id, cohort::Count(spec.num_workers, "worker"),
+                   cohort::Count(spec.num_shards, "shard"),
                    cohort::KVStoreModeName(spec.mode), bind, port,
                    http.scheme(), bind, http.port(),
                    security.authorization().empty() ? "" : " (with the job's token)")

@@ -30,9 +30,10 @@ std::optional<Straggler> SlowestWorker(absl::Span<const WorkerPace> workers) {
                    fastest->rank, most - least,  furthest - slowest->progress.step};
 }
 
-std::optional<std::string> StragglerNotice(const Straggler& s, double share, KVStoreMode mode) {
+std::optional<std::string> StragglerNotice(const Straggler& s, double share,
+                                           double min_lag_seconds, KVStoreMode mode) {
   const double fastest = s.compute_seconds - s.lag_seconds;
-  if (s.lag_seconds <= share * fastest) return std::nullopt;
+  if (s.lag_seconds <= share * fastest || s.lag_seconds < min_lag_seconds) return std::nullopt;
   return absl::StrFormat(
       "worker %d (host %s) is the slowest: %.3f s of compute a step, %.3f s (%.0f%%) more than "
       "worker %d%s; see docs/reliability.md, stragglers",

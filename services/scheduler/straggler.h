@@ -46,8 +46,10 @@ struct WorkerPace {
 std::optional<Straggler> SlowestWorker(absl::Span<const WorkerPace> workers);
 
 // The notice naming the straggler, when it holds the others up by more than `share` of the
-// fastest worker's compute; none otherwise.
-std::optional<std::string> StragglerNotice(const Straggler& s, double share, KVStoreMode mode);
+// fastest worker's compute and by at least min_lag_seconds a step (below that, on a shared
+// host, the lag is the noise of the machine's other work); none otherwise.
+std::optional<std::string> StragglerNotice(const Straggler& s, double share,
+                                           double min_lag_seconds, KVStoreMode mode);
 
 }  // namespace cohort
 

@@ -41,16 +41,22 @@ TEST(StragglerTest, NoneAmongEvenWorkersOrOne) {
 
 TEST(StragglerTest, TheNoticeComesOnlyPastTheShareAndSaysWhatTheModeCosts) {
   const Straggler s{2, "host-2", 0.25, 0, 0.15, 2};  // 150% more than the fastest's 0.10 s
-  const std::optional<std::string> sync = StragglerNotice(s, 0.2, KVStoreMode::kDistSync);
+  const std::optional<std::string> sync = StragglerNotice(s, 0.2, 0.005, KVStoreMode::kDistSync);
   ASSERT_TRUE(sync.has_value());
   EXPECT_TRUE(absl::StrContains(*sync, "worker 2 (host host-2) is the slowest: 0.250 s of "
                                        "compute a step, 0.150 s (150%) more than worker 0, which "
                                        "every other worker waits for"))
       << *sync;
-  const std::optional<std::string> async = StragglerNotice(s, 0.2, KVStoreMode::kDistAsync);
+  const std::optional<std::string> async = StragglerNotice(s, 0.2, 0.005, KVStoreMode::kDistAsync);
   ASSERT_TRUE(async.has_value());
   EXPECT_TRUE(absl::StrContains(*async, "2 steps behind the furthest (dist_async)")) << *async;
-  EXPECT_FALSE(StragglerNotice(s, 1.5, KVStoreMode::kDistSync).has_value());
+  EXPECT_FALSE(StragglerNotice(s, 1.5, 0.005, KVStoreMode::kDistSync).has_value());
+}
+
+TEST(StragglerTest, AFewMillisecondsAreTheHostsNoiseNotAStraggler) {
+  const Straggler s{1, "host-1", 0.005, 0, 0.001, 0};  // 25% more than 4 ms: 1 ms a step
+  EXPECT_FALSE(StragglerNotice(s, 0.2, 0.005, KVStoreMode::kDistSync).has_value());
+  EXPECT_TRUE(StragglerNotice(s, 0.2, 0.0005, KVStoreMode::kDistSync).has_value());
 }
 
 }  // namespace

@@ -40,11 +40,6 @@ const char* RoleName(Role role) {
   return "?";
 }
 
-std::string Count(size_t n, const std::string& noun) {
-  const bool plural = n != 1;
-  return absl::StrCat(n, " ", noun, !plural ? "" : absl::EndsWith(noun, "s") ? "es" : "s");
-}
-
 std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
                                         const JobEnvSpec& spec) {
   std::map<std::string, std::string> set = {

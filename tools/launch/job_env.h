@@ -4,15 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "services/common/count_text.h"
+
 namespace cohort::launch {
 
 enum class Role { kScheduler, kShard, kWorker };
 
 // "scheduler", "shard", "worker": COHORT_ROLE's values.
 const char* RoleName(Role role);
-
-// A count with its noun, for the launcher's messages: "1 shard", "2 workers", "4 processes".
-std::string Count(size_t n, const std::string& noun);
 
 // What one process of a job learns from its environment.
 struct JobEnvSpec {

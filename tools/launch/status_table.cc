@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "services/common/http_server.h"
+#include "services/common/count_text.h"
 #include "services/common/log_safe.h"
 #include "services/common/port_file.h"
 #include "trainer/loop/progress_log.h"
@@ -39,9 +40,9 @@ absl::StatusOr<std::string> StatusTable(const std::string& status_json) {
         absl::StrCat("not a scheduler's status page: '", LogSafe(status_json, 80), "'"));
   }
   std::string out = absl::StrFormat(
-      "job %s: %s, %d workers, %d shards, %s, %.0f s; %.1f img/s\n",
-      Text(j, "job_id", "?"), Text(j, "state", "?"), j.value("num_workers", 0),
-      j.value("num_shards", 0), Text(j, "mode", "?"), j.value("seconds_since_start", 0.0),
+      "job %s: %s, %s, %s, %s, %.0f s; %.1f img/s\n",
+      Text(j, "job_id", "?"), Text(j, "state", "?"), Count(j.value("num_workers", 0), "worker"),
+      Count(j.value("num_shards", 0), "shard"), Text(j, "mode", "?"), j.value("seconds_since_start", 0.0),
       j.value("images_per_second", 0.0));
   if (const int64_t total = Integer(j, "total_steps"); total > 0) {
     const nlohmann::json::const_iterator eta = j.find("eta_seconds");

@@ -27,7 +27,7 @@ TEST(StatusTableTest, OneLineForTheJobAndOneRowPerMember) {
   auto table = StatusTable(json);
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(*table,
-            "job job-1: RUNNING, 1 workers, 1 shards, dist_sync, 12 s; 925.1 img/s\n"
+            "job job-1: RUNNING, 1 worker, 1 shard, dist_sync, 12 s; 925.1 img/s\n"
             "  step 120 of 400, ETA 10s, test top-1 91.25%\n"
             "ROLE    RANK STATE    HOST                 STEP EPOCH     IMG/S  STEP_MS  COMM%     LOSS "
             "HEARTBEAT\n"
