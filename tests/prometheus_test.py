@@ -197,6 +197,38 @@ class PrometheusJobTest(JobTestCase):
         self.assertNotEqual(launcher.wait(timeout=30), 0)
         self.assertFalse(os.path.exists(targets), "the target list outlived the job")
 
+    def test_job_images_per_second_reads_right_for_a_30_second_job(self):
+        self.prometheus, targets_dir = self.start_prometheus()
+        targets = os.path.join(targets_dir, f"{self.job_id}.json")
+        started = time.time()
+        launcher = self.start("launch", [
+            LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "2",
+            f"--metrics_targets={targets}", "--", "--model=lenet", "--dataset=fashion-mnist",
+            "--epochs=6", "--output="])
+        self.assertEqual(launcher.wait(timeout=300), 0, self.log("launch"))
+        ended = time.time()
+        # What the job's log says: rank 0's mean over the run.
+        logged = float(re.search(r"\[worker 0\] Test top-1 .* ([\d.]+) img/s",
+                                 self.log("launch")).group(1))
+        # What the dashboard's panel drew while the job trained.
+        with open(DASHBOARD) as f:
+            panel = next(p for p in json.load(f)["panels"] if p["title"] == "Job images/sec")
+        expr = panel["targets"][0]["expr"].replace("$job", self.job_id)
+        time.sleep(4)  # the last scrapes and rule evaluations are in
+        answer = json.loads(get(f"http://{self.prometheus}/api/v1/query_range?" +
+                                urllib.parse.urlencode({"query": expr, "start": f"{started:.3f}",
+                                                        "end": f"{ended:.3f}", "step": "1"})))
+        self.assertEqual(answer["status"], "success", answer)
+        drawn = [float(v) for _, v in answer["data"]["result"][0]["values"] if float(v) > 0]
+        self.assertGreater(len(drawn), 5, answer)
+        # The plateau, where the panel's window lies wholly inside the training (it ramps up
+        # from the worker's start, and down after its end), is the figure a person reads off
+        # it: a 1m rate peaked at half the log's.
+        print(f"Job images/sec: the panel's peak {max(drawn):.1f} over {len(drawn)} s, "
+              f"the log's {logged:.1f}, {ended - started:.1f} s in all")
+        self.assertAlmostEqual(max(drawn), logged, delta=0.1 * logged,
+                               msg=f"panel {drawn}, log {logged}")
+
     def test_prometheus_scrapes_a_tls_job_over_https_with_its_token(self):
         self.prometheus, targets_dir = self.start_prometheus()
         # The operator's files for the cohort-tls scrape job; the job uses the same ones.
