@@ -3,8 +3,9 @@
 slurm-wlm and munge, started by the test in a folder of its own; tests/slurm_cluster.py).
 
 - a LeNet job (2 shards + 2 workers as 4 srun tasks, the scheduler in the batch script, mutual
-  TLS and a token made for the job) trains into the local job's accuracy band;
-- scancel mid-job: every process of the job is gone soon after, none left behind.
+  TLS and a token made for the job) trains into the local job's accuracy band and leaves nothing
+  in its folder but its output and the model (the job's key and token are gone);
+- scancel mid-job: it reads as cancelled, and every process of the job is gone soon after.
 
 Needs root and slurm-wlm + munge; skipped with a message otherwise.
 Usage: slurm_test.py SBATCH_SCRIPT JOB_PROCESSES_PY SCHEDULER SHARD WORKER
@@ -54,7 +55,7 @@ class SlurmTest(unittest.TestCase):
         r = subprocess.run(
             ["sbatch", "--parsable", "--ntasks=4", f"--chdir={work}", f"--output={output}",
              SBATCH, "--shards", "2", "--", "--model=lenet", "--dataset=fashion-mnist",
-             f"--output={work}/model.safetensors", *worker_flags],
+             *worker_flags],
             env=self.env, capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         job = r.stdout.strip().split(";")[0]
@@ -84,12 +85,16 @@ class SlurmTest(unittest.TestCase):
         self.assertTrue(self.wait_gone(job, 300), self.read(output) + self.slurm.logs())
         out = self.read(output)
         self.assertIn("job DONE: all 2 workers finished", out)
-        self.assertRegex(out, r"(?m)^0: shard 0 of job slurm-\d+", "task 0 is shard 0")
-        self.assertIn("3: train: rank 1 of 2", out)
-        top1 = float(re.search(r"^2: Test top-1 ([\d.]+)%", out, re.M).group(1))
+        self.assertRegex(out, r"(?m)^\[shard\] 0: shard 0 of job slurm-\d+", "task 0 is shard 0")
+        self.assertIn("[worker] 1: train: rank 1 of 2", out)
+        top1 = float(re.search(r"^\[worker\] 0: Test top-1 ([\d.]+)%", out, re.M).group(1))
         self.assertGreaterEqual(top1, 80.0, out)  # the local job's band (tests/job_test.py)
         self.assertIn("(with the job's token)", out)  # TLS and a token, made for the job
         self.assertEqual(job_pids(f"slurm-{job}"), [], "processes of the job left")
+        # Its folder keeps the output and the model, this job's own; the run folder with the
+        # CA's key and the token went with the job.
+        self.assertEqual(sorted(os.listdir(os.path.dirname(output))),
+                         [f"model-{job}.safetensors", "out.txt"])
 
     def test_scancel_mid_job_leaves_no_process(self):
         job, output = self.submit("cancel", "--epochs=50")
@@ -104,6 +109,8 @@ class SlurmTest(unittest.TestCase):
         while job_pids(f"slurm-{job}") and time.monotonic() < deadline:
             time.sleep(0.2)
         self.assertEqual(job_pids(f"slurm-{job}"), [], self.read(output))
+        self.assertIn(f"job slurm-{job} cancelled (scancel, or the time limit)", self.read(output))
+        self.assertEqual(sorted(os.listdir(os.path.dirname(output))), ["out.txt"])
 
 
 if __name__ == "__main__":
