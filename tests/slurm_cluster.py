@@ -7,6 +7,7 @@ by SLURM_CONF, and stopped by their PIDs. `srun`/`sbatch` with more tasks than C
         subprocess.run(["sbatch", ...], env=slurm.env)
 """
 
+import glob
 import os
 import random
 import shutil
@@ -49,8 +50,11 @@ def _free_port_pair():
 
 
 class SlurmCluster:
-    def __init__(self, folder):
+    def __init__(self, folder, nodes=1):
+        """nodes > 1: that many Slurm nodes on this machine (n1, n2, ...), a slurmd each on a
+        port of its own, every one with all the machine's CPUs."""
         self.dir = folder
+        self.nodes = nodes
         self.node = socket.gethostname().split(".")[0]
         self.procs = []
         self.env = None
@@ -85,6 +89,14 @@ class SlurmCluster:
         self._wait_for(lambda: os.path.exists(self.socket), "munged's socket")
         port = _free_port_pair()
         cpus = os.cpu_count()
+        if self.nodes == 1:
+            names = [self.node]
+            node_lines = f"NodeName={self.node} CPUs={cpus} State=UNKNOWN"
+        else:
+            names = [f"n{i + 1}" for i in range(self.nodes)]
+            node_lines = "\n".join(
+                f"NodeName={name} NodeHostname={self.node} NodeAddr=127.0.0.1 "
+                f"Port={_free_port_pair()} CPUs={cpus} State=UNKNOWN" for name in names)
         with open(self.path("slurm.conf"), "w") as f:
             f.write(f"""ClusterName=cohorttest
 SlurmctldHost={self.node}
@@ -96,11 +108,11 @@ CredType=cred/munge
 SlurmctldPort={port}
 SlurmdPort={port + 1}
 StateSaveLocation={self.path('state')}
-SlurmdSpoolDir={self.path('spool')}
+SlurmdSpoolDir={self.path('spool')}/%n
 SlurmctldPidFile={self.path('slurmctld.pid')}
-SlurmdPidFile={self.path('slurmd.pid')}
+SlurmdPidFile={self.path('slurmd')}-%n.pid
 SlurmctldLogFile={self.path('slurmctld.log')}
-SlurmdLogFile={self.path('slurmd.log')}
+SlurmdLogFile={self.path('slurmd')}-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SwitchType=switch/none
@@ -110,20 +122,25 @@ SelectTypeParameters=CR_Core
 JobAcctGatherType=jobacct_gather/none
 ReturnToService=2
 KillWait=5
-NodeName={self.node} CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+{node_lines}
+PartitionName=debug Nodes={",".join(names)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """)
+        for name in names:
+            os.makedirs(os.path.join(self.path("spool"), name), exist_ok=True)
         self.env = dict(os.environ, SLURM_CONF=self.path("slurm.conf"))
-        for daemon in ("slurmctld", "slurmd"):
+        daemons = [("slurmctld", [])] + [
+            (f"slurmd-{name}", [] if self.nodes == 1 else ["-N", name]) for name in names]
+        for name, args in daemons:
             self.procs.append(subprocess.Popen(
-                [_tool(daemon), "-D", "-f", self.path("slurm.conf")], env=self.env,
-                stdout=open(self.path(f"{daemon}.out"), "wb"), stderr=subprocess.STDOUT))
-        self._wait_for(self._node_idle, f"node {self.node} idle in sinfo")
+                [_tool(name.split("-")[0]), "-D", "-f", self.path("slurm.conf"), *args],
+                env=self.env, stdout=open(self.path(f"{name}.out"), "wb"),
+                stderr=subprocess.STDOUT))
+        self._wait_for(self._nodes_idle, f"{len(names)} nodes idle in sinfo")
 
-    def _node_idle(self):
-        r = subprocess.run(["sinfo", "--noheader", "--format=%t"], env=self.env,
+    def _nodes_idle(self):
+        r = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%t"], env=self.env,
                            capture_output=True, text=True)
-        return r.returncode == 0 and r.stdout.strip() == "idle"
+        return r.returncode == 0 and r.stdout.split() == ["idle"] * self.nodes
 
     def _wait_for(self, ready, what, timeout=30):
         deadline = time.monotonic() + timeout
@@ -139,12 +156,9 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP Over
 
     def logs(self):
         text = []
-        for name in ("slurmctld.out", "slurmd.out", "slurmctld.log", "slurmd.log"):
-            try:
-                with open(self.path(name)) as f:
-                    text.append(f"--- {name}\n" + f.read()[-3000:])
-            except OSError:
-                pass
+        for path in sorted(glob.glob(self.path("slurm*.out")) + glob.glob(self.path("slurm*.log"))):
+            with open(path, errors="replace") as f:
+                text.append(f"--- {os.path.basename(path)}\n" + f.read()[-3000:])
         return "\n".join(text)
 
     def stop(self):

@@ -33,12 +33,14 @@ HOME = os.path.dirname(os.path.dirname(os.path.dirname(SBATCH)))
 
 @unittest.skipIf(why_not(), why_not())
 class SlurmTest(unittest.TestCase):
+    nodes = 1
+
     @classmethod
     def setUpClass(cls):
         # A short path: munged's socket lives in it.
         cls.dir = tempfile.mkdtemp(prefix="cohort-slurm-", dir="/var/tmp")
         cls.addClassCleanup(shutil.rmtree, cls.dir, ignore_errors=True)
-        cls.slurm = SlurmCluster(os.path.join(cls.dir, "slurm"))
+        cls.slurm = SlurmCluster(os.path.join(cls.dir, "slurm"), cls.nodes)
         os.mkdir(cls.slurm.dir)
         cls.addClassCleanup(cls.slurm.stop)
         cls.slurm.start()
@@ -53,7 +55,8 @@ class SlurmTest(unittest.TestCase):
         os.mkdir(work)
         output = os.path.join(work, "out.txt")
         r = subprocess.run(
-            ["sbatch", "--parsable", "--ntasks=4", f"--chdir={work}", f"--output={output}",
+            ["sbatch", "--parsable", "--ntasks=4", f"--nodes={self.nodes}", f"--chdir={work}",
+             f"--output={output}",
              SBATCH, "--shards", "2", "--", "--model=lenet", "--dataset=fashion-mnist",
              *worker_flags],
             env=self.env, capture_output=True, text=True, timeout=60)
@@ -111,6 +114,24 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(job_pids(f"slurm-{job}"), [], self.read(output))
         self.assertIn(f"job slurm-{job} cancelled (scancel, or the time limit)", self.read(output))
         self.assertEqual(sorted(os.listdir(os.path.dirname(output))), ["out.txt"])
+
+
+@unittest.skipIf(why_not(), why_not())
+class SlurmTwoNodesTest(SlurmTest):
+    """The same job on two Slurm nodes of this one machine (a slurmd each)."""
+    nodes = 2
+
+    def test_the_shards_are_spread_over_the_nodes(self):
+        job, output = self.submit("spread", "--epochs=1")
+        self.assertTrue(self.wait_gone(job, 300), self.read(output) + self.slurm.logs())
+        out = self.read(output)
+        self.assertIn("job DONE: all 2 workers finished", out)
+        shard_nodes = dict(re.findall(r"(?m)^\[shard\] (\d): on node (\S+)$", out))
+        self.assertEqual(sorted(shard_nodes.values()), ["n1", "n2"], out)
+
+    # The one-node cases run once, above.
+    test_lenet_job_trains_into_the_band = None
+    test_scancel_mid_job_leaves_no_process = None
 
 
 if __name__ == "__main__":
