@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """The Kubernetes manifests (deploy/k8s): every overlay renders with `kubectl kustomize` and
-validates against the Kubernetes schemas offline (npm kubernetes-models); the job's counts
-agree across objects; and the CPU overlay's pods, as a kubelet would run them
-(tests/kubelet_pods.py), train a short LeNet job under `podman kube play` with the Secret from
-tools/k8s/make_secret.sh (mutual TLS and a token).
+validates against the Kubernetes schemas offline (npm kubernetes-models; the JobSet against its
+CRD's schema, vendored beside validate.mjs); the job's counts agree across objects; two JobSet
+jobs render into one namespace without a clash; and the pods of the CPU overlay and of the
+JobSet, as a kubelet would run them (tests/kubelet_pods.py), train a short LeNet job under
+`podman kube play` with the Secret from tools/k8s/make_secret.sh (mutual TLS and a token).
 
 Skips with a message where kubectl (with kustomize v4 or later), the validator's npm packages
 (tools/install_deps.sh), or root and podman are missing.
@@ -31,7 +32,7 @@ import podman_store  # noqa: E402
 from kubelet_pods import kubelet_pods  # noqa: E402
 from podman_store import PodmanStore  # noqa: E402
 
-OVERLAYS = ("cpu", "gpu", "large")
+OVERLAYS = ("cpu", "gpu", "large")  # the plain-manifest base's; "jobset" is the JobSet's
 MODULES = "/var/cache/cohort/k8s-validate/node_modules"
 
 
@@ -58,6 +59,8 @@ def validate(text, workdir):
     script = os.path.join(workdir, "validate.mjs")
     if not os.path.exists(script):
         shutil.copy(VALIDATE, script)
+        shutil.copy(os.path.join(os.path.dirname(VALIDATE), "jobset.x-k8s.io_jobsets.yaml"),
+                    workdir)
         os.symlink(MODULES, os.path.join(workdir, "node_modules"))
     r = subprocess.run(["node", script], input=text, capture_output=True, text=True)
     return r.returncode, r.stdout + r.stderr
@@ -79,6 +82,16 @@ class ManifestTest(unittest.TestCase):
             code, out = validate(render(overlay), self.dir)
             self.assertEqual(code, 0, f"{overlay}: {out}")
             self.assertIn("8 objects, 0 invalid", out, overlay)
+        code, out = validate(render("jobset"), self.dir)
+        self.assertEqual(code, 0, out)
+        self.assertIn("ok jobset.x-k8s.io/v1alpha2 JobSet cohort", out)
+        self.assertIn("4 objects, 0 invalid", out)
+        # The JobSet is checked against its CRD's schema.
+        code, out = validate(render("jobset").replace("startupPolicyOrder: InOrder",
+                                                      "startupPolicyOrder: Whenever"), self.dir)
+        self.assertEqual(code, 1, out)
+        self.assertIn("JobSet cohort: /spec/startupPolicy/startupPolicyOrder must be equal to one "
+                      "of the allowed values", out)
         secret = subprocess.run([MAKE_SECRET], capture_output=True, text=True, check=True).stdout
         code, out = validate(secret, self.dir)
         self.assertEqual(code, 0, out)
@@ -113,6 +126,45 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(c["image"], "localhost/cohort-worker-gpu:latest")
 
 
+    def test_a_jobset_ends_with_its_workers_and_two_run_in_one_namespace(self):
+        objects = list(yaml.safe_load_all(render("jobset")))
+        (jobset,) = by_kind(objects, "JobSet").values()
+        spec = jobset["spec"]
+        self.assertEqual(spec["successPolicy"], {"operator": "All",
+                                                 "targetReplicatedJobs": ["workers"]})
+        self.assertEqual(spec["failurePolicy"]["maxRestarts"], 0)
+        self.assertGreater(spec["ttlSecondsAfterFinished"], 0)
+        config = next(iter(by_kind(objects, "ConfigMap").values()))["data"]
+        jobs = {r["name"]: r["template"]["spec"] for r in spec["replicatedJobs"]}
+        self.assertEqual(int(config["NUM_WORKERS"]), jobs["workers"]["completions"])
+        self.assertEqual(int(config["NUM_SHARDS"]), jobs["shards"]["completions"])
+        for name, job in jobs.items():
+            pod = job["template"]["spec"]
+            # Nothing restarts after success (nor after a failure: the scheduler decided).
+            self.assertEqual((pod["restartPolicy"], job["backoffLimit"]), ("Never", 0), name)
+            (c,) = pod["containers"]
+            self.assertEqual(c["imagePullPolicy"], "IfNotPresent", name)
+            self.assertIn("--tls_dir=/etc/cohort/tls", c["args"], name)
+        # A second job in the namespace: the overlay with a name suffix clashes in no name, and
+        # its JobSet uses its own ConfigMap and claims.
+        second = os.path.join(K8S, "overlays", "jobset-b")
+        os.makedirs(second, exist_ok=True)
+        with open(os.path.join(second, "kustomization.yaml"), "w") as f:
+            f.write("resources:\n  - ../jobset\nnameSuffix: -b\n")
+        objects_b = list(yaml.safe_load_all(render("jobset-b")))
+        names = [(o["kind"], o["metadata"]["name"]) for o in objects + objects_b]
+        self.assertEqual(len(names), len(set(names)), names)
+        (jobset_b,) = by_kind(objects_b, "JobSet").values()
+        self.assertEqual(jobset_b["metadata"]["name"], "cohort-b")
+        (config_b,) = by_kind(objects_b, "ConfigMap")
+        workers_b = next(r for r in jobset_b["spec"]["replicatedJobs"] if r["name"] == "workers")
+        volumes = {v["name"]: v for v in workers_b["template"]["spec"]["template"]["spec"]["volumes"]}
+        self.assertEqual(volumes["job"]["configMap"]["name"], config_b)
+        self.assertEqual(volumes["model"]["persistentVolumeClaim"]["claimName"], "cohort-model-b")
+        self.assertEqual(set(by_kind(objects_b, "PersistentVolumeClaim")),
+                         {"cohort-data-b", "cohort-model-b"})
+
+
 class KubeletEmulationTest(unittest.TestCase):
     """tests/kubelet_pods.py gives each pod what a kubelet would (runs without podman)."""
 
@@ -143,6 +195,25 @@ class KubeletEmulationTest(unittest.TestCase):
         tls = next(v for v in pods["cohort-worker-0"]["spec"]["volumes"] if v["name"] == "tls")
         self.assertEqual(tls, {"name": "tls", "hostPath": {"path": "/tls", "type": "Directory"}})
 
+    @unittest.skipIf(kustomize_missing(), kustomize_missing())
+    def test_jobset_pods_get_the_controllers_names_and_hosts(self):
+        objects = list(yaml.safe_load_all(render("jobset")))
+        played, addresses = kubelet_pods(objects, "10.89.2", {"cohort-tls": "/tls"})
+        pods = {p["metadata"]["name"]: p for p in played if p["kind"] == "Pod"}
+        self.assertEqual(sorted(addresses), ["cohort-scheduler-0-0", "cohort-shards-0-0",
+                                             "cohort-shards-0-1", "cohort-workers-0-0",
+                                             "cohort-workers-0-1"])
+        (shard,) = pods["cohort-shards-0-1"]["spec"]["containers"]
+        self.assertIn("--rank=1", shard["args"])
+        self.assertIn("--advertise_address=cohort-shards-0-1.cohort", shard["args"])
+        self.assertIn("--scheduler=cohort-scheduler-0-0.cohort:7000", shard["args"])
+        (worker,) = pods["cohort-workers-0-1"]["spec"]["containers"]
+        self.assertIn({"name": "COHORT_RANK", "value": "1"}, worker["env"])
+        aliases = {h: a["ip"] for a in pods["cohort-workers-0-0"]["spec"]["hostAliases"]
+                   for h in a["hostnames"]}
+        self.assertEqual(aliases["cohort-scheduler-0-0.cohort"], addresses["cohort-scheduler-0-0"])
+        self.assertEqual(aliases["cohort-shards-0-1.cohort"], addresses["cohort-shards-0-1"])
+
 
 def podman_missing():
     return podman_store.why_not() or kustomize_missing()
@@ -159,7 +230,10 @@ class KubePlaySmokeTest(unittest.TestCase):
     def podman(self, *args, **kwargs):
         return self.store.podman(*args, **kwargs)
 
-    def test_cpu_overlay_trains_under_podman_kube_play(self):
+    def play(self, overlay, pod_names):
+        """Plays the overlay's pods as a kubelet would, on a network of the test's own; waits
+        for the workers and checks they trained into the band, the model, and the scheduler's
+        verdict. pod_names: role -> [pod names], roles scheduler, shard, worker."""
         # The Secret's files, readable by the roles' user (a kubelet does this with fsGroup).
         tls = os.path.join(self.home, "tls")
         os.mkdir(tls)
@@ -174,14 +248,12 @@ class KubePlaySmokeTest(unittest.TestCase):
         model = os.path.join(self.home, "model")
         os.mkdir(model)
         os.chown(model, 65532, 65532)
-        objects = list(yaml.safe_load_all(render("cpu")))
-        subnet = f"10.89.{100 + os.getpid() % 100}"
-        network = f"cohort-k8s-{os.getpid()}"
+        objects = list(yaml.safe_load_all(render(overlay)))
+        subnet = f"10.89.{100 + (os.getpid() + len(overlay)) % 100}"
+        network = f"cohort-k8s-{overlay}-{os.getpid()}"
         played, addresses = kubelet_pods(objects, subnet, {
             "cohort-tls": tls, "cohort-data": podman_store.DATASET, "cohort-model": model})
-        self.assertEqual(sorted(addresses), ["cohort-scheduler", "cohort-shard-0",
-                                             "cohort-shard-1", "cohort-worker-0",
-                                             "cohort-worker-1"])
+        self.assertEqual(sorted(addresses), sorted(sum(pod_names.values(), [])))
         manifest = os.path.join(self.home, "pods.yaml")
         with open(manifest, "w") as f:
             yaml.safe_dump_all(played, f)
@@ -193,18 +265,41 @@ class KubePlaySmokeTest(unittest.TestCase):
         ips = [a for name in (p["metadata"]["name"] for p in played if p["kind"] == "Pod")
                for a in ("--ip", addresses[name])]
         self.podman("kube", "play", "--network", network, *ips, manifest, check=True)
-        for i in (0, 1):
-            self.podman("wait", f"cohort-worker-{i}-worker", check=True, timeout=300)
-        logs = self.podman("logs", "cohort-worker-0-worker")
+        for name in pod_names["worker"]:
+            self.podman("wait", f"{name}-worker", check=True, timeout=300)
+        logs = self.podman("logs", f"{pod_names['worker'][0]}-worker")
         out = logs.stdout + logs.stderr
         top1 = float(re.findall(r"Test top-1 ([\d.]+)%", out)[-1])
         self.assertGreaterEqual(top1, 80.0, out)  # the local job's band
         self.assertTrue(os.path.getsize(os.path.join(model, "model.safetensors")) > 0)
-        scheduler = self.podman("logs", "cohort-scheduler-scheduler").stdout
+        scheduler = self.podman("logs", f"{pod_names['scheduler'][0]}-scheduler").stdout
         self.assertIn("job DONE: all 2 workers finished", scheduler)
         self.assertIn("(with the job's token)", scheduler)
-        shard = self.podman("logs", "cohort-shard-1-shard").stdout
+        shard = self.podman("logs", f"{pod_names['shard'][1]}-shard").stdout
         self.assertIn("shard 1 of job", shard)
+        return played
+
+    def test_cpu_overlay_trains_under_podman_kube_play(self):
+        self.play("cpu", {"scheduler": ["cohort-scheduler"],
+                          "shard": ["cohort-shard-0", "cohort-shard-1"],
+                          "worker": ["cohort-worker-0", "cohort-worker-1"]})
+
+    def test_jobset_runs_to_completion_and_nothing_would_restart(self):
+        names = {"scheduler": ["cohort-scheduler-0-0"],
+                 "shard": ["cohort-shards-0-0", "cohort-shards-0-1"],
+                 "worker": ["cohort-workers-0-0", "cohort-workers-0-1"]}
+        played = self.play("jobset", names)
+        # Every member ends by itself, successfully, and none restarted: the JobSet succeeds
+        # with its workers and its pods (restartPolicy Never) stay completed.
+        for role, pods in names.items():
+            for name in pods:
+                container = f"{name}-{role}"
+                self.podman("wait", container, check=True, timeout=120)
+                state = self.podman("inspect", "--format",
+                                    "{{.State.ExitCode}} {{.RestartCount}}", container).stdout
+                self.assertEqual(state.split(), ["0", "0"], container)
+        self.assertTrue(all(p["spec"]["restartPolicy"] == "Never"
+                            for p in played if p["kind"] == "Pod"))
 
 
 if __name__ == "__main__":

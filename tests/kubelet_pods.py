@@ -3,7 +3,10 @@ under `podman kube play` (which runs Pods, not Deployments, StatefulSets or Inde
 
 - a Deployment gives one Pod, a StatefulSet one per replica (NAME-i, label
   apps.kubernetes.io/pod-index=i), an Indexed Job one per completion (annotation
-  batch.kubernetes.io/job-completion-index=i);
+  batch.kubernetes.io/job-completion-index=i), a JobSet one per completion of each Job of each
+  replicated job, as its controller names them (JOBSET-RJOB-j-i, label
+  jobset.sigs.k8s.io/jobset-name, the same index annotation) and reaches them (the host name
+  JOBSET-RJOB-j-i.SUBDOMAIN, the subdomain being the JobSet's name by default);
 - env from ConfigMaps (envFrom, configMapKeyRef) and downward-API fields are set to their values,
   and $(VAR) in args is expanded, as the kubelet does;
 - Services become host aliases: each pod gets a fixed address on the test's network, and every
@@ -57,7 +60,7 @@ def kubelet_pods(objects, subnet, host_paths):
     """Returns (the Pods and ConfigMaps to play, {pod name: address})."""
     config_maps = {o["metadata"]["name"]: o.get("data", {}) for o in objects
                    if o["kind"] == "ConfigMap"}
-    pods, aliases = [], {}
+    pods, aliases, jobset_hosts = [], {}, {}
     for o in objects:
         name, spec = o["metadata"]["name"], o.get("spec", {})
         if o["kind"] == "Deployment":
@@ -72,6 +75,18 @@ def kubelet_pods(objects, subnet, host_paths):
             for i in range(spec["completions"]):
                 pods.append(_pod(f"{name}-{i}", spec["template"],
                                  annotations={"batch.kubernetes.io/job-completion-index": str(i)}))
+        elif o["kind"] == "JobSet":
+            subdomain = spec.get("network", {}).get("subdomain", name)
+            for replicated in spec["replicatedJobs"]:
+                job = replicated["template"]["spec"]
+                for j in range(replicated.get("replicas", 1)):
+                    for i in range(job.get("completions", 1)):
+                        pod = f"{name}-{replicated['name']}-{j}-{i}"
+                        pods.append(_pod(pod, job["template"], labels={
+                            "jobset.sigs.k8s.io/jobset-name": name,
+                            "jobset.sigs.k8s.io/replicatedjob-name": replicated["name"]},
+                            annotations={"batch.kubernetes.io/job-completion-index": str(i)}))
+                        jobset_hosts[pod] = f"{pod}.{subdomain}"
     addresses = {p["metadata"]["name"]: f"{subnet}.{10 + i}" for i, p in enumerate(pods)}
     # A Service's name resolves to the address of the pod it selects (one pod each here).
     hosts = {}
@@ -85,6 +100,8 @@ def kubelet_pods(objects, subnet, host_paths):
                     hosts[aliases[p["metadata"]["name"]]] = addresses[p["metadata"]["name"]]
                 else:
                     hosts[o["metadata"]["name"]] = addresses[p["metadata"]["name"]]
+    for pod, host in jobset_hosts.items():
+        hosts[host] = addresses[pod]
     for p in pods:
         spec = p["spec"]
         spec["hostAliases"] = [{"ip": ip, "hostnames": [h]} for h, ip in sorted(hosts.items())]

@@ -45,7 +45,7 @@ else
 fi
 
 # npm packages pinned by their lock files, where the tests look: @grafana/schema and TypeScript
-# (//deploy/grafana), kubernetes-models and yaml (//tests:k8s_test).
+# (//deploy/grafana), kubernetes-models, ajv and yaml (//tests:k8s_test).
 npm_ci() {
   local src dir="$2"
   src="$(cd "$(dirname "$0")/../$1" && pwd)"
