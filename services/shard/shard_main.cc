@@ -21,6 +21,7 @@
 #include "services/common/metrics.h"
 #include "services/common/security_flags.h"
 #include "services/membership/leave_on_signal.h"
+#include "services/membership/member_flags.h"
 #include "services/membership/member_session.h"
 #include "services/shard/shard_checkpointer.h"
 #include "services/shard/shard_core.h"
@@ -44,8 +45,7 @@ ABSL_FLAG(int, metrics_port, 0,
           "port of the HTTP server for /metrics, on --bind (0: the system picks one; it is printed)");
 ABSL_FLAG(std::string, metrics_port_file, "", "also write the metrics port to this file");
 COHORT_DEFINE_CHECKPOINT_FLAGS();
-ABSL_FLAG(double, scheduler_grace, 3.0,
-          "seconds to wait for a lost scheduler to answer again before exiting");
+COHORT_DEFINE_MEMBER_FLAGS();
 
 COHORT_DEFINE_SECURITY_FLAGS();
 
@@ -71,7 +71,8 @@ std::optional<cohort::MemberSessionOptions> SessionOptionsFromFlags() {
   o.role = cohort::v1::SHARD;
   o.requested_rank = absl::GetFlag(FLAGS_rank);
   o.advertise_address = absl::GetFlag(FLAGS_advertise_address);
-  o.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
+  o.scheduler_grace = cohort::SchedulerGraceFlag();
+  o.connect_timeout = cohort::ConnectTimeoutFlag();
   o.security = *security;
   return o;
 }

@@ -11,6 +11,7 @@
 #include "services/common/data_path_tuning.h"
 #include "services/common/security_flags.h"
 #include "services/membership/leave_on_signal.h"
+#include "services/membership/member_flags.h"
 #include "services/membership/member_session.h"
 #include "services/worker/dist_kvstore.h"
 #include "services/worker/worker_process.h"
@@ -43,8 +44,7 @@ ABSL_FLAG(int, validate_data, 0,
           "with --validate_only: also open the training data and check it holds a step of this "
           "many workers (0: don't; the launcher asks for this when the workers run on its "
           "machine)");
-ABSL_FLAG(double, scheduler_grace, 3.0,
-          "seconds to wait for a lost scheduler to answer again before exiting");
+COHORT_DEFINE_MEMBER_FLAGS();
 ABSL_FLAG(std::string, metrics_bind, "",
           "address of the HTTP server for /metrics (default: COHORT_METRICS_BIND, else 0.0.0.0)");
 ABSL_FLAG(int, metrics_port, 0,
@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
     job.fusion_wait = absl::Microseconds(absl::GetFlag(FLAGS_fusion_wait_us));
   }
   if (!absl::GetFlag(FLAGS_gradient_compression).empty()) job.compression = *compression;
-  job.scheduler_grace = absl::Seconds(absl::GetFlag(FLAGS_scheduler_grace));
+  job.scheduler_grace = cohort::SchedulerGraceFlag();
+  job.connect_timeout = cohort::ConnectTimeoutFlag();
   if (!absl::GetFlag(FLAGS_metrics_bind).empty()) job.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
   if (!absl::GetFlag(FLAGS_metrics_port_file).empty()) {
     job.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
