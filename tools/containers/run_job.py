@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Runs the one-machine container job (deploy/containers/job.yaml) under `podman kube play`:
 starts it, says how long the first training step took to come, waits for the workers, prints
-worker 0's results and the scheduler's verdict, and takes the pod down. The model stays in the
-volume cohort-model (its path is printed).
+worker 0's results and the scheduler's verdict, and takes the pod down. It leaves two volumes,
+both named when it ends: cohort-model (the model) and cohort-prometheus (Prometheus's data);
+--remove_volumes removes them.
 
     tools/containers/build_images.sh        # once: the images
-    tools/containers/run_job.py [--repeat N] [--remove_volumes]
+    tools/containers/run_job.py [--model M] [--epochs N] [--repeat N] [--remove_volumes]
+
+--model and --epochs change the workers' flags of job.yaml (LeNet, 3 epochs); the job's size
+(2 shards, 2 workers) is job.yaml's: one container a member.
 
 --repeat N runs the job N times and prints the seconds from `podman kube play` to the first
 training step (worker 0's cohort_worker_steps_total >= 1) as min/median/max, the figure in
@@ -19,6 +23,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -57,13 +62,29 @@ def steps_done():
     return float(m.group(1)) if m else 0
 
 
-def run_once(remove_volumes):
+def job_manifest(model, epochs):
+    """job.yaml with the workers' --model and --epochs replaced (those given), as a file."""
+    with open(JOB) as f:
+        original = text = f.read()
+    if model:
+        text = re.sub(r"--model=[\w-]+", f"--model={model}", text)
+    if epochs:
+        text = re.sub(r"--epochs=\d+", f"--epochs={epochs}", text)
+    if text == original:
+        return JOB
+    path = os.path.join(tempfile.mkdtemp(prefix="cohort-run-job-"), "job.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def run_once(remove_volumes, manifest):
     for role in ("scheduler", "shard", "worker", "prometheus"):
         if podman("image", "exists", f"localhost/cohort-{role}:latest", check=False).returncode:
             sys.exit(f"run_job: no image localhost/cohort-{role}:latest: run "
                      "tools/containers/build_images.sh first")
     start = time.monotonic()
-    podman("kube", "play", JOB)
+    podman("kube", "play", manifest)
     try:
         first_step = None
         while first_step is None and time.monotonic() - start < 120:
@@ -84,25 +105,33 @@ def run_once(remove_volumes):
             "logs", f"{POD}-scheduler").stdout)
         print(verdict[-1] if verdict else "scheduler: no verdict", flush=True)
     finally:
-        podman("kube", "down", JOB, check=False)
-    model = podman("volume", "inspect", "cohort-model", "--format", "{{.Mountpoint}}",
-                   check=False).stdout.strip()
+        podman("kube", "down", manifest, check=False)
+    volumes = ("cohort-model", "cohort-prometheus")
     if remove_volumes:
-        podman("volume", "rm", "--force", "cohort-model", "cohort-prometheus", check=False)
-    elif model:
-        print(f"run_job: the model: {model}/model.safetensors (volume cohort-model)")
+        podman("volume", "rm", "--force", *volumes, check=False)
+        print(f"run_job: removed the volumes {' and '.join(volumes)}")
+    else:
+        where = {v: podman("volume", "inspect", v, "--format", "{{.Mountpoint}}",
+                           check=False).stdout.strip() for v in volumes}
+        print(f"run_job: left the volumes cohort-model (the model: "
+              f"{where['cohort-model']}/model.safetensors) and cohort-prometheus (Prometheus's "
+              f"data, {where['cohort-prometheus']}); --remove_volumes removes them, or podman "
+              f"volume rm {' '.join(volumes)}")
     return first_step, bool(verdict) and "DONE" in verdict[-1]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--model", help="the workers' --model (job.yaml's: lenet)")
+    parser.add_argument("--epochs", type=int, help="the workers' --epochs (job.yaml's: 3)")
     parser.add_argument("--remove_volumes", action="store_true",
                         help="remove the volumes (the model among them) after each run")
     args = parser.parse_args()
     times, ok = [], True
+    manifest = job_manifest(args.model, args.epochs)
     for _ in range(args.repeat):
-        first_step, done = run_once(args.remove_volumes)
+        first_step, done = run_once(args.remove_volumes, manifest)
         ok = ok and done
         if first_step is not None:
             times.append(first_step)

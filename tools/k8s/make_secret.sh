@@ -15,8 +15,13 @@ done
 if [[ -z $dir ]]; then
   dir="$(mktemp -d)"
   trap 'rm -rf "$dir"' EXIT
+  # The files go with this script: say what is made, not where.
+  tools/make_job_certs.sh "$dir" scheduler shard worker >/dev/null
+  echo "make_secret: the Secret cohort-tls: the job's CA, a certificate per role and a token" \
+    "(the CA's key is not kept; --dir DIR keeps the files)" >&2
+else
+  tools/make_job_certs.sh "$dir" scheduler shard worker >&2
 fi
-tools/make_job_certs.sh "$dir" scheduler shard worker >&2
 (umask 077 && openssl rand -hex 32 > "$dir/token")
 # The Secret holds what the roles read, never the CA's key.
 files=(ca.pem scheduler.pem scheduler.key shard.pem shard.key worker.pem worker.key token)
