@@ -162,7 +162,7 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(volumes["job"]["configMap"]["name"], config_b)
         self.assertEqual(volumes["model"]["persistentVolumeClaim"]["claimName"], "cohort-model-b")
         self.assertEqual(set(by_kind(objects_b, "PersistentVolumeClaim")),
-                         {"cohort-data-b", "cohort-model-b"})
+                         {"cohort-data-fashion-mnist-b", "cohort-model-b"})
 
 
 class KubeletEmulationTest(unittest.TestCase):
@@ -252,7 +252,8 @@ class KubePlaySmokeTest(unittest.TestCase):
         subnet = f"10.89.{100 + (os.getpid() + len(overlay)) % 100}"
         network = f"cohort-k8s-{overlay}-{os.getpid()}"
         played, addresses = kubelet_pods(objects, subnet, {
-            "cohort-tls": tls, "cohort-data": podman_store.DATASET, "cohort-model": model})
+            "cohort-tls": tls, "cohort-data-fashion-mnist": podman_store.DATASET,
+            "cohort-model": model})
         self.assertEqual(sorted(addresses), sorted(sum(pod_names.values(), [])))
         manifest = os.path.join(self.home, "pods.yaml")
         with open(manifest, "w") as f:
