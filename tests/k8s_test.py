@@ -126,6 +126,30 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(c["image"], "localhost/cohort-worker-gpu:latest")
 
 
+    def test_the_pod_monitor_scrapes_every_pod_over_https_with_the_token(self):
+        r = subprocess.run(["kubectl", "kustomize", os.path.join(K8S, "monitoring")],
+                           capture_output=True, text=True, check=True)
+        (monitor,) = yaml.safe_load_all(r.stdout)
+        (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+        self.assertEqual((endpoint["scheme"], endpoint["tlsConfig"]["serverName"]),
+                         ("https", "cohort"))
+        self.assertEqual(endpoint["authorization"]["credentials"],
+                         {"name": "cohort-tls", "key": "token"})
+        (selector,) = monitor["spec"]["selector"]["matchExpressions"]
+        self.assertEqual(selector["operator"], "In")
+        # It finds every pod of both layouts by its labels and its port's name.
+        for overlay in ("cpu", "jobset"):
+            for o in yaml.safe_load_all(render(overlay)):
+                templates = ([r["template"]["spec"]["template"] for r in o["spec"]["replicatedJobs"]]
+                             if o["kind"] == "JobSet" else
+                             [o["spec"]["template"]] if "template" in o.get("spec", {}) else [])
+                for template in templates:
+                    labels = template["metadata"]["labels"]
+                    self.assertIn(labels.get(selector["key"]), selector["values"],
+                                  (overlay, labels))
+                    (c,) = template["spec"]["containers"]
+                    self.assertIn(endpoint["port"], [p["name"] for p in c["ports"]], overlay)
+
     def test_a_jobset_ends_with_its_workers_and_two_run_in_one_namespace(self):
         objects = list(yaml.safe_load_all(render("jobset")))
         (jobset,) = by_kind(objects, "JobSet").values()
