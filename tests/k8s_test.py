@@ -32,7 +32,8 @@ import podman_store  # noqa: E402
 from kubelet_pods import kubelet_pods  # noqa: E402
 from podman_store import PodmanStore  # noqa: E402
 
-OVERLAYS = ("cpu", "gpu", "large")  # the plain-manifest base's; "jobset" is the JobSet's
+# The plain-manifest base's overlays and their objects' counts; "jobset" is the JobSet's.
+OVERLAYS = {"cpu": 8, "gpu": 9, "gpu-resume": 9, "large": 8}
 MODULES = "/var/cache/cohort/k8s-validate/node_modules"
 
 
@@ -78,10 +79,10 @@ class ManifestTest(unittest.TestCase):
 
     @unittest.skipUnless(os.path.isdir(MODULES), f"needs {MODULES} (tools/install_deps.sh)")
     def test_every_overlay_renders_and_validates(self):
-        for overlay in OVERLAYS:
+        for overlay, count in OVERLAYS.items():
             code, out = validate(render(overlay), self.dir)
             self.assertEqual(code, 0, f"{overlay}: {out}")
-            self.assertIn("8 objects, 0 invalid", out, overlay)
+            self.assertIn(f"{count} objects, 0 invalid", out, overlay)
         code, out = validate(render("jobset"), self.dir)
         self.assertEqual(code, 0, out)
         self.assertIn("ok jobset.x-k8s.io/v1alpha2 JobSet cohort", out)
@@ -101,7 +102,7 @@ class ManifestTest(unittest.TestCase):
         self.assertIn("Job cohort-worker: data/spec/completions must be integer", out)
 
     def test_the_counts_agree_and_every_pod_is_observable(self):
-        want = {"cpu": (2, 2), "gpu": (2, 2), "large": (8, 4)}
+        want = {"cpu": (2, 2), "gpu": (2, 2), "gpu-resume": (2, 2), "large": (8, 4)}
         for overlay, (workers, shards) in want.items():
             objects = list(yaml.safe_load_all(render(overlay)))
             config = next(iter(by_kind(objects, "ConfigMap").values()))["data"]
@@ -124,6 +125,19 @@ class ManifestTest(unittest.TestCase):
         (c,) = gpu["spec"]["template"]["spec"]["containers"]
         self.assertEqual(c["resources"]["limits"]["nvidia.com/gpu"], 1)
         self.assertEqual(c["image"], "localhost/cohort-worker-gpu:latest")
+        # The GPU job's shards checkpoint into a claim of their own, and gpu-resume goes on
+        # from there; each dataset has its own claim.
+        for overlay, resumes in (("gpu", False), ("gpu-resume", True)):
+            objects = list(yaml.safe_load_all(render(overlay)))
+            shards = by_kind(objects, "StatefulSet")["cohort-shard"]["spec"]["template"]["spec"]
+            (c,) = shards["containers"]
+            self.assertIn("--checkpoint_dir=/checkpoints", c["args"], overlay)
+            self.assertEqual("--resume=/checkpoints" in c["args"], resumes, overlay)
+            self.assertIn({"name": "checkpoints",
+                           "persistentVolumeClaim": {"claimName": "cohort-checkpoints"}},
+                          shards["volumes"])
+            self.assertEqual(set(by_kind(objects, "PersistentVolumeClaim")),
+                             {"cohort-data-cifar10", "cohort-model", "cohort-checkpoints"})
 
 
     def test_the_pod_monitor_scrapes_every_pod_over_https_with_the_token(self):
