@@ -18,7 +18,7 @@ run() {  # [NAME=VALUE...] FLAGS: "s/epoch img/s Comm%" of rank 0
   done
   env "${env[@]}" "$launch" -n "${W:-2}" -s "${S:-2}" -- "${common[@]}" --output= "${flags[@]}" 2>&1 | awk '
     /\[worker 0\] +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.e-]+ +[0-9.]+ +[0-9a-z-]+$/ { comm += $(NF-1); rows++ }
-    /\[worker 0\] Test top-1/ { for (i = 1; i <= NF; i++) { if ($i == "s/epoch,") t = $(i-1); if ($i == "img/s") v = $(i-1) } }
+    /\[worker 0\] Test top-1/ { for (i = 1; i <= NF; i++) { if ($i == "s/epoch,") t = $(i-1); if ($i == "img/s" && v == "") v = $(i-1) } }
     END { printf "%s s/epoch %s img/s Comm%% %.1f\n", t, v, rows ? comm / rows : 0 }'
 }
 for ((i = 0; i < pairs; i++)); do
