@@ -28,3 +28,24 @@ def cc_proto_grpc_library(name, srcs, deps = [], **kwargs):
         deps = deps + ["@system//:grpcpp"],
         **kwargs
     )
+
+def cc_proto_only_library(name, srcs, deps = [], **kwargs):
+    """<x>.pb.{h,cc} for each .proto in srcs, as one cc_library on Debian's libprotobuf: for
+    messages that travel in files, not over gRPC."""
+    hdrs = [src[:-len(".proto")] + ".pb.h" for src in srcs]
+    cc = [src[:-len(".proto")] + ".pb.cc" for src in srcs]
+    native.genrule(
+        name = name + "_codegen",
+        srcs = srcs,
+        outs = hdrs + cc,
+        cmd = ("/usr/bin/protoc -I. --cpp_out=$(GENDIR) " +
+               " ".join(["$(location %s)" % s for s in srcs])),
+        message = "protoc %s" % " ".join(srcs),
+    )
+    native.cc_library(
+        name = name,
+        srcs = cc,
+        hdrs = hdrs,
+        deps = deps + ["@system//:protobuf"],
+        **kwargs
+    )
