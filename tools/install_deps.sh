@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev
   libdnnl-dev zlib1g-dev nlohmann-json3-dev prometheus-cpp-dev
   libmicrohttpd-dev libcurl4-openssl-dev    # HTTP(S) ports (/metrics, /status, /healthz), clients
+  libturbojpeg0-dev                         # JPEG decoding (image folders, RecordIO, TFRecord)
   dataset-fashion-mnist                     # the main job's data
   python3 python3-numpy                     # tools/check_model.py
   python3-dev pybind11-dev python3-torch    # the Python package (//python:cohort), its examples

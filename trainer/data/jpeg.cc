@@ -1,0 +1,101 @@
+#include "trainer/data/jpeg.h"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+
+namespace cohort {
+
+namespace {
+
+struct HandleCloser {
+  void operator()(void* handle) const { tjDestroy(handle); }
+};
+
+// One decompressor per thread: a handle is not thread-safe, and making one costs allocations.
+tjhandle Decompressor() {
+  thread_local std::unique_ptr<void, HandleCloser> handle(tjInitDecompress());
+  return handle.get();
+}
+
+// What the bytes look like when they are not a JPEG, for the message.
+const char* Kind(absl::string_view bytes) {
+  if (absl::StartsWith(bytes, "\x89PNG")) return "a PNG";
+  if (absl::StartsWith(bytes, "GIF8")) return "a GIF";
+  if (absl::StartsWith(bytes, "BM")) return "a BMP";
+  if (absl::StartsWith(bytes, "RIFF")) return "a RIFF (WebP?) file";
+  return "not a JPEG";
+}
+
+}  // namespace
+
+absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, int min_side,
+                                    absl::string_view where) {
+  tjhandle handle = Decompressor();
+  if (handle == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrFormat("%s: no JPEG decompressor", where));
+  }
+  if (!absl::StartsWith(bytes, "\xff\xd8")) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %s (%d bytes; a JPEG starts with FF D8): decode only JPEGs, or convert it", where,
+        Kind(bytes), bytes.size()));
+  }
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  int width = 0, height = 0, subsampling = 0, colorspace = 0;
+  if (tjDecompressHeader3(handle, data, bytes.size(), &width, &height, &subsampling,
+                          &colorspace) != 0) {
+    return absl::DataLossError(absl::StrFormat("%s: a JPEG whose header does not read: %s",
+                                               where, tjGetErrorStr2(handle)));
+  }
+  if (static_cast<int64_t>(width) * height > kMaxJpegPixels) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: a JPEG of %dx%d, over %d megapixels: refused (no photo of a dataset is that large; "
+        "a damaged header?)",
+        where, width, height, kMaxJpegPixels >> 20));
+  }
+  // The most reduction that keeps the shorter side at least min_side.
+  int num = 1, denom = 1;
+  for (const int d : {8, 4, 2}) {
+    const tjscalingfactor f{1, d};
+    if (min_side > 0 && TJSCALED(std::min(width, height), f) >= min_side) {
+      denom = d;
+      break;
+    }
+  }
+  const tjscalingfactor scale{num, denom};
+  RgbImage image;
+  image.width = TJSCALED(width, scale);
+  image.height = TJSCALED(height, scale);
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  const int channels = cmyk ? 4 : 3;
+  std::vector<uint8_t> decoded(static_cast<size_t>(image.width) * image.height * channels);
+  // Of libjpeg's warnings, a file cut short (the rest decodes to grey) is damage; others, as
+  // extraneous bytes before a marker (a few ImageNet files), leave a whole image.
+  if (tjDecompress2(handle, data, bytes.size(), decoded.data(), image.width, 0, image.height,
+                    cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_ACCURATEDCT) != 0) {
+    const std::string said = tjGetErrorStr2(handle);
+    if (tjGetErrorCode(handle) != TJERR_WARNING || absl::StrContains(said, "Premature end")) {
+      return absl::DataLossError(absl::StrFormat("%s: a damaged JPEG (%dx%d, %d bytes): %s",
+                                                 where, width, height, bytes.size(), said));
+    }
+  }
+  if (!cmyk) {
+    image.pixels = std::move(decoded);
+    return image;
+  }
+  image.pixels.resize(static_cast<size_t>(image.width) * image.height * 3);
+  for (size_t i = 0, o = 0; i < decoded.size(); i += 4, o += 3) {
+    const int k = decoded[i + 3];
+    for (int c = 0; c < 3; ++c) {
+      image.pixels[o + c] = static_cast<uint8_t>((decoded[i + c] * k + 127) / 255);
+    }
+  }
+  return image;
+}
+
+}  // namespace cohort
