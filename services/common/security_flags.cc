@@ -14,8 +14,7 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> SecurityFromFlags(
     const std::string& role) {
   SecurityOptions o;
   o.insecure = absl::GetFlag(FLAGS_insecure);
-  const char* user_dir = std::getenv("BUILD_WORKING_DIRECTORY");
-  const std::string dir = user_dir != nullptr ? user_dir : "";
+  const std::string dir = UserDirectory();
   o.tls_dir = ResolveUserPath(absl::GetFlag(FLAGS_tls_dir), dir);
   o.token_file = ResolveUserPath(absl::GetFlag(FLAGS_token_file), dir);
   o.cert_name = role;

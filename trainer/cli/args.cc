@@ -64,6 +64,11 @@ const std::map<std::string, std::string>& StandardFlagAliases() {
   return *aliases;
 }
 
+std::string UserDirectory() {
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  return dir != nullptr ? dir : "";
+}
+
 std::string ResolveUserPath(const std::string& path, const std::string& user_dir) {
   if (path.empty() || path[0] == '/' || user_dir.empty()) return path;
   return user_dir + "/" + path;

@@ -29,6 +29,10 @@ const std::map<std::string, std::string>& StandardFlagAliases();
 // (BUILD_WORKING_DIRECTORY under `bazel run`; empty means the process's own).
 std::string ResolveUserPath(const std::string& path, const std::string& user_dir);
 
+// The directory the user ran the command in: BUILD_WORKING_DIRECTORY under `bazel run`, else
+// empty (the process's own).
+std::string UserDirectory();
+
 }  // namespace cohort
 
 #endif  // COHORT_TRAINER_CLI_ARGS_H_

@@ -7,8 +7,7 @@ namespace cohort {
 
 TrainOptions TrainOptionsFromFlags() {
   // Relative paths are relative to where the user ran the command, even under `bazel run`.
-  const char* user_dir_env = std::getenv("BUILD_WORKING_DIRECTORY");
-  const std::string user_dir = user_dir_env != nullptr ? user_dir_env : "";
+  const std::string user_dir = UserDirectory();
   TrainOptions o;
   o.model = absl::GetFlag(FLAGS_model);
   o.dataset = absl::GetFlag(FLAGS_dataset);
