@@ -147,11 +147,9 @@ void ConfigureJobPage(const LaunchFlags& f, const std::vector<std::string>& word
   }
   if (IsUserProgram(words)) return;
   std::string model = "model";  // the worker's default, model.safetensors: here
-  for (size_t i = 0; i < o.worker_argv.size(); ++i) {
-    const std::string& word = o.worker_argv[i];
-    if (absl::StartsWith(word, "--output=")) model = word.substr(9);
-    if (word == "--output" && i + 1 < o.worker_argv.size()) model = o.worker_argv[i + 1];
-  }
+  VisitFlags(words, [&](const std::string& name, const std::string& value) {
+    if (name == "output") model = value;
+  });
   if (model.empty()) return;
   const size_t slash = model.rfind('/');
   o.scheduler.report_file = ResolveUserPath(

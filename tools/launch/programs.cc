@@ -51,8 +51,9 @@ absl::StatusOr<std::string> FindRoleBinary(Role role, const std::string& overrid
       "_binary"));
 }
 
-std::string WorkerBinaryName(const std::vector<std::string>& words) {
-  bool gpu = false;  // the last --devices or --gpus counts, as for the flag parser
+void VisitFlags(const std::vector<std::string>& words,
+                const std::function<void(const std::string& name, const std::string& value)>&
+                    visit) {
   for (size_t i = 0; i < words.size(); ++i) {
     absl::string_view word = words[i];
     if (word == "--") break;
@@ -60,16 +61,23 @@ std::string WorkerBinaryName(const std::vector<std::string>& words) {
     const size_t eq = word.find('=');
     std::string name(word.substr(0, eq));
     std::replace(name.begin(), name.end(), '-', '_');
-    if (name != "devices" && name != "gpus") continue;
     std::string value;
     if (eq != absl::string_view::npos) {
       value = std::string(word.substr(eq + 1));
     } else if (i + 1 < words.size()) {
       value = words[i + 1];
     }
+    visit(name, value);
+  }
+}
+
+std::string WorkerBinaryName(const std::vector<std::string>& words) {
+  bool gpu = false;  // the last --devices or --gpus counts, as for the flag parser
+  VisitFlags(words, [&](const std::string& name, const std::string& value) {
+    if (name != "devices" && name != "gpus") return;
     gpu = name == "gpus" || absl::StartsWith(value, "gpu") ||
           (!value.empty() && absl::ascii_isdigit(value[0]));
-  }
+  });
   return gpu ? "worker_gpu" : "worker";
 }
 

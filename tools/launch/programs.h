@@ -1,6 +1,7 @@
 #ifndef COHORT_TOOLS_LAUNCH_PROGRAMS_H_
 #define COHORT_TOOLS_LAUNCH_PROGRAMS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,13 @@ absl::StatusOr<std::string> FindRoleBinary(Role role, const std::string& overrid
                                            const std::vector<std::string>& runfiles_dirs,
                                            const std::string& user_dir,
                                            const std::string& binary = "");
+
+// Calls visit(name, value) for each flag of `words` (flags for a worker binary), in order, as
+// Abseil's parser reads them: -name or --name, =value or the next word, '-' in a name read as
+// '_'; nothing after "--". value is empty for a flag without one.
+void VisitFlags(const std::vector<std::string>& words,
+                const std::function<void(const std::string& name, const std::string& value)>&
+                    visit);
 
 // The worker binary that runs the worker flags `words`: "worker_gpu" (built with the GPU
 // backend) when they name GPUs (--devices=gpu..., --devices=0,1 or --gpus), else "worker".

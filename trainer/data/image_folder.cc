@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "absl/strings/ascii.h"
@@ -13,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "services/common/port_file.h"
 
 namespace cohort {
 
@@ -77,14 +76,12 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
 }
 
 absl::StatusOr<ImageList> ReadImageListFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("list file ", path, ": cannot be read"));
-  std::stringstream text;
-  text << file.rdbuf();
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("list file ", path, ": cannot be read"));
   ImageList list;
   int64_t classes = 0;
   int line_number = 0;
-  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     ++line_number;
     line = absl::StripTrailingAsciiWhitespace(line);
     if (line.empty()) continue;

@@ -59,15 +59,13 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, int min_side,
         where, width, height, kMaxJpegPixels >> 20));
   }
   // The most reduction that keeps the shorter side at least min_side.
-  int num = 1, denom = 1;
+  tjscalingfactor scale{1, 1};
   for (const int d : {8, 4, 2}) {
-    const tjscalingfactor f{1, d};
-    if (min_side > 0 && TJSCALED(std::min(width, height), f) >= min_side) {
-      denom = d;
+    if (min_side > 0 && TJSCALED(std::min(width, height), (tjscalingfactor{1, d})) >= min_side) {
+      scale.denom = d;
       break;
     }
   }
-  const tjscalingfactor scale{num, denom};
   RgbImage image;
   image.width = TJSCALED(width, scale);
   image.height = TJSCALED(height, scale);

@@ -4,11 +4,11 @@
 #include <fstream>
 #include <system_error>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "services/common/port_file.h"
 #include "trainer/data/recordio.h"
 #include "trainer/loop/progress_log.h"
 
@@ -23,14 +23,6 @@ std::vector<size_t> ShuffledOrder(size_t n, uint64_t seed) {
   std::mt19937_64 random(seed);
   for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[random() % i]);
   return order;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::stringstream bytes;
-  bytes << file.rdbuf();
-  return bytes.str();
 }
 
 }  // namespace
@@ -74,7 +66,7 @@ absl::StatusOr<std::vector<std::string>> PackRecordIO(const ImageList& list,
       if (!rec || !idx) return absl::PermissionDeniedError(absl::StrCat("cannot create ", base, ".rec/.idx"));
       in_shard = 0;
     }
-    absl::StatusOr<std::string> image = ReadFile(absl::StrCat(options.root, "/", entry.path));
+    absl::StatusOr<std::string> image = ReadWholeFile(absl::StrCat(options.root, "/", entry.path));
     if (!image.ok()) return image.status();
     const uint64_t id = order[n];
     const std::string record = EncodeRecordIO(EncodeImageRecord(
