@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 tools/install_deps.sh || exit 1
 
 rc=0
+# A hang-up does not end the run (nohup's choice): a stray SIGHUP once killed the Bazel client
+# mid-run while the tests went on. Ctrl-C still stops it.
+trap '' HUP
 bazel test --config=ci //... "$@" || rc=$?
 # Every fuzz target for a bounded time (COHORT_FUZZ_SECONDS, default 10; tools/fuzz.sh 60 is the
 # full run), counted as one test case each; not when only some tests were asked for.
