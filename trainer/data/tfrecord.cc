@@ -27,8 +27,8 @@ absl::string_view View(const uint8_t* p, int64_t n) {
 
 }  // namespace
 
-absl::StatusOr<TFRecord> ReadTFRecord(absl::Span<const uint8_t> file, int64_t offset,
-                                      absl::string_view where) {
+absl::StatusOr<int64_t> NextTFRecord(absl::Span<const uint8_t> file, int64_t offset,
+                                     absl::string_view where) {
   const int64_t size = static_cast<int64_t>(file.size());
   const auto fail = [&](absl::string_view why) {
     return absl::DataLossError(
@@ -48,12 +48,21 @@ absl::StatusOr<TFRecord> ReadTFRecord(absl::Span<const uint8_t> file, int64_t of
                                 "truncated file",
                                 length, size - offset - 12));
   }
-  const uint8_t* data = head + 12;
-  const int64_t n = static_cast<int64_t>(length);
+  return offset + 12 + static_cast<int64_t>(length) + 4;
+}
+
+absl::StatusOr<TFRecord> ReadTFRecord(absl::Span<const uint8_t> file, int64_t offset,
+                                      absl::string_view where) {
+  absl::StatusOr<int64_t> next = NextTFRecord(file, offset, where);
+  if (!next.ok()) return next.status();
+  const uint8_t* data = file.data() + offset + 12;
+  const int64_t n = *next - offset - 16;
   if (static_cast<uint32_t>(LoadLittle(data + n, 4)) != MaskedCrc32c(View(data, n))) {
-    return fail("the CRC of its bytes does not match: a damaged record");
+    return absl::DataLossError(absl::StrFormat(
+        "%s: the TFRecord at byte offset %d: the CRC of its bytes does not match: a damaged "
+        "record", where, offset));
   }
-  return TFRecord{std::string(View(data, n)), offset + 12 + n + 4};
+  return TFRecord{std::string(View(data, n)), *next};
 }
 
 std::string EncodeTFRecord(absl::string_view payload) {

@@ -21,6 +21,10 @@ struct TFRecord {
 
 // The record starting at `offset` of a file's bytes, its framing and both CRCs checked. Errors
 // name `where` (the file), the offset and what is wrong.
+// Where the record after the one at `offset` starts: its head's CRC and its length checked
+// against the file, its bytes not read (what listing a file's records needs).
+absl::StatusOr<int64_t> NextTFRecord(absl::Span<const uint8_t> file, int64_t offset,
+                                     absl::string_view where);
 absl::StatusOr<TFRecord> ReadTFRecord(absl::Span<const uint8_t> file, int64_t offset,
                                       absl::string_view where);
 std::string EncodeTFRecord(absl::string_view payload);
