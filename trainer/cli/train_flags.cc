@@ -2,16 +2,38 @@
 
 #include <cstdlib>
 #include "trainer/cli/args.h"
+#include "trainer/data/encoded_images.h"
 
 namespace cohort {
+namespace {
+
+// A dataset named by a path (imagefolder:DIR, ...) resolves it as the other paths resolve.
+std::string ResolveDatasetPath(const std::string& spec, const std::string& user_dir) {
+  if (!IsEncodedImagesSpec(spec)) return spec;
+  const size_t colon = spec.find(':');
+  return spec.substr(0, colon + 1) + ResolveUserPath(spec.substr(colon + 1), user_dir);
+}
+
+}  // namespace
 
 TrainOptions TrainOptionsFromFlags() {
   // Relative paths are relative to where the user ran the command, even under `bazel run`.
   const std::string user_dir = UserDirectory();
   TrainOptions o;
   o.model = absl::GetFlag(FLAGS_model);
-  o.dataset = absl::GetFlag(FLAGS_dataset);
+  o.dataset = ResolveDatasetPath(absl::GetFlag(FLAGS_dataset), user_dir);
   o.data_dir = ResolveUserPath(absl::GetFlag(FLAGS_data_dir), user_dir);
+  o.eval_dataset = ResolveDatasetPath(absl::GetFlag(FLAGS_eval_dataset), user_dir);
+  o.image_size = absl::GetFlag(FLAGS_image_size);
+  o.eval_resize = absl::GetFlag(FLAGS_eval_resize);
+  o.min_crop_scale = absl::GetFlag(FLAGS_min_crop_scale);
+  o.image_channels = absl::GetFlag(FLAGS_image_channels);
+  o.image_mean = absl::GetFlag(FLAGS_image_mean);
+  o.image_std = absl::GetFlag(FLAGS_image_std);
+  o.label_base = absl::GetFlag(FLAGS_label_base);
+  o.num_classes = absl::GetFlag(FLAGS_num_classes);
+  o.data_threads = absl::GetFlag(FLAGS_data_threads);
+  o.skip_corrupt = absl::GetFlag(FLAGS_skip_corrupt);
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.train_samples = absl::GetFlag(FLAGS_train_samples);

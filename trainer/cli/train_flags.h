@@ -16,8 +16,37 @@
             "model: lenet, mlp, resnet20, resnet32, resnet44, resnet56, resnet110 or resnet50 "  \
             "(alias --network)");                                                                \
   ABSL_FLAG(std::string, dataset, cohort::TrainOptions().dataset,                                \
-            "dataset: fashion-mnist, mnist, cifar10, synthetic-cifar10, synthetic-imagenet or "  \
-            "synthetic:CxHxW:K");                                                                \
+            "dataset: fashion-mnist, mnist, cifar10, synthetic-cifar10, synthetic-imagenet, "    \
+            "synthetic:CxHxW:K, or encoded images: imagefolder:DIR (class folders of JPEGs; "    \
+            "DIR/train and DIR/val, or an im2rec .lst), recordio:PREFIX (PREFIX.rec or "         \
+            "PREFIX-NNNNN.rec, with .idx) or tfrecord:GLOB (tf.train.Example records)");         \
+  ABSL_FLAG(std::string, eval_dataset, "",                                                       \
+            "encoded images: the evaluation split (default: beside --dataset, its last "         \
+            "\"train\" made \"val\" or \"validation\")");                                        \
+  ABSL_FLAG(int64_t, image_size, cohort::TrainOptions().image_size,                              \
+            "encoded images: the side of the square samples the model takes");                   \
+  ABSL_FLAG(int64_t, eval_resize, cohort::TrainOptions().eval_resize,                            \
+            "encoded images: evaluation resizes the shorter side to this, then takes the "       \
+            "centre --image_size square (training too, unless --augment=crop_flip)");            \
+  ABSL_FLAG(double, min_crop_scale, cohort::TrainOptions().min_crop_scale,                       \
+            "encoded images, --augment=crop_flip: the smallest share of an image's area a "      \
+            "random crop covers (RandomResizedCrop's scale, up to 1)");                          \
+  ABSL_FLAG(int64_t, image_channels, cohort::TrainOptions().image_channels,                      \
+            "encoded images: 3 (RGB) or 1 (grey)");                                              \
+  ABSL_FLAG(std::string, image_mean, cohort::TrainOptions().image_mean,                          \
+            "encoded images: the mean subtracted, per channel, of pixel values in [0, 1]");       \
+  ABSL_FLAG(std::string, image_std, cohort::TrainOptions().image_std,                            \
+            "encoded images: the standard deviation divided by, per channel");                   \
+  ABSL_FLAG(int64_t, label_base, cohort::TrainOptions().label_base,                              \
+            "tfrecord: the label a file's first class has (TensorFlow's ImageNet files: 1; "     \
+            "files counting from 0: 0)");                                                        \
+  ABSL_FLAG(int64_t, num_classes, 0,                                                             \
+            "encoded images: the classes (0: found by reading every label when the data is "     \
+            "opened; give it for a large TFRecord dataset)");                                    \
+  ABSL_FLAG(int64_t, data_threads, 0,                                                            \
+            "encoded images: decoding threads (0: the machine's cores less one)");               \
+  ABSL_FLAG(bool, skip_corrupt, false,                                                           \
+            "encoded images: skip and count a damaged record or image instead of failing");      \
   ABSL_FLAG(std::string, data_dir, "",                                                           \
             "directory of the dataset's files (default /usr/share/datasets/<dataset>)");         \
   ABSL_FLAG(int64_t, batch_size, cohort::TrainOptions().batch_size,                              \
@@ -39,7 +68,8 @@
             "started with, or scale it with their number (linear scaling rule)");                \
   ABSL_FLAG(std::string, augment, cohort::TrainOptions().augment,                                \
             "training augmentation: none, flip (random horizontal flip) or crop_flip (random "   \
-            "crop with side/8 zero padding, then flip)");                                        \
+            "crop with side/8 zero padding, then flip; encoded images: RandomResizedCrop, then " \
+            "flip)");                                                                            \
   ABSL_FLAG(double, momentum, cohort::TrainOptions().momentum, "SGD momentum (sgd only)");       \
   ABSL_FLAG(double, wd, cohort::TrainOptions().wd, "weight decay (L2)");                         \
   ABSL_FLAG(std::string, kv_store, cohort::TrainOptions().kv_store,                              \
@@ -67,6 +97,17 @@
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, dataset);
 ABSL_DECLARE_FLAG(std::string, data_dir);
+ABSL_DECLARE_FLAG(std::string, eval_dataset);
+ABSL_DECLARE_FLAG(int64_t, image_size);
+ABSL_DECLARE_FLAG(int64_t, eval_resize);
+ABSL_DECLARE_FLAG(double, min_crop_scale);
+ABSL_DECLARE_FLAG(int64_t, image_channels);
+ABSL_DECLARE_FLAG(std::string, image_mean);
+ABSL_DECLARE_FLAG(std::string, image_std);
+ABSL_DECLARE_FLAG(int64_t, label_base);
+ABSL_DECLARE_FLAG(int64_t, num_classes);
+ABSL_DECLARE_FLAG(int64_t, data_threads);
+ABSL_DECLARE_FLAG(bool, skip_corrupt);
 ABSL_DECLARE_FLAG(int64_t, batch_size);
 ABSL_DECLARE_FLAG(int64_t, epochs);
 ABSL_DECLARE_FLAG(int64_t, train_samples);

@@ -11,16 +11,6 @@ namespace {
 // Keeps augmentation streams apart from any other stream keyed by (seed, epoch, index).
 constexpr uint64_t kAugmentSalt = 0xa3c59ac2f1e04b17ULL;
 
-// Resize only when the shape changes: building a Shape allocates, and this runs every step.
-void ResizeBatch(const Shape& sample, int64_t b, Tensor* images, Tensor* labels) {
-  const Shape& is = images->shape();
-  if (is.rank() != 4 || is[0] != b || is[1] != sample[0] || is[2] != sample[1] ||
-      is[3] != sample[2]) {
-    images->Resize(Shape{b, sample[0], sample[1], sample[2]});
-  }
-  if (labels->shape().rank() != 1 || labels->shape()[0] != b) labels->Resize(Shape{b});
-}
-
 }  // namespace
 
 CropFlip DrawCropFlip(const Augmentation& augmentation, uint64_t seed, int64_t epoch,

@@ -133,6 +133,15 @@ Normalization ComputeNormalization(const ImageDataset& data) {
   return {static_cast<float>(mean), static_cast<float>(std::sqrt(sum2 / n - mean * mean))};
 }
 
+void ResizeBatch(const Shape& sample, int64_t b, Tensor* images, Tensor* labels) {
+  const Shape& is = images->shape();
+  if (is.rank() != 4 || is[0] != b || is[1] != sample[0] || is[2] != sample[1] ||
+      is[3] != sample[2]) {
+    images->Resize(Shape{b, sample[0], sample[1], sample[2]});
+  }
+  if (labels->shape().rank() != 1 || labels->shape()[0] != b) labels->Resize(Shape{b});
+}
+
 PixelTable::PixelTable(const Normalization& norm) {
   for (int v = 0; v < 256; ++v) value[v] = (v / 255.0f - norm.mean) / norm.std;
 }

@@ -62,6 +62,11 @@ struct PixelTable {
   float value[256];
 };
 
+// Makes images (B, C, H, W) F32 for samples of `sample` shape and labels (B) I32, keeping their
+// buffers when the shapes are already those: building a Shape allocates, and this runs every
+// step.
+void ResizeBatch(const Shape& sample, int64_t b, Tensor* images, Tensor* labels);
+
 // Assembles a batch in the order of indices: images (B, C, H, W) F32 normalised, labels (B) I32.
 // Resizes both (their buffers are reused from step to step). For evaluation; training batches
 // use the overload in augment.h.

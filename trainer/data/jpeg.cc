@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -34,8 +35,9 @@ const char* Kind(absl::string_view bytes) {
 
 }  // namespace
 
-absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, int min_side,
-                                    absl::string_view where) {
+absl::Status DecodeJpegScaled(absl::string_view bytes,
+                              absl::FunctionRef<int(int width, int height)> scale_denominator,
+                              absl::string_view where, RgbImage* image) {
   tjhandle handle = Decompressor();
   if (handle == nullptr) {
     return absl::ResourceExhaustedError(absl::StrFormat("%s: no JPEG decompressor", where));
@@ -58,23 +60,23 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, int min_side,
         "a damaged header?)",
         where, width, height, kMaxJpegPixels >> 20));
   }
-  // The most reduction that keeps the shorter side at least min_side.
-  tjscalingfactor scale{1, 1};
-  for (const int d : {8, 4, 2}) {
-    if (min_side > 0 && TJSCALED(std::min(width, height), (tjscalingfactor{1, d})) >= min_side) {
-      scale.denom = d;
-      break;
-    }
+  const int d = scale_denominator(width, height);
+  if (d != 1 && d != 2 && d != 4 && d != 8) {
+    return absl::InternalError(
+        absl::StrFormat("%s: a JPEG scale of 1/%d asked for; only 1/1, 1/2, 1/4, 1/8", where, d));
   }
-  RgbImage image;
-  image.width = TJSCALED(width, scale);
-  image.height = TJSCALED(height, scale);
+  const tjscalingfactor scale{1, d};
+  image->width = TJSCALED(width, scale);
+  image->height = TJSCALED(height, scale);
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
-  const int channels = cmyk ? 4 : 3;
-  std::vector<uint8_t> decoded(static_cast<size_t>(image.width) * image.height * channels);
+  const size_t pixels = static_cast<size_t>(image->width) * image->height;
+  // CMYK goes through a buffer of its own; anything else straight into the caller's.
+  std::vector<uint8_t> cmyk_pixels;
+  std::vector<uint8_t>& decoded = cmyk ? cmyk_pixels : image->pixels;
+  decoded.resize(pixels * (cmyk ? 4 : 3));
   // Of libjpeg's warnings, a file cut short (the rest decodes to grey) is damage; others, as
   // extraneous bytes before a marker (a few ImageNet files), leave a whole image.
-  if (tjDecompress2(handle, data, bytes.size(), decoded.data(), image.width, 0, image.height,
+  if (tjDecompress2(handle, data, bytes.size(), decoded.data(), image->width, 0, image->height,
                     cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_ACCURATEDCT) != 0) {
     const std::string said = tjGetErrorStr2(handle);
     if (tjGetErrorCode(handle) != TJERR_WARNING || absl::StrContains(said, "Premature end")) {
@@ -82,18 +84,58 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, int min_side,
                                                  where, width, height, bytes.size(), said));
     }
   }
-  if (!cmyk) {
-    image.pixels = std::move(decoded);
-    return image;
-  }
-  image.pixels.resize(static_cast<size_t>(image.width) * image.height * 3);
+  if (!cmyk) return absl::OkStatus();
+  image->pixels.resize(pixels * 3);
   for (size_t i = 0, o = 0; i < decoded.size(); i += 4, o += 3) {
     const int k = decoded[i + 3];
     for (int c = 0; c < 3; ++c) {
-      image.pixels[o + c] = static_cast<uint8_t>((decoded[i + c] * k + 127) / 255);
+      image->pixels[o + c] = static_cast<uint8_t>((decoded[i + c] * k + 127) / 255);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, int min_side,
+                                    absl::string_view where) {
+  RgbImage image;
+  // The most reduction that keeps the shorter side at least min_side.
+  const absl::Status status = DecodeJpegScaled(
+      bytes,
+      [min_side](int width, int height) {
+        for (const int d : {8, 4, 2}) {
+          if (min_side > 0 &&
+              TJSCALED(std::min(width, height), (tjscalingfactor{1, d})) >= min_side) {
+            return d;
+          }
+        }
+        return 1;
+      },
+      where, &image);
+  if (!status.ok()) return status;
   return image;
+}
+
+absl::StatusOr<std::string> EncodeJpeg(const uint8_t* pixels, int width, int height,
+                                       int channels, int quality) {
+  if (channels != 1 && channels != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a JPEG of %d channels: only grey (1) or RGB (3)", channels));
+  }
+  std::unique_ptr<void, HandleCloser> handle(tjInitCompress());
+  unsigned char* out = nullptr;
+  unsigned long size = 0;  // NOLINT(runtime/int): libjpeg-turbo's type
+  if (handle == nullptr ||
+      tjCompress2(handle.get(), pixels, width, 0, height, channels == 1 ? TJPF_GRAY : TJPF_RGB,
+                  &out, &size, channels == 1 ? TJSAMP_GRAY : TJSAMP_444, quality,
+                  TJFLAG_ACCURATEDCT) != 0) {
+    const std::string why = handle == nullptr ? "no compressor" : tjGetErrorStr2(handle.get());
+    tjFree(out);
+    return absl::InternalError(
+        absl::StrFormat("encoding a %dx%d JPEG: %s", width, height, why));
+  }
+  std::string jpeg(reinterpret_cast<const char*>(out), size);
+  tjFree(out);
+  return jpeg;
 }
 
 }  // namespace cohort

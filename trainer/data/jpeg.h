@@ -2,8 +2,11 @@
 #define COHORT_TRAINER_DATA_JPEG_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -27,6 +30,21 @@ struct RgbImage {
 // said; a PNG or other non-JPEG is named as such.
 absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, int min_side,
                                     absl::string_view where);
+
+// DecodeJpeg with the reduction chosen by the caller once the full size is known (a crop drawn
+// on it, say): scale_denominator(width, height) returns d in {1, 2, 4, 8} and the image is
+// decoded at ceil(width / d) x ceil(height / d) (libjpeg-turbo's TJSCALED) into *image, whose
+// buffer is reused. Pixel x of the result covers full-size pixels [x·d, (x+1)·d) (the scaled
+// IDCT shrinks each 8x8 block), so a box maps to it by 1/d, not by the ratio of the sizes, which
+// is rounded up. Errors as DecodeJpeg's; *image is then unspecified.
+absl::Status DecodeJpegScaled(absl::string_view bytes,
+                              absl::FunctionRef<int(int width, int height)> scale_denominator,
+                              absl::string_view where, RgbImage* image);
+
+// A JPEG of 8-bit pixels, height x width x channels row-major (1: grey, 3: RGB), with 4:4:4
+// chroma at the given quality (1-100), by libjpeg-turbo.
+absl::StatusOr<std::string> EncodeJpeg(const uint8_t* pixels, int width, int height,
+                                       int channels, int quality);
 
 }  // namespace cohort
 

@@ -95,6 +95,27 @@ TEST(JpegTest, ScaledDecodingKeepsTheShorterSideAtLeastWhatIsAsked) {
   EXPECT_EQ(image->height, 376);
 }
 
+TEST(JpegTest, EncodedGreyAndColourDecodeToTheirPixels) {
+  for (const int channels : {1, 3}) {
+    SCOPED_TRACE(channels);
+    const std::vector<uint8_t> pixels = Gradient(40, 24, channels);
+    absl::StatusOr<std::string> jpeg = EncodeJpeg(pixels.data(), 40, 24, channels, 100);
+    ASSERT_TRUE(jpeg.ok()) << jpeg.status();
+    absl::StatusOr<RgbImage> image = DecodeJpeg(*jpeg, 0, "encoded.jpg");
+    ASSERT_TRUE(image.ok()) << image.status();
+    ASSERT_EQ(image->width, 40);
+    ASSERT_EQ(image->height, 24);
+    for (int i = 0; i < 40 * 24; ++i) {
+      for (int c = 0; c < 3; ++c) {
+        const int want = pixels[i * channels + (channels == 1 ? 0 : c)];
+        ASSERT_NEAR(image->pixels[i * 3 + c], want, 2) << i << " " << c;
+      }
+    }
+  }
+  const std::vector<uint8_t> two(40 * 24 * 2);
+  EXPECT_FALSE(EncodeJpeg(two.data(), 40, 24, 2, 90).ok());
+}
+
 TEST(JpegTest, DamageAndOtherFormatsAreNamed) {
   const std::string jpeg = Compress(Gradient(512, 512, 3), 512, 512, TJPF_RGB, TJSAMP_420);
   absl::StatusOr<RgbImage> image = DecodeJpeg(jpeg.substr(0, jpeg.size() / 2), 0, "cut.jpg");

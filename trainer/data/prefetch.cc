@@ -4,12 +4,10 @@
 
 namespace cohort {
 
-BatchPrefetcher::BatchPrefetcher(const ImageDataset& data, const Normalization& norm,
-                                 const PrefetchOptions& options)
-    : data_(data),
-      norm_(norm),
+BatchPrefetcher::BatchPrefetcher(SampleSource* source, const PrefetchOptions& options)
+    : source_(source),
       options_(options),
-      sampler_(data.size(), options.seed, options.rank, options.num_workers, options.batch_size),
+      sampler_(source->size(), options.seed, options.rank, options.num_workers, options.batch_size),
       steps_per_epoch_(sampler_.steps_per_epoch()),
       total_((options.end_epoch - options.first_epoch) * steps_per_epoch_ - options.first_step) {
   COHORT_CHECK(options.depth >= 1, "prefetch depth %d", options.depth);
@@ -18,7 +16,7 @@ BatchPrefetcher::BatchPrefetcher(const ImageDataset& data, const Normalization& 
   COHORT_CHECK(options.first_step >= 0 && options.first_step <= steps_per_epoch_,
                "first step %ld of %ld per epoch", options.first_step, steps_per_epoch_);
   COHORT_CHECK(total_ >= 0, "first step %ld of an empty epoch range", options.first_step);
-  const Shape& s = data.sample_shape;
+  const Shape& s = source->sample_shape();
   ring_.resize(static_cast<size_t>(options.depth));
   for (Batch& b : ring_) {
     b.images = Tensor(Shape{options.batch_size, s[0], s[1], s[2]}, DType::kF32, options.allocator);
@@ -42,21 +40,22 @@ int64_t BatchPrefetcher::remaining() const {
 
 bool BatchPrefetcher::CanFill() const { return stop_ || produced_ - released_ < options_.depth; }
 
-bool BatchPrefetcher::NextReady() const { return produced_ > consumed_; }
+bool BatchPrefetcher::NextReady() const { return produced_ > consumed_ || !failed_.ok(); }
 
-const Batch& BatchPrefetcher::Next() {
+absl::StatusOr<const Batch*> BatchPrefetcher::Next() {
   absl::MutexLock lock(&mu_);
   COHORT_CHECK(consumed_ < total_, "all %ld batches were taken", total_);
   released_ = consumed_;
   mu_.Await(absl::Condition(this, &BatchPrefetcher::NextReady));
-  return ring_[static_cast<size_t>(consumed_++ % options_.depth)];
+  if (produced_ == consumed_) return failed_;
+  return &ring_[static_cast<size_t>(consumed_++ % options_.depth)];
 }
 
 void BatchPrefetcher::Produce() {
   int64_t k = 0;  // the batch being assembled
   for (int64_t epoch = options_.first_epoch; epoch < options_.end_epoch; ++epoch) {
     sampler_.SetEpoch(epoch);  // allocates its permutation: once per epoch, not per step
-    const EpochAugmentation augment{options_.augmentation, options_.seed, epoch};
+    const EpochKeys keys{options_.seed, epoch};
     for (int64_t step = epoch == options_.first_epoch ? options_.first_step : 0;
          step < steps_per_epoch_; ++step, ++k) {
       {
@@ -67,8 +66,12 @@ void BatchPrefetcher::Produce() {
       Batch& b = ring_[static_cast<size_t>(k % options_.depth)];
       b.epoch = epoch;
       b.step = step;
-      GatherBatch(data_, sampler_.Batch(step), norm_, augment, &b.images, &b.labels);
+      const absl::Status gathered = source_->Gather(sampler_.Batch(step), &keys, &b.images, &b.labels);
       absl::MutexLock lock(&mu_);
+      if (!gathered.ok()) {
+        failed_ = gathered;
+        return;
+      }
       produced_ = k + 1;
     }
   }

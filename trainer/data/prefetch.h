@@ -7,8 +7,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "trainer/data/augment.h"
-#include "trainer/data/dataset.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/data/sample_source.h"
 #include "trainer/data/sampler.h"
 #include "trainer/tensor/tensor.h"
 
@@ -28,7 +29,6 @@ struct PrefetchOptions {
   int rank = 0;
   int num_workers = 1;
   int64_t batch_size = 1;
-  Augmentation augmentation;
   // The batches to produce: from step first_step of first_epoch (a resumed job starts anywhere)
   // to the last step of epoch end_epoch − 1.
   int64_t first_epoch = 0;
@@ -40,15 +40,14 @@ struct PrefetchOptions {
   Allocator* allocator = CpuAllocator();
 };
 
-// Assembles one rank's training batches on a background thread, exactly as GatherBatch
-// (augment.h) does for Sampler's indices, so the training loop never waits for data when
-// assembling a batch is faster than a step. The buffers are allocated once, in the constructor.
-// Next is for one consumer thread; the destructor stops the producer wherever it is.
+// Assembles one rank's training batches on a background thread, exactly as the source's Gather
+// does for Sampler's indices, so the training loop never waits for data when assembling a batch
+// is faster than a step. The buffers are allocated once, in the constructor. Next is for one
+// consumer thread; the destructor stops the producer wherever it is.
 class BatchPrefetcher {
  public:
-  // data must outlive the prefetcher. Starts producing at once.
-  BatchPrefetcher(const ImageDataset& data, const Normalization& norm,
-                  const PrefetchOptions& options);
+  // source must outlive the prefetcher. Starts producing at once.
+  BatchPrefetcher(SampleSource* source, const PrefetchOptions& options);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -59,16 +58,15 @@ class BatchPrefetcher {
 
   // The next batch in (epoch, step) order, waiting for it if need be; remaining() must be > 0.
   // The batch stays valid until the next call to Next (which hands its buffers back to the
-  // producer) or the destructor.
-  const Batch& Next();
+  // producer) or the destructor. Once gathering a batch failed, its error, from then on.
+  absl::StatusOr<const Batch*> Next();
 
  private:
   void Produce();
   bool CanFill() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NextReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const ImageDataset& data_;
-  const Normalization norm_;
+  SampleSource* const source_;
   const PrefetchOptions options_;
   Sampler sampler_;  // the producer's once it runs
   const int64_t steps_per_epoch_;
@@ -83,6 +81,7 @@ class BatchPrefetcher {
   int64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;  // batches returned by Next
   int64_t released_ ABSL_GUARDED_BY(mu_) = 0;  // batches whose slots are free again
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the producer stopped at a batch it could not gather
 
   std::thread producer_;  // last: starts after everything above is set up
 };

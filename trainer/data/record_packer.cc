@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "services/common/port_file.h"
 #include "trainer/data/recordio.h"
+#include "trainer/data/tfrecord.h"
 #include "trainer/loop/progress_log.h"
 
 namespace cohort {
@@ -27,9 +28,9 @@ std::vector<size_t> ShuffledOrder(size_t n, uint64_t seed) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> PackRecordIO(const ImageList& list,
-                                                      const PackOptions& options,
-                                                      std::ostream& progress, int64_t every) {
+absl::StatusOr<std::vector<std::string>> PackRecords(const ImageList& list,
+                                                     const PackOptions& options,
+                                                     std::ostream& progress, int64_t every) {
   if (options.prefix.empty()) return absl::InvalidArgumentError("give the shards' prefix");
   if (options.shard_bytes <= 0) {
     return absl::InvalidArgumentError("the shard size must be positive");
@@ -48,30 +49,35 @@ absl::StatusOr<std::vector<std::string>> PackRecordIO(const ImageList& list,
   const auto close_shard = [&]() -> absl::Status {
     if (!rec.is_open()) return absl::OkStatus();
     rec.close();
-    idx.close();
+    if (idx.is_open()) idx.close();
     if (!rec || !idx) {
       return absl::DataLossError(absl::StrCat("cannot write ", shards.back(), " (disk full?)"));
     }
     return absl::OkStatus();
   };
+  const bool recordio = options.format == RecordFormat::kRecordIO;
   const absl::Time start = absl::Now();
   const std::vector<size_t> order = ShuffledOrder(list.images.size(), options.seed);
   for (size_t n = 0; n < order.size(); ++n) {
     const ImageList::Entry& entry = list.images[order[n]];
     if (!rec.is_open()) {
       const std::string base = absl::StrFormat("%s-%05d", options.prefix, shards.size());
-      shards.push_back(base + ".rec");
-      rec.open(base + ".rec", std::ios::binary | std::ios::trunc);
-      idx.open(base + ".idx", std::ios::trunc);
-      if (!rec || !idx) return absl::PermissionDeniedError(absl::StrCat("cannot create ", base, ".rec/.idx"));
+      shards.push_back(base + (recordio ? ".rec" : ".tfrecord"));
+      rec.open(shards.back(), std::ios::binary | std::ios::trunc);
+      if (recordio) idx.open(base + ".idx", std::ios::trunc);
+      if (!rec || !idx) {
+        return absl::PermissionDeniedError(absl::StrCat("cannot create ", shards.back()));
+      }
       in_shard = 0;
     }
     absl::StatusOr<std::string> image = ReadWholeFile(absl::StrCat(options.root, "/", entry.path));
     if (!image.ok()) return image.status();
     const uint64_t id = order[n];
-    const std::string record = EncodeRecordIO(EncodeImageRecord(
-        ImageRecord{{static_cast<float>(entry.label)}, id, 0, *std::move(image)}));
-    idx << id << '\t' << in_shard << '\n';
+    const std::string record =
+        recordio ? EncodeRecordIO(EncodeImageRecord(
+                       ImageRecord{{static_cast<float>(entry.label)}, id, 0, *std::move(image)}))
+                 : EncodeTFRecord(EncodeImageExample(*image, entry.label + options.label_base));
+    if (recordio) idx << id << '\t' << in_shard << '\n';
     rec.write(record.data(), static_cast<std::streamsize>(record.size()));
     in_shard += static_cast<int64_t>(record.size());
     if (in_shard >= options.shard_bytes) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "trainer/data/encoded_images.h"
 #include "trainer/data/recordio.h"
 
 namespace cohort {
@@ -39,7 +40,8 @@ class RecordPackerTest : public ::testing::Test {
     }
   }
 
-  std::vector<std::string> Pack(const std::string& name, uint64_t seed, int64_t shard_bytes) {
+  std::vector<std::string> Pack(const std::string& name, uint64_t seed, int64_t shard_bytes,
+                                RecordFormat format = RecordFormat::kRecordIO) {
     absl::StatusOr<ImageList> list = ListImageFolder((root_ / "images").string());
     EXPECT_TRUE(list.ok()) << list.status();
     PackOptions options;
@@ -47,8 +49,9 @@ class RecordPackerTest : public ::testing::Test {
     options.prefix = (root_ / "out" / name).string();  // a folder not there yet
     options.seed = seed;
     options.shard_bytes = shard_bytes;
+    options.format = format;
     std::ostringstream progress;
-    absl::StatusOr<std::vector<std::string>> shards = PackRecordIO(*list, options, progress, 25);
+    absl::StatusOr<std::vector<std::string>> shards = PackRecords(*list, options, progress, 25);
     EXPECT_TRUE(shards.ok()) << shards.status();
     EXPECT_NE(progress.str().find("pack: 60 of 60 images"), std::string::npos) << progress.str();
     return shards.ok() ? *shards : std::vector<std::string>{};
@@ -93,6 +96,38 @@ TEST_F(RecordPackerTest, TheSameSeedGivesTheSameBytesAndAnotherAnotherOrder) {
   EXPECT_EQ(Read(a[0]), Read(b[0]));
   EXPECT_NE(Read(a[0]), Read(c[0]));
   EXPECT_EQ(Read(a[0]).size(), Read(c[0]).size());
+}
+
+// What the packer writes, the readers read: every image once, with its class.
+TEST_F(RecordPackerTest, BothFormatsReadBackAsTheFolderHeldThem) {
+  absl::StatusOr<std::unique_ptr<EncodedImages>> folder =
+      OpenEncodedImages(absl::StrCat("imagefolder:", (root_ / "images").string()), {});
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  std::multiset<std::pair<std::string, int64_t>> want;
+  std::string bytes;
+  for (int64_t i = 0; i < (*folder)->size(); ++i) {
+    absl::StatusOr<int64_t> label = (*folder)->Read(i, &bytes);
+    ASSERT_TRUE(label.ok()) << label.status();
+    want.emplace(bytes, *label);
+  }
+  const std::vector<std::string> recs = Pack("rec", 3, 1500);
+  const std::vector<std::string> tfs = Pack("tf", 3, 1500, RecordFormat::kTFRecord);
+  ASSERT_GT(tfs.size(), 2u);
+  EXPECT_EQ(tfs[0], (root_ / "out" / "tf-00000.tfrecord").string());
+  for (const std::string spec : {absl::StrCat("recordio:", (root_ / "out" / "rec").string()),
+                                 absl::StrCat("tfrecord:", (root_ / "out" / "tf-*.tfrecord").string())}) {
+    SCOPED_TRACE(spec);
+    absl::StatusOr<std::unique_ptr<EncodedImages>> packed = OpenEncodedImages(spec, {});
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    EXPECT_EQ((*packed)->num_classes(), 3);
+    std::multiset<std::pair<std::string, int64_t>> got;
+    for (int64_t i = 0; i < (*packed)->size(); ++i) {
+      absl::StatusOr<int64_t> label = (*packed)->Read(i, &bytes);
+      ASSERT_TRUE(label.ok()) << label.status();
+      got.emplace(bytes, *label);
+    }
+    EXPECT_EQ(got, want);
+  }
 }
 
 }  // namespace

@@ -22,15 +22,17 @@ void CountTopK(const Tensor& logits, const Tensor& labels, Accuracy* acc) {
   acc->count += n;
 }
 
-Accuracy Evaluate(Model* model, const ImageDataset& data, const Normalization& norm, int64_t batch) {
+absl::StatusOr<Accuracy> Evaluate(Model* model, SampleSource* data, int64_t batch) {
   Accuracy acc;
   Tensor images;
   Tensor labels(Shape{0}, DType::kI32);
   std::vector<int64_t> indices;
-  for (int64_t start = 0; start < data.size(); start += batch) {
-    indices.resize(static_cast<size_t>(std::min(batch, data.size() - start)));
+  for (int64_t start = 0; start < data->size(); start += batch) {
+    indices.resize(static_cast<size_t>(std::min(batch, data->size() - start)));
     std::iota(indices.begin(), indices.end(), start);
-    GatherBatch(data, indices, norm, &images, &labels);
+    if (absl::Status gathered = data->Gather(indices, nullptr, &images, &labels); !gathered.ok()) {
+      return gathered;
+    }
     const Tensor& logits = model->Forward(Mode::kEval, images);
     if (IsHostTensorOf(logits, DType::kF32)) {
       CountTopK(logits, labels, &acc);

@@ -3,7 +3,8 @@
 
 #include <cstdint>
 
-#include "trainer/data/dataset.h"
+#include "absl/status/statusor.h"
+#include "trainer/data/sample_source.h"
 #include "trainer/nn/model.h"
 
 namespace cohort {
@@ -22,8 +23,9 @@ struct Accuracy {
 // logits: (N, K) F32; labels: (N) I32.
 void CountTopK(const Tensor& logits, const Tensor& labels, Accuracy* acc);
 
-// Top-1/top-5 of the model over a whole dataset, in evaluation mode, batch by batch in order.
-Accuracy Evaluate(Model* model, const ImageDataset& data, const Normalization& norm, int64_t batch);
+// Top-1/top-5 of the model over a whole split, in evaluation mode, batch by batch in order; a
+// sample that cannot be read is the error.
+absl::StatusOr<Accuracy> Evaluate(Model* model, SampleSource* data, int64_t batch);
 
 }  // namespace cohort
 

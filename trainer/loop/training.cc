@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/data/dataset.h"
@@ -26,6 +27,7 @@
 #include "trainer/optim/optimizer.h"
 #include "trainer/loop/progress_log.h"
 #include "trainer/loop/step.h"
+#include "trainer/loop/training_data.h"
 
 namespace cohort {
 namespace {
@@ -87,12 +89,6 @@ absl::StatusOr<Augmentation> ParseAugment(const std::string& augment, int64_t im
 
 namespace {
 
-// The training images a job uses of the `available` ones (--train_samples, 0: all).
-int64_t TrainingImages(const TrainOptions& options, int64_t available) {
-  return options.train_samples > 0 ? std::min<int64_t>(options.train_samples, available)
-                                   : available;
-}
-
 // Every rank runs floor(N / (W·b)) steps an epoch (Contracts, "Sampler"); none is an error.
 absl::StatusOr<int64_t> StepsPerEpoch(const TrainOptions& options, int num_workers,
                                       int64_t train_size) {
@@ -108,9 +104,9 @@ absl::StatusOr<int64_t> StepsPerEpoch(const TrainOptions& options, int num_worke
 }  // namespace
 
 absl::Status CheckTrainingData(const TrainOptions& options, int num_workers) {
-  ASSIGN_OR_RETURN(const TrainTestData data, LoadDataset(options.dataset, options.data_dir));
-  return StepsPerEpoch(options, num_workers, TrainingImages(options, data.train.size()))
-      .status();
+  std::ostream quiet(nullptr);
+  ASSIGN_OR_RETURN(const TrainingData data, OpenTrainingData(options, false, quiet));
+  return StepsPerEpoch(options, num_workers, data.train->size()).status();
 }
 
 namespace {
@@ -136,30 +132,6 @@ absl::StatusOr<Replicas> BuildReplicas(const TrainOptions& options,
     r.views.push_back({r.models.back().get(), r.losses.back().get(), backend.get()});
   }
   return r;
-}
-
-// The dataset, zero-padded up to the model's designed image size where it is smaller, and the
-// statistics of its images as published (before any padding).
-absl::StatusOr<TrainTestData> LoadTrainingData(const TrainOptions& options, bool lead,
-                                               std::ostream& out, Normalization* norm) {
-  ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
-  if (const int64_t images = TrainingImages(options, data.train.size());
-      images < data.train.size()) {
-    const size_t sample_bytes = static_cast<size_t>(data.train.sample_shape.numel());
-    data.train.labels.resize(images);
-    data.train.pixels.resize(images * sample_bytes);
-  }
-  *norm = ComputeNormalization(data.train);
-  if (const int64_t side = ModelImageSize(options.model);
-      side > data.train.sample_shape[1] || side > data.train.sample_shape[2]) {
-    if (lead) {
-      out << absl::StrFormat("train: zero-padding %s images to %dx%d for %s\n",
-                             data.train.sample_shape.ToString(), side, side, options.model);
-    }
-    ASSIGN_OR_RETURN(data.train, PadImages(data.train, side, side));
-    ASSIGN_OR_RETURN(data.test, PadImages(data.test, side, side));
-  }
-  return data;
 }
 
 // What the workers of one membership generation run (an elastic job plans again when its
@@ -259,7 +231,8 @@ absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_
   const int64_t total_steps = loop.options.epochs * loop.steps_per_epoch;
   for (int64_t s = first; s < loop.steps_per_epoch; ++s) {
     const auto wait_start = Clock::now();
-    const Batch& batch = loop.batches->Next();
+    ASSIGN_OR_RETURN(const Batch* next, loop.batches->Next());
+    const Batch& batch = *next;
     const double data_seconds = Seconds(Clock::now() - wait_start);
     times.data_wait_seconds += data_seconds;
     const float lr = static_cast<float>(loop.schedule->At(*step));
@@ -299,7 +272,12 @@ absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_
 // Writes the first replica to options.output (a model computing in 16 bits exports the
 // kvstore's fp32 master weights).
 absl::Status ExportModel(const TrainOptions& options, const Model& model, KVStore* kvstore,
-                         const Normalization& norm, std::ostream& out) {
+                         const ChannelNormalization& norm, std::ostream& out) {
+  const auto values = [](const std::vector<float>& v) {
+    return absl::StrJoin(v, ",", [](std::string* out, float x) {
+      absl::StrAppendFormat(out, "%.9g", x);
+    });
+  };
   std::vector<Tensor> masters;
   if (model.parameters()[0]->value.dtype() != DType::kF32) {
     for (size_t k = 0; k < model.parameters().size(); ++k) {
@@ -309,8 +287,8 @@ absl::Status ExportModel(const TrainOptions& options, const Model& model, KVStor
   }
   RETURN_IF_ERROR(SaveModel(model,
                             {{"dataset", options.dataset},
-                             {"input_mean", absl::StrFormat("%.9g", norm.mean)},
-                             {"input_std", absl::StrFormat("%.9g", norm.std)},
+                             {"input_mean", values(norm.mean)},
+                             {"input_std", values(norm.std)},
                              {"format", "pt"}},
                             options.output, masters.empty() ? nullptr : &masters));
   out << "Wrote " << options.output << "\n" << std::flush;
@@ -322,13 +300,11 @@ absl::Status ExportModel(const TrainOptions& options, const Model& model, KVStor
 // a failure, and reports (rank 0: evaluates and exports the model).
 class TrainingRun {
  public:
-  TrainingRun(const TrainOptions& options, KVStore* kvstore, const TrainTestData& data,
-              const Normalization& norm, Replicas* replicas, Plan plan, std::ostream& out,
-              TrainingObserver* observer)
+  TrainingRun(const TrainOptions& options, KVStore* kvstore, TrainingData* data,
+              Replicas* replicas, Plan plan, std::ostream& out, TrainingObserver* observer)
       : options_(options),
         kvstore_(kvstore),
-        data_(data),
-        norm_(norm),
+        data_(*data),
         replicas_(replicas),
         model_(replicas->models[0].get()),
         plan_(std::move(plan)),
@@ -348,8 +324,6 @@ class TrainingRun {
       RETURN_IF_ERROR(OpenJsonLog(options_.log_json, &json_log_));
     }
     progress_.emplace(&out_, json_log_.is_open() ? &json_log_ : nullptr);
-    ASSIGN_OR_RETURN(augmentation_,
-                     ParseAugment(options_.augment, data_.train.sample_shape[1]));
     SayStart(first_step);
     ASSIGN_OR_RETURN(const TrainedSoFar so_far, TrainToTheEnd(first_step));
     return Finish(so_far, first_step == total_steps);
@@ -367,7 +341,7 @@ class TrainingRun {
     if (!started.ok()) started = GoBackAfter(started.status());
     RETURN_IF_ERROR(started.status());
     // Committing may have moved the store on to another generation.
-    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.train.size(), *kvstore_));
+    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.train->size(), *kvstore_));
     return started;
   }
 
@@ -389,7 +363,7 @@ class TrainingRun {
   absl::StatusOr<int64_t> GoBackAfter(const absl::Status& failure) {
     RETURN_IF_ERROR(kvstore_->Recover(failure));
     RETURN_IF_ERROR(PullKVStore(*model_, kvstore_));
-    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.train.size(), *kvstore_));
+    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.train->size(), *kvstore_));
     ASSIGN_OR_RETURN(const int64_t from, kvstore_->StartStep());
     out_ << absl::StrFormat(
                 "train: rank %d of %d: rolled back to step %d (epoch %d, step %d of %d)\n",
@@ -406,8 +380,8 @@ class TrainingRun {
           "train: %s on %s (%d train / %d test images, %s), %d parameters, batch %d x %d "
           "worker(s), %d epochs, %s, lr %g %s (warm-up %g epochs), augment %s, kvstore %s, "
           "backend %s on %s (%s), %d hardware threads\n",
-          options_.model, options_.dataset, data_.train.size(), data_.test.size(),
-          data_.train.sample_shape.ToString(), model_->num_parameter_elements(),
+          options_.model, options_.dataset, data_.train->size(), data_.test->size(),
+          data_.train->sample_shape().ToString(), model_->num_parameter_elements(),
           options_.batch_size, plan_.num_workers, options_.epochs, options_.optimizer,
           lr_options.base_lr, options_.lr_schedule, options_.warmup_epochs, options_.augment,
           kvstore_->type(), replicas_->backends[0]->name(), options_.devices, options_.precision,
@@ -434,12 +408,11 @@ class TrainingRun {
     prefetch.rank = plan_.rank;
     prefetch.num_workers = plan_.num_workers;
     prefetch.batch_size = options_.batch_size;
-    prefetch.augmentation = augmentation_;
     prefetch.first_epoch = from / plan_.steps_per_epoch;
     prefetch.first_step = from % plan_.steps_per_epoch;
     prefetch.end_epoch = options_.epochs;
     prefetch.allocator = replicas_->backends[0]->host_allocator();
-    BatchPrefetcher batches(data_.train, norm_, prefetch);
+    BatchPrefetcher batches(data_.train.get(), prefetch);
     StepRunner runner(replicas_->views, kvstore_, options_.overlap);
     const EpochLoop loop{options_, &runner, &batches, &plan_.schedule,
                          plan_.lead ? &*progress_ : nullptr, observer_, plan_.steps_per_epoch,
@@ -453,14 +426,15 @@ class TrainingRun {
       ASSIGN_OR_RETURN(const EpochTimes times, RunEpoch(loop, epoch, first, &step));
       so_far->seconds += times.seconds;
       so_far->images += (step - before) * plan_.global_batch;
-      if (plan_.lead) EvaluateEpoch(epoch, first, times, &so_far->result);
+      if (plan_.lead) RETURN_IF_ERROR(EvaluateEpoch(epoch, first, times, &so_far->result));
       so_far->wall_seconds = absl::ToDoubleSeconds(absl::Now() - started) + wall_before;
     }
     return absl::OkStatus();
   }
 
-  void EvaluateEpoch(int64_t epoch, int64_t first, const EpochTimes& times, TrainResult* result) {
-    const Accuracy acc = Evaluate(model_, data_.test, norm_, kEvalBatch);
+  absl::Status EvaluateEpoch(int64_t epoch, int64_t first, const EpochTimes& times,
+                             TrainResult* result) {
+    ASSIGN_OR_RETURN(const Accuracy acc, Evaluate(model_, data_.test.get(), kEvalBatch));
     result->test_top1 = acc.top1_percent();
     result->test_top5 = acc.top5_percent();
     if (observer_ != nullptr) observer_->EpochEvaluated(epoch, result->test_top1);
@@ -480,6 +454,7 @@ class TrainingRun {
         (plan_.steps_per_epoch - first) * plan_.global_batch / times.seconds, result->test_top1,
         result->test_top5, eta);
     out_.flush();  // a job's launcher shows each line as it comes, in order with the others
+    return absl::OkStatus();
   }
 
   // The result and its report; rank 0 exports the model. at_the_end: the job resumed at its
@@ -491,7 +466,7 @@ class TrainingRun {
     const double epochs_run = static_cast<double>(so_far.images) /
                               static_cast<double>(plan_.steps_per_epoch * plan_.global_batch);
     if (plan_.lead && at_the_end) {
-      const Accuracy acc = Evaluate(model_, data_.test, norm_, kEvalBatch);
+      ASSIGN_OR_RETURN(const Accuracy acc, Evaluate(model_, data_.test.get(), kEvalBatch));
       result.test_top1 = acc.top1_percent();
       result.test_top5 = acc.top5_percent();
     }
@@ -510,19 +485,19 @@ class TrainingRun {
     out_ << absl::StrFormat(
                 "Test top-1 %.2f%% top-5 %.2f%% (%d images); %.1f s/epoch, %.1f img/s; %.1f "
                 "img/s with the evaluations\n",
-                result.test_top1, result.test_top5, data_.test.size(), result.seconds_per_epoch,
+                result.test_top1, result.test_top5, data_.test->size(), result.seconds_per_epoch,
                 result.images_per_second, wall_images_per_second)
          << std::flush;
     if (!options_.output.empty()) {
-      RETURN_IF_ERROR(ExportModel(options_, *model_, kvstore_, norm_, out_));
+      RETURN_IF_ERROR(
+          ExportModel(options_, *model_, kvstore_, data_.train->normalization(), out_));
     }
     return result;
   }
 
   const TrainOptions& options_;
   KVStore* const kvstore_;
-  const TrainTestData& data_;
-  const Normalization& norm_;
+  TrainingData& data_;
   Replicas* const replicas_;
   Model* const model_;
   Plan plan_;
@@ -530,7 +505,6 @@ class TrainingRun {
   TrainingObserver* const observer_;
   std::ofstream json_log_;
   std::optional<ProgressLog> progress_;  // once the run starts
-  Augmentation augmentation_;
 };
 
 }  // namespace
@@ -552,22 +526,20 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
     backends[0]->BindCallingThread();
   }
   ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kvstore, make_kvstore(options.kv_store));
-  Normalization norm;
-  ASSIGN_OR_RETURN(const TrainTestData data,
-                   LoadTrainingData(options, kvstore->rank() == 0, out, &norm));
+  ASSIGN_OR_RETURN(TrainingData data, OpenTrainingData(options, kvstore->rank() == 0, out));
   ASSIGN_OR_RETURN(Replicas replicas, BuildReplicas(options, std::move(backends),
-                                                    data.train.sample_shape,
-                                                    data.train.num_classes));
-  ASSIGN_OR_RETURN(Plan plan, MakePlan(options, data.train.size(), *kvstore));
+                                                    data.train->sample_shape(),
+                                                    data.train->num_classes()));
+  ASSIGN_OR_RETURN(Plan plan, MakePlan(options, data.train->size(), *kvstore));
   RETURN_IF_ERROR(kvstore->SetOptimizer(plan.optimizer));
   // An elastic job's shards take the new number of workers' rule when its workers change.
-  const int64_t train_size = data.train.size();
+  const int64_t train_size = data.train->size();
   KVStore* store = kvstore.get();
   kvstore->SetUpdateRuleFor([&options, train_size, store](int num_workers) {
     return UpdateRule(options, num_workers, store->initial_num_workers(),
                       train_size / (options.batch_size * num_workers));
   });
-  TrainingRun run(options, store, data, norm, &replicas, std::move(plan), out, observer);
+  TrainingRun run(options, store, &data, &replicas, std::move(plan), out, observer);
   return run.Run();
 }
 

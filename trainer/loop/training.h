@@ -35,6 +35,18 @@ struct TrainOptions {
   double wd = 1e-4;
   std::string kv_store = "local";  // local (this process) | dist_sync | dist_async
   std::string augment = "none";  // none | flip | crop_flip (crop padding = image side / 8)
+  // Datasets of encoded images (--dataset imagefolder:DIR, recordio:PREFIX, tfrecord:GLOB).
+  std::string eval_dataset;  // the evaluation split; empty: found beside the training one
+  int64_t image_size = 224;  // the side of the samples the model takes
+  int64_t eval_resize = 256;  // evaluation: the shorter side resized to this, then centre-cropped
+  double min_crop_scale = 0.08;  // crop_flip: the smallest share of the image a crop covers
+  int64_t image_channels = 3;  // 3: RGB; 1: grey
+  std::string image_mean = "0.485,0.456,0.406";  // per channel, of pixel values in [0, 1]
+  std::string image_std = "0.229,0.224,0.225";
+  int64_t label_base = 1;  // TFRecord labels: stored less this (TensorFlow's ImageNet: 1)
+  int64_t num_classes = 0;  // 0: found by reading every label at open
+  int64_t data_threads = 0;  // decoding threads; 0: the machine's cores less one
+  bool skip_corrupt = false;  // skip (and count) damaged samples instead of failing
   uint64_t seed = 42;
   int64_t log_interval = 100;  // steps between progress rows
   std::string output = "model.safetensors";  // empty: don't write the model
