@@ -21,6 +21,7 @@ ABSL_FLAG(std::string, format, "recordio",
 ABSL_FLAG(int64_t, label_base, 1, "tfrecord: the label stored for class 0 (TensorFlow's: 1)");
 ABSL_FLAG(int64_t, shard_mb, 256, "megabytes a shard holds at least before the next begins");
 ABSL_FLAG(uint64_t, seed, 0, "the records' shuffled order (the same seed, the same files)");
+ABSL_FLAG(bool, shuffle, true, "shuffle the records by --seed (--noshuffle: the list's order)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   options.prefix = cohort::ResolveUserPath(absl::GetFlag(FLAGS_prefix), user_dir);
   options.shard_bytes = absl::GetFlag(FLAGS_shard_mb) << 20;
   options.seed = absl::GetFlag(FLAGS_seed);
+  options.shuffle = absl::GetFlag(FLAGS_shuffle);
   options.label_base = absl::GetFlag(FLAGS_label_base);
   const std::string format = absl::GetFlag(FLAGS_format);
   if (format != "recordio" && format != "tfrecord") {

@@ -1,5 +1,6 @@
 #include "trainer/data/record_packer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -57,7 +58,8 @@ absl::StatusOr<std::vector<std::string>> PackRecords(const ImageList& list,
   };
   const bool recordio = options.format == RecordFormat::kRecordIO;
   const absl::Time start = absl::Now();
-  const std::vector<size_t> order = ShuffledOrder(list.images.size(), options.seed);
+  std::vector<size_t> order = ShuffledOrder(list.images.size(), options.seed);
+  if (!options.shuffle) std::sort(order.begin(), order.end());
   for (size_t n = 0; n < order.size(); ++n) {
     const ImageList::Entry& entry = list.images[order[n]];
     if (!rec.is_open()) {

@@ -21,6 +21,7 @@ struct PackOptions {
   RecordFormat format = RecordFormat::kRecordIO;
   int64_t shard_bytes = int64_t{256} << 20;  // a shard ends once it holds at least this
   uint64_t seed = 0;   // the records' order: the same seed, the same files, byte for byte
+  bool shuffle = true;  // false: the list's order (im2rec's --no-shuffle)
   // TFRecord: the label stored for class 0 (TensorFlow's ImageNet files: 1).
   int64_t label_base = 1;
 };

@@ -88,6 +88,25 @@ TEST_F(RecordPackerTest, EveryImageOnceWithItsLabelInShardsOfTheSizeAsked) {
   EXPECT_EQ(seen.size(), 60u);
 }
 
+TEST_F(RecordPackerTest, WithoutShufflingTheRecordsKeepTheListsOrder) {
+  absl::StatusOr<ImageList> list = ListImageFolder((root_ / "images").string());
+  ASSERT_TRUE(list.ok()) << list.status();
+  PackOptions options;
+  options.root = (root_ / "images").string();
+  options.prefix = (root_ / "out" / "kept").string();
+  options.shuffle = false;
+  std::ostringstream progress;
+  ASSERT_TRUE(PackRecords(*list, options, progress).ok());
+  auto packed = OpenEncodedImages(absl::StrCat("recordio:", options.prefix), {});
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  ASSERT_EQ((*packed)->size(), 60);
+  for (int64_t i = 0; i < 60; ++i) {
+    std::string bytes;
+    ASSERT_TRUE((*packed)->Read(i, &bytes).ok());
+    EXPECT_EQ(bytes, Read(options.root + "/" + list->images[i].path)) << i;
+  }
+}
+
 TEST_F(RecordPackerTest, TheSameSeedGivesTheSameBytesAndAnotherAnotherOrder) {
   const std::vector<std::string> a = Pack("a", 7, 1 << 20);
   const std::vector<std::string> b = Pack("b", 7, 1 << 20);
