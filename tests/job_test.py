@@ -10,6 +10,7 @@ Usage: job_test.py LAUNCH SCHEDULER SHARD WORKER LINEAR_REGRESSION CHECK_MODEL J
                    PS_WORKER MAKE_JOB_CERTS
 """
 
+import glob
 import http.client
 import json
 import os
@@ -26,7 +27,7 @@ import urllib.error
 import urllib.request
 
 (LAUNCH, SCHEDULER, SHARD, WORKER, LINEAR_REGRESSION, CHECK_MODEL, JOB_PROCESSES, PS_WORKER,
- MAKE_JOB_CERTS) = (os.path.abspath(p) for p in sys.argv[1:10])
+ MAKE_JOB_CERTS, WRITE_IMAGES, PACK_RECORDS) = (os.path.abspath(p) for p in sys.argv[1:12])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
@@ -79,6 +80,39 @@ class LauncherJobTest(JobTestCase):
         checker_top1 = float(re.search(r"top1=([\d.]+)", checked.stdout).group(1))
         self.assertAlmostEqual(checker_top1, top1, delta=0.1)
         self.assertEqual(wait_job_gone(self.job_id, 5), [])
+
+    def test_lenet_job_from_recordio_shards_each_rank_reading_its_own_files(self):
+        images, records = os.path.join(self.dir, "fm"), os.path.join(self.dir, "rec")
+        for command in (
+                [WRITE_IMAGES, "--dataset=fashion-mnist", f"--out={images}",
+                 "--train_samples=12000", "--test_samples=2000"],
+                [PACK_RECORDS, f"--images={images}", f"--list={images}/train.lst",
+                 f"--prefix={records}/train", "--shard_mb=1", "--seed=1"],
+                [PACK_RECORDS, f"--images={images}", f"--list={images}/val.lst",
+                 f"--prefix={records}/val"]):
+            subprocess.run(command, check=True, capture_output=True, timeout=300)
+        files = len(glob.glob(f"{records}/train-*.rec"))
+        self.assertGreaterEqual(files, 4)
+        p = self.launch("-n", "2", "-s", "2",
+                        worker=["--model=lenet", f"--dataset=recordio:{records}/train",
+                                "--data_partition=files", "--num_classes=10", "--epochs=2",
+                                "--image_channels=1", "--image_size=28", "--eval_resize=28",
+                                "--image_mean=0.286", "--image_std=0.353", "--output="])
+        self.assertEqual(p.wait(timeout=300), 0, self.output())
+        out = self.output()
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        shares = {}
+        for rank in (0, 1):
+            m = re.search(rf"\[worker {rank}\] train: rank {rank} of 2 reads files ([\d,]+) of "
+                          rf"the {files} of recordio:", out)
+            self.assertIsNotNone(m, out)
+            shares[rank] = {int(f) for f in m.group(1).split(",")}
+        self.assertEqual(shares[0] & shares[1], set(), out)
+        self.assertEqual(shares[0] | shares[1], set(range(files)), out)
+        self.assertEqual(shares[0], set(range(0, files, 2)), out)
+        top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))
+        self.assertGreaterEqual(top1, 75.0, out)
+        self.assertIn("(2000 images)", out)
 
     def test_lenet_learns_with_each_gradient_compression(self):
         # 16-bit gradients and values, and 2-bit gradients with error feedback (a threshold

@@ -34,6 +34,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.num_classes = absl::GetFlag(FLAGS_num_classes);
   o.data_threads = absl::GetFlag(FLAGS_data_threads);
   o.skip_corrupt = absl::GetFlag(FLAGS_skip_corrupt);
+  o.data_partition = absl::GetFlag(FLAGS_data_partition);
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.train_samples = absl::GetFlag(FLAGS_train_samples);

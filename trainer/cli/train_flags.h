@@ -47,6 +47,10 @@
             "encoded images: decoding threads (0: the machine's cores less one)");               \
   ABSL_FLAG(bool, skip_corrupt, false,                                                           \
             "encoded images: skip and count a damaged record or image instead of failing");      \
+  ABSL_FLAG(std::string, data_partition, cohort::TrainOptions().data_partition,                  \
+            "which samples each rank reads: samples (every epoch's permutation sliced by rank) " \
+            "or files (record files shared out, file f to rank f mod W; each host then needs "   \
+            "only its ranks' .rec files beside every .idx)");                                    \
   ABSL_FLAG(std::string, data_dir, "",                                                           \
             "directory of the dataset's files (default /usr/share/datasets/<dataset>)");         \
   ABSL_FLAG(int64_t, batch_size, cohort::TrainOptions().batch_size,                              \
@@ -108,6 +112,7 @@ ABSL_DECLARE_FLAG(int64_t, label_base);
 ABSL_DECLARE_FLAG(int64_t, num_classes);
 ABSL_DECLARE_FLAG(int64_t, data_threads);
 ABSL_DECLARE_FLAG(bool, skip_corrupt);
+ABSL_DECLARE_FLAG(std::string, data_partition);
 ABSL_DECLARE_FLAG(int64_t, batch_size);
 ABSL_DECLARE_FLAG(int64_t, epochs);
 ABSL_DECLARE_FLAG(int64_t, train_samples);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -99,7 +100,7 @@ class FolderImages final : public EncodedImages {
 };
 
 // Records at known offsets of mapped files, in the order of the files and, within one, of
-// the offsets.
+// the offsets. A file may be absent: its records are counted, not read.
 class RecordFiles {
  public:
   struct Record {
@@ -109,74 +110,115 @@ class RecordFiles {
 
   absl::Status Add(const std::string& path) {
     ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+    paths_.push_back(path);
     files_.push_back(std::move(file));
     return absl::OkStatus();
   }
+  void AddAbsent(const std::string& path) {
+    paths_.push_back(path);
+    files_.push_back(nullptr);
+  }
   int32_t last() const { return static_cast<int32_t>(files_.size()) - 1; }
-  const MappedFile& file(int32_t f) const { return *files_[static_cast<size_t>(f)]; }
-  int files() const { return static_cast<int>(files_.size()); }
+  // Null when absent.
+  const MappedFile* file(int32_t f) const { return files_[static_cast<size_t>(f)].get(); }
+  const std::string& path(int32_t f) const { return paths_[static_cast<size_t>(f)]; }
 
-  void AddRecord(int64_t offset) { records_.push_back({last(), offset}); }
+  void AddRecord(int64_t offset) {
+    records_.push_back({last(), offset});
+    if (counts_.size() < files_.size()) counts_.resize(files_.size(), 0);
+    ++counts_.back();
+  }
   int64_t size() const { return static_cast<int64_t>(records_.size()); }
   const Record& record(int64_t index) const { return records_[static_cast<size_t>(index)]; }
+  std::vector<int64_t> counts() const {
+    std::vector<int64_t> counts = counts_;
+    counts.resize(files_.size(), 0);
+    return counts;
+  }
 
   std::string Where(int64_t index) const {
     const Record& r = record(index);
-    return absl::StrCat(file(r.file).path(), " at byte offset ", r.offset);
+    return absl::StrCat(path(r.file), " at byte offset ", r.offset);
+  }
+
+  // The bytes of the file holding record `index`; an error when it is absent.
+  absl::StatusOr<absl::Span<const uint8_t>> BytesOf(int64_t index) const {
+    const MappedFile* f = file(record(index).file);
+    if (f == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(index), ": this host does not hold ", path(record(index).file),
+          " (only its .idx): it belongs to another rank's share of the files"));
+    }
+    return f->bytes();
   }
 
  private:
+  std::vector<std::string> paths_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<Record> records_;
+  std::vector<int64_t> counts_;
 };
 
 class RecordIOImages final : public EncodedImages {
  public:
   static absl::StatusOr<std::unique_ptr<EncodedImages>> Open(const std::string& prefix,
                                                            const EncodedImagesOptions& options) {
-    std::vector<std::string> recs;
-    if (IsFile(prefix + ".rec")) {
-      recs = {prefix + ".rec"};
+    // Found by their indexes: a host may hold only some of the .rec files.
+    std::vector<std::string> idxs;
+    if (IsFile(prefix + ".idx")) {
+      idxs = {prefix + ".idx"};
     } else {
-      recs = Glob(prefix + "-[0-9][0-9][0-9][0-9][0-9].rec");
+      idxs = Glob(prefix + "-[0-9][0-9][0-9][0-9][0-9].idx");
     }
-    if (recs.empty()) {
+    if (idxs.empty()) {
       return absl::NotFoundError(absl::StrCat(
-          "recordio:", prefix, ": neither ", prefix, ".rec nor ", prefix,
-          "-00000.rec, ... exists (im2rec writes PREFIX.rec, //tools/data:pack_records "
-          "PREFIX-NNNNN.rec)"));
+          "recordio:", prefix, ": neither ", prefix, ".idx nor ", prefix,
+          "-00000.idx, ... exists (im2rec writes PREFIX.rec with PREFIX.idx, "
+          "//tools/data:pack_records PREFIX-NNNNN.rec with .idx)"));
     }
     auto images = std::unique_ptr<RecordIOImages>(new RecordIOImages);
     int64_t max_label = -1;
-    for (const std::string& rec : recs) {
-      RETURN_IF_ERROR(images->files_.Add(rec));
-      const std::string idx_path = rec.substr(0, rec.size() - 4) + ".idx";
+    bool absent = false;
+    for (const std::string& idx_path : idxs) {
+      const std::string rec = idx_path.substr(0, idx_path.size() - 4) + ".rec";
+      if (IsFile(rec) || !options.rec_may_be_absent) {
+        RETURN_IF_ERROR(images->files_.Add(rec));
+      } else {
+        images->files_.AddAbsent(rec);
+        absent = true;
+      }
       absl::StatusOr<std::string> idx = ReadWholeFile(idx_path);
       if (!idx.ok()) {
-        return absl::NotFoundError(absl::StrCat(
-            "recordio: ", rec, " has no index ", idx_path,
-            " (im2rec writes one beside each .rec; pack the images again)"));
+        return absl::NotFoundError(absl::StrCat("recordio: cannot read the index ", idx_path));
       }
-      const MappedFile& file = images->files_.file(images->files_.last());
-      ASSIGN_OR_RETURN(auto entries,
-                       ParseRecordIOIndex(*idx, static_cast<int64_t>(file.bytes().size()),
-                                          idx_path));
+      const MappedFile* file = images->files_.file(images->files_.last());
+      ASSIGN_OR_RETURN(
+          auto entries,
+          ParseRecordIOIndex(*idx,
+                             file != nullptr ? static_cast<int64_t>(file->bytes().size())
+                                             : std::numeric_limits<int64_t>::max(),
+                             idx_path));
       // In file order: nearby records are read together.
       std::sort(entries.begin(), entries.end(),
                 [](const auto& a, const auto& b) { return a.second < b.second; });
       for (const auto& [id, offset] : entries) {
         images->files_.AddRecord(offset);
-        if (options.num_classes == 0) {
+        if (options.num_classes == 0 && file != nullptr) {
           ASSIGN_OR_RETURN(const int64_t label, images->PeekLabel(images->files_.size() - 1));
           max_label = std::max(max_label, label);
         }
       }
     }
+    if (absent && options.num_classes == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "recordio:", prefix, ": some .rec files are not on this host, so their labels "
+          "cannot be counted: give --num_classes"));
+    }
     if (images->files_.size() == 0) return NoClasses(absl::StrCat("recordio:", prefix));
     images->num_classes_ =
         options.num_classes > 0 ? options.num_classes : static_cast<int>(max_label + 1);
-    images->name_ = absl::StrFormat("recordio:%s (%d file%s)", prefix, recs.size(),
-                                    recs.size() == 1 ? "" : "s");
+    images->name_ = absl::StrFormat("recordio:%s (%d file%s)", prefix, idxs.size(),
+                                    idxs.size() == 1 ? "" : "s");
     return std::unique_ptr<EncodedImages>(std::move(images));
   }
 
@@ -191,6 +233,7 @@ class RecordIOImages final : public EncodedImages {
   }
 
   std::string Where(int64_t index) const override { return files_.Where(index); }
+  std::vector<int64_t> RecordsPerFile() const override { return files_.counts(); }
 
  private:
   RecordIOImages() = default;
@@ -198,9 +241,8 @@ class RecordIOImages final : public EncodedImages {
   // The record's label (its first, as a whole number), and its image when bytes is not null.
   absl::StatusOr<int64_t> ReadLabel(int64_t index, std::string* bytes) const {
     const RecordFiles::Record& r = files_.record(index);
-    ASSIGN_OR_RETURN(RecordIORecord record,
-                     ReadRecordIO(files_.file(r.file).bytes(), r.offset,
-                                  files_.file(r.file).path()));
+    ASSIGN_OR_RETURN(const absl::Span<const uint8_t> file, files_.BytesOf(index));
+    ASSIGN_OR_RETURN(RecordIORecord record, ReadRecordIO(file, r.offset, files_.path(r.file)));
     ASSIGN_OR_RETURN(ImageRecord image, DecodeImageRecord(record.payload, Where(index)));
     ASSIGN_OR_RETURN(const int64_t label,
                      ClassOf(image.labels.empty() ? -1.0f : image.labels[0], index));
@@ -212,7 +254,7 @@ class RecordIOImages final : public EncodedImages {
   // whole in its first part; ReadLabel otherwise.
   absl::StatusOr<int64_t> PeekLabel(int64_t index) const {
     const RecordFiles::Record& r = files_.record(index);
-    const absl::Span<const uint8_t> file = files_.file(r.file).bytes();
+    const absl::Span<const uint8_t> file = files_.file(r.file)->bytes();
     uint32_t head[2], flag = 0;
     if (r.offset + 8 + 28 > static_cast<int64_t>(file.size())) return ReadLabel(index, nullptr);
     std::memcpy(head, file.data() + r.offset, sizeof(head));
@@ -251,7 +293,7 @@ class TFRecordImages final : public EncodedImages {
     int64_t max_label = -1;
     for (const std::string& path : paths) {
       RETURN_IF_ERROR(images->files_.Add(path));
-      const absl::Span<const uint8_t> bytes = images->files_.file(images->files_.last()).bytes();
+      const absl::Span<const uint8_t> bytes = images->files_.file(images->files_.last())->bytes();
       for (int64_t offset = 0; offset < static_cast<int64_t>(bytes.size());) {
         images->files_.AddRecord(offset);
         if (options.num_classes == 0) {
@@ -281,13 +323,14 @@ class TFRecordImages final : public EncodedImages {
   }
 
   std::string Where(int64_t index) const override { return files_.Where(index); }
+  std::vector<int64_t> RecordsPerFile() const override { return files_.counts(); }
 
  private:
   explicit TFRecordImages(int64_t label_base) : label_base_(label_base) {}
 
   absl::StatusOr<int64_t> ReadLabel(int64_t index, std::string* bytes) const {
     const RecordFiles::Record& r = files_.record(index);
-    const MappedFile& file = files_.file(r.file);
+    const MappedFile& file = *files_.file(r.file);
     ASSIGN_OR_RETURN(TFRecord record, ReadTFRecord(file.bytes(), r.offset, file.path()));
     ASSIGN_OR_RETURN(ImageExample example,
                      DecodeImageExample(record.payload, label_base_, Where(index)));

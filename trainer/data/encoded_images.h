@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -28,6 +29,10 @@ class EncodedImages {
 
   // Where image `index` is stored, for messages: "FILE" or "FILE at byte offset N".
   virtual std::string Where(int64_t index) const = 0;
+
+  // The images of each record file, in index order (file 0's first): what a partition by files
+  // splits. Empty for an image folder.
+  virtual std::vector<int64_t> RecordsPerFile() const { return {}; }
 };
 
 struct EncodedImagesOptions {
@@ -38,14 +43,17 @@ struct EncodedImagesOptions {
   // each RecordIO record's header (a page of each), every TFRecord's whole Example. Give it for a
   // large TFRecord dataset.
   int num_classes = 0;
+  // RecordIO: a .rec missing beside its .idx is counted from the index and not read (a host
+  // that holds only its own ranks' files; num_classes must then be given). Otherwise an error.
+  bool rec_may_be_absent = false;
 };
 
 // Opens a split named as --dataset names it:
 //   imagefolder:DIR     a folder of class folders of images (torchvision's ImageFolder), or an
 //                       im2rec list file (.lst: "index<TAB>label<TAB>path", paths relative to the
 //                       list's folder)
-//   recordio:PREFIX     im2rec's PREFIX.rec with PREFIX.idx, or the shards PREFIX-NNNNN.rec with
-//                       their .idx (//tools/data:pack_records writes those)
+//   recordio:PREFIX     im2rec's PREFIX.rec with PREFIX.idx, or the shards PREFIX-NNNNN.idx with
+//                       their .rec (//tools/data:pack_records writes those)
 //   tfrecord:GLOB       the files GLOB matches (a '*' and '?' in the last path component), in
 //                       name order, of tf.train.Example records with "image/encoded" and
 //                       "image/class/label"

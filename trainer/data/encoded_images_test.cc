@@ -113,6 +113,29 @@ TEST_F(EncodedImagesTest, RecordIOFromOneFileOrShardsWithTheirIndex) {
   EXPECT_EQ(ReadAll(**shards), (Images{{"image-0", 0}, {"image-1", 1}, {"image-0", 4}}));
 }
 
+TEST_F(EncodedImagesTest, RecordIOShardsAnotherRankReadsMayBeAbsent) {
+  WriteRecordIO("part-00000", {0, 1, 2});
+  WriteRecordIO("part-00001", {1, 1});
+  fs::remove(Path("part-00001.rec"));
+  const std::string spec = absl::StrCat("recordio:", Path("part"));
+  const absl::Status missing = OpenEncodedImages(spec, {}).status();
+  EXPECT_NE(missing.message().find("part-00001.rec"), std::string::npos) << missing;
+  EncodedImagesOptions partial;
+  partial.rec_may_be_absent = true;
+  const absl::Status uncounted = OpenEncodedImages(spec, partial).status();
+  EXPECT_NE(uncounted.message().find("--num_classes"), std::string::npos) << uncounted;
+  partial.num_classes = 3;
+  auto images = OpenEncodedImages(spec, partial);
+  ASSERT_TRUE(images.ok()) << images.status();
+  EXPECT_EQ((*images)->size(), 5);
+  EXPECT_EQ((*images)->RecordsPerFile(), (std::vector<int64_t>{3, 2}));
+  std::string bytes;
+  EXPECT_EQ(*(*images)->Read(2, &bytes), 2);
+  const absl::Status absent = (*images)->Read(3, &bytes).status();
+  EXPECT_NE(absent.message().find("does not hold " + Path("part-00001.rec")), std::string::npos)
+      << absent;
+}
+
 TEST_F(EncodedImagesTest, RecordIOMultiLabelRecordsTakeTheirFirstLabel) {
   ImageRecord record{{7, 2}, 0, 0, "image"};
   Write("multi.rec", EncodeRecordIO(EncodeImageRecord(record)));

@@ -7,7 +7,9 @@ namespace cohort {
 BatchPrefetcher::BatchPrefetcher(SampleSource* source, const PrefetchOptions& options)
     : source_(source),
       options_(options),
-      sampler_(source->size(), options.seed, options.rank, options.num_workers, options.batch_size),
+      sampler_(options.partition != nullptr ? *options.partition
+                                            : DataPartition{source->size(), {}},
+               options.seed, options.rank, options.num_workers, options.batch_size),
       steps_per_epoch_(sampler_.steps_per_epoch()),
       total_((options.end_epoch - options.first_epoch) * steps_per_epoch_ - options.first_step) {
   COHORT_CHECK(options.depth >= 1, "prefetch depth %d", options.depth);

@@ -29,6 +29,7 @@ struct PrefetchOptions {
   int rank = 0;
   int num_workers = 1;
   int64_t batch_size = 1;
+  const DataPartition* partition = nullptr;  // null: by samples over the source's
   // The batches to produce: from step first_step of first_epoch (a resumed job starts anywhere)
   // to the last step of epoch end_epoch − 1.
   int64_t first_epoch = 0;
@@ -46,7 +47,7 @@ struct PrefetchOptions {
 // consumer thread; the destructor stops the producer wherever it is.
 class BatchPrefetcher {
  public:
-  // source must outlive the prefetcher. Starts producing at once.
+  // source (and options.partition) must outlive the prefetcher. Starts producing at once.
   BatchPrefetcher(SampleSource* source, const PrefetchOptions& options);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;

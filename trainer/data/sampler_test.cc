@@ -78,5 +78,46 @@ TEST(SamplerTest, SameOrderOnEveryRankAndRemainderDiffersPerEpoch) {
   EXPECT_NE(dropped(0), dropped(1));
 }
 
+// Files 0..4 of 7, 5, 9, 4, 6 records: rank 0 of 2 reads files 0, 2, 4 (22 records), rank 1
+// files 1, 3 (9): both run floor(9 / b) steps.
+TEST(SamplerTest, ByFilesEachRankReadsOnlyItsFilesInItsOwnOrder) {
+  const DataPartition partition{31, {7, 5, 9, 4, 6}};
+  EXPECT_EQ(partition.FilesOf(0, 2), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(partition.FilesOf(1, 2), (std::vector<int>{1, 3}));
+  EXPECT_EQ(partition.StepsPerEpoch(2, 2), 4);
+  EXPECT_EQ(partition.StepsPerEpoch(1, 2), 15);
+  EXPECT_EQ(partition.StepsPerEpoch(6, 1), 0);  // a rank without a file
+  // The indices of each file: [0,7) [7,12) [12,21) [21,25) [25,31).
+  const std::set<int64_t> rank1_records = {7, 8, 9, 10, 11, 21, 22, 23, 24};
+  for (int64_t epoch : {0, 1}) {
+    Sampler rank0(partition, 5, 0, 2, 2), rank1(partition, 5, 1, 2, 2);
+    rank0.SetEpoch(epoch);
+    rank1.SetEpoch(epoch);
+    ASSERT_EQ(rank0.steps_per_epoch(), 4);
+    std::set<int64_t> seen1;
+    for (int64_t step = 0; step < 4; ++step) {
+      for (int64_t i : rank0.Batch(step)) EXPECT_EQ(rank1_records.count(i), 0u) << i;
+      for (int64_t i : rank1.Batch(step)) {
+        EXPECT_EQ(rank1_records.count(i), 1u) << i;
+        EXPECT_TRUE(seen1.insert(i).second) << "twice in an epoch: " << i;
+      }
+    }
+  }
+  // The same keys, the same batches; another epoch, another order.
+  Sampler a(partition, 5, 0, 2, 2), b(partition, 5, 0, 2, 2);
+  const std::vector<int64_t> first(a.Batch(0).begin(), a.Batch(0).end());
+  EXPECT_EQ(first, std::vector<int64_t>(b.Batch(0).begin(), b.Batch(0).end()));
+  std::vector<int64_t> epoch0;
+  for (int64_t step = 0; step < 4; ++step) {
+    for (int64_t i : a.Batch(step)) epoch0.push_back(i);
+  }
+  a.SetEpoch(1);
+  std::vector<int64_t> epoch1;
+  for (int64_t step = 0; step < 4; ++step) {
+    for (int64_t i : a.Batch(step)) epoch1.push_back(i);
+  }
+  EXPECT_NE(epoch0, epoch1);
+}
+
 }  // namespace
 }  // namespace cohort

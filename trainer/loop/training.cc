@@ -91,14 +91,19 @@ namespace {
 
 // Every rank runs floor(N / (W·b)) steps an epoch (Contracts, "Sampler"); none is an error.
 absl::StatusOr<int64_t> StepsPerEpoch(const TrainOptions& options, int num_workers,
-                                      int64_t train_size) {
-  const int64_t steps = train_size / (options.batch_size * num_workers);
-  if (steps == 0) {
+                                      const DataPartition& partition) {
+  const int64_t steps = partition.StepsPerEpoch(num_workers, options.batch_size);
+  if (steps > 0) return steps;
+  if (partition.by_files()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--batch_size=", options.batch_size, " × ", num_workers,
-        " workers is larger than the training set (", train_size, " samples)"));
+        "--data_partition=files: ", num_workers, " workers share ",
+        partition.records_per_file.size(), " record files, and the one with the fewest images "
+        "has fewer than --batch_size=", options.batch_size,
+        ": pack the images into more, smaller files, or partition by samples"));
   }
-  return steps;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--batch_size=", options.batch_size, " × ", num_workers,
+      " workers is larger than the training set (", partition.size, " samples)"));
 }
 
 }  // namespace
@@ -106,7 +111,7 @@ absl::StatusOr<int64_t> StepsPerEpoch(const TrainOptions& options, int num_worke
 absl::Status CheckTrainingData(const TrainOptions& options, int num_workers) {
   std::ostream quiet(nullptr);
   ASSIGN_OR_RETURN(const TrainingData data, OpenTrainingData(options, false, quiet));
-  return StepsPerEpoch(options, num_workers, data.train->size()).status();
+  return StepsPerEpoch(options, num_workers, data.partition).status();
 }
 
 namespace {
@@ -168,12 +173,12 @@ absl::StatusOr<OptimizerSpec> UpdateRule(const TrainOptions& options, int num_wo
   return spec;
 }
 
-absl::StatusOr<Plan> MakePlan(const TrainOptions& options, int64_t train_size,
+absl::StatusOr<Plan> MakePlan(const TrainOptions& options, const DataPartition& partition,
                               const KVStore& kvstore) {
   const int num_workers = kvstore.num_workers();
   const int64_t global_batch = options.batch_size * num_workers;
   ASSIGN_OR_RETURN(const int64_t steps_per_epoch,
-                   StepsPerEpoch(options, num_workers, train_size));
+                   StepsPerEpoch(options, num_workers, partition));
   ASSIGN_OR_RETURN(OptimizerSpec optimizer,
                    UpdateRule(options, num_workers, kvstore.initial_num_workers(),
                               steps_per_epoch));
@@ -341,7 +346,7 @@ class TrainingRun {
     if (!started.ok()) started = GoBackAfter(started.status());
     RETURN_IF_ERROR(started.status());
     // Committing may have moved the store on to another generation.
-    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.train->size(), *kvstore_));
+    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.partition, *kvstore_));
     return started;
   }
 
@@ -363,7 +368,7 @@ class TrainingRun {
   absl::StatusOr<int64_t> GoBackAfter(const absl::Status& failure) {
     RETURN_IF_ERROR(kvstore_->Recover(failure));
     RETURN_IF_ERROR(PullKVStore(*model_, kvstore_));
-    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.train->size(), *kvstore_));
+    ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.partition, *kvstore_));
     ASSIGN_OR_RETURN(const int64_t from, kvstore_->StartStep());
     out_ << absl::StrFormat(
                 "train: rank %d of %d: rolled back to step %d (epoch %d, step %d of %d)\n",
@@ -374,6 +379,16 @@ class TrainingRun {
   }
 
   void SayStart(int64_t first_step) {
+    if (data_.partition.by_files()) {
+      const std::vector<int> files = data_.partition.FilesOf(plan_.rank, plan_.num_workers);
+      int64_t images = 0;
+      for (const int f : files) images += data_.partition.records_per_file[static_cast<size_t>(f)];
+      out_ << absl::StrFormat("train: rank %d of %d reads files %s of the %d of %s (%d images)\n",
+                              plan_.rank, plan_.num_workers, absl::StrJoin(files, ","),
+                              data_.partition.records_per_file.size(), data_.train->name(),
+                              images)
+           << std::flush;
+    }
     if (plan_.lead) {
       const LrScheduleOptions& lr_options = plan_.optimizer.lr_schedule;
       out_ << absl::StrFormat(
@@ -408,6 +423,7 @@ class TrainingRun {
     prefetch.rank = plan_.rank;
     prefetch.num_workers = plan_.num_workers;
     prefetch.batch_size = options_.batch_size;
+    prefetch.partition = &data_.partition;
     prefetch.first_epoch = from / plan_.steps_per_epoch;
     prefetch.first_step = from % plan_.steps_per_epoch;
     prefetch.end_epoch = options_.epochs;
@@ -530,14 +546,14 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   ASSIGN_OR_RETURN(Replicas replicas, BuildReplicas(options, std::move(backends),
                                                     data.train->sample_shape(),
                                                     data.train->num_classes()));
-  ASSIGN_OR_RETURN(Plan plan, MakePlan(options, data.train->size(), *kvstore));
+  ASSIGN_OR_RETURN(Plan plan, MakePlan(options, data.partition, *kvstore));
   RETURN_IF_ERROR(kvstore->SetOptimizer(plan.optimizer));
   // An elastic job's shards take the new number of workers' rule when its workers change.
-  const int64_t train_size = data.train->size();
+  const DataPartition* partition = &data.partition;
   KVStore* store = kvstore.get();
-  kvstore->SetUpdateRuleFor([&options, train_size, store](int num_workers) {
+  kvstore->SetUpdateRuleFor([&options, partition, store](int num_workers) {
     return UpdateRule(options, num_workers, store->initial_num_workers(),
-                      train_size / (options.batch_size * num_workers));
+                      partition->StepsPerEpoch(num_workers, options.batch_size));
   });
   TrainingRun run(options, store, &data, &replicas, std::move(plan), out, observer);
   return run.Run();

@@ -47,6 +47,9 @@ struct TrainOptions {
   int64_t num_classes = 0;  // 0: found by reading every label at open
   int64_t data_threads = 0;  // decoding threads; 0: the machine's cores less one
   bool skip_corrupt = false;  // skip (and count) damaged samples instead of failing
+  // Which samples each rank reads: samples (the Contracts' sampler) or files (record files
+  // shared out between the ranks, each reading only its own).
+  std::string data_partition = "samples";
   uint64_t seed = 42;
   int64_t log_interval = 100;  // steps between progress rows
   std::string output = "model.safetensors";  // empty: don't write the model

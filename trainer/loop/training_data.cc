@@ -67,13 +67,30 @@ absl::StatusOr<ImageTransformOptions> TransformOptions(const TrainOptions& o) {
 }
 
 absl::StatusOr<TrainingData> OpenEncoded(const TrainOptions& options, std::ostream& out) {
+  const bool by_files = options.data_partition == "files";
+  if (by_files && options.train_samples > 0) {
+    return absl::InvalidArgumentError(
+        "--train_samples cannot be combined with --data_partition=files (whole files are shared)");
+  }
   ASSIGN_OR_RETURN(const DatasetSplits splits,
                    ResolveSplits(options.dataset, options.eval_dataset));
   ASSIGN_OR_RETURN(const ImageTransformOptions transform, TransformOptions(options));
   EncodedImagesOptions read;
   read.label_base = options.label_base;
   read.num_classes = static_cast<int>(options.num_classes);
+  read.rec_may_be_absent = by_files;
   ASSIGN_OR_RETURN(std::unique_ptr<EncodedImages> train, OpenEncodedImages(splits.train, read));
+  TrainingData data;
+  data.partition.size = train->size();
+  if (by_files) {
+    data.partition.records_per_file = train->RecordsPerFile();
+    if (data.partition.records_per_file.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data_partition=files: ", train->name(), " is not in record files (pack it with "
+          "//tools/data:pack_records)"));
+    }
+  }
+  read.rec_may_be_absent = false;
   // The evaluation split holds the training split's classes (it may miss some).
   read.num_classes = train->num_classes();
   ASSIGN_OR_RETURN(std::unique_ptr<EncodedImages> test, OpenEncodedImages(splits.eval, read));
@@ -83,8 +100,7 @@ absl::StatusOr<TrainingData> OpenEncoded(const TrainOptions& options, std::ostre
                        ? static_cast<int>(options.data_threads)
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
   source.skip_corrupt = options.skip_corrupt;
-  source.limit = options.train_samples;
-  TrainingData data;
+  source.limit = by_files ? 0 : options.train_samples;
   data.train = std::make_unique<EncodedSource>(std::move(train), source, &out);
   source.train = false;
   source.limit = 0;
@@ -96,7 +112,15 @@ absl::StatusOr<TrainingData> OpenEncoded(const TrainOptions& options, std::ostre
 
 absl::StatusOr<TrainingData> OpenTrainingData(const TrainOptions& options, bool lead,
                                               std::ostream& out) {
+  if (options.data_partition != "samples" && options.data_partition != "files") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data_partition=", options.data_partition, ": expected samples or files"));
+  }
   if (IsEncodedImagesSpec(options.dataset)) return OpenEncoded(options, out);
+  if (options.data_partition == "files") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data_partition=files: ", options.dataset, " is held in memory, not in record files"));
+  }
   ASSIGN_OR_RETURN(TrainTestData data, LoadDataset(options.dataset, options.data_dir));
   if (options.train_samples > 0 && options.train_samples < data.train.size()) {
     const size_t sample_bytes = static_cast<size_t>(data.train.sample_shape.numel());
@@ -118,6 +142,7 @@ absl::StatusOr<TrainingData> OpenTrainingData(const TrainOptions& options, bool 
   TrainingData sources;
   sources.train = std::make_unique<InMemorySource>(std::move(data.train), norm, augmentation);
   sources.test = std::make_unique<InMemorySource>(std::move(data.test), norm, Augmentation{});
+  sources.partition.size = sources.train->size();
   return sources;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "trainer/data/sample_source.h"
+#include "trainer/data/sampler.h"
 #include "trainer/loop/training.h"
 
 namespace cohort {
@@ -14,6 +15,7 @@ namespace cohort {
 struct TrainingData {
   std::unique_ptr<SampleSource> train;
   std::unique_ptr<SampleSource> test;
+  DataPartition partition;  // of train: which samples each rank reads
 };
 
 // Opens the data the options name. A dataset held in memory (IDX, CIFAR-10, synthetic) is
@@ -21,7 +23,8 @@ struct TrainingData {
 // lead), normalised by its training split's statistics and augmented as --augment says.
 // Encoded images (imagefolder:, recordio:, tfrecord:) are decoded batch by batch at
 // --image_size, normalised by --mean/--std, with --augment=crop_flip meaning
-// RandomResizedCrop + flip; skipped damaged samples are said on out.
+// RandomResizedCrop + flip; skipped damaged samples are said on out. --data_partition=files
+// splits record files between the ranks (a host may then hold only its ranks' .rec files).
 absl::StatusOr<TrainingData> OpenTrainingData(const TrainOptions& options, bool lead,
                                               std::ostream& out);
 
