@@ -38,19 +38,21 @@ RESNET_CHUNK = 100
 MODELS = ("lenet", "mlp") + tuple(RESNET_BLOCKS)
 
 
-def _parse_float(metadata, key, default):
+def _parse_channels(metadata, key, default):
+    """One number for every channel, or "a,b,c" (one per channel: an array of shape (C, 1, 1),
+    which broadcasts over (N, C, H, W) images)."""
     if key not in metadata:
         return default
     try:
-        value = float(metadata[key])
+        values = [float(v) for v in metadata[key].split(",")]
     except ValueError:
         raise ModelFileError(
-            f"__metadata__[{key!r}] = {metadata[key]!r} is not a number"
-        ) from None
-    if not math.isfinite(value):
+            f"__metadata__[{key!r}] = {metadata[key]!r} is not a number or a comma-separated "
+            f"list of them") from None
+    if not all(math.isfinite(v) for v in values):
         raise ModelFileError(
             f"__metadata__[{key!r}] = {metadata[key]!r} is not finite")
-    return value
+    return values[0] if len(values) == 1 else np.array(values).reshape(-1, 1, 1)
 
 
 def parse_metadata(metadata):
@@ -69,9 +71,9 @@ def parse_metadata(metadata):
         raise ModelFileError(
             f"__metadata__['input_shape'] = {metadata['input_shape']!r} is "
             f"not a JSON list of positive integers")
-    mean = _parse_float(metadata, "input_mean", 0.0)
-    std = _parse_float(metadata, "input_std", 1.0)
-    if std <= 0:
+    mean = _parse_channels(metadata, "input_mean", 0.0)
+    std = _parse_channels(metadata, "input_std", 1.0)
+    if np.any(np.asarray(std) <= 0):
         raise ModelFileError(
             f"__metadata__['input_std'] = {metadata['input_std']!r} must be "
             f"positive")

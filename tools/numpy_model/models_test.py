@@ -188,11 +188,18 @@ class CheckModelTest(unittest.TestCase):
                ({"input_shape": "[1,0,28]"}, "input_shape"),
                ({"input_mean": "abc"}, "input_mean"),
                ({"input_std": "0"}, "input_std"),
-               ({"input_std": "nan"}, "input_std")]
+               ({"input_std": "nan"}, "input_std"),
+               ({"input_std": "0.2,0,0.2"}, "input_std"),
+               ({"input_mean": "0.5,x"}, "input_mean")]
         for change, pattern in bad:
             with self.subTest(change=change):
                 with self.assertRaisesRegex(errors.ModelFileError, pattern):
                     models.parse_metadata({**LENET_METADATA, **change})
+        # Per channel (images from files): arrays that broadcast over (N, C, H, W).
+        _, _, mean, std = models.parse_metadata(
+            {**LENET_METADATA, "input_mean": "0.485,0.456,0.406", "input_std": "0.229,0.224,0.225"})
+        self.assertEqual(mean.shape, (3, 1, 1))
+        np.testing.assert_allclose(std.ravel(), [0.229, 0.224, 0.225])
 
 
 class AccuracyTest(unittest.TestCase):
