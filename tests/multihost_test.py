@@ -8,10 +8,12 @@ sshd with throwaway keys; the real launcher starts jobs there over ssh with mutu
 - every process of one host killed mid-job: the launcher names the member and its host, and no
   process of the job remains on any host;
 - one host's link cut mid-job: the job fails naming a member of that host within the heartbeat
-  deadline, and every process on every host is gone after the grace periods.
+  deadline, and every process on every host is gone after the grace periods;
+- a LeNet job from RecordIO shards split by files: each host receives every index but only the
+  .rec files its workers read, and the job trains from them.
 
 Needs root (network namespaces); skipped with a message otherwise.
-Usage: multihost_test.py LAUNCH JOB_PROCESSES_PY
+Usage: multihost_test.py LAUNCH JOB_PROCESSES_PY WRITE_IMAGES PACK_RECORDS
 """
 
 import os
@@ -24,7 +26,7 @@ import tempfile
 import time
 import unittest
 
-LAUNCH, JOB_PROCESSES = (os.path.abspath(p) for p in sys.argv[1:3])
+LAUNCH, JOB_PROCESSES, WRITE_IMAGES, PACK_RECORDS = (os.path.abspath(p) for p in sys.argv[1:5])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
@@ -50,12 +52,12 @@ class MultiHostTest(unittest.TestCase):
             f.write(f"# the job's hosts\r\n{a[0]} slots=1\r\n\r\n{a[1]}:1  \n{a[2]}\n")
         self.output = os.path.join(self.dir, "output.txt")
 
-    def launch(self, *worker_flags, extra=()):
+    def launch(self, *worker_flags, extra=(), dataset="fashion-mnist"):
         command = self.cluster.in_launcher_ns([
             LAUNCH, f"--job_id={self.job_id}", "-n", "3", "-s", "3", "-H", self.hosts_file,
             f"--ssh_identity={self.cluster.identity}",
             "--ssh_options=" + " ".join(self.cluster.ssh_args()[2:]),
-            "--env=OMP_NUM_THREADS=1", *extra, "--", "--model=lenet", "--dataset=fashion-mnist",
+            "--env=OMP_NUM_THREADS=1", *extra, "--", "--model=lenet", f"--dataset={dataset}",
             "--output=", *worker_flags])
         self.out = open(self.output, "wb")
         # The launcher's own PATH is Bazel's strict one; ssh and rsync are in /usr/bin.
@@ -102,6 +104,46 @@ class MultiHostTest(unittest.TestCase):
                                out).group(1))
         self.assertGreaterEqual(top1, 80.0, out)  # one epoch, as the local job's test
         self.assertNotIn("refused", out)
+        self.assert_nothing_left(10)
+
+    def test_recordio_shards_reach_only_the_hosts_whose_workers_read_them(self):
+        # The data lies outside the launcher's working directory, which is copied whole.
+        data = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.addCleanup(shutil.rmtree, data, ignore_errors=True)
+        images, records = os.path.join(data, "fm"), os.path.join(data, "rec")
+        for command in ([WRITE_IMAGES, "--dataset=fashion-mnist", f"--out={images}",
+                         "--train_samples=9000", "--test_samples=1000"],
+                        [PACK_RECORDS, f"--images={images}", f"--list={images}/train.lst",
+                         f"--prefix={records}/train", "--shard_mb=1"],
+                        [PACK_RECORDS, f"--images={images}", f"--list={images}/val.lst",
+                         f"--prefix={records}/val"]):
+            subprocess.run(command, check=True, capture_output=True, timeout=300)
+        files = len([f for f in os.listdir(records) if f.startswith("train-") and f.endswith(".rec")])
+        self.assertGreaterEqual(files, 4)
+        sync = self.cluster.sync_dir
+        p = self.launch("--epochs=1", "--data_partition=files", "--num_classes=10",
+                        "--image_channels=1", "--image_size=28", "--eval_resize=28",
+                        "--image_mean=0.286", "--image_std=0.353",
+                        dataset=f"recordio:{records}/train", extra=[f"--sync-dst-dir={sync}"])
+        self.assertEqual(p.wait(timeout=900), 0, self.text())
+        out = self.text()
+        self.assertIn(f"launch: copying the data of recordio:{records}/train, its {files} .rec "
+                      f"files shared out by rank (", out)
+        # Worker r runs on host r: it holds every index, its own .rec files and the validation.
+        for rank, address in enumerate(self.cluster.addresses):
+            listed = subprocess.run(
+                self.cluster.in_launcher_ns(["ssh", *self.cluster.ssh_args(), address, "ls",
+                                             f"{sync}/.cohort-data{records}"]),
+                capture_output=True, text=True, timeout=60)
+            held = set(listed.stdout.split())
+            self.assertEqual({f for f in held if f.startswith("train-") and f.endswith(".rec")},
+                             {f"train-{f:05d}.rec" for f in range(rank, files, 3)}, listed.stderr)
+            self.assertEqual(len([f for f in held if f.endswith(".idx")]), files + 1)
+            self.assertIn("val-00000.rec", held)
+            self.assertRegex(out, rf"\[{re.escape(address)} worker {rank}\] train: rank {rank} of 3 "
+                                  rf"reads files ")
+        top1 = float(re.search(r"worker 0\] Test top-1 ([\d.]+)%", out).group(1))
+        self.assertGreaterEqual(top1, 65.0, out)
         self.assert_nothing_left(10)
 
     def test_killing_every_process_of_a_host_fails_the_job_and_leaves_nothing(self):

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -15,6 +17,7 @@
 #include "services/common/port_file.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/hosts.h"
+#include "tools/launch/data_sync.h"
 #include "tools/launch/launcher.h"
 #include "tools/launch/programs.h"
 #include "tools/launch/sync.h"
@@ -340,6 +343,36 @@ absl::StatusOr<std::optional<std::string>> CheckWorkerFlags(const LaunchOptions&
   return done->output;
 }
 
+// The workers' data, each host's share of it (data_sync.h), and the workers pointed at it.
+absl::Status SyncDataToHosts(LaunchOptions& o, const std::string& dst_dir, std::ostream& out) {
+  ASSIGN_OR_RETURN(const std::optional<DataSyncPlan> plan,
+                   PlanDataSync(o.worker_argv, o.working_dir, dst_dir, o.placement,
+                                static_cast<int>(o.hosts.size())));
+  if (!plan.has_value()) return absl::OkStatus();
+  out << "launch: copying the data of " << plan->summary << " to " << plan->root << "\n"
+      << std::flush;
+  for (size_t h = 0; h < o.hosts.size(); ++h) {
+    if (plan->files_by_host[h].empty()) continue;
+    char list[] = "/tmp/cohort-data-files-XXXXXX";
+    const int fd = mkstemp(list);
+    if (fd < 0) return absl::InternalError(absl::StrCat("mkstemp: ", strerror(errno)));
+    std::string text;
+    for (const std::string& path : plan->files_by_host[h]) absl::StrAppend(&text, path.substr(1), "\n");
+    const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    close(fd);
+    absl::Status copied =
+        written ? RunSync(FileListSyncCommand(o.ssh, o.hosts[h].name, list, plan->root),
+                          o.hosts[h].name, "the data", o.environment)
+                : absl::InternalError(absl::StrCat("cannot write ", list));
+    unlink(list);
+    RETURN_IF_ERROR(copied);
+  }
+  // The last of a flag's values counts.
+  o.worker_argv.push_back(absl::StrCat("--dataset=", plan->dataset));
+  o.worker_argv.push_back(absl::StrCat("--eval_dataset=", plan->eval_dataset));
+  return absl::OkStatus();
+}
+
 absl::Status SyncJobToHosts(LaunchOptions& o, const std::string& dst_dir,
                             const std::vector<std::string>& worker_words, std::ostream& out) {
   if (dst_dir[0] != '/') {
@@ -368,6 +401,7 @@ absl::Status SyncJobToHosts(LaunchOptions& o, const std::string& dst_dir,
   if (absl::Status s = SyncToHosts(plan, o.ssh, used, o.environment); !s.ok()) {
     return NotUsage(s);
   }
+  if (absl::Status s = SyncDataToHosts(o, dst_dir, out); !s.ok()) return NotUsage(s);
   const std::vector<std::string> synced = SyncedPrograms(plan);
   o.scheduler_binary = synced[0];
   o.shard_binary = synced[1];

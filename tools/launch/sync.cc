@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/launch/child_process.h"
+#include "trainer/base/status_macros.h"
 
 namespace cohort::launch {
 namespace {
@@ -34,11 +35,16 @@ std::vector<std::string> SyncedPrograms(const SyncPlan& plan) {
   return out;
 }
 
-std::vector<std::vector<std::string>> SyncCommands(const SyncPlan& plan, const SshOptions& ssh,
-                                                   absl::string_view host_name) {
+// ssh as rsync's -e takes it: one shell word list.
+std::string RemoteShell(const SshOptions& ssh) {
   std::vector<std::string> quoted;
   for (const std::string& word : SshCommand(ssh)) quoted.push_back(ShellQuote(word));
-  const std::string rsh = absl::StrJoin(quoted, " ");
+  return absl::StrJoin(quoted, " ");
+}
+
+std::vector<std::vector<std::string>> SyncCommands(const SyncPlan& plan, const SshOptions& ssh,
+                                                   absl::string_view host_name) {
+  const std::string rsh = RemoteShell(ssh);
   // "--" before the paths: nothing after it is read as an option.
   std::vector<std::vector<std::string>> commands = {
       {kRsync, "--archive", "--exclude=/.git", "--exclude=/bazel-*", "-e", rsh, "--",
@@ -57,24 +63,38 @@ std::vector<std::vector<std::string>> SyncCommands(const SyncPlan& plan, const S
   return commands;
 }
 
+std::vector<std::string> FileListSyncCommand(const SshOptions& ssh, absl::string_view host_name,
+                                             const std::string& list_file,
+                                             const std::string& root) {
+  // --files-from turns --archive's recursion off: --recursive copies listed folders whole.
+  return {kRsync, "--archive", "--recursive", "--mkpath", absl::StrCat("--files-from=", list_file),
+          "-e", RemoteShell(ssh), "--", "/", absl::StrCat(host_name, ":", root, "/")};
+}
+
+absl::Status RunSync(std::vector<std::string> command, absl::string_view host_name,
+                     absl::string_view what, const std::vector<std::string>& env) {
+  SpawnOptions o;
+  o.path = command[0];
+  o.argv = std::move(command);
+  o.env = env;
+  absl::StatusOr<CompletedProcess> done = RunToCompletion(o, absl::Minutes(30));
+  if (!done.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("copying ", what, " to ", host_name, ": ", done.status().message()));
+  }
+  if (done->wait_status != 0) {
+    return absl::UnavailableError(absl::StrCat("copying ", what, " to ", host_name, ": rsync ",
+                                               DescribeWaitStatus(done->wait_status), ": ",
+                                               done->output));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SyncToHosts(const SyncPlan& plan, const SshOptions& ssh,
                          const std::vector<Host>& hosts, const std::vector<std::string>& env) {
   for (const Host& host : hosts) {
     for (std::vector<std::string>& command : SyncCommands(plan, ssh, host.name)) {
-      SpawnOptions o;
-      o.path = command[0];
-      o.argv = std::move(command);
-      o.env = env;
-      absl::StatusOr<CompletedProcess> done = RunToCompletion(o, absl::Minutes(30));
-      if (!done.ok()) {
-        return absl::UnavailableError(
-            absl::StrCat("copying the job's files to ", host.name, ": ", done.status().message()));
-      }
-      if (done->wait_status != 0) {
-        return absl::UnavailableError(absl::StrCat("copying the job's files to ", host.name,
-                                                   ": rsync ", DescribeWaitStatus(done->wait_status),
-                                                   ": ", done->output));
-      }
+      RETURN_IF_ERROR(RunSync(std::move(command), host.name, "the job's files", env));
     }
   }
   return absl::OkStatus();

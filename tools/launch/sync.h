@@ -35,6 +35,16 @@ std::vector<std::vector<std::string>> SyncCommands(const SyncPlan& plan, const S
 absl::Status SyncToHosts(const SyncPlan& plan, const SshOptions& ssh,
                          const std::vector<Host>& hosts, const std::vector<std::string>& env);
 
+// The rsync command that copies the files `list_file` names (paths relative to "/", one a line;
+// folders with what they hold) to `root` on a host, each under its own absolute path there.
+std::vector<std::string> FileListSyncCommand(const SshOptions& ssh, absl::string_view host_name,
+                                             const std::string& list_file,
+                                             const std::string& root);
+
+// Runs one rsync command for `host_name` (what copying is for, in the error: "the job's files").
+absl::Status RunSync(std::vector<std::string> command, absl::string_view host_name,
+                     absl::string_view what, const std::vector<std::string>& env);
+
 }  // namespace cohort::launch
 
 #endif  // COHORT_TOOLS_LAUNCH_SYNC_H_
