@@ -44,7 +44,7 @@
             "encoded images: the classes (0: found by reading every label when the data is "     \
             "opened; give it for a large TFRecord dataset)");                                    \
   ABSL_FLAG(int64_t, data_threads, 0,                                                            \
-            "encoded images: decoding threads (0: the machine's cores less one)");               \
+            "encoded images: decoding threads (0: the worker's share of the cores less one)");   \
   ABSL_FLAG(bool, skip_corrupt, false,                                                           \
             "encoded images: skip and count a damaged record or image instead of failing");      \
   ABSL_FLAG(std::string, data_partition, cohort::TrainOptions().data_partition,                  \

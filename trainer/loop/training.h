@@ -45,7 +45,7 @@ struct TrainOptions {
   std::string image_std = "0.229,0.224,0.225";
   int64_t label_base = 1;  // TFRecord labels: stored less this (TensorFlow's ImageNet: 1)
   int64_t num_classes = 0;  // 0: found by reading every label at open
-  int64_t data_threads = 0;  // decoding threads; 0: the machine's cores less one
+  int64_t data_threads = 0;  // decoding threads; 0: the process's share of the cores less one
   bool skip_corrupt = false;  // skip (and count) damaged samples instead of failing
   // Which samples each rank reads: samples (the Contracts' sampler) or files (record files
   // shared out between the ranks, each reading only its own).

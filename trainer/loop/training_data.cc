@@ -1,7 +1,6 @@
 #include "trainer/loop/training_data.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -12,6 +11,7 @@
 #include "trainer/base/status_macros.h"
 #include "trainer/data/encoded_images.h"
 #include "trainer/data/encoded_source.h"
+#include "trainer/loop/devices.h"
 #include "trainer/models/models.h"
 
 namespace cohort {
@@ -98,7 +98,7 @@ absl::StatusOr<TrainingData> OpenEncoded(const TrainOptions& options, std::ostre
   source.transform = transform;
   source.threads = options.data_threads > 0
                        ? static_cast<int>(options.data_threads)
-                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+                       : std::max(1, ProcessComputeThreads() - 1);
   source.skip_corrupt = options.skip_corrupt;
   source.limit = by_files ? 0 : options.train_samples;
   data.train = std::make_unique<EncodedSource>(std::move(train), source, &out);
