@@ -19,6 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Labels a list may use: far more classes than any dataset has, far fewer than would exhaust
+// memory naming them.
+constexpr int64_t kMaxListClasses = int64_t{1} << 20;
+
 bool IsImageFile(const fs::path& path) {
   static const char* const kExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
                                             ".pgm", ".tif", ".tiff", ".webp"};
@@ -78,10 +82,14 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
 absl::StatusOr<ImageList> ReadImageListFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("list file ", path, ": cannot be read"));
+  return ParseImageList(*text, path);
+}
+
+absl::StatusOr<ImageList> ParseImageList(absl::string_view text, absl::string_view path) {
   ImageList list;
   int64_t classes = 0;
   int line_number = 0;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
     line = absl::StripTrailingAsciiWhitespace(line);
     if (line.empty()) continue;
@@ -95,6 +103,11 @@ absl::StatusOr<ImageList> ReadImageListFile(const std::string& path) {
           "%s:%d: expected 'index<TAB>label<TAB>path' with a whole label from 0, as im2rec "
           "writes .lst files",
           path, line_number));
+    }
+    if (label >= kMaxListClasses) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: label %g: a list of more than %d classes? (a damaged line)", path, line_number,
+          label, kMaxListClasses));
     }
     list.images.push_back({std::string(fields.back()), static_cast<int64_t>(label)});
     classes = std::max(classes, static_cast<int64_t>(label) + 1);

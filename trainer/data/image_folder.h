@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace cohort {
 
@@ -30,6 +31,8 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir);
 // relative to the images' root); the classes are the labels' numbers, 0 to the largest. Errors
 // name the file and the line.
 absl::StatusOr<ImageList> ReadImageListFile(const std::string& path);
+// The same from the list's text; errors name `path`.
+absl::StatusOr<ImageList> ParseImageList(absl::string_view text, absl::string_view path);
 
 }  // namespace cohort
 

@@ -73,6 +73,10 @@ TEST_F(ImageFolderTest, Im2recListFiles) {
   ASSERT_FALSE(list.ok());
   EXPECT_TRUE(absl::StrContains(list.status().message(), "bad.lst:2: expected 'index<TAB>label"))
       << list.status();
+  list = ParseImageList("0\t1\ta.jpg\n1\t888888888888888888888\tb.jpg\n", "huge.lst");
+  ASSERT_FALSE(list.ok());
+  EXPECT_TRUE(absl::StrContains(list.status().message(), "huge.lst:2: label 8.88889e+20"))
+      << list.status();
 }
 
 }  // namespace
