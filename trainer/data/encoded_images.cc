@@ -159,7 +159,44 @@ class RecordFiles {
   std::vector<int64_t> counts_;
 };
 
-class RecordIOImages final : public EncodedImages {
+// Images in record files: what RecordIO and TFRecord share once their records are listed.
+class RecordImages : public EncodedImages {
+ public:
+  std::string name() const override { return name_; }
+  int64_t size() const override { return files_.size(); }
+  int num_classes() const override { return num_classes_; }
+
+  absl::StatusOr<int64_t> Read(int64_t index, std::string* bytes) const override {
+    ASSIGN_OR_RETURN(const int64_t label, ReadLabel(index, bytes));
+    RETURN_IF_ERROR(CheckLabel(label, num_classes_, Where(index)));
+    return label;
+  }
+
+  std::string Where(int64_t index) const override { return files_.Where(index); }
+  std::vector<int64_t> RecordsPerFile() const override { return files_.counts(); }
+
+ protected:
+  // The record's label, and its image when bytes is not null.
+  virtual absl::StatusOr<int64_t> ReadLabel(int64_t index, std::string* bytes) const = 0;
+
+  // Once every file is listed: the name ("recordio:PREFIX (N files)") and the classes, given
+  // or one past the largest label read.
+  absl::Status Listed(absl::string_view spec, int files, const EncodedImagesOptions& options,
+                      int64_t max_label) {
+    if (files_.size() == 0) return NoClasses(std::string(spec));
+    num_classes_ = options.num_classes > 0 ? options.num_classes : static_cast<int>(max_label + 1);
+    name_ = absl::StrFormat("%s (%d file%s)", spec, files, files == 1 ? "" : "s");
+    return absl::OkStatus();
+  }
+
+  RecordFiles files_;
+
+ private:
+  std::string name_;
+  int num_classes_ = 0;
+};
+
+class RecordIOImages final : public RecordImages {
  public:
   static absl::StatusOr<std::unique_ptr<EncodedImages>> Open(const std::string& prefix,
                                                            const EncodedImagesOptions& options) {
@@ -214,32 +251,16 @@ class RecordIOImages final : public EncodedImages {
           "recordio:", prefix, ": some .rec files are not on this host, so their labels "
           "cannot be counted: give --num_classes"));
     }
-    if (images->files_.size() == 0) return NoClasses(absl::StrCat("recordio:", prefix));
-    images->num_classes_ =
-        options.num_classes > 0 ? options.num_classes : static_cast<int>(max_label + 1);
-    images->name_ = absl::StrFormat("recordio:%s (%d file%s)", prefix, idxs.size(),
-                                    idxs.size() == 1 ? "" : "s");
+    RETURN_IF_ERROR(images->Listed(absl::StrCat("recordio:", prefix),
+                                   static_cast<int>(idxs.size()), options, max_label));
     return std::unique_ptr<EncodedImages>(std::move(images));
   }
-
-  std::string name() const override { return name_; }
-  int64_t size() const override { return files_.size(); }
-  int num_classes() const override { return num_classes_; }
-
-  absl::StatusOr<int64_t> Read(int64_t index, std::string* bytes) const override {
-    ASSIGN_OR_RETURN(const int64_t label, ReadLabel(index, bytes));
-    RETURN_IF_ERROR(CheckLabel(label, num_classes_, Where(index)));
-    return label;
-  }
-
-  std::string Where(int64_t index) const override { return files_.Where(index); }
-  std::vector<int64_t> RecordsPerFile() const override { return files_.counts(); }
 
  private:
   RecordIOImages() = default;
 
-  // The record's label (its first, as a whole number), and its image when bytes is not null.
-  absl::StatusOr<int64_t> ReadLabel(int64_t index, std::string* bytes) const {
+  // The record's first label, as a whole number.
+  absl::StatusOr<int64_t> ReadLabel(int64_t index, std::string* bytes) const override {
     const RecordFiles::Record& r = files_.record(index);
     ASSIGN_OR_RETURN(const absl::Span<const uint8_t> file, files_.BytesOf(index));
     ASSIGN_OR_RETURN(RecordIORecord record, ReadRecordIO(file, r.offset, files_.path(r.file)));
@@ -274,13 +295,9 @@ class RecordIOImages final : public EncodedImages {
     }
     return static_cast<int64_t>(label);
   }
-
-  std::string name_;
-  RecordFiles files_;
-  int num_classes_ = 0;
 };
 
-class TFRecordImages final : public EncodedImages {
+class TFRecordImages final : public RecordImages {
  public:
   static absl::StatusOr<std::unique_ptr<EncodedImages>> Open(const std::string& pattern,
                                                            const EncodedImagesOptions& options) {
@@ -304,31 +321,15 @@ class TFRecordImages final : public EncodedImages {
         ASSIGN_OR_RETURN(offset, NextTFRecord(bytes, offset, path));
       }
     }
-    if (images->files_.size() == 0) return NoClasses(absl::StrCat("tfrecord:", pattern));
-    images->num_classes_ =
-        options.num_classes > 0 ? options.num_classes : static_cast<int>(max_label + 1);
-    images->name_ = absl::StrFormat("tfrecord:%s (%d file%s)", pattern, paths.size(),
-                                    paths.size() == 1 ? "" : "s");
+    RETURN_IF_ERROR(images->Listed(absl::StrCat("tfrecord:", pattern),
+                                   static_cast<int>(paths.size()), options, max_label));
     return std::unique_ptr<EncodedImages>(std::move(images));
   }
-
-  std::string name() const override { return name_; }
-  int64_t size() const override { return files_.size(); }
-  int num_classes() const override { return num_classes_; }
-
-  absl::StatusOr<int64_t> Read(int64_t index, std::string* bytes) const override {
-    ASSIGN_OR_RETURN(const int64_t label, ReadLabel(index, bytes));
-    RETURN_IF_ERROR(CheckLabel(label, num_classes_, Where(index)));
-    return label;
-  }
-
-  std::string Where(int64_t index) const override { return files_.Where(index); }
-  std::vector<int64_t> RecordsPerFile() const override { return files_.counts(); }
 
  private:
   explicit TFRecordImages(int64_t label_base) : label_base_(label_base) {}
 
-  absl::StatusOr<int64_t> ReadLabel(int64_t index, std::string* bytes) const {
+  absl::StatusOr<int64_t> ReadLabel(int64_t index, std::string* bytes) const override {
     const RecordFiles::Record& r = files_.record(index);
     const MappedFile& file = *files_.file(r.file);
     ASSIGN_OR_RETURN(TFRecord record, ReadTFRecord(file.bytes(), r.offset, file.path()));
@@ -339,9 +340,6 @@ class TFRecordImages final : public EncodedImages {
   }
 
   const int64_t label_base_;
-  std::string name_;
-  RecordFiles files_;
-  int num_classes_ = 0;
 };
 
 absl::StatusOr<std::unique_ptr<EncodedImages>> OpenFolder(const std::string& path) {
