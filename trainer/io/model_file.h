@@ -12,6 +12,9 @@ namespace cohort {
 // Exports a model's parameters and state as safetensors (Contracts): names "<layer>.weight|bias"
 // and "<bn>.running_mean|running_var" in model order, PyTorch layouts, F32, and metadata with the model name and input shape "[C,H,W]" plus
 // the extra entries given (e.g. input_mean, input_std).
+// There is no "<bn>.num_batches_tracked": PyTorch's batch norm takes a state dict without its
+// version metadata, as a safetensors file gives, as one from before that counter and sets it to
+// 0, also under load_state_dict(strict=True); it counts steps only for momentum=None.
 // parameter_values, when given, are written in place of the parameters' own values (one per
 // parameter in model order, F32 on the host: the kvstore's master weights of a model that
 // computes in 16 bits).

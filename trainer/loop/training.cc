@@ -36,7 +36,12 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-constexpr int64_t kEvalBatch = 1000;
+// Evaluation batches hold as many values as 1,000 CIFAR images (3x32x32), which fit beside any
+// model here, and at least a training batch: 1,000 ImageNet-sized images would not.
+int64_t EvalBatch(int64_t batch_size, const Shape& sample) {
+  constexpr int64_t kEvalValues = int64_t{1000} * 3 * 32 * 32;
+  return std::max(batch_size, std::min<int64_t>(1000, kEvalValues / sample.numel()));
+}
 
 }  // namespace
 
@@ -450,7 +455,7 @@ class TrainingRun {
 
   absl::Status EvaluateEpoch(int64_t epoch, int64_t first, const EpochTimes& times,
                              TrainResult* result) {
-    ASSIGN_OR_RETURN(const Accuracy acc, Evaluate(model_, data_.test.get(), kEvalBatch));
+    ASSIGN_OR_RETURN(const Accuracy acc, EvaluateTest());
     result->test_top1 = acc.top1_percent();
     result->test_top5 = acc.top5_percent();
     if (observer_ != nullptr) observer_->EpochEvaluated(epoch, result->test_top1);
@@ -482,7 +487,7 @@ class TrainingRun {
     const double epochs_run = static_cast<double>(so_far.images) /
                               static_cast<double>(plan_.steps_per_epoch * plan_.global_batch);
     if (plan_.lead && at_the_end) {
-      ASSIGN_OR_RETURN(const Accuracy acc, Evaluate(model_, data_.test.get(), kEvalBatch));
+      ASSIGN_OR_RETURN(const Accuracy acc, EvaluateTest());
       result.test_top1 = acc.top1_percent();
       result.test_top5 = acc.top5_percent();
     }
@@ -509,6 +514,11 @@ class TrainingRun {
           ExportModel(options_, *model_, kvstore_, data_.train->normalization(), out_));
     }
     return result;
+  }
+
+  absl::StatusOr<Accuracy> EvaluateTest() {
+    return Evaluate(model_, data_.test.get(),
+                    EvalBatch(options_.batch_size, data_.test->sample_shape()));
   }
 
   const TrainOptions& options_;

@@ -80,18 +80,65 @@ void Resnet50(ModelBuilder& b, int num_classes) {
   b.GlobalAvgPool("avgpool").Linear("fc", num_classes);
 }
 
+// torchvision's BasicConv2d: a convolution without bias, batch norm with eps 0.001, ReLU.
+void BasicConv(ModelBuilder& b, const std::string& p, int64_t channels, int kernel, int stride = 1,
+               int padding = 0) {
+  b.Conv2d(p + ".conv", static_cast<int>(channels), kernel, stride, padding, /*bias=*/false);
+  b.BatchNorm(p + ".bn", 1e-3f).Relu(p + ".relu");
+}
+
+// Four branches of the block's input, concatenated along channels: 1x1; 1x1 then 3x3; 1x1 then
+// 3x3 again (torchvision's "5x5" branch, kept 3x3 as its weights have it); 3x3 max pooling
+// (stride 1, ceil_mode as torchvision's, which changes nothing at stride 1) then 1x1.
+void Inception(ModelBuilder& b, const std::string& p, int64_t ch1x1, int64_t ch3x3red,
+               int64_t ch3x3, int64_t ch5x5red, int64_t ch5x5, int64_t pool_proj) {
+  const int x = b.current();
+  BasicConv(b, p + ".branch1", ch1x1, 1);
+  const int branch1 = b.current();
+  BasicConv(b.From(x), p + ".branch2.0", ch3x3red, 1);
+  BasicConv(b, p + ".branch2.1", ch3x3, 3, 1, 1);
+  const int branch2 = b.current();
+  BasicConv(b.From(x), p + ".branch3.0", ch5x5red, 1);
+  BasicConv(b, p + ".branch3.1", ch5x5, 3, 1, 1);
+  const int branch3 = b.current();
+  b.From(x).MaxPool2d(p + ".branch4.0", 3, 1, 1, /*ceil_mode=*/true);
+  BasicConv(b, p + ".branch4.1", pool_proj, 1);
+  b.Concat(p + ".cat", {branch1, branch2, branch3, b.current()});
+}
+
+void Googlenet(ModelBuilder& b, int num_classes) {
+  BasicConv(b, "conv1", 64, 7, 2, 3);
+  b.MaxPool2d("maxpool1", 3, 2, 0, /*ceil_mode=*/true);
+  BasicConv(b, "conv2", 64, 1);
+  BasicConv(b, "conv3", 192, 3, 1, 1);
+  b.MaxPool2d("maxpool2", 3, 2, 0, /*ceil_mode=*/true);
+  Inception(b, "inception3a", 64, 96, 128, 16, 32, 32);
+  Inception(b, "inception3b", 128, 128, 192, 32, 96, 64);
+  b.MaxPool2d("maxpool3", 3, 2, 0, /*ceil_mode=*/true);
+  Inception(b, "inception4a", 192, 96, 208, 16, 48, 64);
+  Inception(b, "inception4b", 160, 112, 224, 24, 64, 64);
+  Inception(b, "inception4c", 128, 128, 256, 24, 64, 64);
+  Inception(b, "inception4d", 112, 144, 288, 32, 64, 64);
+  Inception(b, "inception4e", 256, 160, 320, 32, 128, 128);
+  b.MaxPool2d("maxpool4", 2, 2, 0, /*ceil_mode=*/true);
+  Inception(b, "inception5a", 256, 160, 320, 32, 128, 128);
+  Inception(b, "inception5b", 384, 192, 384, 48, 128, 128);
+  b.GlobalAvgPool("avgpool").Dropout("dropout", 0.2f).Linear("fc", num_classes);
+}
+
 }  // namespace
 
 std::vector<std::string> ModelNames() {
   std::vector<std::string> names{"lenet", "mlp"};
   for (int depth : kCifarDepths) names.push_back(absl::StrCat("resnet", depth));
   names.push_back("resnet50");
+  names.push_back("googlenet");
   return names;
 }
 
 int64_t ModelImageSize(const std::string& name) {
   if (CifarResnetDepth(name) > 0) return 32;
-  if (name == "resnet50") return 224;
+  if (name == "resnet50" || name == "googlenet") return 224;
   return 0;
 }
 
@@ -116,6 +163,8 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, Backe
     CifarResnet(b, depth, num_classes);
   } else if (name == "resnet50") {
     Resnet50(b, num_classes);
+  } else if (name == "googlenet") {
+    Googlenet(b, num_classes);
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown model '", name, "'; known models: ",
                                                    absl::StrJoin(ModelNames(), ", ")));

@@ -13,13 +13,13 @@ namespace cohort {
 // The model names --model accepts.
 std::vector<std::string> ModelNames();
 
-// The image side a model is designed for (32 for the CIFAR ResNets, 224 for ResNet-50), or
-// 0 when any size fits. The trainer pads smaller images up to it.
+// The image side a model is designed for (32 for the CIFAR ResNets, 224 for ResNet-50 and
+// GoogLeNet), or 0 when any size fits. The trainer pads smaller images up to it.
 int64_t ModelImageSize(const std::string& name);
 
 // What a model is benchmarked on, with synthetic data: Fashion-MNIST's shape (1, 28, 28) and 10
 // classes for the models of any size, CIFAR-10's for the CIFAR ResNets, ImageNet's with 1000
-// classes for ResNet-50.
+// classes for ResNet-50 and GoogLeNet.
 struct BenchmarkSample {
   Shape shape;  // (C, H, W)
   int num_classes = 10;
@@ -39,6 +39,12 @@ BenchmarkSample BenchmarkSampleFor(const std::string& name);
 //   resnet50: torchvision's ResNet-50 (v1.5: stride on the 3x3 convolution), bottleneck
 //          blocks 3-4-6-3 with projection shortcuts (downsample.0/.1); 25,557,032 parameters
 //          for 3-channel input and 1000 classes.
+//   googlenet: torchvision's GoogLeNet (Inception v1 with batch norm, eps 0.001) without the
+//          auxiliary classifiers or the input transform: nine Inception blocks (inception3a ...
+//          inception5b, branches branch1 ... branch4, each convolution a "<name>.conv" without
+//          bias, "<name>.bn" and ReLU), max pools with ceil_mode, global average pool, dropout
+//          0.2, fc; 6,624,904 parameters for 3-channel input and 1000 classes. Any side from 32
+//          up fits.
 absl::StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name, Backend* backend,
                                                   const Shape& input_shape, int num_classes);
 

@@ -205,7 +205,7 @@ ModelBuilder& ModelBuilder::Conv2d(const std::string& name, int out_channels, in
   return Append(name, backend_->Conv2d({stride, padding, bias}), std::move(params), {current_});
 }
 
-ModelBuilder& ModelBuilder::BatchNorm(const std::string& name) {
+ModelBuilder& ModelBuilder::BatchNorm(const std::string& name, float eps) {
   const Shape& x = ShapeOf(current_);
   if (x.rank() != 4) {
     status_.Update(absl::InvalidArgumentError(absl::StrCat(
@@ -215,12 +215,12 @@ ModelBuilder& ModelBuilder::BatchNorm(const std::string& name) {
   std::vector<Parameter> params;
   params.push_back(MakeParameter(name + ".weight", Shape{x[1]}, Parameter::Init::kOne, 0));
   params.push_back(MakeParameter(name + ".bias", Shape{x[1]}, Parameter::Init::kZero, 0));
-  return Append(name, backend_->BatchNorm({x[1]}), std::move(params), {current_});
+  return Append(name, backend_->BatchNorm({x[1], eps}), std::move(params), {current_});
 }
 
 ModelBuilder& ModelBuilder::MaxPool2d(const std::string& name, int kernel, int stride,
-                                      int padding) {
-  return Append(name, backend_->MaxPool2d({kernel, stride, padding}), {}, {current_});
+                                      int padding, bool ceil_mode) {
+  return Append(name, backend_->MaxPool2d({kernel, stride, padding, ceil_mode}), {}, {current_});
 }
 
 ModelBuilder& ModelBuilder::AvgPool2d(const std::string& name, int kernel, int stride,
@@ -266,6 +266,17 @@ ModelBuilder& ModelBuilder::Add(const std::string& name, int other) {
     return *this;
   }
   return Append(name, backend_->Add(), {}, {current_, other});
+}
+
+ModelBuilder& ModelBuilder::Concat(const std::string& name, std::vector<int> layers) {
+  for (int layer : layers) {
+    if (layer < Layer::kModelInput || layer >= static_cast<int>(layers_.size())) {
+      status_.Update(absl::InvalidArgumentError(
+          absl::StrCat("model ", name_, ": concat ", name, " reads no layer ", layer)));
+      return *this;
+    }
+  }
+  return Append(name, backend_->Concat(), {}, std::move(layers));
 }
 
 ModelBuilder& ModelBuilder::SubsamplePad(const std::string& name, int stride,

@@ -96,8 +96,9 @@ class ModelBuilder {
 
   ModelBuilder& Conv2d(const std::string& name, int out_channels, int kernel, int stride,
                        int padding, bool bias = true);
-  ModelBuilder& BatchNorm(const std::string& name);
-  ModelBuilder& MaxPool2d(const std::string& name, int kernel, int stride, int padding = 0);
+  ModelBuilder& BatchNorm(const std::string& name, float eps = BatchNormSpec().eps);
+  ModelBuilder& MaxPool2d(const std::string& name, int kernel, int stride, int padding = 0,
+                          bool ceil_mode = false);
   ModelBuilder& AvgPool2d(const std::string& name, int kernel, int stride, int padding = 0);
   ModelBuilder& GlobalAvgPool(const std::string& name);
   ModelBuilder& Relu(const std::string& name);
@@ -106,6 +107,9 @@ class ModelBuilder {
   ModelBuilder& Linear(const std::string& name, int out_features);
   // current + other (a residual connection).
   ModelBuilder& Add(const std::string& name, int other);
+  // The layers' outputs (N, C_i, H, W) one after another along channels, in the order given
+  // (an Inception block's branches).
+  ModelBuilder& Concat(const std::string& name, std::vector<int> layers);
   // The parameter-free shortcut between ResNet stages (SubsamplePadSpec).
   ModelBuilder& SubsamplePad(const std::string& name, int stride, int64_t pad_channels);
 

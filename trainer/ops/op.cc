@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
+#include "trainer/ops/op_frames.h"
 
 namespace cohort {
 namespace {
@@ -37,6 +38,45 @@ class FlattenOp final : public Op {
   }
 };
 
+// x_i (N, C_i, H, W) is, in every sample, one contiguous block of y (N, ΣC, H, W): the
+// concatenation and its gradient are block copies, for any dtype on the host.
+class HostConcatOp final : public ConcatFrame {
+ public:
+  void Forward(Mode, absl::Span<const Tensor* const> in, absl::Span<Tensor* const> out) override {
+    auto* y = static_cast<char*>(out[0]->raw());
+    ForEachBlock(in, *out[0], [&](size_t i, size_t x_at, size_t y_at, size_t bytes) {
+      std::memcpy(y + y_at, static_cast<const char*>(in[i]->raw()) + x_at, bytes);
+    });
+  }
+
+  void Backward(absl::Span<const Tensor* const> in, absl::Span<const Tensor* const>,
+                absl::Span<const Tensor* const> grad_out,
+                absl::Span<Tensor* const> grad_in) override {
+    const auto* dy = static_cast<const char*>(grad_out[0]->raw());
+    ForEachBlock(in, *grad_out[0], [&](size_t i, size_t x_at, size_t y_at, size_t bytes) {
+      if (grad_in[i] == nullptr) return;
+      std::memcpy(static_cast<char*>(grad_in[i]->raw()) + x_at, dy + y_at, bytes);
+    });
+  }
+
+ private:
+  // Calls f(input, byte offset in it, byte offset in y, bytes) for every sample's block of
+  // every input, in y's order.
+  template <typename F>
+  static void ForEachBlock(absl::Span<const Tensor* const> in, const Tensor& y, F f) {
+    const int64_t samples = y.shape()[0];
+    if (samples == 0) return;
+    size_t y_at = 0;
+    for (int64_t n = 0; n < samples; ++n) {
+      for (size_t i = 0; i < in.size(); ++i) {
+        const size_t bytes = in[i]->nbytes() / static_cast<size_t>(samples);
+        f(i, static_cast<size_t>(n) * bytes, y_at, bytes);
+        y_at += bytes;
+      }
+    }
+  }
+};
+
 absl::Status ShapeError(absl::string_view op, absl::string_view what,
                         std::initializer_list<const Shape*> shapes) {
   std::string list;
@@ -47,6 +87,7 @@ absl::Status ShapeError(absl::string_view op, absl::string_view what,
 }  // namespace
 
 std::unique_ptr<Op> Backend::Flatten() { return std::make_unique<FlattenOp>(); }
+std::unique_ptr<Op> Backend::Concat() { return std::make_unique<HostConcatOp>(); }
 
 absl::Status ExpectInputCount(absl::string_view op, absl::Span<const Shape> in, size_t count) {
   if (in.size() != count) {
@@ -80,6 +121,14 @@ absl::StatusOr<Shape> Conv2dOutputShape(const Conv2dSpec& spec, absl::Span<const
   return Shape{x[0], w[0], oh, ow};
 }
 
+int64_t Pool2dOutputSize(const Pool2dSpec& spec, int64_t in) {
+  const int64_t span = in + 2 * spec.padding - spec.kernel;
+  if (!spec.ceil_mode) return span / spec.stride + 1;
+  const int64_t out = (span + spec.stride - 1) / spec.stride + 1;
+  // PyTorch drops a last window that would start in the right padding (it would see no pixel).
+  return (out - 1) * spec.stride >= in + spec.padding ? out - 1 : out;
+}
+
 absl::StatusOr<Shape> Pool2dOutputShape(absl::string_view op, const Pool2dSpec& spec,
                                         const Shape& x) {
   if (x.rank() != 4) return ShapeError(op, "want x (N,C,H,W)", {&x});
@@ -92,8 +141,7 @@ absl::StatusOr<Shape> Pool2dOutputShape(absl::string_view op, const Pool2dSpec& 
   if (x[2] + 2 * spec.padding < spec.kernel || x[3] + 2 * spec.padding < spec.kernel) {
     return ShapeError(op, "kernel larger than the padded input", {&x});
   }
-  return Shape{x[0], x[1], (x[2] + 2 * spec.padding - spec.kernel) / spec.stride + 1,
-               (x[3] + 2 * spec.padding - spec.kernel) / spec.stride + 1};
+  return Shape{x[0], x[1], Pool2dOutputSize(spec, x[2]), Pool2dOutputSize(spec, x[3])};
 }
 
 absl::StatusOr<Shape> LinearOutputShape(const Shape& x, const Shape& w, const Shape& b) {
@@ -134,6 +182,21 @@ absl::StatusOr<Shape> AddOutputShape(absl::Span<const Shape> in) {
   RETURN_IF_ERROR(ExpectInputCount("add", in, 2));
   if (in[0] != in[1]) return ShapeError("add", "shapes differ", {&in[0], &in[1]});
   return in[0];
+}
+
+absl::StatusOr<Shape> ConcatOutputShape(absl::Span<const Shape> in) {
+  if (in.empty()) return absl::InvalidArgumentError("concat: expects at least one input");
+  int64_t channels = 0;
+  for (const Shape& x : in) {
+    if (x.rank() != 4 || x[0] != in[0][0] || x[2] != in[0][2] || x[3] != in[0][3]) {
+      std::string list;
+      for (const Shape& s : in) absl::StrAppend(&list, list.empty() ? "" : ", ", s.ToString());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "concat: want inputs (N,C_i,H,W) that differ only in C_i (inputs ", list, ")"));
+    }
+    channels += x[1];
+  }
+  return Shape{in[0][0], channels, in[0][2], in[0][3]};
 }
 
 absl::StatusOr<Shape> SubsamplePadOutputShape(const SubsamplePadSpec& spec, const Shape& x) {

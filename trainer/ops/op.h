@@ -84,6 +84,9 @@ struct Pool2dSpec {
   int kernel = 2;
   int stride = 2;
   int padding = 0;
+  // PyTorch's ceil_mode (max pooling only): the output side rounds up, adding a last window that
+  // reaches past the right (bottom) padding, except where it would start in that padding.
+  bool ceil_mode = false;
 };
 
 // Makes the ops of one backend. Tensors its ops take are of dtype() and live on its
@@ -92,7 +95,7 @@ struct Pool2dSpec {
 //
 // Op signatures (shapes):
 //   Conv2d:     in {x (N,C,H,W), w (O,C,KH,KW), b (O)}   out {y (N,O,OH,OW)}   (no b: bias off)
-//   MaxPool2d:  in {x (N,C,H,W)}                         out {y (N,C,OH,OW)}
+//   MaxPool2d:  in {x (N,C,H,W)}                         out {y (N,C,OH,OW)}   padding never wins
 //   AvgPool2d:  in {x (N,C,H,W)}                         out {y (N,C,OH,OW)}   padding counts
 //   GlobalAvgPool: in {x (N,C,H,W)}                      out {y (N,C)}
 //   BatchNorm:  in {x (N,C,H,W), gamma (C), beta (C)}    out {y (N,C,H,W)}
@@ -100,6 +103,7 @@ struct Pool2dSpec {
 //               mean and biased variance and folds them (variance unbiased) into the running
 //               ones; kEval normalises with the running ones.
 //   Add:        in {a (any), b (same)}                   out {y = a + b}
+//   Concat:     in {x0 (N,C0,H,W), x1 (N,C1,H,W), ...}   out {y (N,C0+C1+...,H,W)}   along channels
 //   Dropout:    in {x (any)}                             out {y (same)}
 //   SubsamplePad: in {x (N,C,H,W)}                       out {y (N,C+2p,ceil(H/s),ceil(W/s))}
 //   Relu:       in {x (any)}                             out {y (same)}
@@ -145,6 +149,9 @@ class Backend {
   virtual std::unique_ptr<Op> GlobalAvgPool() = 0;
   virtual std::unique_ptr<Op> BatchNorm(const BatchNormSpec& spec) = 0;
   virtual std::unique_ptr<Op> Add() = 0;
+  // Block copies on the host, for any dtype: the reference's and the CPU backend's; a device
+  // backend has its own.
+  virtual std::unique_ptr<Op> Concat();
   virtual std::unique_ptr<Op> Dropout(const DropoutSpec& spec) = 0;
   virtual std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& spec) = 0;
   virtual std::unique_ptr<Op> Relu() = 0;
@@ -158,11 +165,15 @@ class Backend {
 absl::StatusOr<Shape> Conv2dOutputShape(const Conv2dSpec& spec, absl::Span<const Shape> in);
 absl::StatusOr<Shape> Pool2dOutputShape(absl::string_view op, const Pool2dSpec& spec,
                                         const Shape& x);
+// One side of a pooling output: floor((in + 2p − k) / s) + 1, or with ceil_mode PyTorch's
+// ceil((in + 2p − k) / s) + 1, less one where the last window would start in the padding.
+int64_t Pool2dOutputSize(const Pool2dSpec& spec, int64_t in);
 absl::StatusOr<Shape> LinearOutputShape(const Shape& x, const Shape& w, const Shape& b);
 absl::StatusOr<Shape> SoftmaxCrossEntropyOutputShape(const Shape& logits, const Shape& labels);
 absl::StatusOr<Shape> GlobalAvgPoolOutputShape(const Shape& x);
 absl::StatusOr<Shape> BatchNormOutputShape(const BatchNormSpec& spec, absl::Span<const Shape> in);
 absl::StatusOr<Shape> AddOutputShape(absl::Span<const Shape> in);
+absl::StatusOr<Shape> ConcatOutputShape(absl::Span<const Shape> in);
 absl::StatusOr<Shape> SubsamplePadOutputShape(const SubsamplePadSpec& spec, const Shape& x);
 
 // The dropout keep-mask of one kTrain call: mask[i] = 1 with probability 1 − p. Shared by every

@@ -1,5 +1,6 @@
 #include "trainer/ops/op_frames.h"
 
+#include "absl/strings/str_cat.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort {
@@ -38,6 +39,10 @@ absl::string_view Pool2dFrame::name() const {
 
 absl::StatusOr<std::vector<Shape>> Pool2dFrame::OutputShapes(absl::Span<const Shape> in) const {
   RETURN_IF_ERROR(ExpectInputCount(name(), in, 1));
+  if (spec_.ceil_mode && kind_ != PoolKind::kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), ": ceil_mode is for max pooling only (input ", in[0].ToString(), ")"));
+  }
   return One(kind_ == PoolKind::kGlobalAvg ? GlobalAvgPoolOutputShape(in[0])
                                            : Pool2dOutputShape(name(), spec_, in[0]));
 }
@@ -49,6 +54,10 @@ absl::StatusOr<std::vector<Shape>> BatchNormFrame::OutputShapes(
 
 absl::StatusOr<std::vector<Shape>> AddFrame::OutputShapes(absl::Span<const Shape> in) const {
   return One(AddOutputShape(in));
+}
+
+absl::StatusOr<std::vector<Shape>> ConcatFrame::OutputShapes(absl::Span<const Shape> in) const {
+  return One(ConcatOutputShape(in));
 }
 
 absl::StatusOr<std::vector<Shape>> DropoutFrame::OutputShapes(absl::Span<const Shape> in) const {

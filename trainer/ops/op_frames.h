@@ -26,7 +26,9 @@ class Conv2dFrame : public Op {
 
 enum class PoolKind { kMax, kAvg, kGlobalAvg };
 
-// Max and average pooling over windows, and the average over each channel's whole map.
+// Max and average pooling over windows, and the average over each channel's whole map. Only
+// max pooling takes ceil_mode (GoogLeNet's; PyTorch's average would divide its last windows by
+// what they cover, which no model here needs).
 class Pool2dFrame : public Op {
  public:
   Pool2dFrame(PoolKind kind, const Pool2dSpec& spec) : kind_(kind), spec_(spec) {}
@@ -53,6 +55,14 @@ class AddFrame : public Op {
  public:
   absl::string_view name() const final { return "add"; }
   bool InputGradientsAreOutputGradient() const final { return true; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const final;
+};
+
+// Channels of several inputs one after another; each input's gradient is its slice of the
+// output's.
+class ConcatFrame : public Op {
+ public:
+  absl::string_view name() const final { return "concat"; }
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const final;
 };
 

@@ -47,6 +47,31 @@ TEST(OpFramesTest, NamesAndShapesFollowTheSpecs) {
   EXPECT_EQ(Shapes<SoftmaxCrossEntropyFrame>().name(), "softmax_cross_entropy");
   EXPECT_EQ(Shapes<BatchNormFrame>(BatchNormSpec{3}).name(), "batch_norm");
   EXPECT_EQ(Shapes<SubsamplePadFrame>(SubsamplePadSpec{}).name(), "subsample_pad");
+  Shapes<ConcatFrame> concat;
+  EXPECT_EQ(concat.name(), "concat");
+  EXPECT_EQ(Out(concat, {x, {8, 5, 32, 32}, {8, 1, 32, 32}}), (Shape{8, 9, 32, 32}));
+}
+
+// PyTorch's sizes (torch.nn.functional.max_pool2d, ceil_mode=True and False) for GoogLeNet's
+// pools at 224 and for the cases where a last window would start in the padding and is dropped.
+TEST(OpFramesTest, CeilModeMaxPoolSizesAreTorchs) {
+  struct Case {
+    int64_t in;
+    int kernel, stride, padding;
+    int64_t ceil, floor;
+  };
+  const Case cases[] = {{112, 3, 2, 0, 56, 55}, {56, 3, 2, 0, 28, 27}, {28, 3, 2, 0, 14, 13},
+                        {14, 2, 2, 0, 7, 7},    {7, 2, 2, 0, 4, 3},    {8, 3, 2, 1, 5, 4},
+                        {6, 3, 1, 1, 6, 6},     {9, 3, 3, 1, 4, 3},    {5, 2, 2, 1, 3, 3},
+                        {10, 4, 3, 2, 4, 4}};
+  for (const Case& c : cases) {
+    for (bool ceil : {true, false}) {
+      Shapes<Pool2dFrame> pool(PoolKind::kMax, Pool2dSpec{c.kernel, c.stride, c.padding, ceil});
+      const int64_t want = ceil ? c.ceil : c.floor;
+      EXPECT_EQ(Out(pool, {{1, 2, c.in, c.in}}), (Shape{1, 2, want, want}))
+          << c.in << " k" << c.kernel << " s" << c.stride << " p" << c.padding << " ceil " << ceil;
+    }
+  }
 }
 
 TEST(OpFramesTest, InputsThatDoNotFitAreRefusedNamingTheOp) {
@@ -57,6 +82,14 @@ TEST(OpFramesTest, InputsThatDoNotFitAreRefusedNamingTheOp) {
       Shapes<LinearFrame>().OutputShapes({{8, 10}, {4, 9}, {4}}).status();
   EXPECT_EQ(linear.code(), absl::StatusCode::kInvalidArgument) << linear;
   EXPECT_TRUE(absl::StrContains(linear.message(), "linear")) << linear;
+  const absl::Status concat =
+      Shapes<ConcatFrame>().OutputShapes({{8, 3, 4, 4}, {8, 3, 4, 5}}).status();
+  EXPECT_EQ(concat.code(), absl::StatusCode::kInvalidArgument) << concat;
+  EXPECT_TRUE(absl::StrContains(concat.message(), "concat")) << concat;
+  EXPECT_FALSE(Shapes<ConcatFrame>().OutputShapes({}).ok());
+  Shapes<Pool2dFrame> avg_ceil(PoolKind::kAvg, Pool2dSpec{2, 2, 0, true});
+  const absl::Status avg = avg_ceil.OutputShapes({{1, 1, 5, 5}}).status();
+  EXPECT_TRUE(absl::StrContains(avg.message(), "ceil_mode is for max pooling only")) << avg;
 }
 
 }  // namespace

@@ -34,8 +34,8 @@ std::vector<OpCase> StandardOpCases() {
   auto conv = [](int stride, int pad) {
     return [=](Backend& b) { return b.Conv2d({stride, pad}); };
   };
-  auto pool = [](int k, int stride, int pad) {
-    return [=](Backend& b) { return b.MaxPool2d({k, stride, pad}); };
+  auto pool = [](int k, int stride, int pad, bool ceil = false) {
+    return [=](Backend& b) { return b.MaxPool2d({k, stride, pad, ceil}); };
   };
   return {
       {"conv_3x3_pad1", conv(1, 1), {{2, 3, 7, 6}, {4, 3, 3, 3}, {4}}},
@@ -45,6 +45,12 @@ std::vector<OpCase> StandardOpCases() {
       {"conv_1x1", conv(1, 0), {{3, 4, 5, 5}, {2, 4, 1, 1}, {2}}},
       {"maxpool_2x2", pool(2, 2, 0), {{2, 3, 8, 8}}},
       {"maxpool_3x3_stride2_pad1", pool(3, 2, 1), {{2, 2, 7, 7}}},
+      // ceil_mode: last windows that reach past the image (GoogLeNet's 3/2 and 2/2 pools, and
+      // with padding on a non-square input); with stride 1 it changes nothing.
+      {"maxpool_3x3_stride2_ceil", pool(3, 2, 0, true), {{2, 3, 8, 8}}},
+      {"maxpool_2x2_ceil", pool(2, 2, 0, true), {{2, 3, 5, 7}}},
+      {"maxpool_3x3_stride2_pad1_ceil", pool(3, 2, 1, true), {{2, 2, 8, 9}}},
+      {"maxpool_3x3_stride1_pad1_ceil", pool(3, 1, 1, true), {{2, 2, 5, 6}}},
       {"relu_4d", [](Backend& b) { return b.Relu(); }, {{3, 4, 5, 5}}},
       {"relu_2d", [](Backend& b) { return b.Relu(); }, {{4, 7}}},
       {"linear", [](Backend& b) { return b.Linear(); }, {{5, 7}, {3, 7}, {3}}},
@@ -59,6 +65,8 @@ std::vector<OpCase> StandardOpCases() {
       {"global_avg_pool", [](Backend& b) { return b.GlobalAvgPool(); }, {{3, 4, 5, 6}}},
       {"batch_norm", [](Backend& b) { return b.BatchNorm({3}); }, {{4, 3, 5, 5}, {3}, {3}}},
       {"add", [](Backend& b) { return b.Add(); }, {{2, 3, 4, 5}, {2, 3, 4, 5}}},
+      {"concat", [](Backend& b) { return b.Concat(); },
+       {{2, 3, 4, 5}, {2, 1, 4, 5}, {2, 4, 4, 5}, {2, 2, 4, 5}}},
       {"dropout", [](Backend& b) { return b.Dropout({0.3f, 7}); }, {{3, 4, 5, 5}}},
       {"subsample_pad", [](Backend& b) { return b.SubsamplePad({2, 2}); }, {{2, 4, 7, 6}}},
   };

@@ -21,8 +21,8 @@ struct OpCase {
   int num_classes = 0;
 };
 
-// The op cases covering what LeNet, the MLP and the ResNets need, with strides, padding and
-// odd sizes.
+// The op cases covering what LeNet, the MLP, the ResNets and GoogLeNet need, with strides,
+// padding and odd sizes.
 std::vector<OpCase> StandardOpCases();
 
 // Uniform [-1, 1) values (labels for a labels input), from the seed, in the given dtype.

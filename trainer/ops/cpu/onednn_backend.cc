@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -232,21 +233,27 @@ class Pool2dOnednn final : public Pool2dFrame {
  private:
   void Build(Mode mode, const Shape& x) {
     if (cache_.Matches(x, mode)) return;
-    Pool2dSpec s = spec_;
-    dnnl::memory::dims kernel{s.kernel, s.kernel};
+    dnnl::memory::dims kernel{spec_.kernel, spec_.kernel}, strides{spec_.stride, spec_.stride},
+        pad_l{spec_.padding, spec_.padding}, pad_r = pad_l, y_hw{1, 1};
     if (kind_ == PoolKind::kGlobalAvg) {
-      s = {1, 1, 0};
       kernel = {x[2], x[3]};
+      strides = {1, 1};
+      pad_l = pad_r = {0, 0};
+    } else {
+      for (int d = 0; d < 2; ++d) {
+        y_hw[d] = Pool2dOutputSize(spec_, x[2 + d]);
+        // ceil_mode's last window reaches past the right padding: pad that side further (max
+        // pooling ignores padded positions).
+        pad_r[d] = std::max<int64_t>(
+            spec_.padding, (y_hw[d] - 1) * spec_.stride + spec_.kernel - x[2 + d] - spec_.padding);
+      }
     }
-    const dnnl::memory::dims strides{s.stride, s.stride}, pad{s.padding, s.padding};
     x_md_ = Md(x, tag::nchw);
-    y_md_ = Md(Shape{x[0], x[1], (x[2] + 2 * s.padding - kernel[0]) / s.stride + 1,
-                     (x[3] + 2 * s.padding - kernel[1]) / s.stride + 1},
-               tag::nchw);
+    y_md_ = Md(Shape{x[0], x[1], y_hw[0], y_hw[1]}, tag::nchw);
     const auto algo = kind_ == PoolKind::kMax ? dnnl::algorithm::pooling_max
                                           : dnnl::algorithm::pooling_avg_include_padding;
     dnnl::pooling_forward::primitive_desc fwd_pd(
-        dnnl::pooling_forward::desc(Prop(mode), algo, x_md_, y_md_, strides, kernel, pad, pad),
+        dnnl::pooling_forward::desc(Prop(mode), algo, x_md_, y_md_, strides, kernel, pad_l, pad_r),
         ctx_->engine);
     fwd_ = dnnl::pooling_forward(fwd_pd);
     if (mode == Mode::kTrain) {
@@ -255,7 +262,7 @@ class Pool2dOnednn final : public Pool2dFrame {
         workspace_ = dnnl::memory(fwd_pd.workspace_desc(), ctx_->engine);
       }
       bwd_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(
-          dnnl::pooling_backward::desc(algo, x_md_, y_md_, strides, kernel, pad, pad),
+          dnnl::pooling_backward::desc(algo, x_md_, y_md_, strides, kernel, pad_l, pad_r),
           ctx_->engine, fwd_pd));
     }
     cache_.Set(x, mode);

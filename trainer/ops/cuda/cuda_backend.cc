@@ -54,15 +54,25 @@ void CopyOnStream(const Shared& s, void* dst, const void* src, size_t bytes) {
 
 // ----------------------------------------------------------------------------------------
 // Pooling: max, average (padding counted, as the reference) and global average, which is an
-// average over the whole image whose (N, C, 1, 1) output is (N, C) in either layout.
+// average over the whole image whose (N, C, 1, 1) output is (N, C) in either layout. cuDNN pads
+// both sides alike, so max pooling whose ceil_mode adds windows past the right padding runs as
+// a kernel of its own (MaxPoolForward), keeping its argmax for the backward.
 
 class PoolOp final : public Pool2dFrame {
  public:
   PoolOp(std::shared_ptr<Shared> s, PoolKind kind, Pool2dSpec spec)
-      : Pool2dFrame(kind, spec), s_(std::move(s)) {}
+      : Pool2dFrame(kind, spec),
+        s_(std::move(s)),
+        argmax_(Shape{0}, DType::kI32, s_->ctx->allocator()) {}
 
   void Forward(Mode, Ins in, Outs out) override {
     Prepare(in[0]->shape());
+    if (direct_) {
+      COHORT_CUDA_CHECK(MaxPoolForward(Ptr(in[0]), windows_, s_->nhwc(), Ptr(out[0]),
+                                       static_cast<int32_t*>(Ptr(&argmax_)), s_->elem(),
+                                       s_->stream()));
+      return;
+    }
     COHORT_CUDNN_CHECK(cudnnPoolingForward(s_->ctx->cudnn(), pool_.get(), &kOne, x_.get(),
                                            Ptr(in[0]), &kZero, y_.get(), Ptr(out[0])));
   }
@@ -70,6 +80,12 @@ class PoolOp final : public Pool2dFrame {
   void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] == nullptr) return;
     Prepare(in[0]->shape());
+    if (direct_) {
+      COHORT_CUDA_CHECK(MaxPoolBackward(Ptr(grad_out[0]),
+                                        static_cast<const int32_t*>(Ptr(&argmax_)), windows_,
+                                        s_->nhwc(), Ptr(grad_in[0]), s_->elem(), s_->stream()));
+      return;
+    }
     COHORT_CUDNN_CHECK(cudnnPoolingBackward(s_->ctx->cudnn(), pool_.get(), &kOne, y_.get(),
                                             Ptr(out[0]), y_.get(), Ptr(grad_out[0]), x_.get(),
                                             Ptr(in[0]), &kZero, x_.get(), Ptr(grad_in[0])));
@@ -80,18 +96,29 @@ class PoolOp final : public Pool2dFrame {
     if (!last_.Changed(x)) return;
     int kh = spec_.kernel, kw = spec_.kernel, stride_h = spec_.stride, stride_w = spec_.stride;
     int pad = spec_.padding;
+    int64_t oh = 1, ow = 1;
+    direct_ = false;
     if (kind_ == PoolKind::kGlobalAvg) {
       kh = stride_h = static_cast<int>(x[2]);
       kw = stride_w = static_cast<int>(x[3]);
       pad = 0;
+    } else {
+      oh = Pool2dOutputSize(spec_, x[2]);
+      ow = Pool2dOutputSize(spec_, x[3]);
+      const Pool2dSpec rounded_down{spec_.kernel, spec_.stride, spec_.padding};
+      direct_ = oh != Pool2dOutputSize(rounded_down, x[2]) ||
+                ow != Pool2dOutputSize(rounded_down, x[3]);
+    }
+    if (direct_) {
+      windows_ = {x[0], x[1], x[2], x[3], oh, ow, spec_.kernel, spec_.stride, spec_.padding};
+      argmax_.Resize(Shape{x[0], x[1], oh, ow});
+      return;
     }
     const cudnnPoolingMode_t mode = kind_ == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
                                                         : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
     COHORT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_.get(), mode, CUDNN_NOT_PROPAGATE_NAN, kh,
                                                    kw, pad, pad, stride_h, stride_w));
     x_.Set(*s_, x);
-    const int64_t oh = (x[2] + 2 * pad - kh) / stride_h + 1;
-    const int64_t ow = (x[3] + 2 * pad - kw) / stride_w + 1;
     y_.Set(*s_, x[0], x[1], oh, ow);
   }
 
@@ -99,6 +126,9 @@ class PoolOp final : public Pool2dFrame {
   PoolDesc pool_;
   TensorDesc x_, y_;
   LastShape last_;
+  bool direct_ = false;  // ceil_mode's extra windows: MaxPoolForward/Backward, not cuDNN
+  PoolWindows windows_{};
+  Tensor argmax_;  // (N, C, OH, OW) I32 of the last forward, for the direct backward
 };
 
 // ----------------------------------------------------------------------------------------
@@ -231,6 +261,52 @@ class AddOp final : public AddFrame {
   }
 
  private:
+  std::shared_ptr<Shared> s_;
+};
+
+// Channel concatenation: PartsToChannels copies the inputs into their channels of y, and
+// ChannelsToParts copies the gradient back out, up to kMaxChannelParts inputs per launch.
+class ConcatOp final : public ConcatFrame {
+ public:
+  explicit ConcatOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  void Forward(Mode, Ins in, Outs out) override {
+    const Shape& y = out[0]->shape();
+    ForEachGroup(in, [&](size_t i) { return const_cast<void*>(Ptr(in[i])); },
+                 [&](const ChannelParts& parts, int64_t first) {
+                   COHORT_CUDA_CHECK(PartsToChannels(parts, y[0], y[1], y[2] * y[3], first,
+                                                     s_->nhwc(), Ptr(out[0]), s_->elem(),
+                                                     s_->stream()));
+                 });
+  }
+  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+    const Shape& y = grad_out[0]->shape();
+    ForEachGroup(in, [&](size_t i) { return grad_in[i] != nullptr ? Ptr(grad_in[i]) : nullptr; },
+                 [&](const ChannelParts& parts, int64_t first) {
+                   COHORT_CUDA_CHECK(ChannelsToParts(Ptr(grad_out[0]), y[0], y[1], y[2] * y[3],
+                                                     first, s_->nhwc(), parts, s_->elem(),
+                                                     s_->stream()));
+                 });
+  }
+
+ private:
+  // Calls launch(parts, first channel) for each run of up to kMaxChannelParts inputs, input i's
+  // pointer being data(i).
+  template <typename Data, typename Launch>
+  static void ForEachGroup(Ins in, Data data, Launch launch) {
+    int64_t first = 0;
+    for (size_t begin = 0; begin < in.size(); begin += kMaxChannelParts) {
+      ChannelParts parts;
+      int64_t channels = 0;
+      for (size_t i = begin; i < in.size() && parts.count < kMaxChannelParts; ++i) {
+        parts.data[parts.count] = data(i);
+        parts.channels[parts.count++] = in[i]->shape()[1];
+        channels += in[i]->shape()[1];
+      }
+      launch(parts, first);
+      first += channels;
+    }
+  }
+
   std::shared_ptr<Shared> s_;
 };
 
@@ -579,6 +655,7 @@ std::unique_ptr<Op> CudaBackend::BatchNorm(const BatchNormSpec& spec) {
   return std::make_unique<BatchNormOp>(shared_, spec);
 }
 std::unique_ptr<Op> CudaBackend::Add() { return std::make_unique<AddOp>(shared_); }
+std::unique_ptr<Op> CudaBackend::Concat() { return std::make_unique<ConcatOp>(shared_); }
 std::unique_ptr<Op> CudaBackend::Dropout(const DropoutSpec& spec) {
   return std::make_unique<DropoutOp>(shared_, spec);
 }

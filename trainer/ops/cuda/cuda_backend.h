@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Op> GlobalAvgPool() override;
   std::unique_ptr<Op> BatchNorm(const BatchNormSpec& spec) override;
   std::unique_ptr<Op> Add() override;
+  std::unique_ptr<Op> Concat() override;
   std::unique_ptr<Op> Dropout(const DropoutSpec& spec) override;
   std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& spec) override;
   std::unique_ptr<Op> Relu() override;

@@ -215,8 +215,8 @@ const Config kConfigs[] = {
 };
 
 // Every backend's cases, and cases at the sizes of a CIFAR ResNet's first layers (where cuDNN
-// picks other algorithms than for small inputs) and with element counts that are not a whole
-// number of 16-byte vectors.
+// picks other algorithms than for small inputs), with element counts that are not a whole
+// number of 16-byte vectors, and a concatenation of more inputs than one launch copies.
 std::vector<OpCase> GpuOpCases() {
   std::vector<OpCase> cases = testing::StandardOpCases();
   cases.push_back({"conv_resnet_stem", [](Backend& b) { return b.Conv2d({1, 1, false}); },
@@ -227,6 +227,10 @@ std::vector<OpCase> GpuOpCases() {
                    {{8, 16, 32, 32}, {16}, {16}}});
   cases.push_back({"relu_odd", [](Backend& b) { return b.Relu(); }, {{3, 5, 7, 9}}});
   cases.push_back({"add_odd", [](Backend& b) { return b.Add(); }, {{3, 5, 7, 9}, {3, 5, 7, 9}}});
+  // More inputs than one launch takes (kMaxChannelParts), with odd channel counts.
+  std::vector<Shape> nine;
+  for (int64_t c : {1, 3, 2, 5, 1, 4, 7, 2, 3}) nine.push_back({2, c, 3, 5});
+  cases.push_back({"concat_nine", [](Backend& b) { return b.Concat(); }, nine});
   return cases;
 }
 

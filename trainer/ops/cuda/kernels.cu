@@ -281,6 +281,102 @@ __global__ void SubsamplePadBackwardKernel(const T* __restrict__ dy, int64_t n, 
   }
 }
 
+// One thread per element of y's channels [first, first + ΣC_i), in y's order: coalesced on y,
+// and contiguous runs of each part. kToY: part → y, else y → part (null parts skipped).
+template <typename T, bool kToY>
+__global__ void ChannelPartsKernel(ChannelParts parts, int64_t n, int64_t c, int64_t hw,
+                                   int64_t first, int64_t group, bool nhwc, T* y) {
+  COHORT_GRID_STRIDE(idx, n * group * hw) {
+    int64_t b, ch, p;
+    if (nhwc) {
+      ch = idx % group;
+      p = (idx / group) % hw;
+      b = idx / (group * hw);
+    } else {
+      p = idx % hw;
+      ch = (idx / hw) % group;
+      b = idx / (hw * group);
+    }
+    const int64_t y_at = nhwc ? (b * hw + p) * c + first + ch : (b * c + first + ch) * hw + p;
+    // The part holding channel ch, and ch's place in it.
+    int i = 0;
+    while (ch >= parts.channels[i]) ch -= parts.channels[i++];
+    T* part = static_cast<T*>(parts.data[i]);
+    const int64_t ci = parts.channels[i];
+    const int64_t at = nhwc ? (b * hw + p) * ci + ch : (b * ci + ch) * hw + p;
+    if (kToY) {
+      y[y_at] = part[at];
+    } else if (part != nullptr) {
+      part[at] = y[y_at];
+    }
+  }
+}
+
+template <bool kToY>
+cudaError_t LaunchChannelParts(const ChannelParts& parts, int64_t n, int64_t c, int64_t hw,
+                               int64_t first, bool nhwc, void* y, Elem type, cudaStream_t stream) {
+  if (parts.count < 1 || parts.count > kMaxChannelParts) return cudaErrorInvalidValue;
+  int64_t group = 0;
+  for (int i = 0; i < parts.count; ++i) group += parts.channels[i];
+  if (first < 0 || first + group > c) return cudaErrorInvalidValue;
+  if (n * group * hw == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    ChannelPartsKernel<T, kToY><<<Blocks(n * group * hw), kThreads, 0, stream>>>(
+        parts, n, c, hw, first, group, nhwc, static_cast<T*>(y));
+  });
+}
+
+// One thread per output: the window's first maximum, and where it was.
+template <typename T>
+__global__ void MaxPoolForwardKernel(const T* __restrict__ x, PoolWindows p, bool nhwc,
+                                     T* __restrict__ y, int32_t* __restrict__ argmax) {
+  COHORT_GRID_STRIDE(idx, p.n * p.c * p.oh * p.ow) {
+    int64_t b, ch, i, j;
+    Coords(nhwc, idx, p.c, p.oh, p.ow, b, ch, i, j);
+    const int64_t h0 = i * p.stride - p.pad, w0 = j * p.stride - p.pad;
+    int64_t best = -1;
+    float best_value = 0.0f;
+    T best_raw{};
+    for (int64_t ih = max(h0, int64_t{0}); ih < min(h0 + p.kernel, p.h); ++ih) {
+      for (int64_t iw = max(w0, int64_t{0}); iw < min(w0 + p.kernel, p.w); ++iw) {
+        const T v = x[Offset(nhwc, b, ch, ih, iw, p.c, p.h, p.w)];
+        if (best < 0 || ToF32(v) > best_value) {
+          best = ih * p.w + iw;
+          best_value = ToF32(v);
+          best_raw = v;
+        }
+      }
+    }
+    y[idx] = best_raw;
+    argmax[idx] = static_cast<int32_t>(best);
+  }
+}
+
+// One thread per input position: the sum of dy over the windows it won, in window order.
+template <typename T>
+__global__ void MaxPoolBackwardKernel(const T* __restrict__ dy, const int32_t* __restrict__ argmax,
+                                      PoolWindows p, bool nhwc, T* __restrict__ dx) {
+  COHORT_GRID_STRIDE(idx, p.n * p.c * p.h * p.w) {
+    int64_t b, ch, ih, iw;
+    Coords(nhwc, idx, p.c, p.h, p.w, b, ch, ih, iw);
+    // Windows oh with oh·stride − pad <= ih < oh·stride − pad + kernel (likewise ow).
+    const int64_t oh_lo = max(int64_t{0}, (ih + p.pad - p.kernel + p.stride) / p.stride);
+    const int64_t oh_hi = min(p.oh - 1, (ih + p.pad) / p.stride);
+    const int64_t ow_lo = max(int64_t{0}, (iw + p.pad - p.kernel + p.stride) / p.stride);
+    const int64_t ow_hi = min(p.ow - 1, (iw + p.pad) / p.stride);
+    const int32_t me = static_cast<int32_t>(ih * p.w + iw);
+    float sum = 0.0f;
+    for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
+      for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+        const int64_t at = Offset(nhwc, b, ch, oh, ow, p.c, p.oh, p.ow);
+        if (argmax[at] == me) sum += ToF32(dy[at]);
+      }
+    }
+    dx[idx] = FromF32<T>(sum);
+  }
+}
+
 struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
@@ -476,6 +572,42 @@ cudaError_t SubsamplePadBackward(const void* dy, int64_t n, int64_t c, int64_t h
     using T = decltype(tag);
     SubsamplePadBackwardKernel<T><<<Blocks(size), kThreads, 0, stream>>>(
         static_cast<const T*>(dy), n, c, h, w, stride, pad, nhwc, static_cast<T*>(dx));
+  });
+}
+
+cudaError_t PartsToChannels(const ChannelParts& parts, int64_t n, int64_t c, int64_t hw,
+                            int64_t first, bool nhwc, void* y, Elem type, cudaStream_t stream) {
+  return LaunchChannelParts<true>(parts, n, c, hw, first, nhwc, y, type, stream);
+}
+
+cudaError_t ChannelsToParts(const void* y, int64_t n, int64_t c, int64_t hw, int64_t first,
+                            bool nhwc, const ChannelParts& parts, Elem type, cudaStream_t stream) {
+  // The kernel only reads y in this direction.
+  return LaunchChannelParts<false>(parts, n, c, hw, first, nhwc, const_cast<void*>(y), type,
+                                   stream);
+}
+
+cudaError_t MaxPoolForward(const void* x, const PoolWindows& p, bool nhwc, void* y,
+                           int32_t* argmax, Elem type, cudaStream_t stream) {
+  if (p.kernel < 1 || p.stride < 1 || p.pad < 0) return cudaErrorInvalidValue;
+  const int64_t size = p.n * p.c * p.oh * p.ow;
+  if (size == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    MaxPoolForwardKernel<T><<<Blocks(size), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), p, nhwc, static_cast<T*>(y), argmax);
+  });
+}
+
+cudaError_t MaxPoolBackward(const void* dy, const int32_t* argmax, const PoolWindows& p, bool nhwc,
+                            void* dx, Elem type, cudaStream_t stream) {
+  if (p.kernel < 1 || p.stride < 1 || p.pad < 0) return cudaErrorInvalidValue;
+  const int64_t size = p.n * p.c * p.h * p.w;
+  if (size == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    MaxPoolBackwardKernel<T><<<Blocks(size), kThreads, 0, stream>>>(
+        static_cast<const T*>(dy), argmax, p, nhwc, static_cast<T*>(dx));
   });
 }
 

@@ -3,9 +3,9 @@
 
 // The CUDA kernels of the GPU backend, for the work cuDNN and cuBLAS have no call for (or a
 // slower one): casts, layout transposes, bias rows, element-wise sums and ReLU, the loss,
-// dropout's mask, the ResNet shortcut and the mixed-precision gradient checks. Every function
-// takes device pointers, enqueues its work on `stream` and returns the launch's error
-// (cudaGetLastError); n == 0 launches nothing.
+// dropout's mask, the ResNet shortcut, channel concatenation, ceil-mode max pooling and the
+// mixed-precision gradient checks. Every function takes device pointers, enqueues its work on
+// `stream` and returns the launch's error (cudaGetLastError); n == 0 launches nothing.
 // Arithmetic is in fp32 whatever the storage type.
 
 #include <cuda_runtime.h>
@@ -61,6 +61,39 @@ cudaError_t SubsamplePadForward(const void* x, int64_t n, int64_t c, int64_t h, 
 cudaError_t SubsamplePadBackward(const void* dy, int64_t n, int64_t c, int64_t h, int64_t w,
                                  int stride, int64_t pad, bool nhwc, void* dx, Elem type,
                                  cudaStream_t stream);
+
+// Channel concatenation (the Concat op) of up to kMaxChannelParts parts into channels
+// [first, first + ΣC_i) of y (N, C, H, W), part i (N, C_i, H, W) after the parts before it; y
+// and every part in one layout, as nhwc says (SubsamplePad's). HW is H·W.
+//   PartsToChannels: y's channels ← the parts (a forward);
+//   ChannelsToParts: the parts ← y's channels (a backward), skipping null parts.
+constexpr int kMaxChannelParts = 8;
+struct ChannelParts {
+  void* data[kMaxChannelParts];  // read or written, as the call says
+  int64_t channels[kMaxChannelParts];
+  int count = 0;
+};
+cudaError_t PartsToChannels(const ChannelParts& parts, int64_t n, int64_t c, int64_t hw,
+                            int64_t first, bool nhwc, void* y, Elem type, cudaStream_t stream);
+cudaError_t ChannelsToParts(const void* y, int64_t n, int64_t c, int64_t hw, int64_t first,
+                            bool nhwc, const ChannelParts& parts, Elem type, cudaStream_t stream);
+
+// Max pooling x (N, C, H, W) → y (N, C, OH, OW) over kernel×kernel windows starting at
+// (oh·stride − pad, ow·stride − pad), cut at the image's edges (padding never wins), for any OH
+// and OW whose windows all start inside the image or its left padding: ceil_mode's last windows
+// reach past the right padding, which cuDNN's symmetric padding cannot express. Ties go to the
+// first maximum in row-major window order (the reference's). x, y, dy and dx all in one layout.
+//   forward:  y, and argmax (N, C, OH, OW) in y's layout: the winner's h·W + w, for backward;
+//   backward: dx at each input position = the sum of dy over the windows it won (a gather: no
+//             atomics, the same bits every run).
+struct PoolWindows {
+  int64_t n, c, h, w, oh, ow;
+  int kernel, stride, pad;
+};
+cudaError_t MaxPoolForward(const void* x, const PoolWindows& p, bool nhwc, void* y,
+                           int32_t* argmax, Elem type, cudaStream_t stream);
+cudaError_t MaxPoolBackward(const void* dy, const int32_t* argmax, const PoolWindows& p, bool nhwc,
+                            void* dx, Elem type, cudaStream_t stream);
 
 // Mean softmax cross-entropy of logits (n, k) against labels (n) in [0, k).
 //   forward:  probs (n, k) fp32 = softmax(logits) (kept for backward); *loss (one fp32) =

@@ -6,7 +6,8 @@
 namespace cohort {
 
 // Plain loops in double precision, written for clarity, not speed: the definition every fast
-// backend is tested against. Tensors are F64 on the host.
+// backend is tested against. Tensors are F64 on the host. Flatten and Concat are the Backend's
+// own host copies.
 class ReferenceBackend final : public Backend {
  public:
   absl::string_view name() const override { return "reference"; }

@@ -1,5 +1,7 @@
 #include "trainer/ops/reference/reference_backend.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 #include "trainer/ops/op_testing.h"
 
@@ -88,6 +90,39 @@ TEST(ReferenceOpValues, SubsamplePadPlacesChannelsInTheMiddle) {
   ASSERT_EQ(out[0].shape(), (Shape{1, 3, 2, 2}));
   const std::vector<double> want{0, 0, 0, 0, 1, 3, 7, 9, 0, 0, 0, 0};
   for (int i = 0; i < 12; ++i) EXPECT_EQ(out[0].data<double>()[i], want[i]) << i;
+}
+
+TEST(ReferenceOpValues, CeilModeMaxPoolKeepsTheWindowsPastTheEdge) {
+  // 1..9 in a 3x3 image, 2x2 windows with stride 2: the floor size is 1x1, ceil_mode adds the
+  // windows that hold only the last row or column.
+  ReferenceBackend ref;
+  auto op = ref.MaxPool2d({2, 2, 0, true});
+  std::vector<Tensor> in;
+  in.emplace_back(Shape{1, 1, 3, 3}, DType::kF64);
+  for (int i = 0; i < 9; ++i) in[0].data<double>()[i] = i + 1;
+  auto out = testing::RunForward(*op, in, Mode::kTrain, DType::kF64);
+  ASSERT_EQ(out[0].shape(), (Shape{1, 1, 2, 2}));
+  const std::vector<double> want{5, 6, 8, 9};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[0].data<double>()[i], want[i]) << i;
+}
+
+TEST(ReferenceOpValues, ConcatStacksChannelsPerSampleAndSplitsTheGradient) {
+  ReferenceBackend ref;
+  auto op = ref.Concat();
+  std::vector<Tensor> in;
+  in.emplace_back(Shape{2, 1, 1, 2}, DType::kF64);
+  in.emplace_back(Shape{2, 2, 1, 2}, DType::kF64);
+  const std::vector<double> a{1, 2, 3, 4}, b{10, 11, 12, 13, 14, 15, 16, 17};
+  std::copy(a.begin(), a.end(), in[0].data<double>());
+  std::copy(b.begin(), b.end(), in[1].data<double>());
+  auto out = testing::RunForward(*op, in, Mode::kTrain, DType::kF64);
+  ASSERT_EQ(out[0].shape(), (Shape{2, 3, 1, 2}));
+  const std::vector<double> want{1, 2, 10, 11, 12, 13, 3, 4, 14, 15, 16, 17};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(out[0].data<double>()[i], want[i]) << i;
+  // The output's values as its gradient give each input back its own values.
+  auto grads = testing::RunBackward(*op, in, out, out, DType::kF64);
+  EXPECT_EQ(testing::NormalizedMaxError(grads[0], in[0]), 0.0);
+  EXPECT_EQ(testing::NormalizedMaxError(grads[1], in[1]), 0.0);
 }
 
 TEST(ReferenceOpValues, DropoutKeepsAboutOneMinusPAndScales) {
