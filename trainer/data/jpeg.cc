@@ -19,9 +19,11 @@ struct HandleCloser {
 };
 
 // One decompressor per thread: a handle is not thread-safe, and making one costs allocations.
-tjhandle Decompressor() {
+// A header libjpeg read but which is refused can leave the handle unable to read the next one:
+// it is made again after a failure.
+std::unique_ptr<void, HandleCloser>& ThreadDecompressor() {
   thread_local std::unique_ptr<void, HandleCloser> handle(tjInitDecompress());
-  return handle.get();
+  return handle;
 }
 
 // What the bytes look like when they are not a JPEG, for the message.
@@ -33,15 +35,9 @@ const char* Kind(absl::string_view bytes) {
   return "not a JPEG";
 }
 
-}  // namespace
-
-absl::Status DecodeJpegScaled(absl::string_view bytes,
-                              absl::FunctionRef<int(int width, int height)> scale_denominator,
-                              absl::string_view where, RgbImage* image) {
-  tjhandle handle = Decompressor();
-  if (handle == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrFormat("%s: no JPEG decompressor", where));
-  }
+absl::Status DecodeWith(tjhandle handle, absl::string_view bytes,
+                        absl::FunctionRef<int(int width, int height)> scale_denominator,
+                        absl::string_view where, RgbImage* image) {
   if (!absl::StartsWith(bytes, "\xff\xd8")) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: %s (%d bytes; a JPEG starts with FF D8): decode only JPEGs, or convert it", where,
@@ -53,6 +49,11 @@ absl::Status DecodeJpegScaled(absl::string_view bytes,
                           &colorspace) != 0) {
     return absl::DataLossError(absl::StrFormat("%s: a JPEG whose header does not read: %s",
                                                where, tjGetErrorStr2(handle)));
+  }
+  if (width <= 0 || height <= 0) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: a JPEG whose header says %dx%d: a damaged header", where, width,
+                        height));
   }
   if (static_cast<int64_t>(width) * height > kMaxJpegPixels) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -93,6 +94,21 @@ absl::Status DecodeJpegScaled(absl::string_view bytes,
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecodeJpegScaled(absl::string_view bytes,
+                              absl::FunctionRef<int(int width, int height)> scale_denominator,
+                              absl::string_view where, RgbImage* image) {
+  std::unique_ptr<void, HandleCloser>& handle = ThreadDecompressor();
+  if (handle == nullptr) handle.reset(tjInitDecompress());
+  if (handle == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrFormat("%s: no JPEG decompressor", where));
+  }
+  absl::Status status = DecodeWith(handle.get(), bytes, scale_denominator, where, image);
+  if (!status.ok()) handle.reset(tjInitDecompress());
+  return status;
 }
 
 absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, int min_side,

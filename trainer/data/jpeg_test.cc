@@ -116,6 +116,20 @@ TEST(JpegTest, EncodedGreyAndColourDecodeToTheirPixels) {
   EXPECT_FALSE(EncodeJpeg(two.data(), 40, 24, 2, 90).ok());
 }
 
+TEST(JpegTest, AHeaderOfNoPixelsIsDamage) {
+  const std::vector<uint8_t> pixels = Gradient(16, 16, 3);
+  const std::string good = *EncodeJpeg(pixels.data(), 16, 16, 3, 90);
+  std::string jpeg = good;
+  const size_t sof = jpeg.find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  jpeg.replace(sof + 5, 4, std::string(4, '\0'));  // height and width
+  const absl::Status zero = DecodeJpeg(jpeg, 0, "zero.jpg").status();
+  EXPECT_FALSE(zero.ok());
+  EXPECT_TRUE(absl::StrContains(zero.message(), "zero.jpg")) << zero;
+  // The thread's decoder reads the next one as if nothing had happened.
+  EXPECT_TRUE(DecodeJpeg(good, 0, "good.jpg").ok());
+}
+
 TEST(JpegTest, DamageAndOtherFormatsAreNamed) {
   const std::string jpeg = Compress(Gradient(512, 512, 3), 512, 512, TJPF_RGB, TJSAMP_420);
   absl::StatusOr<RgbImage> image = DecodeJpeg(jpeg.substr(0, jpeg.size() / 2), 0, "cut.jpg");
