@@ -24,6 +24,9 @@ WorkerMetrics::WorkerMetrics(ProcessMetrics& p, ProgressSink report_progress, do
                               "Unix time at which the last training step ended.")),
       test_top1_(p.Gauge("cohort_worker_test_top1_percent",
                          "Top-1 accuracy on the test set after the latest epoch (rank 0).")),
+      skipped_samples_(p.Counter("cohort_worker_skipped_samples_total",
+                                 "Damaged samples this worker skipped and replaced "
+                                 "(--skip_corrupt).")),
       report_progress_(std::move(report_progress)),
       window_(window) {
   auto& phases = p.CounterFamily("cohort_worker_phase_seconds_total",
@@ -49,6 +52,10 @@ void WorkerMetrics::StepDone(const StepReport& r) {
   step_.Set(static_cast<double>(r.step));
   learning_rate_.Set(r.lr);
   last_step_time_.SetToCurrentTime();
+  if (r.skipped_samples > skipped_so_far_) {
+    skipped_samples_.Increment(static_cast<double>(r.skipped_samples - skipped_so_far_));
+    skipped_so_far_ = r.skipped_samples;
+  }
 
   ++window_steps_;
   window_images_ += r.images;

@@ -21,7 +21,8 @@ namespace cohort {
 //   cohort_worker_communication_overhead_ratio (push and pull waits ÷ step time, over the last
 //   window), cohort_worker_epoch, cohort_worker_step, cohort_worker_loss,
 //   cohort_worker_learning_rate, cohort_worker_last_step_timestamp_seconds,
-//   cohort_worker_test_top1_percent (rank 0, after each epoch).
+//   cohort_worker_test_top1_percent (rank 0, after each epoch),
+//   cohort_worker_skipped_samples_total (damaged samples replaced, --skip_corrupt).
 // Every window of at least `window` seconds of steps, the window's progress also goes to
 // report_progress (the scheduler's status page, through the heartbeat).
 class WorkerMetrics : public TrainingObserver {
@@ -49,6 +50,7 @@ class WorkerMetrics : public TrainingObserver {
   prometheus::Gauge& learning_rate_;
   prometheus::Gauge& last_step_time_;
   prometheus::Gauge& test_top1_;
+  prometheus::Counter& skipped_samples_;
 
   const ProgressSink report_progress_;
   const double window_;
@@ -56,6 +58,7 @@ class WorkerMetrics : public TrainingObserver {
   int64_t window_steps_ = 0, window_images_ = 0;
   double window_seconds_ = 0, window_comm_seconds_ = 0, window_loss_ = 0;
   std::optional<double> latest_test_top1_;  // the training thread's alone
+  int64_t skipped_so_far_ = 0;               // the training thread's alone
 };
 
 }  // namespace cohort

@@ -69,6 +69,17 @@ TEST(WorkerMetricsTest, CountsImagesPhasesAndBytesOfEveryStep) {
   EXPECT_TRUE(images.has_value());
 }
 
+TEST(WorkerMetricsTest, CountsTheSkippedSamplesAsTheLoopReportsThem) {
+  ProcessMetrics process("job-w", "worker", 0);
+  WorkerMetrics metrics(process, nullptr);
+  for (const int64_t so_far : {0, 0, 2, 2, 5}) {
+    StepReport r = Report(1, 0.1);
+    r.skipped_samples = so_far;
+    metrics.StepDone(r);
+  }
+  EXPECT_EQ(Counter(process, "cohort_worker_skipped_samples_total"), 5);
+}
+
 TEST(WorkerMetricsTest, ReportsProgressOncePerWindow) {
   ProcessMetrics process("job-w", "worker", 0);
   std::vector<v1::Progress> reports;

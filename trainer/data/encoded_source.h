@@ -44,8 +44,7 @@ class EncodedSource final : public SampleSource {
   absl::Status Gather(absl::Span<const int64_t> indices, const EpochKeys* train, Tensor* images,
                       Tensor* labels) override;
 
-  // Samples skipped so far as damaged.
-  int64_t skipped() const { return skipped_.load(); }
+  int64_t skipped() const override { return skipped_.load(); }
 
  private:
   // One sample into dst (C, H, W) and its label.

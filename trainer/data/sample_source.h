@@ -45,6 +45,9 @@ class SampleSource {
   // error naming where it is stored.
   virtual absl::Status Gather(absl::Span<const int64_t> indices, const EpochKeys* train,
                               Tensor* images, Tensor* labels) = 0;
+
+  // Damaged samples skipped (replaced) so far; safe to read while another thread gathers.
+  virtual int64_t skipped() const { return 0; }
 };
 
 // Images held decoded in memory (IDX, CIFAR-10, synthetic), augmented as `augmentation` says

@@ -208,6 +208,7 @@ struct EpochLoop {
   const LrSchedule* schedule;
   ProgressLog* progress;  // rank 0's; null on the others
   TrainingObserver* observer;
+  const SampleSource* source;  // what the batches come from
   int64_t steps_per_epoch;
   int64_t global_batch;
 };
@@ -256,7 +257,8 @@ absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_
     ++interval_steps;
     if (loop.observer != nullptr) {
       loop.observer->StepDone({*step, epoch, batch.images.shape()[0], lr,
-                               Seconds(Clock::now() - wait_start), data_seconds, r, total_steps});
+                               Seconds(Clock::now() - wait_start), data_seconds, r, total_steps,
+                               loop.source->skipped()});
     }
     if (*step % loop.options.log_interval == 0) {
       const auto now = Clock::now();
@@ -436,8 +438,8 @@ class TrainingRun {
     BatchPrefetcher batches(data_.train.get(), prefetch);
     StepRunner runner(replicas_->views, kvstore_, options_.overlap);
     const EpochLoop loop{options_, &runner, &batches, &plan_.schedule,
-                         plan_.lead ? &*progress_ : nullptr, observer_, plan_.steps_per_epoch,
-                         plan_.global_batch};
+                         plan_.lead ? &*progress_ : nullptr, observer_, data_.train.get(),
+                         plan_.steps_per_epoch, plan_.global_batch};
     int64_t step = from;
     const absl::Time started = absl::Now();
     const double wall_before = so_far->wall_seconds;

@@ -33,6 +33,7 @@ struct StepReport {
   double data_seconds = 0;  // waiting for the batch
   StepResult step_result;   // loss, phases and bytes of the step itself
   int64_t total_steps = 0;  // of the whole run
+  int64_t skipped_samples = 0;  // damaged samples this rank skipped so far (--skip_corrupt)
 };
 
 // Told about every step, on the training thread: keep it cheap.
