@@ -1,7 +1,5 @@
 #include "tools/launch/data_sync.h"
 
-#include <glob.h>
-
 #include <algorithm>
 #include <set>
 
@@ -16,20 +14,6 @@
 namespace cohort::launch {
 namespace {
 
-std::vector<std::string> Glob(const std::string& pattern) {
-  glob_t g{};
-  std::vector<std::string> paths;
-  if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-    for (size_t i = 0; i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
-  }
-  globfree(&g);
-  std::sort(paths.begin(), paths.end());
-  return paths;
-}
-
-std::string KindOf(const std::string& spec) { return spec.substr(0, spec.find(':') + 1); }
-std::string PathOf(const std::string& spec) { return spec.substr(spec.find(':') + 1); }
-
 // A split's files: the index files and the record files (by file order) of RecordIO, every
 // file of TFRecord, the folder of an image folder or of a list.
 struct SplitFiles {
@@ -38,17 +22,15 @@ struct SplitFiles {
 };
 
 SplitFiles FilesOf(const std::string& spec) {
-  const std::string kind = KindOf(spec), path = PathOf(spec);
+  const auto [kind, path] = ParseEncodedImagesSpec(spec);
   SplitFiles files;
   if (kind == "recordio:") {
-    std::vector<std::string> idxs = Glob(path + ".idx");
-    if (idxs.empty()) idxs = Glob(path + "-[0-9][0-9][0-9][0-9][0-9].idx");
-    for (const std::string& idx : idxs) {
+    for (const std::string& idx : RecordIOIndexFiles(path)) {
       files.always.push_back(idx);
       files.records.push_back(idx.substr(0, idx.size() - 4) + ".rec");
     }
   } else if (kind == "tfrecord:") {
-    files.always = Glob(path);
+    files.always = MatchingFiles(path);
   } else {
     // A list names images anywhere below its folder.
     files.always = {absl::EndsWith(path, ".lst") ? path.substr(0, path.rfind('/')) : path};
@@ -67,17 +49,22 @@ absl::StatusOr<std::optional<DataSyncPlan>> PlanDataSync(
     if (name == "eval_dataset") eval_dataset = value;
     if (name == "data_partition") partition = value;
   });
-  if (!IsEncodedImagesSpec(dataset)) return std::nullopt;
-  if (PathOf(dataset).empty() || PathOf(dataset)[0] != '/') {
-    // Relative: inside the working directory, which is copied whole.
+  const EncodedImagesSpec spec = ParseEncodedImagesSpec(dataset);
+  // A relative path lies inside the working directory, which is copied whole.
+  if (spec.kind.empty() || spec.path.empty() || spec.path[0] != '/' ||
+      absl::StartsWith(spec.path, working_dir + "/")) {
     return std::nullopt;
   }
-  if (absl::StartsWith(PathOf(dataset), working_dir + "/")) return std::nullopt;
   ASSIGN_OR_RETURN(const DatasetSplits splits, ResolveSplits(dataset, eval_dataset));
   DataSyncPlan plan;
   plan.root = absl::StrCat(dst_dir, "/.cohort-data");
-  plan.dataset = absl::StrCat(KindOf(splits.train), plan.root, PathOf(splits.train));
-  plan.eval_dataset = absl::StrCat(KindOf(splits.eval), plan.root, PathOf(splits.eval));
+  // The same data under the copy's root.
+  const auto moved = [&plan](const std::string& split) {
+    const EncodedImagesSpec s = ParseEncodedImagesSpec(split);
+    return absl::StrCat(s.kind, plan.root, s.path);
+  };
+  plan.dataset = moved(splits.train);
+  plan.eval_dataset = moved(splits.eval);
   const SplitFiles train = FilesOf(splits.train), eval = FilesOf(splits.eval);
   const int workers = static_cast<int>(placement.workers.size());
   const bool by_files = partition == "files" && !train.records.empty();

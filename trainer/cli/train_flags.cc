@@ -9,9 +9,8 @@ namespace {
 
 // A dataset named by a path (imagefolder:DIR, ...) resolves it as the other paths resolve.
 std::string ResolveDatasetPath(const std::string& spec, const std::string& user_dir) {
-  if (!IsEncodedImagesSpec(spec)) return spec;
-  const size_t colon = spec.find(':');
-  return spec.substr(0, colon + 1) + ResolveUserPath(spec.substr(colon + 1), user_dir);
+  const auto [kind, path] = ParseEncodedImagesSpec(spec);
+  return kind.empty() ? spec : kind + ResolveUserPath(path, user_dir);
 }
 
 }  // namespace

@@ -39,8 +39,9 @@ bool IsFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// The files a pattern matches, in name order.
-std::vector<std::string> Glob(const std::string& pattern) {
+}  // namespace
+
+std::vector<std::string> MatchingFiles(const std::string& pattern) {
   glob_t g{};
   std::vector<std::string> paths;
   if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
@@ -52,6 +53,8 @@ std::vector<std::string> Glob(const std::string& pattern) {
   std::sort(paths.begin(), paths.end());
   return paths;
 }
+
+namespace {
 
 // A label as a record stores it, checked against the classes there are.
 absl::Status CheckLabel(int64_t label, int num_classes, const std::string& where) {
@@ -201,12 +204,7 @@ class RecordIOImages final : public RecordImages {
   static absl::StatusOr<std::unique_ptr<EncodedImages>> Open(const std::string& prefix,
                                                            const EncodedImagesOptions& options) {
     // Found by their indexes: a host may hold only some of the .rec files.
-    std::vector<std::string> idxs;
-    if (IsFile(prefix + ".idx")) {
-      idxs = {prefix + ".idx"};
-    } else {
-      idxs = Glob(prefix + "-[0-9][0-9][0-9][0-9][0-9].idx");
-    }
+    const std::vector<std::string> idxs = RecordIOIndexFiles(prefix);
     if (idxs.empty()) {
       return absl::NotFoundError(absl::StrCat(
           "recordio:", prefix, ": neither ", prefix, ".idx nor ", prefix,
@@ -301,7 +299,7 @@ class TFRecordImages final : public RecordImages {
  public:
   static absl::StatusOr<std::unique_ptr<EncodedImages>> Open(const std::string& pattern,
                                                            const EncodedImagesOptions& options) {
-    const std::vector<std::string> paths = Glob(pattern);
+    const std::vector<std::string> paths = MatchingFiles(pattern);
     if (paths.empty()) {
       return absl::NotFoundError(
           absl::StrCat("tfrecord:", pattern, ": no file matches ", pattern));
@@ -357,30 +355,36 @@ absl::StatusOr<std::unique_ptr<EncodedImages>> OpenFolder(const std::string& pat
   return std::unique_ptr<EncodedImages>(new FolderImages(name, root, std::move(list)));
 }
 
-// The kind prefix of a spec and the path after it; empty kind when it is none of ours.
-std::pair<absl::string_view, std::string> SplitSpec(absl::string_view spec) {
-  for (const absl::string_view kind : {kFolder, kRecordIO, kTFRecord}) {
-    if (absl::StartsWith(spec, kind)) return {kind, std::string(spec.substr(kind.size()))};
-  }
-  return {"", std::string(spec)};
-}
-
 // Whether a split's files are there.
 bool SplitExists(absl::string_view kind, const std::string& path) {
   if (kind == kFolder) return IsDirectory(path) || (absl::EndsWith(path, ".lst") && IsFile(path));
-  if (kind == kRecordIO) {
-    return IsFile(path + ".rec") || !Glob(path + "-[0-9][0-9][0-9][0-9][0-9].rec").empty();
-  }
-  return !Glob(path).empty();
+  if (kind == kRecordIO) return !RecordIOIndexFiles(path).empty();
+  return !MatchingFiles(path).empty();
 }
 
 }  // namespace
 
-bool IsEncodedImagesSpec(absl::string_view spec) { return !SplitSpec(spec).first.empty(); }
+EncodedImagesSpec ParseEncodedImagesSpec(absl::string_view spec) {
+  for (const absl::string_view kind : {kFolder, kRecordIO, kTFRecord}) {
+    if (absl::StartsWith(spec, kind)) {
+      return {std::string(kind), std::string(spec.substr(kind.size()))};
+    }
+  }
+  return {"", std::string(spec)};
+}
+
+std::vector<std::string> RecordIOIndexFiles(const std::string& prefix) {
+  if (IsFile(prefix + ".idx")) return {prefix + ".idx"};
+  return MatchingFiles(prefix + "-[0-9][0-9][0-9][0-9][0-9].idx");
+}
+
+bool IsEncodedImagesSpec(absl::string_view spec) {
+  return !ParseEncodedImagesSpec(spec).kind.empty();
+}
 
 absl::StatusOr<std::unique_ptr<EncodedImages>> OpenEncodedImages(
     absl::string_view spec, const EncodedImagesOptions& options) {
-  const auto [kind, path] = SplitSpec(spec);
+  const auto [kind, path] = ParseEncodedImagesSpec(spec);
   if (path.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--dataset=", spec, " names no path"));
   }
@@ -394,7 +398,7 @@ absl::StatusOr<std::unique_ptr<EncodedImages>> OpenEncodedImages(
 
 absl::StatusOr<DatasetSplits> ResolveSplits(absl::string_view dataset,
                                             absl::string_view eval_dataset) {
-  const auto [kind, path] = SplitSpec(dataset);
+  const auto [kind, path] = ParseEncodedImagesSpec(dataset);
   if (kind.empty()) return OpenEncodedImages(dataset, {}).status();
   if (!SplitExists(kind, path)) {
     return absl::NotFoundError(absl::StrCat("--dataset=", dataset, ": ", path, " is not there"));

@@ -64,6 +64,21 @@ absl::StatusOr<std::unique_ptr<EncodedImages>> OpenEncodedImages(
 // Whether a --dataset name is one OpenEncodedImages opens (by its "kind:" prefix).
 bool IsEncodedImagesSpec(absl::string_view spec);
 
+// A --dataset name split at its kind: {"recordio:", "/data/train"}; the kind is empty for a name
+// that is not one of encoded images.
+struct EncodedImagesSpec {
+  std::string kind;
+  std::string path;
+};
+EncodedImagesSpec ParseEncodedImagesSpec(absl::string_view spec);
+
+// The regular files a pattern matches ('*' and '?' in the last path component), in name order.
+std::vector<std::string> MatchingFiles(const std::string& pattern);
+
+// The index files of recordio:PREFIX, each with its .rec beside it: PREFIX.idx, or else the
+// shards' PREFIX-NNNNN.idx in order. Empty when there are none.
+std::vector<std::string> RecordIOIndexFiles(const std::string& prefix);
+
 // The two splits a job reads, as OpenEncodedImages specs.
 struct DatasetSplits {
   std::string train;
