@@ -5,8 +5,10 @@ after some checkpoints resumes from the newest complete one, for LeNet and for R
 batch-norm running statistics the shards checkpoint with the parameters; with the newest
 checkpoints damaged (a truncated file, a flipped byte) resume names each damaged file and uses
 the newest complete one before them; a SIGKILLed shard is restarted from the checkpoint and the
-job rolls back to it (--restart_failed_shards); a SIGKILLed scheduler is restarted and the
-members register with it again (--restart_scheduler).
+job rolls back to it (--restart_failed_shards), also when a second shard dies 50 ms later or
+while the workers roll back; a SIGKILLed scheduler is restarted and the members register with it
+again (--restart_scheduler), also as the workers finish (its journal says who already did); a
+shard killed as the job is DONE leaves it DONE.
 
 Usage: recovery_test.py LAUNCH JOB_PROCESSES_PY
 """
@@ -79,12 +81,22 @@ class RecoveryTest(job_fixture.JobTestCase):
         with open(path, "rb") as f:
             return f.read()
 
-    def uninterrupted(self, case=LENET):
+    # The uninterrupted run's model bytes, by case: one run serves every test of the case.
+    uninterrupted_models = {}
+
+    def run_uninterrupted(self, case):
+        """Runs the case without interruption (checkpoints under straight/); its model bytes."""
         model = os.path.join(self.dir, "uninterrupted.safetensors")
         out = self.run_job("uninterrupted", f"--checkpoint_dir={self.dir}/straight",
                            f"--checkpoint_every={case.every}", model=model, case=case)
         self.assertIn("[worker 0] Wrote", out)
         return self.model_bytes(model)
+
+    def uninterrupted(self, case=LENET):
+        key = tuple(case.worker)
+        if key not in self.uninterrupted_models:
+            self.uninterrupted_models[key] = self.run_uninterrupted(case)
+        return self.uninterrupted_models[key]
 
     def killed_after(self, root, step, case):
         """Starts the job, SIGKILLs every process of it once the checkpoint at `step` (or a
@@ -188,6 +200,102 @@ class RecoveryTest(job_fixture.JobTestCase):
                           f"{per_epoch})", out)
         self.assertEqual(self.model_bytes(model), want)
 
+    def member(self, job, role, rank=None):
+        """The PID of the job's `role` process (of `rank`)."""
+        pids = [p for p in job_pids(job) if environ_of(p).get("COHORT_ROLE") == role and
+                (rank is None or environ_of(p).get("COHORT_RANK") == str(rank))]
+        self.assertEqual(len(pids), 1, (role, rank, job_pids(job)))
+        return pids[0]
+
+    def wait_for(self, name, launcher, pattern):
+        """Waits until the log of `name` holds a line matching pattern."""
+        deadline = time.monotonic() + 300
+        while not re.search(pattern, self.log(name), re.M):
+            self.assertLess(time.monotonic(), deadline, self.log(name))
+            self.assertIsNone(launcher.poll(), self.log(name))
+            time.sleep(0.005)
+
+    def check_second_shard_death_is_recovered(self, name, second_dies):
+        """Shard 0 SIGKILLed once the checkpoint at 2 * every is complete, then shard 1 once
+        second_dies() returns: the launcher restarts both, the workers wait for both, and the
+        job ends with the uninterrupted run's model."""
+        case = LENET_LONGER
+        want = self.uninterrupted(case)
+        job = self.job(name)
+        root = os.path.join(self.dir, "ckpt")
+        model = os.path.join(self.dir, f"{name}.safetensors")
+        launcher = self.start(name, [
+            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", f"--checkpoint_dir={root}",
+            f"--checkpoint_every={case.every}", "--restart_failed_shards", "--",
+            *case.worker, f"--output={model}"])
+        deadline = time.monotonic() + 300
+        while not [s for s in complete_steps(root) if s >= 2 * case.every]:
+            self.assertLess(time.monotonic(), deadline, self.log(name))
+            self.assertIsNone(launcher.poll(), self.log(name))
+            time.sleep(0.01)
+        first, second = self.member(job, "shard", 0), self.member(job, "shard", 1)
+        os.kill(first, signal.SIGKILL)
+        second_dies(launcher)
+        os.kill(second, signal.SIGKILL)
+        self.assertEqual(launcher.wait(timeout=300), 0, self.log(name))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log(name)
+        for shard in (0, 1):
+            self.assertRegex(out, rf"launch: shard {shard} \(pid \d+\) was killed by signal 9")
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        self.assertEqual(self.model_bytes(model), want)
+        return out
+
+    def test_two_shards_killed_50ms_apart_both_restart(self):
+        self.check_second_shard_death_is_recovered("apart", lambda launcher: time.sleep(0.05))
+
+    def test_shard_killed_while_the_workers_roll_back_restarts_too(self):
+        """Shard 1 dies once shard 0 is back, before the workers rolled it back: worker 0
+        finds it gone, waits for it to come back and rolls back both."""
+        out = self.check_second_shard_death_is_recovered(
+            "during", lambda launcher: self.wait_for(
+                "during", launcher, r"^\[shard 0\] shard 0: resuming from step"))
+        self.assertRegex(out, r"\[worker 0\] worker 0: .*shard 1.*; waiting for that shard to "
+                              r"come back")
+
+    def test_shard_killed_after_the_job_is_done_leaves_it_done(self):
+        """A shard SIGKILLed as the scheduler says the job is DONE: the job's model
+        stands, the launcher says so and exits 0 at once."""
+        job = self.job("done")
+        model = os.path.join(self.dir, "done.safetensors")
+        launcher = self.start("done", [
+            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", "--restart_failed_shards",
+            f"--checkpoint_dir={self.dir}/ckpt", f"--checkpoint_every={LENET.every}", "--",
+            *LENET.worker, f"--output={model}"])
+        self.wait_for("done", launcher, r"^\[worker 0\] Wrote ")
+        shard = self.member(job, "shard", 1)
+        self.wait_for("done", launcher, r"^\[scheduler\] scheduler: job DONE")
+        os.kill(shard, signal.SIGKILL)
+        start = time.monotonic()
+        self.assertEqual(launcher.wait(timeout=60), 0, self.log("done"))
+        self.assertLess(time.monotonic() - start, 3, self.log("done"))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        self.assertTrue(os.path.exists(model))
+
+    def test_scheduler_killed_as_the_workers_finish_leaves_the_job_done(self):
+        """The scheduler SIGKILLed once rank 1 is done (rank 0 still evaluating and writing):
+        the restarted scheduler learns that the workers finished, and the job ends DONE."""
+        job = self.job("late")
+        model = os.path.join(self.dir, "late.safetensors")
+        launcher = self.start("late", [
+            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", "--restart_scheduler", "--",
+            *LENET.worker, f"--output={model}"])
+        self.wait_for("late", launcher, r"^\[worker 0\] +20 ")
+        scheduler = self.member(job, "scheduler")
+        self.wait_for("late", launcher, r"^\[worker 1\] train: rank 1 of 2 done")
+        os.kill(scheduler, signal.SIGKILL)
+        start = time.monotonic()
+        self.assertEqual(launcher.wait(timeout=60), 0, self.log("late"))
+        self.assertLess(time.monotonic() - start, 5, self.log("late"))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        self.assertTrue(os.path.exists(model))
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", self.log("late"))
+
     def test_restarted_scheduler_takes_the_running_job_over(self):
         """SIGKILL of the scheduler with --restart_scheduler: the launcher starts it again at its
         address, every member registers with it again within its grace, and the job ends with the
@@ -219,7 +327,7 @@ class RecoveryTest(job_fixture.JobTestCase):
         self.assertEqual(self.model_bytes(model), want)
 
     def test_damaged_newest_checkpoints_are_named_and_skipped(self):
-        want = self.uninterrupted()
+        want = self.run_uninterrupted(LENET)
         root = os.path.join(self.dir, "straight")
         steps = complete_steps(root)
         self.assertEqual(steps, [200, 240, 280], steps)  # every 40 steps, the newest 3 kept

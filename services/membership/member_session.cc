@@ -211,10 +211,20 @@ void MemberSession::Leave(const absl::Status& status, absl::Duration timeout) {
   request.set_rank(rank_);
   if (!status.ok()) request.set_error(std::string(status.message()));
   if (const std::optional<int> shard = LostShard(status)) request.set_lost_shard(*shard);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  v1::StopReply reply;
-  stub_->Stop(&context, request, &reply);  // a lost scheduler already ended the job
+  // A scheduler being restarted (launch --restart_scheduler), or killed while it answered,
+  // hears it once it listens again; one given up on already ended the job.
+  const absl::Time deadline = absl::Now() + timeout;
+  for (bool retry = !core_.ended();;) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    context.set_wait_for_ready(retry);
+    v1::StopReply reply;
+    const grpc::Status said = stub_->Stop(&context, request, &reply);
+    if (!retry || said.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() >= deadline) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
   core_.Stop();
 }
 

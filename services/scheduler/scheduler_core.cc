@@ -11,14 +11,60 @@
 
 namespace cohort {
 
-SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock)
+SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal)
     : spec_(std::move(spec)),
       clock_(clock),
+      journal_(journal),
       started_(clock->Now()),
       straggler_reported_(started_) {
   shards_.resize(spec_.num_shards);
   workers_.resize(spec_.num_workers);
   for (int r = 0; r < spec_.num_workers; ++r) active_.push_back(r);
+  if (journal_ != nullptr) {
+    absl::MutexLock lock(&mu_);
+    TakeOver(journal_->state());
+  }
+}
+
+void SchedulerCore::TakeOver(const JournalState& journal) {
+  for (const auto& [rank, finished] : journal.finished_workers) {
+    if (rank < 0 || rank >= static_cast<int>(workers_.size())) continue;
+    Member& m = workers_[rank];
+    m.registered = m.stopped = true;
+    m.host = finished.host;
+    m.pid = finished.pid;
+    m.last_heartbeat = clock_->Now();
+  }
+  if (journal.end.has_value()) {
+    state_ = *journal.end;
+    reason_ = journal.reason;
+    return;
+  }
+  if (!journal.finished_workers.empty()) EndIfAllFinished();
+}
+
+void SchedulerCore::Journalled(const absl::Status& written) {
+  if (written.ok() || journal_failed_) return;
+  journal_failed_ = true;
+  notices_.push_back(absl::StrCat("warning: ", written.message(),
+                                  "; a scheduler restarted now would not know what it records"));
+}
+
+void SchedulerCore::End(JobState state, std::string reason) {
+  if (Ended()) return;
+  if (journal_ != nullptr) Journalled(journal_->RecordEnd(state, reason));
+  state_ = state;
+  reason_ = std::move(reason);
+}
+
+void SchedulerCore::EndIfAllFinished() {
+  if (Ended()) return;
+  for (int w : active_) {
+    if (!workers_[w].stopped || !workers_[w].last_error.empty()) return;
+  }
+  End(JobState::kDone, active_.size() == 1 ? std::string("the worker finished")
+                                           : absl::StrCat("all ", active_.size(),
+                                                          " workers finished"));
 }
 
 std::vector<SchedulerCore::Member>& SchedulerCore::Members(MemberRole role) {
@@ -38,11 +84,7 @@ std::string SchedulerCore::Describe(MemberRole role, int rank) const {
   return absl::StrFormat("%s %d (host %s, pid %d)", RoleName(role), rank, m.host, m.pid);
 }
 
-void SchedulerCore::Fail(const std::string& reason) {
-  if (Ended()) return;
-  state_ = JobState::kFailed;
-  reason_ = reason;
-}
+void SchedulerCore::Fail(const std::string& reason) { End(JobState::kFailed, reason); }
 
 absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   absl::MutexLock lock(&mu_);
@@ -59,6 +101,16 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
       m.last_heartbeat = clock_->Now();
       return r.requested_rank;
     }
+  }
+  if (r.rejoin && known_rank && state_ == JobState::kDone) {
+    // The job ended while this member's scheduler was away (this one took it over): its first
+    // heartbeat tells it so.
+    Member& m = members[r.requested_rank];
+    m.registered = true;
+    m.host = r.host;
+    m.pid = r.pid;
+    m.last_heartbeat = clock_->Now();
+    return r.requested_rank;
   }
   if (state_ == JobState::kRunning && r.role == MemberRole::kWorker && spec_.elastic &&
       !r.rejoin) {
@@ -408,6 +460,13 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
                                   std::optional<int> lost_shard) {
   absl::MutexLock lock(&mu_);
   Member* m = Find(role, rank);
+  if (m == nullptr && error.empty() && role == MemberRole::kWorker && rank >= 0 &&
+      rank < static_cast<int>(workers_.size()) && state_ == JobState::kForming) {
+    // It finished while this scheduler took the job over, before it joined again.
+    m = &workers_[rank];
+    m->registered = true;
+    m->last_heartbeat = clock_->Now();
+  }
   if (m == nullptr) return;
   m->stopped = true;
   if (!error.empty()) {
@@ -434,12 +493,8 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
     return;
   }
   if (role != MemberRole::kWorker || Ended()) return;
-  for (int w : active_) {
-    if (!workers_[w].stopped) return;
-  }
-  state_ = JobState::kDone;
-  reason_ = active_.size() == 1 ? std::string("the worker finished")
-                                : absl::StrCat("all ", active_.size(), " workers finished");
+  if (journal_ != nullptr) Journalled(journal_->RecordFinished(rank, m->host, m->pid));
+  EndIfAllFinished();
 }
 
 void SchedulerCore::Stop(const std::string& reason) {

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/common/clock.h"
+#include "services/scheduler/job_journal.h"
 #include "services/scheduler/job_status.h"
 #include "services/scheduler/straggler.h"
 #include "trainer/kvstore/kvstore_mode.h"
@@ -82,7 +83,10 @@ struct ClusterView {
 // Liveness is judged on the injected clock; CheckLiveness must be called periodically.
 class SchedulerCore {
  public:
-  SchedulerCore(JobSpec spec, Clock* clock);
+  // journal (may be null; outlives the core): the workers that finished and the job's end are
+  // recorded there before anyone is told; what it already holds is where this scheduler takes
+  // the job over (the workers that finished need not join again; a job that ended stays so).
+  SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal = nullptr);
 
   const JobSpec& spec() const { return spec_; }
 
@@ -114,7 +118,8 @@ class SchedulerCore {
   int64_t generation() const;
   // The member leaves: finished (error empty) or failed (the job fails with its error, unless
   // the job outlives that member's death: a restartable shard, an elastic job's worker). The
-  // job is DONE when every worker has finished.
+  // job is DONE when every worker has finished. A worker that finishes before it joined this
+  // scheduler again (it took over a running job) counts as finished too.
   // lost_shard: the error is the loss of that shard (a worker's stream to it ended as a dead
   // shard's does). Until the shard is found dead, for at most the heartbeat timeout, the
   // verdict waits: a host's death is then blamed on the member that died there, not on the
@@ -201,9 +206,18 @@ class SchedulerCore {
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == JobState::kDone || state_ == JobState::kFailed;
   }
+  // The job ends (journalled first); a later end changes nothing.
+  void End(JobState state, std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // DONE once every worker of the generation has finished.
+  void EndIfAllFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A journal that cannot be written is said once (a notice); the job goes on without it.
+  void Journalled(const absl::Status& written) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the journal holds when this scheduler starts: the job as the one before left it.
+  void TakeOver(const JournalState& journal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec spec_;
   Clock* const clock_;
+  JobJournal* const journal_;
   const absl::Time started_;
 
   mutable absl::Mutex mu_;
@@ -234,6 +248,7 @@ class SchedulerCore {
   std::vector<absl::Duration> barrier_waits_ ABSL_GUARDED_BY(mu_);  // not yet taken
   int64_t missed_heartbeats_[kNumMemberRoles] ABSL_GUARDED_BY(mu_) = {};
   std::vector<std::string> notices_ ABSL_GUARDED_BY(mu_);
+  bool journal_failed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<std::string> oversubscribed_hosts_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "services/common/fake_clock.h"
+#include "services/common/test_tmp_dir.h"
 #include "services/scheduler/scheduler_core_testing.h"
 
 namespace cohort {
@@ -255,6 +256,59 @@ TEST(SchedulerCoreTest, MemberErrorFailsTheJobAndFinishedWorkersEndIt) {
   done.MemberStopped(MemberRole::kWorker, 1, "");
   EXPECT_EQ(done.state(), JobState::kDone);
   EXPECT_TRUE(done.WaitUntilEnded(absl::ZeroDuration()));
+}
+
+// A member of the running job joining a scheduler restarted mid-job.
+MemberRegistration Rejoining(MemberRole role, int rank) {
+  MemberRegistration r = Member(role, rank, role == MemberRole::kShard ? "10.0.0.9:7" : "");
+  r.rejoin = true;
+  return r;
+}
+
+TEST(SchedulerCoreTest, ARestartedSchedulerKnowsFromTheJournalWhoFinished) {
+  FakeClock clock;
+  const std::string path = TmpDir() + "/takeover.journal";
+  std::remove(path.c_str());
+  {
+    auto journal = JobJournal::Open(path, "job-test");
+    ASSERT_TRUE(journal.ok()) << journal.status();
+    SchedulerCore before(Spec(2, 1), &clock, journal->get());
+    Form(&before);
+    before.MemberStopped(MemberRole::kWorker, 1, "");
+    EXPECT_EQ(before.state(), JobState::kRunning);
+  }  // the scheduler is killed
+  auto journal = JobJournal::Open(path, "job-test");
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  SchedulerCore after(Spec(2, 1), &clock, journal->get());
+  EXPECT_EQ(after.state(), JobState::kForming);
+  ASSERT_TRUE(after.Register(Rejoining(MemberRole::kShard, 0)).ok());
+  // Worker 0 finishes before it joined again: that ends the job.
+  after.MemberStopped(MemberRole::kWorker, 0, "");
+  EXPECT_EQ(after.state(), JobState::kDone);
+  EXPECT_EQ(after.reason(), "all 2 workers finished");
+  absl::StatusOr<JournalState> recorded = ReadJournal(path);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(DescribeJournal(*recorded), "the job ended DONE (all 2 workers finished)");
+
+  // A third scheduler serves the ended job; a shard joining again learns it from its heartbeat.
+  auto third_journal = JobJournal::Open(path, "job-test");
+  ASSERT_TRUE(third_journal.ok()) << third_journal.status();
+  SchedulerCore third(Spec(2, 1), &clock, third_journal->get());
+  EXPECT_EQ(third.state(), JobState::kDone);
+  ASSERT_TRUE(third.Register(Rejoining(MemberRole::kShard, 0)).ok());
+  EXPECT_EQ(third.Heartbeat(MemberRole::kShard, 0), JobState::kDone);
+  EXPECT_FALSE(third.Register(Member(MemberRole::kShard, 0)).ok());  // a new one is not
+}
+
+TEST(SchedulerCoreTest, AWorkerFinishingBeforeItJoinedAFreshSchedulerAgainKeepsItForming) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  ASSERT_TRUE(core.Register(Rejoining(MemberRole::kShard, 0)).ok());
+  ASSERT_TRUE(core.Register(Rejoining(MemberRole::kWorker, 1)).ok());
+  core.MemberStopped(MemberRole::kWorker, 0, "");
+  EXPECT_EQ(core.state(), JobState::kForming);  // worker 1 has not finished
+  core.MemberStopped(MemberRole::kWorker, 1, "");
+  EXPECT_EQ(core.state(), JobState::kDone);
 }
 
 TEST(SchedulerCoreTest, BarrierReleasesEveryWorkerWithTheAgreedFingerprint) {

@@ -27,6 +27,7 @@
 #include "services/common/security_flags.h"
 #include "services/common/termination.h"
 #include "services/scheduler/job_history.h"
+#include "services/scheduler/job_journal.h"
 #include "services/scheduler/job_page.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_metrics.h"
@@ -52,6 +53,9 @@ ABSL_FLAG(int, metrics_port, 0,
           "port of the HTTP server for /metrics and /status, on --bind (0: the system picks one; "
           "it is printed)");
 ABSL_FLAG(std::string, metrics_port_file, "", "also write the metrics port to this file");
+ABSL_FLAG(std::string, journal, "",
+          "append the workers that finished and the job's end to this file, and take the job "
+          "over from what it holds when started again (launch --restart_scheduler); empty: none");
 COHORT_DEFINE_JOB_FLAGS();
 COHORT_DEFINE_SECURITY_FLAGS();
 
@@ -141,8 +145,24 @@ int main(int argc, char** argv) {
   const cohort::JobSpec& spec = *job;
   const absl::Duration linger = absl::Seconds(absl::GetFlag(FLAGS_linger));
 
+  std::unique_ptr<cohort::JobJournal> journal;
+  if (const std::string path = absl::GetFlag(FLAGS_journal); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<cohort::JobJournal>> opened =
+        cohort::JobJournal::Open(path, spec.job_id);
+    if (!opened.ok()) {
+      std::cerr << "scheduler: error: " << opened.status().message() << "\n";
+      return 1;
+    }
+    journal = *std::move(opened);
+    if (const cohort::JournalState& held = journal->state(); !held.finished_workers.empty() ||
+                                                             held.end.has_value()) {
+      std::cout << "scheduler: taking job " << spec.job_id << " over from its journal " << path
+                << ": " << cohort::DescribeJournal(held) << "\n"
+                << std::flush;
+    }
+  }
   cohort::RealClock clock;
-  cohort::SchedulerCore core(spec, &clock);
+  cohort::SchedulerCore core(spec, &clock, journal.get());
   // Stopped (a container engine, Kubernetes, scancel): the job ends FAILED saying why, and the
   // members hear it from their next heartbeat's answer. Whatever main is doing then (waiting
   // for members, lingering, stopping its servers; the job may have ended just before), the

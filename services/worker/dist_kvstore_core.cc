@@ -206,17 +206,24 @@ void DistKVStoreCore::OnAnswers(int shard, absl::Span<const Answer> answers) {
 }
 
 void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  if (closing_ || job_ended_ || !stream_error_.ok()) return;
   // A dead shard's stream ends Unavailable; a shard that refused a push ends it with the
   // refusal's code (Recover tells the two apart).
-  stream_error_ = absl::Status(
-      status.ok() ? absl::StatusCode::kUnavailable : status.code(),
-      absl::StrCat(membership_->name(), ": the stream to shard ", shard, " at ",
-                   transport_->shard_address(shard), " ended: ",
-                   status.ok() ? "closed by the shard" : status.message(),
-                   absl::IsUnavailable(status) ? " (did the shard die?)" : ""));
-  if (absl::IsUnavailable(stream_error_)) stream_error_ = WithLostShard(stream_error_, shard);
+  StopOnFailure(shard, absl::Status(status.ok() ? absl::StatusCode::kUnavailable : status.code(),
+                                    absl::StrCat(membership_->name(), ": the stream to shard ",
+                                                 shard, " at ", transport_->shard_address(shard),
+                                                 " ended: ",
+                                                 status.ok() ? "closed by the shard"
+                                                             : status.message(),
+                                                 absl::IsUnavailable(status)
+                                                     ? " (did the shard die?)"
+                                                     : "")));
+}
+
+absl::Status DistKVStoreCore::StopOnFailure(int shard, absl::Status failure) {
+  if (absl::IsUnavailable(failure)) failure = WithLostShard(std::move(failure), shard);
+  absl::MutexLock lock(&mu_);
+  if (!closing_ && !job_ended_ && stream_error_.ok()) stream_error_ = failure;
+  return failure;
 }
 
 absl::StatusOr<DistKVStoreCore::Key*> DistKVStoreCore::Find(int64_t key, const Tensor& t,
@@ -495,12 +502,13 @@ absl::Status DistKVStoreCore::PullCurrent(int64_t key, Tensor* out) {
     const Part& p = map_.parts[index];
     const PartId id{key, p.index};
     absl::StatusOr<PartHeader> h = transport_->Pull(p.shard, id, &values);
-    if (!h.ok()) {
-      return absl::Status(h.status().code(),
-                          absl::StrCat(membership_->name(), ": pull of key ", key, " part ",
-                                       p.index, " from shard ", p.shard, " at ",
-                                       transport_->shard_address(p.shard), ": ",
-                                       h.status().message()));
+    if (!h.ok()) {  // a shard that died meanwhile is recovered from as a stream's end
+      return StopOnFailure(
+          p.shard, absl::Status(h.status().code(),
+                                absl::StrCat(membership_->name(), ": pull of key ", key,
+                                             " part ", p.index, " from shard ", p.shard, " at ",
+                                             transport_->shard_address(p.shard), ": ",
+                                             h.status().message())));
     }
     if (!(h->id == id) || static_cast<int64_t>(values.size()) != p.elements) {
       return absl::InternalError(absl::StrCat(membership_->name(), ": shard ", p.shard,

@@ -167,6 +167,9 @@ class DistKVStoreCore : private AnswerReceiver {
   // replaces them), with the zeros of placeholder (as long as the largest part).
   std::vector<InitialPart> InitialParts(int shard, absl::Span<const float> placeholder) const;
   absl::Status PullCurrent(int64_t key, Tensor* out);
+  // The first failure of an exchange with `shard` stops the streams (Interrupted says it); a
+  // dead shard's (Unavailable) names the shard for recovery. Returns the failure.
+  absl::Status StopOnFailure(int shard, absl::Status failure) ABSL_LOCKS_EXCLUDED(mu_);
 
   const KVStoreMode mode_;
   JobMembership* const membership_;

@@ -279,6 +279,11 @@ class FakeTransport final : public ShardTransport {
     for (float& v : value) v *= 10;
     Answer(p.shard, p.id, p.version + 1, value);
   }
+  // The shards refuse every call from now on, before any stream has noticed.
+  void DieUnnoticed() {
+    absl::MutexLock lock(&mu_);
+    dead_ = true;
+  }
   // The shard's stream ends (it died, or the network cut it).
   void EndStream(int shard, absl::Status why) {
     absl::MutexLock lock(&mu_);

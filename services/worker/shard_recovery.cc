@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +84,8 @@ absl::Status ShardRecovery::RecoverShards(const absl::Status& failure) {
   core_->Redial(std::move(view));
   if (core_->rank() == 0) RETURN_IF_ERROR(RollBackShards(restarted));
   RETURN_IF_ERROR(membership_->Barrier(round + ": shards rolled back", 0, generation).status());
+  // Rank 0 may have waited for more shards than this worker saw restart.
+  RETURN_IF_ERROR(FollowRestartsMeanwhile());
   core_->ReopenStreams();
   return absl::OkStatus();
 }
@@ -117,6 +120,16 @@ absl::Status ShardRecovery::MoveToCurrentGeneration() {
   ASSIGN_OR_RETURN(ShardsView view,
                    membership_->WaitForShards(core_->shards().restart_grace + kRecoverySlack));
   core_->Redial(std::move(view));
+  return absl::OkStatus();
+}
+
+absl::Status ShardRecovery::FollowRestartsMeanwhile() {
+  ASSIGN_OR_RETURN(ShardsView view,
+                   membership_->WaitForShards(core_->shards().restart_grace + kRecoverySlack));
+  if (view.generation != core_->shards().generation) {
+    return MembershipChangedError(view.generation, "while the shards rolled back");
+  }
+  if (view.incarnations != core_->shards().incarnations) core_->Redial(std::move(view));
   return absl::OkStatus();
 }
 
@@ -206,27 +219,40 @@ absl::StatusOr<int64_t> ShardRecovery::SetUpRestartedShard(int shard) {
   return resumed;
 }
 
-absl::Status ShardRecovery::RollBackShards(const std::vector<int>& restarted) {
+absl::Status ShardRecovery::RollBackShards(std::vector<int> restarted) {
+  // The step each restarted shard resumed from, kept while more shards die meanwhile.
+  std::map<int, int64_t> resumed;
+  while (true) {
+    const absl::Status s = SetUpAndRollBack(restarted, &resumed);
+    if (!absl::IsUnavailable(s)) return s;
+    // Another shard died meanwhile: it comes back from its checkpoint too.
+    std::cerr << s.message() << "; waiting for that shard to come back\n";
+    ShardsView view;
+    ASSIGN_OR_RETURN(restarted, WaitForRestartedShards(&view));
+    core_->Redial(std::move(view));
+  }
+}
+
+absl::Status ShardRecovery::SetUpAndRollBack(const std::vector<int>& restarted,
+                                             std::map<int, int64_t>* resumed) {
   // The restarted shards resumed from their checkpoint: rank 0 sets them up again (the values
   // sent are replaced by the checkpoint's) and learns its step.
-  int64_t step = -1;
-  int first = -1;
   for (int s : restarted) {
-    ASSIGN_OR_RETURN(const int64_t resumed, SetUpRestartedShard(s));
-    if (step >= 0 && resumed != step) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          membership_->name(), ": shard ", first, " came back at step ", step, " but shard ", s,
-          " at step ", resumed, ": give the shards one --checkpoint_dir"));
-    }
-    step = resumed;
-    first = s;
+    ASSIGN_OR_RETURN((*resumed)[s], SetUpRestartedShard(s));
   }
-  if (step < 0) {
+  if (resumed->empty()) {
     return absl::InternalError(
         absl::StrCat(membership_->name(), ": a shard's stream ended, yet none came back"));
   }
+  // Shards that died at different moments may have resumed from different checkpoints: every
+  // shard goes to the oldest of them, which every shard holds.
+  const auto oldest = std::min_element(
+      resumed->begin(), resumed->end(),
+      [](const auto& a, const auto& b) { return a.second < b.second; });
+  const int64_t step = oldest->second;
   for (int s = 0; s < transport_->num_shards(); ++s) {
-    if (std::find(restarted.begin(), restarted.end(), s) != restarted.end()) continue;
+    const auto it = resumed->find(s);
+    if (it != resumed->end() && it->second == step) continue;
     RETURN_IF_ERROR(transport_->RollBack(s, step));
   }
   std::cerr << membership_->name() << ": every shard is back at step " << step << "\n";

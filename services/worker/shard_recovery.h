@@ -2,6 +2,7 @@
 #define COHORT_SERVICES_WORKER_SHARD_RECOVERY_H_
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -71,8 +72,14 @@ class ShardRecovery {
   // Rank 0: a shard restarted from its checkpoint set up again; the checkpoint's step.
   absl::StatusOr<int64_t> SetUpRestartedShard(int shard);
   // Rank 0, in Recover: `restarted` (shard ranks) came back from a checkpoint; every shard goes
-  // to its step.
-  absl::Status RollBackShards(const std::vector<int>& restarted);
+  // to its step. A shard that dies meanwhile is waited for, set up and rolled back too.
+  absl::Status RollBackShards(std::vector<int> restarted);
+  // One try of RollBackShards: resumed gains the step each of `restarted` resumed from.
+  absl::Status SetUpAndRollBack(const std::vector<int>& restarted,
+                                std::map<int, int64_t>* resumed);
+  // After the roll back: the streams dialled again at shards that restarted since this worker
+  // last looked (rank 0 waited for them).
+  absl::Status FollowRestartsMeanwhile();
 
   DistKVStoreCore* const core_;
   JobMembership* const membership_;

@@ -65,6 +65,56 @@ TEST_F(ShardRecoveryTest, RecoversFromAShardThatCameBackByRollingEveryShardBack)
   for (const Pushed& p : transport_->TakePushed()) EXPECT_EQ(p.version, 40);
 }
 
+// Shard 1 comes back at step 40, and shard 0 dies while rank 0 rolls it back: rank 0 waits for
+// shard 0 to come back too, sets both up, and every shard is at step 40 without a failure.
+TEST_F(ShardRecoveryTest, AShardDyingDuringTheRollBackIsWaitedForAndSetUpToo) {
+  Make(0);
+  PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
+  });
+  ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  membership_->ShardCameBack(1, "fake-1-again");
+  transport_->ResumeAt(40);
+  transport_->OnNextRollBack([&](int shard) {
+    membership_->ShardCameBack(shard, "fake-0-again");
+    return absl::UnavailableError(absl::StrCat("rolling shard ", shard, ": connection refused"));
+  });
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  EXPECT_EQ(transport_->addresses(), (std::vector<std::string>{"fake-0-again", "fake-1-again"}));
+  EXPECT_EQ(transport_->configs().size(), 4u);  // both at the start, then each restarted one
+  EXPECT_TRUE(transport_->rolled_back().empty());  // both resumed at step 40 themselves
+  Tensor value0(Shape{6}), value1(Shape{3});
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  ASSERT_TRUE(kv_->Pull(1, &value1).ok());
+  EXPECT_EQ(*kv_->StartStep(), 40);
+}
+
+// A shard dies again right after the recovery, before the parameters are pulled: the pull's
+// failure names the shard, and recovering from it works as from a stream's end.
+TEST_F(ShardRecoveryTest, APullFromAShardThatDiedMeanwhileIsRecoveredFrom) {
+  Make(0);
+  PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
+  });
+  membership_->ShardCameBack(1, "fake-1-again");
+  transport_->ResumeAt(40);
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  transport_->DieUnnoticed();
+  Tensor value0(Shape{6}), value1(Shape{3});
+  const absl::Status pulled = kv_->Pull(0, &value0);
+  ASSERT_EQ(pulled.code(), absl::StatusCode::kUnavailable) << pulled;
+  EXPECT_EQ(LostShard(pulled), std::optional<int>(0)) << pulled;
+  membership_->ShardCameBack(0, "fake-0-again");
+  ASSERT_TRUE(kv_->Recover(pulled).ok());
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  ASSERT_TRUE(kv_->Pull(1, &value1).ok());
+  EXPECT_EQ(*kv_->StartStep(), 40);
+}
+
 // An elastic job's worker dies while rank 0 of 3 waits for its answers: the scheduler's new
 // generation (of 2 workers) ends the wait; the store regroups in it: rank 0 takes the newest
 // checkpoint both shards hold (step 20 of 10 steps an epoch), renumbered for 2 workers (12 steps

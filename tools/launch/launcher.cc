@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "services/common/durable_file.h"
 #include "services/common/port_file.h"
+#include "services/scheduler/job_journal.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/credentials.h"
 #include "tools/launch/line_prefixer.h"
@@ -105,8 +106,12 @@ SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o, const std::string&
   s.linger_s = o.scheduler.linger_s;
   s.remote = !o.hosts.empty();
   s.start_timeout = o.start_timeout;
-  s.scheduler_port_file =
-      absl::StrCat(RunFolderOf(o, scratch_dir, Role::kScheduler, 0), "/", kSchedulerPortFile);
+  const std::string folder = RunFolderOf(o, scratch_dir, Role::kScheduler, 0);
+  s.scheduler_port_file = absl::StrCat(folder, "/", kSchedulerPortFile);
+  s.job_done = [journal = absl::StrCat(folder, "/", kSchedulerJournal)] {
+    const absl::StatusOr<JournalState> held = ReadJournal(journal);
+    return held.ok() && held->end == JobState::kDone;
+  };
   return s;
 }
 

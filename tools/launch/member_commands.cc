@@ -80,6 +80,7 @@ MemberCommand MemberCommandOf(const LaunchOptions& o, const std::string& scratch
   }
   if (role == Role::kScheduler) {
     argv.push_back(absl::StrCat("--port_file=", folder, "/", kSchedulerPortFile));
+    argv.push_back(absl::StrCat("--journal=", folder, "/", kSchedulerJournal));
   }
   // Workers dial a remote shard at its host's address in the hosts file, which the other hosts
   // reach, not wherever the scheduler sees it come from.

@@ -13,6 +13,9 @@ namespace cohort::launch {
 
 // The file the scheduler writes its port to, in its run folder.
 inline constexpr char kSchedulerPortFile[] = "scheduler.port";
+// Where the scheduler journals the job (--journal), in its run folder: a restarted scheduler
+// takes the job over from it, and the launcher reads there whether the job is DONE.
+inline constexpr char kSchedulerJournal[] = "scheduler.journal";
 // Where members on the launcher's own machine listen and are dialled.
 inline constexpr char kLoopback[] = "127.0.0.1";
 

@@ -94,7 +94,8 @@ TEST(MemberCommandsTest, ALocalSchedulerListensOnLoopbackInPlaintext) {
   EXPECT_THAT(c.spawn.argv,
               ElementsAre("/bin/s", "--bind=127.0.0.1",
                           "--metrics_port_file=/scratch/scheduler-0-metrics.port", "--insecure",
-                          "--port_file=/scratch/scheduler.port"));
+                          "--port_file=/scratch/scheduler.port",
+                          "--journal=/scratch/scheduler.journal"));
   EXPECT_EQ(c.spawn.working_dir, "/home/u");
   EXPECT_FALSE(c.spawn.stdin_pipe);
   EXPECT_THAT(c.spawn.env, Contains("COHORT_ROLE=scheduler"));

@@ -37,6 +37,12 @@ void Supervisor::OnEnd(int member, absl::Time now) {
   if (phase_ == Phase::kTerminating || phase_ == Phase::kKilling) return;  // we stopped it
   const MemberStatus m = table_.Members()[member];
   const int status = *m.wait_status;
+  if (status != 0 && m.role != Role::kWorker && o_.job_done()) {
+    Say(absl::StrCat(m.description, " ", DescribeWaitStatus(status),
+                     " after the job was DONE; its result stands"));
+    if (m.role == Role::kScheduler) EndWithin(kEndAfterWorkers, "the scheduler ended", now);
+    return;
+  }
   if (phase_ == Phase::kRunning) {
     RestartDecision decision =
         policy_.OnEnd({m.role, m.rank, m.description, m.remote, status}, scheduler_address_);

@@ -45,6 +45,9 @@ struct SupervisorOptions {
   bool remote = false;   // members on other hosts: their wrappers need longer to stop them
   absl::Duration start_timeout = absl::Seconds(30);  // for the scheduler's port file
   std::string scheduler_port_file;                   // for messages
+  // Whether the scheduler recorded the job DONE (its journal): a shard or scheduler that ends
+  // after that, however, leaves the job's result as it is.
+  std::function<bool()> job_done = [] { return false; };
 };
 
 // Which members to start again.

@@ -97,6 +97,36 @@ TEST_F(SupervisorTest, AJobWhoseWorkersFinishEndsWhenTheOthersDo) {
   EXPECT_THAT(table_.stopped, IsEmpty());
 }
 
+TEST_F(SupervisorTest, AShardDyingAfterTheJobWasDoneLeavesItsResult) {
+  RestartRules rules;
+  rules.restart_failed_shards = true;
+  rules.checkpoint_dir = "/ckpt";
+  bool done = false;
+  SupervisorOptions options;
+  options.job_done = [&done] { return done; };
+  StartJob(rules, options);
+  done = true;  // the scheduler journalled DONE; the workers are still exiting
+  End(shard_, kKilled, absl::Seconds(1));
+  EXPECT_EQ(said_.back(), "shard 0 (pid 101) was killed by signal 9 (Killed) after the job was "
+                          "DONE; its result stands");
+  EXPECT_THAT(supervisor_->TakeRestarts().shards, IsEmpty());
+  EXPECT_TRUE(supervisor_->running());
+  End(worker0_, 0, absl::Seconds(1));
+  End(worker1_, 0, absl::Seconds(1));
+  End(scheduler_, 0, absl::Seconds(2));
+  EXPECT_EQ(supervisor_->Finish(), 0);
+  EXPECT_EQ(said_.back(), "job job-t finished");
+}
+
+TEST_F(SupervisorTest, AWorkerFailingAfterTheJobWasDoneStillFailsIt) {
+  SupervisorOptions options;
+  options.job_done = [] { return true; };
+  StartJob({}, options);
+  End(worker0_, Exited(1), absl::Seconds(1));
+  EXPECT_EQ(said_.back(), "worker 0 (pid 102) exited with status 1");
+  EXPECT_EQ(supervisor_->deadline(), t0_ + absl::Seconds(4));
+}
+
 TEST_F(SupervisorTest, AMemberThatHangsOnStopIsKilledAfterTheGrace) {
   StartJob();
   End(worker1_, Exited(1), absl::Seconds(1));

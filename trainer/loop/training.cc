@@ -371,10 +371,13 @@ class TrainingRun {
   }
 
   // After a failure the kvstore recovers from: the parameters pulled, the plan made again, and
-  // the step the shards are at.
-  absl::StatusOr<int64_t> GoBackAfter(const absl::Status& failure) {
-    RETURN_IF_ERROR(kvstore_->Recover(failure));
-    RETURN_IF_ERROR(PullKVStore(*model_, kvstore_));
+  // the step the shards are at. A pull that fails as the first failure did (another shard died
+  // meanwhile) is recovered from in turn.
+  absl::StatusOr<int64_t> GoBackAfter(absl::Status failure) {
+    while (!failure.ok()) {
+      RETURN_IF_ERROR(kvstore_->Recover(failure));
+      failure = PullKVStore(*model_, kvstore_);
+    }
     ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.partition, *kvstore_));
     ASSIGN_OR_RETURN(const int64_t from, kvstore_->StartStep());
     out_ << absl::StrFormat(
