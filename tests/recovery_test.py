@@ -296,6 +296,61 @@ class RecoveryTest(job_fixture.JobTestCase):
         self.assertTrue(os.path.exists(model))
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", self.log("late"))
 
+    def test_a_shard_killed_past_the_restart_limit_fails_the_job_saying_so(self):
+        """Shard 1 SIGKILLed 4 times, each once it is back: 3 restarts, then the job fails and
+        the launcher's and the scheduler's last words name the limit."""
+        case = LENET_LONGER
+        job = self.job("limit")
+        root = os.path.join(self.dir, "ckpt")
+        launcher = self.start("limit", [
+            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", f"--checkpoint_dir={root}",
+            f"--checkpoint_every={case.every}", "--restart_failed_shards", "--",
+            *case.worker, f"--output={self.dir}/limit.safetensors"])
+        self.wait_for("limit", launcher, r"^\[shard 1\] shard 1: checkpoint at step 40 written")
+        for kill in range(1, 5):
+            os.kill(self.member(job, "shard", 1), signal.SIGKILL)
+            if kill < 4:
+                pattern = rf"^\[worker 0\] train: rank 0 of 2: rolled back to step"
+                deadline = time.monotonic() + 60
+                while len(re.findall(pattern, self.log("limit"), re.M)) < kill:
+                    self.assertLess(time.monotonic(), deadline, self.log("limit"))
+                    self.assertIsNone(launcher.poll(), self.log("limit"))
+                    time.sleep(0.01)
+        self.assertNotEqual(launcher.wait(timeout=60), 0)
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log("limit")
+        self.assertRegex(out, r"launch: shard 1 \(pid \d+\) was killed by signal 9 \(Killed\); it "
+                              r"was restarted 3 times already, the most --restart_failed_shards "
+                              r"allows: the job fails")
+        self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: shard 1 \(host .*\) is "
+                              r"dead: .*; it was restarted 3 times already, the most "
+                              r"--max_shard_restarts \(launch --restart_failed_shards\) allows")
+
+    def test_a_resume_with_another_split_of_the_data_is_refused(self):
+        """Checkpoints of 2 workers and 2 shards resumed with 3 workers, another batch or 3
+        shards: each is refused naming what the checkpoint was written with."""
+        self.run_uninterrupted(LENET)
+        root = os.path.join(self.dir, "straight")
+        worker = [f if f != "--batch_size=32" else "--batch_size=16" for f in LENET.worker]
+        for name, workers, shards, flags, said in [
+                ("workers", "3", "2", LENET.worker,
+                 r"the checkpoint at step 280 was written by a job of 2 workers at 100 steps an "
+                 r"epoch; this job has 3 workers at 66 steps an epoch, so its step 280 would be "
+                 r"another point of the data: resume with the -n and --batch_size"),
+                ("batch", "2", "2", worker,
+                 r"written by a job of 2 workers at 100 steps an epoch; this job has 2 workers at "
+                 r"200 steps an epoch"),
+                ("shards", "2", "3", LENET.worker,
+                 rf"the checkpoints in {re.escape(root)} were written by a job of 2 shards; this "
+                 rf"job has 3: resume with -s 2")]:
+            job = self.job(name)
+            p = self.start(name, [LAUNCH, f"--job_id={job}", "-n", workers, "-s", shards,
+                                  f"--resume={root}", "--", *flags,
+                                  f"--output={self.dir}/{name}.safetensors"])
+            self.assertNotEqual(p.wait(timeout=120), 0, self.log(name))
+            self.assertEqual(wait_job_gone(job, 5), [])
+            self.assertRegex(self.log(name), r"\[scheduler\] scheduler: job FAILED: .*" + said)
+
     def test_restarted_scheduler_takes_the_running_job_over(self):
         """SIGKILL of the scheduler with --restart_scheduler: the launcher starts it again at its
         address, every member registers with it again within its grace, and the job ends with the

@@ -74,6 +74,7 @@ std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
       {"num_shards", absl::StrCat(c.num_shards)},
       {"mode", c.mode},
       {"num_workers", absl::StrCat(c.num_workers)},
+      {"steps_per_epoch", absl::StrCat(c.steps_per_epoch)},
       {"partition_fingerprint", absl::StrCat(absl::Hex(c.partition_fingerprint))},
   };
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -105,6 +106,9 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(absl::string_view bytes,
   RETURN_IF_ERROR(MetadataInt(md, "shard", where, &c.shard_rank));
   RETURN_IF_ERROR(MetadataInt(md, "num_shards", where, &c.num_shards));
   RETURN_IF_ERROR(MetadataInt(md, "num_workers", where, &c.num_workers));
+  if (md.count("steps_per_epoch") != 0) {
+    RETURN_IF_ERROR(MetadataInt(md, "steps_per_epoch", where, &c.steps_per_epoch));
+  }
   RETURN_IF_ERROR(MetadataInt(md, "partition_fingerprint", where, &c.partition_fingerprint, 16));
   c.mode = md.count("mode") ? md.at("mode") : "";
   // Values come first, each followed by its optimizer tensors (the order Encode writes).
@@ -176,6 +180,22 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& root, int
 
 absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
                                                       int num_shards) {
+  // Checkpoints of another number of shards lack this job's manifests, which reads as damage.
+  for (int64_t version : CheckpointVersions(root)) {  // newest first
+    absl::StatusOr<Manifest> first = VerifyManifest(root, version, ShardCheckpointManifest(0),
+                                                    Check::kSizes);
+    if (!first.ok()) continue;
+    int64_t written_by = 0;
+    const auto it = first->metadata.find("num_shards");
+    if (it != first->metadata.end() && absl::SimpleAtoi(it->second, &written_by) &&
+        written_by != num_shards) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoints in ", root, " were written by a job of ", written_by,
+          " shards; this job has ", num_shards, ": resume with -s ", written_by,
+          " (each shard's checkpoint file holds the parts that shard served)"));
+    }
+    break;
+  }
   ASSIGN_OR_RETURN(LatestCheckpoint latest,
                    FindLatestCheckpoint(root, ShardCheckpointManifests(num_shards)));
   ResumePoint point;

@@ -35,6 +35,9 @@ struct ShardCheckpoint {
   int num_shards = 1;
   std::string mode;  // dist_sync | dist_async
   int num_workers = 1;
+  // Of the job that wrote it (its batch and number of workers): what a step means. 0: not
+  // recorded (a checkpoint written before it was).
+  int64_t steps_per_epoch = 0;
   uint64_t partition_fingerprint = 0;
   std::vector<PartCheckpoint> parts;
 };

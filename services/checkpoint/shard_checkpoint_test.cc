@@ -106,8 +106,14 @@ TEST(ShardCheckpointTest, LoadsTheNewestCompleteOneNamingTheDamagedFile) {
         << point->refused[0];
     EXPECT_TRUE(absl::StrContains(point->refused[1], damaged)) << point->refused[1];
   }
-  // A job with another number of shards finds no checkpoint of its own.
-  EXPECT_FALSE(LoadLatestShardCheckpoint(root, 0, 3).ok());
+  // A job with another number of shards is told the number the checkpoints were written by.
+  const absl::Status other = LoadLatestShardCheckpoint(root, 0, 3).status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(other.message(),
+                                absl::StrCat("the checkpoints in ", root,
+                                             " were written by a job of 2 shards; this job has "
+                                             "3: resume with -s 2")))
+      << other;
   // A roll back to a given step reads this shard's file only: shard 0's of step 20 is whole.
   auto at20 = LoadShardCheckpoint(root, 20, 0, 2);
   ASSERT_TRUE(at20.ok()) << at20.status();

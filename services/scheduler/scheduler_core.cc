@@ -18,6 +18,7 @@ SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal)
       started_(clock->Now()),
       straggler_reported_(started_) {
   shards_.resize(spec_.num_shards);
+  shard_restarts_.resize(spec_.num_shards);
   workers_.resize(spec_.num_workers);
   for (int r = 0; r < spec_.num_workers; ++r) active_.push_back(r);
   if (journal_ != nullptr) {
@@ -226,6 +227,7 @@ absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
       "to its checkpoint",
       rank, r.host, r.pid, r.address, absl::ToDoubleSeconds(clock_->Now() - m.died_at)));
   m = Member();
+  ++shard_restarts_[rank];
   return Admit(r, rank);
 }
 
@@ -239,6 +241,14 @@ bool SchedulerCore::ShardRestarting() const {
 void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
   Member& m = Members(role)[rank];
   m.dead = true;
+  if (role == MemberRole::kShard && spec_.shard_restart_grace > absl::ZeroDuration() &&
+      state_ == JobState::kRunning && spec_.max_shard_restarts > 0 &&
+      shard_restarts_[rank] >= spec_.max_shard_restarts) {
+    Fail(absl::StrFormat("%s is dead: %s; it was restarted %d times already, the most "
+                         "--max_shard_restarts (launch --restart_failed_shards) allows",
+                         Describe(role, rank), why, shard_restarts_[rank]));
+    return;
+  }
   if (role == MemberRole::kShard && spec_.shard_restart_grace > absl::ZeroDuration() &&
       state_ == JobState::kRunning) {
     m.restarting = true;

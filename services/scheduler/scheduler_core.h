@@ -48,6 +48,8 @@ struct JobSpec {
   // Zero: a shard's death fails the job. Else (launch --restart_failed_shards) the job waits
   // this long for the shard to register again under its rank, restarted from its checkpoint.
   absl::Duration shard_restart_grace = absl::ZeroDuration();
+  // With a grace: a shard's death past this many restarts of its rank fails the job (0: none).
+  int max_shard_restarts = 0;
   // --on_worker_failure=elastic: a worker's death does not fail the job while min_workers
   // remain, and workers may join the running job up to max_workers (0: num_workers). Each
   // change starts a new membership generation.
@@ -232,6 +234,7 @@ class SchedulerCore {
   };
   std::optional<HeldFailure> held_failure_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> shard_restarts_ ABSL_GUARDED_BY(mu_);  // by rank: how often it came back
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);  // by registered rank
   // The membership generation, its workers (registered ranks, ascending: their ranks in it)
   // and what started it.

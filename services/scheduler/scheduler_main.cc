@@ -47,6 +47,9 @@ ABSL_FLAG(double, shard_restart_grace, cohort::SchedulerOptions().shard_restart_
           "seconds a dead shard has to register again under its rank, restarted from its "
           "checkpoint, while the workers wait (0: a shard's death fails the job; launch "
           "--restart_failed_shards sets it)");
+ABSL_FLAG(int, max_shard_restarts, cohort::SchedulerOptions().max_shard_restarts,
+          "with --shard_restart_grace: a shard dying after its rank was restarted this many "
+          "times fails the job (0: no limit; launch --restart_failed_shards sets it)");
 ABSL_FLAG(double, form_timeout, cohort::SchedulerOptions().form_timeout_s,
           "seconds to wait for every member to register before the job fails");
 ABSL_FLAG(int, metrics_port, 0,
@@ -68,6 +71,7 @@ std::optional<cohort::JobSpec> JobSpecFromFlags() {
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
   o.heartbeat_timeout_s = absl::GetFlag(FLAGS_heartbeat_timeout);
   o.shard_restart_grace_s = absl::GetFlag(FLAGS_shard_restart_grace);
+  o.max_shard_restarts = absl::GetFlag(FLAGS_max_shard_restarts);
   o.form_timeout_s = absl::GetFlag(FLAGS_form_timeout);
   cohort::JobFlagsInto(&o);
   absl::StatusOr<cohort::JobSpec> spec = o.ToJobSpec();

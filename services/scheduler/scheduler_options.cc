@@ -32,10 +32,11 @@ absl::StatusOr<JobSpec> SchedulerOptions::ToJobSpec() const {
                                 "' may hold only letters, digits, '.', '_' and '-'"));
   }
   if (linger_s < 0 || heartbeat_timeout_s <= 0 || shard_restart_grace_s < 0 ||
-      form_timeout_s <= 0 || baseline_images_per_second < 0) {
+      max_shard_restarts < 0 || form_timeout_s <= 0 || baseline_images_per_second < 0) {
     return Invalid(
-        "--linger, --shard_restart_grace and --baseline_images_per_second must be 0 or more, "
-        "--heartbeat_timeout and --form_timeout more than 0");
+        "--linger, --shard_restart_grace, --max_shard_restarts and "
+        "--baseline_images_per_second must be 0 or more, --heartbeat_timeout and --form_timeout "
+        "more than 0");
   }
   if (on_worker_failure != "fail" && !elastic()) {
     return Invalid(
@@ -53,6 +54,7 @@ absl::StatusOr<JobSpec> SchedulerOptions::ToJobSpec() const {
   spec.heartbeat_timeout = absl::Seconds(heartbeat_timeout_s);
   spec.form_timeout = absl::Seconds(form_timeout_s);
   spec.shard_restart_grace = absl::Seconds(shard_restart_grace_s);
+  spec.max_shard_restarts = max_shard_restarts;
   return spec;
 }
 
@@ -73,6 +75,9 @@ std::vector<std::string> SchedulerOptions::ToArgs() const {
   }
   if (shard_restart_grace_s > 0) {
     args.push_back(absl::StrCat("--shard_restart_grace=", shard_restart_grace_s));
+  }
+  if (max_shard_restarts > 0) {
+    args.push_back(absl::StrCat("--max_shard_restarts=", max_shard_restarts));
   }
   if (!report_file.empty()) args.push_back(absl::StrCat("--report_file=", report_file));
   if (elastic()) {

@@ -27,6 +27,7 @@ struct SchedulerOptions {
   int max_workers = 0;  // 0: num_workers
   double heartbeat_timeout_s = 3;
   double shard_restart_grace_s = 0;
+  int max_shard_restarts = 0;  // per shard rank; 0: no limit
   double form_timeout_s = 120;
   std::string report_file;  // the job page written at the end (empty: none)
 

@@ -27,6 +27,7 @@ TEST(SchedulerOptionsTest, TheJobTheyDescribe) {
   o.mode = "dist_async";
   o.job_id = "job-7";
   o.shard_restart_grace_s = 60;
+  o.max_shard_restarts = 3;
   const absl::StatusOr<JobSpec> spec = o.ToJobSpec();
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->num_workers, 3);
@@ -37,6 +38,7 @@ TEST(SchedulerOptionsTest, TheJobTheyDescribe) {
   EXPECT_EQ(spec->min_workers, 2);
   EXPECT_EQ(spec->max_workers, 3);  // 0: as many as it starts with
   EXPECT_EQ(spec->shard_restart_grace, absl::Seconds(60));
+  EXPECT_EQ(spec->max_shard_restarts, 3);
   EXPECT_EQ(spec->form_timeout, absl::Seconds(120));
   EXPECT_FALSE(SchedulerOptions().ToJobSpec()->job_id.empty());  // a new one
 }
@@ -72,10 +74,12 @@ TEST(SchedulerOptionsTest, WritesTheSchedulersCommandLine) {
   o.num_shards = 2;
   o.job_id = "job-7";
   o.shard_restart_grace_s = 60;
+  o.max_shard_restarts = 3;
   EXPECT_THAT(o.ToArgs(),
               ElementsAre("--num_workers=2", "--num_shards=2", "--mode=dist_sync", "--linger=0",
                           "--job_id=job-7", "--baseline_images_per_second=0",
-                          "--shard_restart_grace=60", "--on_worker_failure=elastic",
+                          "--shard_restart_grace=60", "--max_shard_restarts=3",
+                          "--on_worker_failure=elastic",
                           "--min_workers=1", "--max_workers=2"));
   o = SchedulerOptions();
   o.job_id = "j";

@@ -44,6 +44,7 @@ void ShardCheckpointer::Add(int64_t step, PartCheckpoint part) {
   c.num_shards = options_.num_shards;
   c.mode = std::string(KVStoreModeName(config_.mode));
   c.num_workers = config_.num_workers;
+  c.steps_per_epoch = config_.optimizer.lr_schedule.steps_per_epoch;
   c.partition_fingerprint = config_.partition_fingerprint;
   for (const auto& [older, dropped] : queued_) {
     *log_ << absl::StrFormat(

@@ -40,6 +40,7 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config.optimizer.lr_schedule));
   if (resume_.has_value()) {
     RETURN_IF_ERROR(CheckCheckpointFits(*resume_, config));
+    RETURN_IF_ERROR(CheckStepsMeanTheSame(*resume_, config));
     for (const PartCheckpoint& part : resume_->parts) resume_parts_[part.id] = &part;
     start_step_ = resume_->step;
     resumed_ = true;
@@ -65,6 +66,25 @@ absl::Status ShardCore::CheckCheckpointFits(const ShardCheckpoint& c,
       "); this job gives the shard ", config.num_parts, " parts, ", KVStoreModeName(config.mode),
       " (partition ", absl::Hex(config.partition_fingerprint),
       "): resume with the model, --part_bytes, number of shards and --mode it was written with"));
+}
+
+absl::Status ShardCore::CheckStepsMeanTheSame(const ShardCheckpoint& c,
+                                              const ShardConfig& config) const {
+  const int64_t steps_per_epoch = config.optimizer.lr_schedule.steps_per_epoch;
+  if (c.num_workers == config.num_workers &&
+      (c.steps_per_epoch == 0 || c.steps_per_epoch == steps_per_epoch)) {
+    return absl::OkStatus();
+  }
+  // Bit for bit is what a resume promises; a step of another split of the data is another
+  // point of training. An elastic job changes its workers in new generations instead.
+  return absl::FailedPreconditionError(absl::StrCat(
+      "shard ", shard_rank_.load(), ": the checkpoint at step ", c.step,
+      " was written by a job of ", c.num_workers, " workers",
+      c.steps_per_epoch > 0 ? absl::StrCat(" at ", c.steps_per_epoch, " steps an epoch") : "",
+      "; this job has ", config.num_workers, " workers at ", steps_per_epoch,
+      " steps an epoch, so its step ", c.step,
+      " would be another point of the data: resume with the -n and --batch_size (and "
+      "--train_samples) the checkpoint was written with"));
 }
 
 absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {

@@ -178,6 +178,9 @@ class ShardCore {
                         PartSink* reply_to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // Refuses a checkpoint of another partition, mode or part count than config's.
   absl::Status CheckCheckpointFits(const ShardCheckpoint& c, const ShardConfig& config) const;
+  // Refuses to resume a checkpoint whose steps split the data otherwise: another number of
+  // workers or of steps an epoch (another batch).
+  absl::Status CheckStepsMeanTheSame(const ShardCheckpoint& c, const ShardConfig& config) const;
   // resume_'s state of part id into p (its value of the same size, its optimizer fresh).
   absl::Status Restore(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, p->mu);
   // No push of the part's current version has come (and nobody waits for one).

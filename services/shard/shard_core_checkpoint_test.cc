@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/shard/shard_core_testing.h"
 
@@ -72,6 +73,28 @@ TEST(ShardCoreCheckpointTest, ResumedShardContinuesBitwise) {
     const absl::Status s = refused.Configure(other);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(s.message().find("--part_bytes"), absl::string_view::npos) << s;
+
+    // Another number of workers, or of steps an epoch (another batch): its steps mean another
+    // point of the data.
+    ShardCheckpoint written = at2;  // as the checkpointer records it
+    const int64_t per_epoch = config.optimizer.lr_schedule.steps_per_epoch;
+    written.steps_per_epoch = per_epoch;
+    for (const auto& [workers, steps_per_epoch] :
+         {std::pair{3, per_epoch}, std::pair{2, per_epoch * 2}}) {
+      ShardConfig split = config;
+      split.num_workers = workers;
+      split.optimizer.lr_schedule.steps_per_epoch = steps_per_epoch;
+      ShardCore other_split;
+      other_split.ResumeFrom(written);
+      const absl::Status refused_split = other_split.Configure(split);
+      EXPECT_EQ(refused_split.code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_TRUE(absl::StrContains(
+          refused_split.message(),
+          absl::StrCat("was written by a job of 2 workers at ", per_epoch,
+                       " steps an epoch; this job has ", workers, " workers at ", steps_per_epoch,
+                       " steps an epoch")))
+          << refused_split;
+    }
   }
 }
 
@@ -159,6 +182,8 @@ TEST(ShardCoreCheckpointTest, RegenerationGoesOnFromTheCheckpointUnderTheNewMemb
     // The reference: a shard resumed from the same checkpoint under the new config.
     ShardCheckpoint renumbered = at2;
     renumbered.step = 5;
+    renumbered.num_workers = 3;  // as the new generation writes it
+    renumbered.steps_per_epoch = 3;
     for (PartCheckpoint& p : renumbered.parts) p.version = 5 * per_step;
     ShardCore reference;
     reference.ResumeFrom(renumbered);

@@ -20,6 +20,7 @@
 #include "tools/launch/data_sync.h"
 #include "tools/launch/launcher.h"
 #include "tools/launch/programs.h"
+#include "tools/launch/restart_policy.h"
 #include "tools/launch/sync.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/cli/args.h"
@@ -76,6 +77,7 @@ absl::Status ConfigureJob(const LaunchFlags& f, const std::string& user_dir, Lau
   o.restart_failed_workers = f.restart_failed_workers;
   if (o.restart_failed_shards) {
     o.scheduler.shard_restart_grace_s = absl::ToDoubleSeconds(kShardRestartGrace);
+    o.scheduler.max_shard_restarts = kMaxShardRestarts;
   }
   ASSIGN_OR_RETURN(const JobSpec spec, o.scheduler.ToJobSpec());
   o.scheduler.job_id = spec.job_id;  // a new one when none was given

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "services/common/durable_file.h"
 #include "services/common/test_tmp_dir.h"
+#include "tools/launch/restart_policy.h"
 
 namespace cohort::launch {
 namespace {
@@ -102,6 +103,7 @@ TEST_F(LaunchConfigTest, PathsAreTheUsers) {
   EXPECT_EQ(o->checkpoints.checkpoint_dir, "/home/user/ckpt");
   EXPECT_EQ(o->checkpoints.checkpoint_every, 10);
   EXPECT_EQ(o->scheduler.shard_restart_grace_s, 60);
+  EXPECT_EQ(o->scheduler.max_shard_restarts, kMaxShardRestarts);
   EXPECT_EQ(o->metrics_targets, "/home/user/targets.json");
   EXPECT_TRUE(o->restart_failed_shards);
 }
