@@ -14,7 +14,7 @@ from job_processes import environ_of, job_pids, kill_job
 def complete_steps(root, shards=2):
     """Steps of the checkpoints under root whose folder holds every shard's manifest."""
     steps = []
-    for path in glob.glob(os.path.join(root, "v*")):
+    for path in glob.glob(os.path.join(root, "v" + "[0-9]" * 12)):
         if all(os.path.exists(os.path.join(path, f"shard-{s}.manifest")) for s in range(shards)):
             steps.append(int(os.path.basename(path)[1:]))
     return sorted(steps)

@@ -396,7 +396,7 @@ class RecoveryTest(job_fixture.JobTestCase):
             f.seek(-1, os.SEEK_CUR)
             f.write(bytes([byte[0] ^ 0x10]))
         model = os.path.join(self.dir, "from-200.safetensors")
-        out = self.run_job("resumed", f"--resume={root}", model=model)
+        out = self.run_job("resumed", f"--resume={root}", "--checkpoint_every=40", model=model)
         for shard in (0, 1):
             self.assertRegex(out, rf"\[shard {shard}\] shard {shard}: skipping a newer checkpoint: "
                                   rf".* {re.escape(truncated)} has \d+ bytes")
@@ -405,6 +405,14 @@ class RecoveryTest(job_fixture.JobTestCase):
             self.assertIn(f"shard {shard}: resuming from step 200", out)
         self.assertIn("[worker 0] train: resuming at step 200 (epoch 2, step 0 of 100)", out)
         self.assertEqual(self.model_bytes(model), want)
+        # Kept aside whole for a person, once the shards went on writing.
+        for step, damaged in ((280, truncated), (240, flipped)):
+            aside = folder(root, step) + ".damaged"
+            self.assertRegex(out, rf"\[shard \d\] shard \d: the damaged checkpoint "
+                                  rf"{re.escape(folder(root, step))} is kept aside as "
+                                  rf"{re.escape(aside)} for a person to look at")
+            self.assertTrue(os.path.exists(os.path.join(aside, os.path.basename(damaged))))
+        self.assertEqual(complete_steps(root), [200, 240, 280])  # written again
 
 
 if __name__ == "__main__":

@@ -1,13 +1,19 @@
 #include "services/checkpoint/checkpoint_files.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "services/common/durable_file.h"
 #include "services/common/port_file.h"
+#include "trainer/base/status_macros.h"
 
 namespace cohort {
 
@@ -64,23 +71,44 @@ absl::Status WriteCheckpointFiles(const std::string& root, int64_t version,
                                   const std::map<std::string, std::string>& files,
                                   const std::map<std::string, std::string>& metadata) {
   const std::string folder = CheckpointFolder(root, version);
-  std::error_code error;
-  fs::create_directories(folder, error);
-  if (error) {
-    return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", error.message()));
-  }
+  // Another writer clearing the steps it undid removes the folders it leaves empty: one
+  // created here a moment before is created again.
+  const auto write = [&folder](const std::string& name, absl::string_view bytes) {
+    absl::Status written;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::error_code error;
+      fs::create_directories(folder, error);
+      if (error) {
+        return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", error.message()));
+      }
+      written = WriteFileDurably(absl::StrCat(folder, "/", name), bytes);
+      if (written.ok() || fs::exists(folder, error)) break;
+    }
+    return written;
+  };
+  // A write that fails (a full disk) takes back what it wrote, so that its files hold no
+  // space and the folder does not stay empty.
+  std::vector<std::string> written;
+  const auto take_back = [&](absl::Status failure) {
+    std::error_code ignored;
+    for (const std::string& name : written) fs::remove(absl::StrCat(folder, "/", name), ignored);
+    fs::remove(folder, ignored);  // only when empty: other writers' files stay
+    return failure;
+  };
   nlohmann::json listed = nlohmann::json::array();
   for (const auto& [name, bytes] : files) {
-    if (absl::Status s = WriteFileDurably(absl::StrCat(folder, "/", name), bytes); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = write(name, bytes); !s.ok()) return take_back(s);
+    written.push_back(name);
     listed.push_back({{"file", name},
                       {"bytes", static_cast<int64_t>(bytes.size())},
                       {"sha256", Sha256Hex(bytes)}});
   }
   const nlohmann::json manifest = {
       {"version", version}, {"files", listed}, {"metadata", metadata}};
-  return WriteFileDurably(absl::StrCat(folder, "/", manifest_name), manifest.dump(1) + "\n");
+  if (absl::Status s = write(manifest_name, manifest.dump(1) + "\n"); !s.ok()) {
+    return take_back(s);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Manifest> VerifyManifest(const std::string& root, int64_t version,
@@ -159,11 +187,46 @@ absl::StatusOr<LatestCheckpoint> FindLatestCheckpoint(
     }
     latest.refused.push_back(absl::StrCat("checkpoint ", CheckpointFolder(root, version),
                                           " is not usable: ", damage.message()));
+    if (absl::IsDataLoss(damage)) latest.damaged.push_back(version);
   }
   return absl::NotFoundError(absl::StrCat("no complete checkpoint in ", root,
                                           latest.refused.empty() ? "" : " (",
                                           absl::StrJoin(latest.refused, "; "),
                                           latest.refused.empty() ? "" : ")"));
+}
+
+absl::StatusOr<std::optional<std::string>> SetCheckpointAsideIfDamaged(
+    const std::string& root, int64_t version, const std::vector<std::string>& manifest_names) {
+  const std::string lock_path = absl::StrCat(root, "/.set-aside.lock");
+  const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", lock_path, ": ", strerror(errno)));
+  }
+  const auto unlock = absl::MakeCleanup([lock] { close(lock); });  // and its flock with it
+  if (flock(lock, LOCK_EX) != 0) {
+    return absl::InternalError(absl::StrCat("cannot lock ", lock_path, ": ", strerror(errno)));
+  }
+  bool damaged = false;
+  for (const std::string& name : manifest_names) {
+    damaged = damaged || absl::IsDataLoss(VerifyManifest(root, version, name).status());
+  }
+  if (!damaged) return std::optional<std::string>();
+  const std::string folder = CheckpointFolder(root, version);
+  for (int n = 1; n <= 100; ++n) {
+    const std::string aside =
+        n == 1 ? absl::StrCat(folder, ".damaged") : absl::StrCat(folder, ".damaged-", n);
+    std::error_code error;
+    if (fs::exists(aside, error)) continue;  // rename(2) would replace an empty folder
+    fs::rename(folder, aside, error);
+    if (!error) return std::optional<std::string>(aside);
+    if (error != std::errc::directory_not_empty && error != std::errc::file_exists) {
+      return absl::InternalError(
+          absl::StrCat("cannot set ", folder, " aside as ", aside, ": ", error.message()));
+    }
+  }
+  return absl::InternalError(absl::StrCat("cannot set ", folder,
+                                          " aside: 100 folders of damaged copies are there "
+                                          "already; remove those looked at"));
 }
 
 absl::Status PruneCheckpoints(const std::string& root,

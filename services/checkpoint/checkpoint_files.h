@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,8 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text);
 std::string CheckpointFolder(const std::string& root, int64_t version);
 
 // Writes every file of `files` (name → bytes) into the version's folder durably, then the
-// manifest `manifest_name` naming them, last.
+// manifest `manifest_name` naming them, last. On a failure (a full disk) the files it wrote
+// go again, and the folder when that leaves it empty.
 absl::Status WriteCheckpointFiles(const std::string& root, int64_t version,
                                   const std::string& manifest_name,
                                   const std::map<std::string, std::string>& files,
@@ -69,9 +71,18 @@ struct LatestCheckpoint {
   int64_t version = 0;
   std::vector<Manifest> manifests;  // in the order of manifest_names
   std::vector<std::string> refused;
+  std::vector<int64_t> damaged;  // the newer versions refused for a file that does not match
 };
 absl::StatusOr<LatestCheckpoint> FindLatestCheckpoint(
     const std::string& root, const std::vector<std::string>& manifest_names);
+
+// When the version's folder still holds a file that does not match its manifest (any of
+// manifest_names), renames it to <folder>.damaged (.damaged-2, ... when taken) so that a
+// person can look at it and no reader takes it for a checkpoint; returns the new path, or
+// nothing when the folder is gone or whole (another writer set it aside, and may have begun
+// writing that version again). Writers of one root do this one at a time (a lock file there).
+absl::StatusOr<std::optional<std::string>> SetCheckpointAsideIfDamaged(
+    const std::string& root, int64_t version, const std::vector<std::string>& manifest_names);
 
 // Removes every version folder older than the newest `keep` complete ones (complete: all of
 // manifest_names there, naming files of the sizes they say; checksums are read on resume

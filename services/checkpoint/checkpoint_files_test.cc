@@ -92,6 +92,37 @@ TEST_F(CheckpointFilesTest, DamagedAndUnfinishedVersionsAreRefusedNamingTheFile)
                                                         " does not match its checksum in " +
                                                         Manifest(0)))
       << latest->refused[2];
+  // Damaged, not merely unfinished: those a person should look at.
+  EXPECT_EQ(latest->damaged, (std::vector<int64_t>{30, 20}));
+
+  // Set aside whole, under names no reader takes for a version; a second copy of a version
+  // gets its own name; a folder gone already, or whole again (another shard set it aside and
+  // writes that version anew), stays.
+  auto aside = SetCheckpointAsideIfDamaged(root_, 30, manifests_);
+  ASSERT_TRUE(aside.ok()) << aside.status();
+  EXPECT_EQ(*aside, std::optional<std::string>(CheckpointFolder(root_, 30) + ".damaged"));
+  EXPECT_TRUE(fs::exists(**aside + "/" + File(1)));
+  EXPECT_EQ(*SetCheckpointAsideIfDamaged(root_, 30, manifests_), std::nullopt);
+  WriteVersion(30, /*shards=*/1);
+  EXPECT_EQ(*SetCheckpointAsideIfDamaged(root_, 30, manifests_), std::nullopt);
+  fs::resize_file(PathOf(30, File(0)), 5);
+  EXPECT_EQ(**SetCheckpointAsideIfDamaged(root_, 30, manifests_),
+            CheckpointFolder(root_, 30) + ".damaged-2");
+  EXPECT_EQ(CheckpointVersions(root_), (std::vector<int64_t>{40, 20, 10}));
+}
+
+TEST_F(CheckpointFilesTest, AWriteThatFailsTakesBackWhatItWrote) {
+  WriteVersion(10, /*shards=*/1);
+  // Shard 1's manifest cannot be written (a folder is in its way, as a full disk would be).
+  fs::create_directories(PathOf(10, Manifest(1)) + "/in-the-way");
+  const absl::Status s = WriteCheckpointFiles(root_, 10, Manifest(1), {{File(1), "parts"}}, {});
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(fs::exists(PathOf(10, File(1))));
+  EXPECT_TRUE(fs::exists(PathOf(10, File(0))));  // the other writer's stay
+  // Alone in its folder, a failed write leaves no folder behind.
+  EXPECT_FALSE(
+      WriteCheckpointFiles(root_, 30, "no-such-folder/manifest", {{File(0), "parts"}}, {}).ok());
+  EXPECT_FALSE(fs::exists(CheckpointFolder(root_, 30)));
 }
 
 TEST_F(CheckpointFilesTest, AManifestThatIsNotOneIsRefused) {

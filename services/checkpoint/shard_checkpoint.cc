@@ -203,6 +203,7 @@ absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, i
                    ReadShardCheckpoint(root, latest.version, shard_rank, num_shards,
                                        /*manifest=*/nullptr));  // verified whole already
   point.refused = std::move(latest.refused);
+  point.damaged = std::move(latest.damaged);
   return point;
 }
 

@@ -62,6 +62,7 @@ absl::StatusOr<int64_t> WriteShardCheckpoint(const std::string& root, const Shar
 struct ResumePoint {
   ShardCheckpoint checkpoint;
   std::vector<std::string> refused;
+  std::vector<int64_t> damaged;  // the newer versions refused for a file that does not match
 };
 absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
                                                       int num_shards);

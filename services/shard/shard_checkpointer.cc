@@ -93,6 +93,8 @@ void ShardCheckpointer::Write(ShardCheckpoint c) {
   std::sort(c.parts.begin(), c.parts.end(), [](const PartCheckpoint& a, const PartCheckpoint& b) {
     return a.id.key != b.id.key ? a.id.key < b.id.key : a.id.part < b.id.part;
   });
+  if (!written_ && options_.before_first_write != nullptr) options_.before_first_write();
+  written_ = true;
   const auto start = std::chrono::steady_clock::now();
   const absl::StatusOr<int64_t> bytes = WriteShardCheckpoint(options_.root, c);
   const double seconds =

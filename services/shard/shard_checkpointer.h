@@ -2,6 +2,7 @@
 #define COHORT_SERVICES_SHARD_SHARD_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -20,6 +21,8 @@ struct ShardCheckpointerOptions {
   int keep = 3;      // complete checkpoints kept (older ones are removed)
   int shard_rank = 0;
   int num_shards = 1;
+  // Runs once on the writer thread before its first write (ShardRollback::ClearUndoneSteps).
+  std::function<void()> before_first_write;
 };
 
 // Writes a shard's checkpoints on its own thread, so that training never waits for the disk:
@@ -57,6 +60,7 @@ class ShardCheckpointer final : public CheckpointSink {
   std::map<int64_t, ShardCheckpoint> queued_ ABSL_GUARDED_BY(mu_);     // complete, to write
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool written_ = false;  // the writer thread's: whether it has written before
   std::thread writer_;
 };
 

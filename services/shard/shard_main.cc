@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
   if (checkpoints.checkpoint_every > 0) {
     checkpointer = std::make_unique<cohort::ShardCheckpointer>(
         cohort::ShardCheckpointerOptions{checkpoint_dir, checkpoints.checkpoint_keep, rank,
-                                         (*session)->num_shards()},
+                                         (*session)->num_shards(),
+                                         [&rollback] { rollback.ClearUndoneSteps(); }},
         &metrics, &std::cout);
     core.set_checkpoints(checkpoints.checkpoint_every, checkpointer.get());
     rollback.set_checkpointer(checkpointer.get());

@@ -1,6 +1,7 @@
 #include "services/shard/shard_rollback.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,8 +40,10 @@ absl::Status ShardRollback::Resume(const std::string& folder) {
   for (const std::string& line : point->refused) {
     *err_ << "shard " << rank_ << ": skipping a newer checkpoint: " << line << "\n";
   }
-  if (absl::Status s = StartedAt(point->checkpoint.step, folder, "resuming from"); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("shard ", rank_, ": error: ", s.message()));
+  Announce(point->checkpoint.step, folder, "resuming from");
+  if (writes_checkpoints_ && folder == checkpoint_dir_) {
+    absl::MutexLock lock(&undone_mu_);
+    undone_ = Undone{point->checkpoint.step, std::move(point->damaged)};
   }
   core_->ResumeFrom(std::move(point->checkpoint));
   return absl::OkStatus();
@@ -57,7 +60,8 @@ absl::Status ShardRollback::RollBack(int64_t step, const std::optional<Regenerat
   // Files of the undone steps go first; with a new generation, ones numbered for the old number
   // of workers past its first step too, once that step is written.
   const int64_t from = next.has_value() ? std::min(step, next->step) : step;
-  RETURN_IF_ERROR(StartedAt(from, checkpoint_dir_, "rolling back to"));
+  Announce(from, checkpoint_dir_, "rolling back to");
+  RETURN_IF_ERROR(RemoveStepsAfter(from));
   if (!next.has_value()) return absl::OkStatus();
   core_->CheckpointNow();
   FlushCheckpoints();
@@ -82,17 +86,51 @@ ShardCheckpoints ShardRollback::Checkpoints() {
   if (checkpoint_dir_.empty()) return held;
   FlushCheckpoints();  // a checkpoint handed over counts once written
   held.steps = ShardCheckpointSteps(checkpoint_dir_, rank_);
+  absl::MutexLock undone_lock(&undone_mu_);
+  if (undone_.has_value()) {
+    const int64_t after = undone_->after;
+    held.steps.erase(std::remove_if(held.steps.begin(), held.steps.end(),
+                                    [after](int64_t s) { return s > after; }),
+                     held.steps.end());
+  }
   return held;
 }
 
-absl::Status ShardRollback::StartedAt(int64_t step, const std::string& folder,
-                                      absl::string_view what) {
+void ShardRollback::ClearUndoneSteps() {
+  std::optional<Undone> undone;
+  {
+    absl::MutexLock lock(&undone_mu_);
+    undone = std::exchange(undone_, std::nullopt);
+  }
+  if (!undone.has_value()) return;
+  for (const int64_t version : undone->damaged) {
+    const absl::StatusOr<std::optional<std::string>> aside =
+        SetCheckpointAsideIfDamaged(checkpoint_dir_, version, ShardCheckpointManifests(num_shards_));
+    if (!aside.ok()) {
+      *err_ << "shard " << rank_ << ": error: " << aside.status().message() << "\n";
+    } else if (aside->has_value()) {
+      *out_ << "shard " << rank_ << ": the damaged checkpoint "
+            << CheckpointFolder(checkpoint_dir_, version) << " is kept aside as " << **aside
+            << " for a person to look at\n"
+            << std::flush;
+    }
+  }
+  if (absl::Status s = RemoveShardFilesAfter(checkpoint_dir_, rank_, undone->after); !s.ok()) {
+    *err_ << "shard " << rank_ << ": error: " << s.message() << "\n";
+  }
+}
+
+void ShardRollback::Announce(int64_t step, const std::string& folder, absl::string_view what) {
   *out_ << absl::StrFormat("shard %d: %s step %d (%s)\n", rank_, what, step,
                            CheckpointFolder(folder, step))
         << std::flush;
   if (metrics_ != nullptr) metrics_->resumed_step.Set(static_cast<double>(step));
-  if (!writes_checkpoints_ || folder != checkpoint_dir_) return absl::OkStatus();
-  return RemoveShardFilesAfter(folder, rank_, step);
+}
+
+absl::Status ShardRollback::RemoveStepsAfter(int64_t step) {
+  if (!writes_checkpoints_) return absl::OkStatus();
+  ClearUndoneSteps();
+  return RemoveShardFilesAfter(checkpoint_dir_, rank_, step);
 }
 
 void ShardRollback::FlushCheckpoints() {

@@ -23,7 +23,10 @@ namespace cohort {
 // under a new generation), and the checkpoints it holds (rank 0 of the workers picks a step
 // they all hold). Each start is said on `out` and counted (resumed_step); when the shard
 // writes checkpoints into that folder, its files of later steps go (they will be written
-// again: a folder never mixes two runs' files).
+// again: a folder never mixes two runs' files), and a later checkpoint refused as damaged is
+// set aside whole (<folder>.damaged) for a person to look at. After a resume that happens only
+// before the shard's first write or roll back: the other shards of the job may still be
+// reading those checkpoints to choose theirs.
 //
 // Thread safety: SetUp, set_checkpointer and Resume come from main before the shard answers
 // RollBack and Checkpoints (its service waits for the shard's set-up); those two may come from
@@ -54,12 +57,18 @@ class ShardRollback {
   // number of workers. FailedPrecondition when the shard keeps no checkpoints.
   absl::Status RollBack(int64_t step, const std::optional<Regeneration>& next);
   // The steps of the checkpoints this shard holds, written out first, and how its steps are
-  // numbered (once rank 0 configured it).
+  // numbered (once rank 0 configured it). None after the step it resumed from.
   ShardCheckpoints Checkpoints();
+  // After Resume: the shard's files of the steps after it go, the damaged checkpoints it
+  // skipped are set aside (errors are said on err). Once; before the shard's next write
+  // (ShardCheckpointerOptions::before_first_write) or roll back.
+  void ClearUndoneSteps();
 
  private:
-  // The parts start from `step` of `folder`: said, counted, later files removed.
-  absl::Status StartedAt(int64_t step, const std::string& folder, absl::string_view what);
+  // The parts start from `step` of `folder`: said and counted.
+  void Announce(int64_t step, const std::string& folder, absl::string_view what);
+  // After a roll back to `step`: its later files removed.
+  absl::Status RemoveStepsAfter(int64_t step);
   void FlushCheckpoints();
 
   ShardCore* const core_;
@@ -72,6 +81,13 @@ class ShardRollback {
   ShardMetrics* metrics_ = nullptr;
   ShardCheckpointer* checkpointer_ = nullptr;
   absl::Mutex mu_;  // one roll back or listing at a time
+  // What a resume left to clear: this shard's files after `after`, the damaged versions.
+  struct Undone {
+    int64_t after = 0;
+    std::vector<int64_t> damaged;
+  };
+  absl::Mutex undone_mu_;  // never held while the checkpointer is waited for
+  std::optional<Undone> undone_ ABSL_GUARDED_BY(undone_mu_);
 };
 
 }  // namespace cohort

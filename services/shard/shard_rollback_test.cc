@@ -60,7 +60,9 @@ class ShardRollbackTest : public ::testing::Test {
     rollback_->SetUp(/*rank=*/0, /*num_shards=*/1, /*metrics=*/nullptr);
     if (checkpoint_dir.empty()) return;
     checkpointer_ = std::make_unique<ShardCheckpointer>(
-        ShardCheckpointerOptions{checkpoint_dir, /*keep=*/10, 0, 1}, nullptr, &out_);
+        ShardCheckpointerOptions{checkpoint_dir, /*keep=*/10, 0, 1,
+                                 [this] { rollback_->ClearUndoneSteps(); }},
+        nullptr, &out_);
     core_->set_checkpoints(2, checkpointer_.get());
     rollback_->set_checkpointer(checkpointer_.get());
   }
@@ -163,6 +165,19 @@ TEST_F(ShardRollbackTest, ADamagedNewerCheckpointIsNamedAndSkipped) {
   EXPECT_EQ(Value().second, 4);
   EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: skipping a newer checkpoint: ")) << err_.str();
   EXPECT_TRUE(absl::StrContains(err_.str(), CheckpointFolder(root_, 6))) << err_.str();
+  // Other shards may still be reading it: it stays until this shard writes again, uncounted.
+  EXPECT_TRUE(std::filesystem::exists(CheckpointFolder(root_, 6)));
+  EXPECT_EQ(rollback_->Checkpoints().steps, (std::vector<int64_t>{0, 2, 4}));
+  Train(4, 7);
+  const std::string aside = CheckpointFolder(root_, 6) + ".damaged";
+  EXPECT_TRUE(absl::StrContains(out_.str(), absl::StrCat("shard 0: the damaged checkpoint ",
+                                                         CheckpointFolder(root_, 6),
+                                                         " is kept aside as ", aside,
+                                                         " for a person to look at")))
+      << out_.str();
+  std::ifstream kept(aside + "/" + ShardCheckpointFile(0));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "damaged");
+  EXPECT_EQ(rollback_->Checkpoints().steps, (std::vector<int64_t>{0, 2, 4, 6}));
 }
 
 TEST_F(ShardRollbackTest, ResumingFromAFolderWithoutCheckpointsNamesTheShardAndTheFolder) {
