@@ -8,7 +8,9 @@ the newest complete one before them; a SIGKILLed shard is restarted from the che
 job rolls back to it (--restart_failed_shards), also when a second shard dies 50 ms later or
 while the workers roll back; a SIGKILLed scheduler is restarted and the members register with it
 again (--restart_scheduler), also as the workers finish (its journal says who already did); a
-shard killed as the job is DONE leaves it DONE.
+shard killed as the job is DONE leaves it DONE; a shard killed past its restart limit fails the
+job saying so; a resume with another -n, --batch_size or -s is refused; damaged checkpoints are
+kept aside; a full disk costs checkpoints, is said at the end, and they resume when space returns.
 
 Usage: recovery_test.py LAUNCH JOB_PROCESSES_PY
 """
@@ -350,6 +352,51 @@ class RecoveryTest(job_fixture.JobTestCase):
             self.assertNotEqual(p.wait(timeout=120), 0, self.log(name))
             self.assertEqual(wait_job_gone(job, 5), [])
             self.assertRegex(self.log(name), r"\[scheduler\] scheduler: job FAILED: .*" + said)
+
+    def start_on_small_disk(self, name, root, free_kb, case, *flags):
+        """Starts the job with its checkpoints on a 4 MB tmpfs at root (in a mount namespace of
+        its own, gone with its processes) that a filler leaves free_kb free of. The filler's
+        path, as this process sees it through the launcher's /proc entry, and the launcher."""
+        os.makedirs(root)
+        filler = os.path.join(root, "filler")
+        script = (f'mount -t tmpfs -o size=4096k cohort-test "{root}" && '
+                  f'head -c {4096 - free_kb}k /dev/zero > "{filler}" && exec "$@"')
+        launcher = self.start(name, [
+            "unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", LAUNCH,
+            f"--job_id={self.job(name)}", "-n", "2", "-s", "2", f"--checkpoint_dir={root}",
+            f"--checkpoint_every={case.every}", *flags, "--", *case.worker,
+            f"--output={self.dir}/{name}.safetensors"])
+        return f"/proc/{launcher.pid}/root{filler}", launcher
+
+    def test_a_full_disk_costs_checkpoints_says_so_and_they_resume_when_space_returns(self):
+        """Checkpoints on a disk with room for about two (0.5 MB each): later ones fail, each
+        taking back its files; the shards' and the launcher's last lines name the newest
+        complete one and how old it is. With the space back mid-job, checkpoints resume."""
+        root = os.path.join(self.dir, "full")
+        _, launcher = self.start_on_small_disk("full", root, 1200, LENET)
+        self.assertEqual(launcher.wait(timeout=300), 0, self.log("full"))
+        out = self.log("full")
+        written = collections.Counter(re.findall(
+            r"^\[shard \d\] shard \d: checkpoint at step (\d+) written", out, re.M))
+        newest = max(int(step) for step, shards in written.items() if shards == 2)
+        self.assertLess(newest, 280)
+        self.assertRegex(out, r"\[shard \d\] shard \d: error: checkpoint at step \d+ not "
+                              r"written to .*: No space left on device; training goes on")
+        self.assertRegex(out, r"\[shard \d\] shard \d: warning: the last \d+ checkpoint\(s\) "
+                              r"\(steps .*280\) were not written; the newest this shard wrote is "
+                              r"step \d+")
+        self.assertRegex(out, rf"launch: newest complete checkpoint: step {newest} "
+                              rf"\(.*/v{newest:012d}\), written [\d.]+m?s before the end\n*$")
+
+        root = os.path.join(self.dir, "freed")
+        filler, launcher = self.start_on_small_disk("freed", root, 1200, LENET)
+        self.wait_for("freed", launcher, r"^\[shard \d\] shard \d: error: checkpoint at step \d+ "
+                                         r"not written")
+        os.remove(filler)
+        self.assertEqual(launcher.wait(timeout=300), 0, self.log("freed"))
+        out = self.log("freed")
+        self.assertRegex(out, r"launch: newest complete checkpoint: step 280 ")
+        self.assertNotIn("were not written", out)
 
     def test_restarted_scheduler_takes_the_running_job_over(self):
         """SIGKILL of the scheduler with --restart_scheduler: the launcher starts it again at its

@@ -168,13 +168,13 @@ std::vector<int64_t> CheckpointVersions(const std::string& root) {
 }
 
 absl::StatusOr<LatestCheckpoint> FindLatestCheckpoint(
-    const std::string& root, const std::vector<std::string>& manifest_names) {
+    const std::string& root, const std::vector<std::string>& manifest_names, Check check) {
   LatestCheckpoint latest;
   for (int64_t version : CheckpointVersions(root)) {
     latest.manifests.clear();
     absl::Status damage;
     for (const std::string& name : manifest_names) {
-      absl::StatusOr<Manifest> m = VerifyManifest(root, version, name);
+      absl::StatusOr<Manifest> m = VerifyManifest(root, version, name, check);
       if (!m.ok()) {
         damage = m.status();
         break;

@@ -22,6 +22,9 @@ namespace cohort {
 
 // Files are written with WriteFileDurably (services/common/durable_file.h).
 
+// How much of a checkpoint's files VerifyManifest reads: their sizes only, or every byte.
+enum class Check { kSizes, kChecksums };
+
 // SHA-256 of bytes, as 64 lowercase hex digits.
 std::string Sha256Hex(absl::string_view bytes);
 
@@ -52,8 +55,6 @@ absl::Status WriteCheckpointFiles(const std::string& root, int64_t version,
                                   const std::map<std::string, std::string>& files,
                                   const std::map<std::string, std::string>& metadata);
 
-// How much of a checkpoint's files VerifyManifest reads: their sizes only, or every byte.
-enum class Check { kSizes, kChecksums };
 
 // Reads manifest `manifest_name` of the version and checks every file it names (present, the
 // size and, with kChecksums, the checksum it says). DataLoss naming the file and what is
@@ -74,7 +75,8 @@ struct LatestCheckpoint {
   std::vector<int64_t> damaged;  // the newer versions refused for a file that does not match
 };
 absl::StatusOr<LatestCheckpoint> FindLatestCheckpoint(
-    const std::string& root, const std::vector<std::string>& manifest_names);
+    const std::string& root, const std::vector<std::string>& manifest_names,
+    Check check = Check::kChecksums);
 
 // When the version's folder still holds a file that does not match its manifest (any of
 // manifest_names), renames it to <folder>.damaged (.damaged-2, ... when taken) so that a

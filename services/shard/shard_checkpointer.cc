@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "services/checkpoint/checkpoint_files.h"
 
 namespace cohort {
@@ -21,6 +22,16 @@ ShardCheckpointer::~ShardCheckpointer() {
     stopping_ = true;
   }
   writer_.join();
+  if (failed_since_.empty()) return;
+  *log_ << absl::StrFormat(
+               "shard %d: warning: the last %d checkpoint(s) (steps %s) were not written; the "
+               "newest this shard wrote is %s\n",
+               options_.shard_rank, failed_since_.size(), absl::StrJoin(failed_since_, ", "),
+               newest_written_ < 0
+                   ? std::string("none")
+                   : absl::StrCat("step ", newest_written_, " (",
+                                  CheckpointFolder(options_.root, newest_written_), ")"))
+        << std::flush;
 }
 
 void ShardCheckpointer::Configured(const ShardConfig& config) {
@@ -107,8 +118,11 @@ void ShardCheckpointer::Write(ShardCheckpoint c) {
         c.shard_rank, c.step, CheckpointFolder(options_.root, c.step), bytes.status().message())
           << std::flush;
     if (metrics_ != nullptr) metrics_->checkpoint_failures.Increment();
+    failed_since_.push_back(c.step);
     return;
   }
+  newest_written_ = c.step;
+  failed_since_.clear();
   *log_ << absl::StrFormat("shard %d: checkpoint at step %d written to %s (%.1f MB in %.2f s)\n",
                            c.shard_rank, c.step, CheckpointFolder(options_.root, c.step),
                            *bytes / 1e6, seconds)

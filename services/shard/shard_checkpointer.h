@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -31,8 +32,10 @@ struct ShardCheckpointerOptions {
 // and writes the shard's file and manifest, then prunes to the newest `keep` complete
 // checkpoints. When a write is still queued as the next step completes, the older one is
 // dropped (said on log): a slow disk costs checkpoints, never training time. A failed write
-// (disk full) is said with the folder and counted; training goes on and the previous
-// checkpoint stays the newest complete one. The destructor writes what is queued.
+// (disk full) is said with the folder and counted; training goes on, the previous checkpoint
+// stays the newest complete one, and the next step's is tried as usual (once space returns,
+// checkpoints resume). The destructor writes what is queued and says when the last writes
+// failed, naming the newest checkpoint this shard wrote.
 class ShardCheckpointer final : public CheckpointSink {
  public:
   // metrics may be null; log receives a line per checkpoint.
@@ -60,7 +63,11 @@ class ShardCheckpointer final : public CheckpointSink {
   std::map<int64_t, ShardCheckpoint> queued_ ABSL_GUARDED_BY(mu_);     // complete, to write
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool written_ = false;  // the writer thread's: whether it has written before
+  // The writer thread's: whether it has written before, the newest step it wrote, and the
+  // steps that failed since then.
+  bool written_ = false;
+  int64_t newest_written_ = -1;
+  std::vector<int64_t> failed_since_;
   std::thread writer_;
 };
 

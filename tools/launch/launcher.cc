@@ -23,6 +23,7 @@
 #include "services/common/durable_file.h"
 #include "services/common/port_file.h"
 #include "services/scheduler/job_journal.h"
+#include "tools/launch/checkpoint_report.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/credentials.h"
 #include "tools/launch/line_prefixer.h"
@@ -462,6 +463,11 @@ int RunJob(const LaunchOptions& options) {
   } else {
     Job job(job_options, **signals, scratch);
     status = job.Run();
+    // The folder is this machine's when every member runs here.
+    if (options.hosts.empty() && options.checkpoints.checkpoint_every > 0) {
+      say(NewestCheckpointReport(options.checkpoints.folder(), options.scheduler.num_shards,
+                                 absl::Now()));
+    }
   }  // every child has been reaped
   nftw(scratch.c_str(), RemoveEntry, 8, FTW_DEPTH | FTW_PHYS);
   return status;
