@@ -7,6 +7,8 @@ sshd with throwaway keys; the real launcher starts jobs there over ssh with mutu
   local job's accuracy band, every line prefixed with its host;
 - every process of one host killed mid-job: the launcher names the member and its host, and no
   process of the job remains on any host;
+- a shard killed on its host mid-job (--restart_failed_shards): the launcher starts it again
+  there over ssh, from the newest complete checkpoint, and the job ends DONE;
 - one host's link cut mid-job: the job fails naming a member of that host within the heartbeat
   deadline, and every process on every host is gone after the grace periods;
 - a LeNet job from RecordIO shards split by files: each host receives every index but only the
@@ -29,7 +31,7 @@ import unittest
 LAUNCH, JOB_PROCESSES, WRITE_IMAGES, PACK_RECORDS = (os.path.abspath(p) for p in sys.argv[1:5])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from job_processes import job_pids, kill_job, wait_job_gone  # noqa: E402
+from job_processes import environ_of, job_pids, kill_job, wait_job_gone  # noqa: E402
 from netns_cluster import IP, SSHD, Cluster, pids_in_netns, run  # noqa: E402
 
 HOSTS = 3
@@ -165,6 +167,30 @@ class MultiHostTest(unittest.TestCase):
         # The killed wrappers could not remove their folders, as after a host's crash (the next
         # member started on the host removes them: remote_test).
         self.assert_nothing_left(15, folders=False)
+
+    def test_a_killed_remote_shard_is_restarted_over_ssh(self):
+        a = self.cluster.addresses
+        ckpt = os.path.join(self.dir, "ckpt")  # one filesystem under every namespace
+        p = self.launch("--train_samples=6400", "--batch_size=32", "--epochs=3",
+                        "--log_interval=20",
+                        extra=["--restart_failed_shards", f"--checkpoint_dir={ckpt}",
+                               "--checkpoint_every=20"])
+        self.wait_for(rf"^\[{re.escape(a[2])} shard 2\] shard 2: checkpoint at step 40 written",
+                      300)
+        # The shard itself, not its wrapper (which carries its environment too).
+        shard = [pid for pid in pids_in_netns(job_pids(self.job_id), self.cluster.hosts[2])
+                 if environ_of(pid).get("COHORT_ROLE") == "shard" and
+                 os.readlink(f"/proc/{pid}/exe").endswith("/shard")]
+        self.assertEqual(len(shard), 1, self.text())
+        os.kill(shard[0], signal.SIGKILL)
+        self.assertEqual(p.wait(timeout=300), 0, self.text())
+        out = self.text()
+        self.assertRegex(out, rf"launch: shard 2 on {re.escape(a[2])} \(ssh pid \d+\) was killed "
+                              r"by signal 9 \(Killed\); restarting it from the newest complete "
+                              r"checkpoint")
+        self.assertRegex(out, rf"\[{re.escape(a[2])} shard 2\] shard 2: resuming from step \d+")
+        self.assertIn(f"[{a[0]} scheduler] scheduler: job DONE: all 3 workers finished", out)
+        self.assert_nothing_left(10)
 
     def test_a_cut_link_fails_the_job_naming_the_unreachable_member(self):
         a = self.cluster.addresses

@@ -324,8 +324,11 @@ class Job : public ProcessTable {
         return supervisor_.Abort(absl::Now());
       }
     }
-    for (int worker : restarts.workers) {
-      if (!Spawn(Role::kWorker, worker, o_.worker_program, o_.worker_argv)) {
+    for (const Restarts::NewWorker& worker : restarts.workers) {
+      if (!o_.hosts.empty()) {  // on the dead one's host
+        o_.placement.workers.resize(worker.number + 1, o_.placement.workers[worker.replaces]);
+      }
+      if (!Spawn(Role::kWorker, worker.number, o_.worker_program, o_.worker_argv)) {
         return supervisor_.Abort(absl::Now());
       }
     }
@@ -425,7 +428,7 @@ class Job : public ProcessTable {
     }
   }
 
-  const LaunchOptions& o_;
+  LaunchOptions o_;  // a new worker's host joins its placement
   SignalFd& signals_;
   const std::string scratch_dir_;
   Supervisor supervisor_;

@@ -1,6 +1,9 @@
 #include "tools/launch/restart_policy.h"
 
+#include <signal.h>
 #include <sys/wait.h>
+
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "tools/launch/child_process.h"
@@ -16,19 +19,60 @@ std::string GiveUp(const MemberEnd& end, int restarts, absl::string_view flag) {
                       " allows: the job fails");
 }
 
+// ssh's own exit status: it could not reach the host, or lost the connection to it.
+constexpr int kSshFailed = 255;
+
+// The signal that killed a remote member, as its wrapper reports it through ssh (128 + N, the
+// shell's way); none for an exit, for a stop it answered (SIGTERM, SIGINT, SIGHUP: its own exit
+// status), a broken pipe, or ssh's own failure.
+std::optional<int> RemoteDeathSignal(int wait_status) {
+  if (!WIFEXITED(wait_status)) return std::nullopt;  // ssh itself was signalled here
+  const int code = ExitCodeOf(wait_status);
+  if (code <= 128 || code >= kSshFailed) return std::nullopt;
+  const int sig = code - 128;
+  if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGPIPE) return std::nullopt;
+  return sig;
+}
+
 }  // namespace
 
 RestartDecision RestartPolicy::OnEnd(const MemberEnd& end, absl::string_view scheduler_address) {
-  if (!WIFSIGNALED(end.wait_status) || end.remote) return {};
+  MemberEnd death = end;
+  if (end.remote) {
+    if (WIFEXITED(end.wait_status) && ExitCodeOf(end.wait_status) == kSshFailed) {
+      return HostGone(end);
+    }
+    const std::optional<int> sig = RemoteDeathSignal(end.wait_status);
+    if (!sig.has_value()) return {};
+    death.wait_status = *sig;  // said as the signal that killed it there
+  } else if (!WIFSIGNALED(end.wait_status)) {
+    return {};
+  }
   switch (end.role) {
     case Role::kScheduler:
-      return Scheduler(end, scheduler_address);
+      return Scheduler(death, scheduler_address);
     case Role::kShard:
-      return Shard(end);
+      return Shard(death);
     case Role::kWorker:
-      return Worker(end);
+      return Worker(death);
   }
   return {};
+}
+
+RestartDecision RestartPolicy::HostGone(const MemberEnd& end) {
+  const bool restarts = end.role == Role::kShard    ? rules_.restart_failed_shards
+                        : end.role == Role::kWorker ? rules_.elastic
+                                                    : rules_.restart_scheduler;
+  if (!restarts) return {};
+  const std::string lost = absl::StrCat(
+      end.description, ": ssh lost its host (status 255: the host is down, unreachable or "
+      "refused the login; see above)");
+  if (end.role == Role::kWorker) {
+    return {Action::kGoOnWithout, -1,
+            absl::StrCat(lost, "; the job goes on without it (--on_worker_failure=elastic)")};
+  }
+  return {Action::kGiveUp, -1,
+          absl::StrCat(lost, "; a member whose host is gone is not restarted: the job fails")};
 }
 
 RestartDecision RestartPolicy::Scheduler(const MemberEnd& end,

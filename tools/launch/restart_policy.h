@@ -51,9 +51,11 @@ struct RestartDecision {
 
 // Decides, for each member that ends while the job runs, whether the job restarts it, goes on
 // without it, or gives up, counting restarts per member against the rules' limits. Only a death
-// (a signal: SIGKILL, the OOM killer, a crash) of a process on this machine is survived; a
-// process that exits with an error (the job failed) or a remote one is not. Pure: no processes,
-// no clock. Not thread-safe.
+// (a signal: SIGKILL, the OOM killer, a crash) is survived: a local process's own, or a remote
+// one's as its wrapper reports it through ssh (exit status 128 + N); a process that exits with
+// an error (the job failed) is not, nor a remote member whose host is gone (ssh's 255: said,
+// and the job fails, or goes on without an elastic job's worker). Pure: no processes, no
+// clock. Not thread-safe.
 class RestartPolicy {
  public:
   explicit RestartPolicy(RestartRules rules) : rules_(std::move(rules)) {}
@@ -65,6 +67,7 @@ class RestartPolicy {
   RestartDecision Scheduler(const MemberEnd& end, absl::string_view scheduler_address);
   RestartDecision Shard(const MemberEnd& end);
   RestartDecision Worker(const MemberEnd& end);
+  RestartDecision HostGone(const MemberEnd& end);
 
   const RestartRules rules_;
   int scheduler_restarts_ = 0;

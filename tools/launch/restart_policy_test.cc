@@ -30,17 +30,44 @@ TEST(RestartPolicyTest, WithoutRulesNothingIsSurvived) {
   }
 }
 
-TEST(RestartPolicyTest, OnlyALocalDeathIsRestarted) {
+TEST(RestartPolicyTest, OnlyADeathIsRestarted) {
   RestartRules rules;
   rules.restart_failed_shards = true;
   rules.restart_scheduler = true;
   RestartPolicy policy(rules);
   EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, kExited1), "").action, Action::kNone);
   EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, 0), "").action, Action::kNone);
-  EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, kKilled, /*remote=*/true), "").action,
-            Action::kNone);
   EXPECT_EQ(policy.OnEnd(End(Role::kScheduler, 0, kExited1), "").action, Action::kNone);
   EXPECT_EQ(policy.OnEnd(End(Role::kShard, 0, kKilled), "").action, Action::kRestart);
+}
+
+// A remote member's end comes as ssh's exit status: the wrapper's 128 + N for a death there.
+TEST(RestartPolicyTest, ARemoteDeathIsRestartedAndAHostGoneIsSaid) {
+  RestartRules rules;
+  rules.restart_failed_shards = true;
+  rules.checkpoint_dir = "/ckpt";
+  RestartPolicy policy(rules);
+  const auto remote = [](int exit_code) {
+    return End(Role::kShard, 2, exit_code << 8, /*remote=*/true);
+  };
+  RestartDecision d = policy.OnEnd(remote(128 + SIGKILL), "");
+  EXPECT_EQ(d.action, Action::kRestart);
+  EXPECT_EQ(d.message, "shard 2 (pid 7) was killed by signal 9 (Killed); restarting it from the "
+                       "newest complete checkpoint in /ckpt (restart 1 of at most 3)");
+  EXPECT_EQ(policy.OnEnd(remote(128 + SIGSEGV), "").action, Action::kRestart);
+  // Its own exit, a stop it answered, ssh killed here: not deaths.
+  for (int code : {1, 128 + SIGTERM, 128 + SIGINT}) {
+    EXPECT_EQ(policy.OnEnd(remote(code), "").action, Action::kNone) << code;
+  }
+  EXPECT_EQ(policy.OnEnd(End(Role::kShard, 2, kKilled, /*remote=*/true), "").action,
+            Action::kNone);
+  d = policy.OnEnd(remote(255), "");
+  EXPECT_EQ(d.action, Action::kGiveUp);
+  EXPECT_EQ(d.message, "shard 2 (pid 7): ssh lost its host (status 255: the host is down, "
+                       "unreachable or refused the login; see above); a member whose host is "
+                       "gone is not restarted: the job fails");
+  // Without the rule, a lost host is the supervisor's usual failure.
+  EXPECT_EQ(RestartPolicy({}).OnEnd(remote(255), "").action, Action::kNone);
 }
 
 TEST(RestartPolicyTest, ShardRestartsCountPerRankUpToTheLimit) {

@@ -53,7 +53,7 @@ void Supervisor::OnEnd(int member, absl::Time now) {
       case RestartDecision::Action::kRestart:
         if (m.role == Role::kScheduler) restarts_.scheduler = true;
         if (m.role == Role::kShard) restarts_.shards.push_back(m.rank);
-        if (m.role == Role::kWorker) restarts_.workers.push_back(decision.new_worker);
+        if (m.role == Role::kWorker) restarts_.workers.push_back({decision.new_worker, m.rank});
         return;
       case RestartDecision::Action::kGoOnWithout:
         return;

@@ -53,8 +53,12 @@ struct SupervisorOptions {
 // Which members to start again.
 struct Restarts {
   bool scheduler = false;
-  std::vector<int> shards;   // ranks
-  std::vector<int> workers;  // the launcher's numbers of the new workers
+  std::vector<int> shards;  // ranks
+  struct NewWorker {
+    int number = 0;    // the launcher's number of the new worker
+    int replaces = 0;  // the number of the dead one (the new one takes its host)
+  };
+  std::vector<NewWorker> workers;
 };
 
 // The job's course, without processes or a clock of its own: the caller reports what happened
