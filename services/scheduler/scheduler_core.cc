@@ -106,11 +106,7 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   if (r.rejoin && known_rank && state_ == JobState::kDone) {
     // The job ended while this member's scheduler was away (this one took it over): its first
     // heartbeat tells it so.
-    Member& m = members[r.requested_rank];
-    m.registered = true;
-    m.host = r.host;
-    m.pid = r.pid;
-    m.last_heartbeat = clock_->Now();
+    Enroll(members[r.requested_rank], r);
     return r.requested_rank;
   }
   if (state_ == JobState::kRunning && r.role == MemberRole::kWorker && spec_.elastic &&
@@ -157,8 +153,7 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   return Admit(r, rank);
 }
 
-int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
-  Member& m = Members(r.role)[rank];
+void SchedulerCore::Enroll(Member& m, const MemberRegistration& r) {
   m.registered = true;
   m.host = r.host;
   m.pid = r.pid;
@@ -166,6 +161,10 @@ int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
   m.threads = r.threads;
   m.cores = r.cores;
   m.last_heartbeat = clock_->Now();
+}
+
+int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
+  Enroll(Members(r.role)[rank], r);
   if (r.role == MemberRole::kWorker) CheckHostThreads(r.host);
   auto all = [](const std::vector<Member>& ms) {
     for (const Member& x : ms) {

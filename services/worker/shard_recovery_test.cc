@@ -21,6 +21,20 @@ using testing_fakes::Sgd;
 
 class ShardRecoveryTest : public testing_fakes::StoreOnFakesTest {
  protected:
+  // Rank 0 waits for key 0's answers when shard 1 dies; it comes back from its
+  // checkpoint at step 40. The wait's failure.
+  absl::Status Shard1DiesAndComesBackAt40() {
+    Make(0);
+    PushKey0();
+    const absl::Status failure = WaitWhile([&] {
+      absl::SleepFor(absl::Milliseconds(20));
+      transport_->EndStream(1, absl::UnavailableError("Socket closed"));
+    });
+    membership_->ShardCameBack(1, "fake-1-again");
+    transport_->ResumeAt(40);
+    return failure;
+  }
+
   // Rank 0 of an elastic job of 3 workers waits for key 0's answers when the scheduler starts
   // generation 1 of 2 workers; both shards hold checkpoints 10 and 20. The wait's failure.
   absl::Status ThreeWorkersBecomeTwo() {
@@ -38,15 +52,8 @@ class ShardRecoveryTest : public testing_fakes::StoreOnFakesTest {
 // set the restarted shard up again and rolled the other back to step 40, the streams go to the
 // shards' new addresses, and training goes on from step 40.
 TEST_F(ShardRecoveryTest, RecoversFromAShardThatCameBackByRollingEveryShardBack) {
-  Make(0);
-  std::vector<Pushed> pushed = PushKey0();
-  const absl::Status failure = WaitWhile([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
-  });
+  const absl::Status failure = Shard1DiesAndComesBackAt40();
   ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
-  membership_->ShardCameBack(1, "fake-1-again");
-  transport_->ResumeAt(40);
   ASSERT_TRUE(kv_->Recover(failure).ok());
   EXPECT_EQ(membership_->barriers(),
             (std::vector<std::string>{"kvstore init", "generation 0: shard recovery: streams closed",
@@ -68,15 +75,8 @@ TEST_F(ShardRecoveryTest, RecoversFromAShardThatCameBackByRollingEveryShardBack)
 // Shard 1 comes back at step 40, and shard 0 dies while rank 0 rolls it back: rank 0 waits for
 // shard 0 to come back too, sets both up, and every shard is at step 40 without a failure.
 TEST_F(ShardRecoveryTest, AShardDyingDuringTheRollBackIsWaitedForAndSetUpToo) {
-  Make(0);
-  PushKey0();
-  const absl::Status failure = WaitWhile([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
-  });
+  const absl::Status failure = Shard1DiesAndComesBackAt40();
   ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
-  membership_->ShardCameBack(1, "fake-1-again");
-  transport_->ResumeAt(40);
   transport_->OnNextRollBack([&](int shard) {
     membership_->ShardCameBack(shard, "fake-0-again");
     return absl::UnavailableError(absl::StrCat("rolling shard ", shard, ": connection refused"));
@@ -94,14 +94,8 @@ TEST_F(ShardRecoveryTest, AShardDyingDuringTheRollBackIsWaitedForAndSetUpToo) {
 // A shard dies again right after the recovery, before the parameters are pulled: the pull's
 // failure names the shard, and recovering from it works as from a stream's end.
 TEST_F(ShardRecoveryTest, APullFromAShardThatDiedMeanwhileIsRecoveredFrom) {
-  Make(0);
-  PushKey0();
-  const absl::Status failure = WaitWhile([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
-  });
-  membership_->ShardCameBack(1, "fake-1-again");
-  transport_->ResumeAt(40);
+  const absl::Status failure = Shard1DiesAndComesBackAt40();
+  ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
   ASSERT_TRUE(kv_->Recover(failure).ok());
   transport_->DieUnnoticed();
   Tensor value0(Shape{6}), value1(Shape{3});
