@@ -1,0 +1,116 @@
+// Plays a job's shards and workers against a real scheduler, all in this process, and says how
+// its control plane fared: registration, barriers, the idle scheduler's CPU, the end.
+//   bazel run //tools/sim:member_sim -- --scheduler=127.0.0.1:9000 --workers=1024 --shards=64
+// (the scheduler started with --insecure -n 1024 -s 64).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "tools/sim/member_swarm.h"
+
+ABSL_FLAG(std::string, scheduler, "", "the scheduler's host:port (plaintext: --insecure)");
+ABSL_FLAG(int, workers, 64, "workers to play");
+ABSL_FLAG(int, shards, 1, "shards to play (registered only: no data path)");
+ABSL_FLAG(int, threads, 32, "members registering (and leaving) at once");
+ABSL_FLAG(int, barriers, 20, "barriers of every worker to time");
+ABSL_FLAG(int, scheduler_pid, 0, "the scheduler's pid, to read its CPU time while idle");
+ABSL_FLAG(double, idle_s, 5, "seconds the running job stays idle (heartbeats only)");
+
+namespace {
+
+// The process's user + system CPU time, from /proc/PID/stat (fields 14 and 15).
+absl::Duration CpuTime(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const size_t name_end = stat.rfind(')');
+  if (name_end == std::string::npos) return absl::ZeroDuration();
+  std::istringstream fields(stat.substr(name_end + 2));
+  std::string field;
+  long ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::stol(field);
+  }
+  return absl::Seconds(static_cast<double>(ticks) / sysconf(_SC_CLK_TCK));
+}
+
+// The process's resident memory in MiB, from /proc/PID/status.
+double ResidentMiB(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  }
+  return 0;
+}
+
+absl::Duration Percentile(std::vector<absl::Duration> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+int Fail(const absl::Status& s) {
+  std::cerr << "member_sim: error: " << s.message() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Plays a job's members against a real scheduler.");
+  absl::ParseCommandLine(argc, argv);
+  cohort::sim::SwarmOptions o;
+  o.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  o.workers = absl::GetFlag(FLAGS_workers);
+  o.shards = absl::GetFlag(FLAGS_shards);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  if (o.scheduler_address.empty() || o.workers < 1 || o.shards < 1) {
+    std::cerr << "member_sim: error: give --scheduler, --workers >= 1 and --shards >= 1\n";
+    return 2;
+  }
+  const absl::Time start = absl::Now();
+  auto swarm = cohort::sim::MemberSwarm::Join(o);
+  if (!swarm.ok()) return Fail(swarm.status());
+  const absl::Duration registered = absl::Now() - start;
+  if (absl::Status s = (*swarm)->WaitUntilRunning(absl::Seconds(60)); !s.ok()) return Fail(s);
+  const absl::Duration running = absl::Now() - start;
+
+  auto barriers = (*swarm)->Barriers(absl::GetFlag(FLAGS_barriers));
+  if (!barriers.ok()) return Fail(barriers.status());
+
+  const int pid = absl::GetFlag(FLAGS_scheduler_pid);
+  const absl::Duration idle = absl::Seconds(absl::GetFlag(FLAGS_idle_s));
+  const absl::Duration cpu_before = pid > 0 ? CpuTime(pid) : absl::ZeroDuration();
+  absl::SleepFor(idle);
+  const double idle_share =
+      pid > 0 ? absl::FDivDuration(CpuTime(pid) - cpu_before, idle) : 0;
+  const double resident = pid > 0 ? ResidentMiB(pid) : 0;
+
+  const absl::Time leaving = absl::Now();
+  if (absl::Status s = (*swarm)->FinishJob(absl::Seconds(60)); !s.ok()) return Fail(s);
+  const absl::Duration done = absl::Now() - leaving;
+
+  std::cout << absl::StrFormat(
+      "member_sim: %d workers, %d shards: registered in %.2f s, RUNNING at %.2f s; barrier "
+      "p50 %.1f ms, p99 %.1f ms (%d rounds); idle scheduler %s; DONE %.2f s after the "
+      "workers began to leave\n",
+      o.workers, o.shards, absl::ToDoubleSeconds(registered), absl::ToDoubleSeconds(running),
+      Ms(Percentile(*barriers, 0.5)), Ms(Percentile(*barriers, 0.99)), barriers->size(),
+      pid > 0 ? absl::StrFormat("%.1f%% of a core over %.0f s, %.0f MiB resident",
+                                100 * idle_share, absl::ToDoubleSeconds(idle), resident)
+              : std::string("not measured (--scheduler_pid)"),
+      absl::ToDoubleSeconds(done));
+  return 0;
+}

@@ -1,0 +1,113 @@
+#include "tools/sim/member_swarm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "trainer/base/status_macros.h"
+
+namespace cohort::sim {
+
+absl::Status MemberSwarm::ForEach(int n, int threads,
+                                  const std::function<absl::Status(int)>& f) const {
+  std::atomic<int> next{0};
+  absl::Mutex mu;
+  absl::Status first;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::min(n, threads); ++t) {
+    pool.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) {
+        const absl::Status s = f(i);
+        if (s.ok()) continue;
+        absl::MutexLock lock(&mu);
+        if (first.ok()) first = s;
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  return first;
+}
+
+absl::StatusOr<std::unique_ptr<MemberSwarm>> MemberSwarm::Join(const SwarmOptions& options) {
+  std::unique_ptr<MemberSwarm> swarm(new MemberSwarm(options));
+  for (auto [role, count, members] :
+       {std::tuple{v1::SHARD, options.shards, &swarm->shards_},
+        std::tuple{v1::WORKER, options.workers, &swarm->workers_}}) {
+    members->resize(count);
+    RETURN_IF_ERROR(swarm->ForEach(count, options.threads, [&, role = role,
+                                                            members = members](int rank) {
+      MemberSessionOptions o;
+      o.scheduler_address = options.scheduler_address;
+      o.role = role;
+      o.requested_rank = rank;
+      o.security = options.security;
+      if (role == v1::SHARD) {
+        o.port = 1;  // never dialled
+        o.advertise_address = "127.0.0.1";
+      }
+      ASSIGN_OR_RETURN((*members)[rank], MemberSession::Join(o));
+      return absl::OkStatus();
+    }));
+  }
+  return swarm;
+}
+
+MemberSwarm::~MemberSwarm() {
+  const auto leave = [](std::vector<std::unique_ptr<MemberSession>>& members) {
+    for (auto& m : members) {
+      if (m != nullptr) m->Leave(absl::CancelledError("the simulation stopped"), absl::Seconds(1));
+    }
+  };
+  leave(workers_);
+  leave(shards_);
+}
+
+absl::Status MemberSwarm::WaitUntilRunning(absl::Duration timeout) {
+  return ForEach(static_cast<int>(workers_.size()), options_.threads, [&](int rank) {
+    return workers_[rank]->WaitForShards(timeout).status();
+  });
+}
+
+absl::StatusOr<std::vector<absl::Duration>> MemberSwarm::Barriers(int rounds) {
+  const int n = static_cast<int>(workers_.size());
+  std::vector<std::vector<absl::Time>> arrived(rounds, std::vector<absl::Time>(n));
+  std::vector<std::vector<absl::Time>> released(rounds, std::vector<absl::Time>(n));
+  // One thread a worker: a barrier holds every caller until the last arrives.
+  RETURN_IF_ERROR(ForEach(n, n, [&](int rank) -> absl::Status {
+    for (int r = 0; r < rounds; ++r) {
+      arrived[r][rank] = absl::Now();
+      RETURN_IF_ERROR(
+          workers_[rank]->Barrier(absl::StrCat("simulated barrier ", r), 0, 0).status());
+      released[r][rank] = absl::Now();
+    }
+    return absl::OkStatus();
+  }));
+  std::vector<absl::Duration> latencies;
+  for (int r = 0; r < rounds; ++r) {
+    latencies.push_back(*std::max_element(released[r].begin(), released[r].end()) -
+                        *std::max_element(arrived[r].begin(), arrived[r].end()));
+  }
+  return latencies;
+}
+
+absl::Status MemberSwarm::FinishJob(absl::Duration timeout) {
+  RETURN_IF_ERROR(ForEach(static_cast<int>(workers_.size()), options_.threads, [&](int rank) {
+    workers_[rank]->Leave(absl::OkStatus());
+    return absl::OkStatus();
+  }));
+  return ForEach(static_cast<int>(shards_.size()), options_.threads, [&](int rank) {
+    MemberSession& shard = *shards_[rank];
+    if (!shard.WaitUntilEnded(timeout)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("shard ", rank, " did not hear the job end within ",
+                       absl::FormatDuration(timeout)));
+    }
+    const absl::Status end = shard.end_status();
+    shard.Leave(absl::OkStatus());
+    return end;
+  });
+}
+
+}  // namespace cohort::sim

@@ -1,0 +1,53 @@
+#ifndef COHORT_TOOLS_SIM_MEMBER_SWARM_H_
+#define COHORT_TOOLS_SIM_MEMBER_SWARM_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "services/common/transport_security.h"
+#include "services/membership/member_session.h"
+
+namespace cohort::sim {
+
+struct SwarmOptions {
+  std::string scheduler_address;  // host:port
+  int workers = 0;
+  int shards = 0;  // they register with an address no worker dials: no data path
+  int threads = 32;  // registering and leaving in parallel
+  std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext();
+};
+
+// Many members of one job in one process, over the real scheduler's gRPC service: each is a
+// MemberSession of its own (its registration, control stream and heartbeats), as a shard or
+// worker process would hold it; the job's control plane at a size no machine here could run
+// as processes. Calls come from one thread.
+class MemberSwarm {
+ public:
+  // Registers every shard, then every worker, `threads` at a time; returns once all have.
+  static absl::StatusOr<std::unique_ptr<MemberSwarm>> Join(const SwarmOptions& options);
+  ~MemberSwarm();  // members not left yet leave as failed
+
+  // Until every worker has seen the job RUNNING with every shard up.
+  absl::Status WaitUntilRunning(absl::Duration timeout);
+  // `rounds` barriers of every worker at once; for each, the time from the last worker's
+  // arrival to the last one's release.
+  absl::StatusOr<std::vector<absl::Duration>> Barriers(int rounds);
+  // Every worker leaves as finished (the job ends DONE), then every shard once it heard so.
+  absl::Status FinishJob(absl::Duration timeout);
+
+ private:
+  explicit MemberSwarm(SwarmOptions options) : options_(std::move(options)) {}
+  // Runs f(i) for i in [0, n) on `threads` threads; the first error.
+  absl::Status ForEach(int n, int threads, const std::function<absl::Status(int)>& f) const;
+
+  const SwarmOptions options_;
+  std::vector<std::unique_ptr<MemberSession>> shards_;
+  std::vector<std::unique_ptr<MemberSession>> workers_;
+};
+
+}  // namespace cohort::sim
+
+#endif  // COHORT_TOOLS_SIM_MEMBER_SWARM_H_
