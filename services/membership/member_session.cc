@@ -33,9 +33,12 @@ class GrpcControlStream final : public ControlStream {
   const std::unique_ptr<grpc::ClientReaderWriter<v1::Heartbeat, v1::ControlMessage>> stream_;
 };
 
-MembershipTiming Timing(const MemberSessionOptions& options) {
+// The scheduler's heartbeat interval where it gives one (a large job's is longer).
+MembershipTiming Timing(const MemberSessionOptions& options, const v1::RegisterReply& reply) {
   MembershipTiming t;
-  t.heartbeat_interval = options.heartbeat_interval;
+  t.heartbeat_interval = reply.heartbeat_interval_ms() > 0
+                             ? absl::Milliseconds(reply.heartbeat_interval_ms())
+                             : options.heartbeat_interval;
   t.scheduler_grace = options.scheduler_grace;
   return t;
 }
@@ -132,7 +135,7 @@ MemberSession::MemberSession(MemberSessionOptions options,
       stub_(std::move(stub)),
       reply_(std::move(reply)),
       rank_(reply_.rank()),
-      core_(name(), options_.role, rank_, options_.scheduler_address, Timing(options_),
+      core_(name(), options_.role, rank_, options_.scheduler_address, Timing(options_, reply_),
             [this] { return std::make_unique<GrpcControlStream>(stub_.get()); }, &clock_,
             [this] { return Rejoin(); }) {
   core_.Start();

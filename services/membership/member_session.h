@@ -33,7 +33,7 @@ struct MemberSessionOptions {
   int threads = 0;
   int cores = 0;
   absl::Duration connect_timeout = absl::Seconds(60);  // to reach the scheduler at first
-  absl::Duration heartbeat_interval = absl::Milliseconds(250);
+  absl::Duration heartbeat_interval = absl::Milliseconds(250);  // unless the scheduler says
   // Without an answer from the scheduler for this long the member gives up (Contracts,
   // "Failure": it waits this grace period to reconnect, then exits).
   absl::Duration scheduler_grace = absl::Seconds(3);

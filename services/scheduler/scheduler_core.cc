@@ -11,6 +11,16 @@
 
 namespace cohort {
 
+absl::Duration HeartbeatIntervalFor(int members, absl::Duration timeout) {
+  constexpr absl::Duration kShortest = absl::Milliseconds(250);
+  // Members give the scheduler up after --scheduler_grace (3 s) without an answer.
+  constexpr absl::Duration kLongest = absl::Milliseconds(1500);
+  constexpr double kHeardPerSecond = 1000;
+  const absl::Duration most = std::min(timeout / 3, kLongest);
+  return std::max(std::min(absl::Seconds(members / kHeardPerSecond), most),
+                  std::min(kShortest, most));
+}
+
 SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal)
     : spec_(std::move(spec)),
       clock_(clock),

@@ -36,7 +36,8 @@ struct JobSpec {
   KVStoreMode mode = KVStoreMode::kDistSync;
   // A member that has not sent a heartbeat for this long is dead and the job fails (fail-fast).
   absl::Duration heartbeat_timeout = absl::Seconds(3);
-  // How often members send one (MemberSessionOptions): a longer silence counts missed beats.
+  // How often members send one (the scheduler tells them when they register;
+  // HeartbeatIntervalFor): a longer silence counts missed beats.
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   // The job fails if it has not formed (every member registered) within this.
   absl::Duration form_timeout = absl::Seconds(60);
@@ -57,6 +58,12 @@ struct JobSpec {
   int min_workers = 1;
   int max_workers = 0;
 };
+
+// The heartbeat interval of a job of `members` shards and workers: 250 ms, longer in a large job
+// so that the scheduler hears about a thousand heartbeats a second at most, and never more than
+// a third of the timeout (a member is missed after two silent intervals at least) nor 1.5 s
+// (members give up a scheduler silent for their --scheduler_grace, 3 s).
+absl::Duration HeartbeatIntervalFor(int members, absl::Duration timeout);
 
 struct MemberRegistration {
   MemberRole role = MemberRole::kWorker;

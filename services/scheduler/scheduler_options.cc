@@ -52,6 +52,8 @@ absl::StatusOr<JobSpec> SchedulerOptions::ToJobSpec() const {
                                 num_workers, ") <= max_workers"));
   }
   spec.heartbeat_timeout = absl::Seconds(heartbeat_timeout_s);
+  spec.heartbeat_interval =
+      HeartbeatIntervalFor(num_shards + spec.max_workers, spec.heartbeat_timeout);
   spec.form_timeout = absl::Seconds(form_timeout_s);
   spec.shard_restart_grace = absl::Seconds(shard_restart_grace_s);
   spec.max_shard_restarts = max_shard_restarts;

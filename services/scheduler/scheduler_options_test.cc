@@ -43,6 +43,23 @@ TEST(SchedulerOptionsTest, TheJobTheyDescribe) {
   EXPECT_FALSE(SchedulerOptions().ToJobSpec()->job_id.empty());  // a new one
 }
 
+TEST(SchedulerOptionsTest, ALargeJobsMembersBeatLessOften) {
+  SchedulerOptions o;
+  o.num_workers = 8;
+  o.num_shards = 2;
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(250));
+  o.num_workers = 1024;
+  o.num_shards = 64;  // about a thousand heartbeats a second, at most a third of the timeout
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Seconds(1));
+  o.heartbeat_timeout_s = 6;
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(1088));
+  o.num_workers = 4096;
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(1500));
+  o.num_workers = 2;
+  o.heartbeat_timeout_s = 0.3;
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(100));
+}
+
 TEST(SchedulerOptionsTest, RefusesWhatNoJobCouldRun) {
   const auto refused = [](SchedulerOptions o, absl::string_view says) {
     const absl::Status s = o.ToJobSpec().status();

@@ -92,6 +92,11 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   reply->set_num_workers(spec.num_workers);
   reply->set_num_shards(spec.num_shards);
   reply->set_mode(std::string(KVStoreModeName(spec.mode)));
+  // Said only where it differs from the members' default, so that one may beat faster.
+  if (spec.heartbeat_interval != JobSpec().heartbeat_interval) {
+    reply->set_heartbeat_interval_ms(
+        static_cast<int32_t>(absl::ToInt64Milliseconds(spec.heartbeat_interval)));
+  }
   return grpc::Status::OK;
 }
 
