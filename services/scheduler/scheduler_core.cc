@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "services/common/addresses.h"
 #include "services/common/count_text.h"
 #include "services/membership/job_membership.h"
@@ -66,6 +67,7 @@ void SchedulerCore::End(JobState state, std::string reason) {
   if (journal_ != nullptr) Journalled(journal_->RecordEnd(state, reason));
   state_ = state;
   reason_ = std::move(reason);
+  ReleaseBarrier(absl::AbortedError(reason_));
 }
 
 void SchedulerCore::EndIfAllFinished() {
@@ -205,9 +207,10 @@ absl::StatusOr<int> SchedulerCore::Join(const MemberRegistration& r) {
 void SchedulerCore::NewGeneration(const std::string& why) {
   ++generation_;
   generation_why_ = why;
-  // Waiters see the generation move and leave unpassed; the new generation starts afresh.
+  // Waiters leave unpassed; the new generation starts afresh.
   barrier_arrived_ = 0;
   barrier_name_.clear();
+  ReleaseBarrier(MembershipChangedError(generation_, generation_why_));
   notices_.push_back(absl::StrCat(why, ": generation ", generation_, " with ", active_.size(),
                                   " workers; they go back to the shards' newest checkpoint"));
 }
@@ -417,17 +420,30 @@ int64_t SchedulerCore::generation() const {
 
 absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& name,
                                                 uint64_t fingerprint, int64_t generation) {
+  absl::Notification released;
+  absl::StatusOr<uint64_t> result;
+  BarrierAsync(rank, name, fingerprint, generation, [&](absl::StatusOr<uint64_t> r) {
+    result = std::move(r);
+    released.Notify();
+  });
+  released.WaitForNotification();
+  return result;
+}
+
+void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fingerprint,
+                                 int64_t generation, BarrierDone done) {
   absl::MutexLock lock(&mu_);
   if (Find(MemberRole::kWorker, rank) == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("barrier '", name, "' from worker ", rank, ", which has not registered"));
+    return done(absl::FailedPreconditionError(
+        absl::StrCat("barrier '", name, "' from worker ", rank, ", which has not registered")));
   }
-  if (Ended()) return absl::AbortedError(reason_);
-  if (generation != generation_) return MembershipChangedError(generation_, generation_why_);
+  if (Ended()) return done(absl::AbortedError(reason_));
+  if (generation != generation_) return done(MembershipChangedError(generation_, generation_why_));
   if (!Active(rank)) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return done(absl::FailedPreconditionError(absl::StrCat(
         "barrier '", name, "' from ", Describe(MemberRole::kWorker, rank),
-        ", which is not one of the job's workers any more (taken for dead: no heartbeat in time)"));
+        ", which is not one of the job's workers any more (taken for dead: no heartbeat in "
+        "time)")));
   }
   if (barrier_arrived_ == 0) {
     barrier_name_ = name;
@@ -435,7 +451,7 @@ absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& nam
     Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " reached barrier '", name,
                       "' while the others wait at '", barrier_name_,
                       "': the workers run different programs"));
-    return absl::AbortedError(reason_);
+    return done(absl::AbortedError(reason_));
   }
   if (fingerprint != 0) {
     if (fingerprint_rank_ < 0) {
@@ -446,33 +462,21 @@ absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& nam
           "%s computed partition map %016x, but worker %d computed %016x: the workers build "
           "different models or pass different --part_bytes",
           Describe(MemberRole::kWorker, rank), fingerprint, fingerprint_rank_, fingerprint_));
-      return absl::AbortedError(reason_);
+      return done(absl::AbortedError(reason_));
     }
   }
-  const int64_t release = barrier_generation_;
   if (barrier_arrived_ == 0) barrier_started_ = clock_->Now();
-  if (++barrier_arrived_ == static_cast<int>(active_.size())) {
-    barrier_arrived_ = 0;
-    ++barrier_generation_;
-    barrier_waits_.push_back(clock_->Now() - barrier_started_);
-  } else {
-    struct Args {
-      SchedulerCore* self;
-      int64_t release;
-      int64_t generation;
-    } args{this, release, generation};
-    mu_.Await(absl::Condition(
-        +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return a->self->barrier_generation_ != a->release || a->self->Ended() ||
-                 a->self->generation_ != a->generation;
-        },
-        &args));
-    if (barrier_generation_ == release) {
-      if (Ended()) return absl::AbortedError(reason_);
-      return MembershipChangedError(generation_, generation_why_);
-    }
-  }
-  return fingerprint_;
+  barrier_waiters_.push_back(std::move(done));
+  if (++barrier_arrived_ < static_cast<int>(active_.size())) return;
+  barrier_arrived_ = 0;
+  barrier_waits_.push_back(clock_->Now() - barrier_started_);
+  ReleaseBarrier(fingerprint_);
+}
+
+void SchedulerCore::ReleaseBarrier(const absl::StatusOr<uint64_t>& result) {
+  std::vector<BarrierDone> waiters;
+  waiters.swap(barrier_waiters_);
+  for (BarrierDone& w : waiters) w(result);
 }
 
 void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& error,

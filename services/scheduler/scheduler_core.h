@@ -2,6 +2,7 @@
 #define COHORT_SERVICES_SCHEDULER_SCHEDULER_CORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -123,6 +124,12 @@ class SchedulerCore {
   // `generation` is not the current one or the generation moves on while it waits.
   absl::StatusOr<uint64_t> Barrier(int rank, const std::string& name, uint64_t fingerprint,
                                    int64_t generation = 0);
+  // Barrier without a thread waiting: `done` gets its result once the barrier releases (or at
+  // once). It runs under the core's lock, from whichever call released the barrier: it must not
+  // call the core, only hand the result on (the service's reactor finishes the call).
+  using BarrierDone = std::function<void(absl::StatusOr<uint64_t>)>;
+  void BarrierAsync(int rank, const std::string& name, uint64_t fingerprint, int64_t generation,
+                    BarrierDone done);
   // The membership generation: 0, moved on by each change of an elastic job's workers.
   int64_t generation() const;
   // The member leaves: finished (error empty) or failed (the job fails with its error, unless
@@ -214,6 +221,8 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a worker on `host` registered: a notice if the workers there now oversubscribe it.
   void CheckHostThreads(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every worker waiting at the barrier gets `result`.
+  void ReleaseBarrier(const absl::StatusOr<uint64_t>& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == JobState::kDone || state_ == JobState::kFailed;
   }
@@ -250,10 +259,10 @@ class SchedulerCore {
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);
   std::string generation_why_ ABSL_GUARDED_BY(mu_);
-  // The barrier in progress: its name, arrivals, and a generation that moves when it releases.
+  // The barrier in progress: its name, arrivals, and the callers waiting for its release.
   std::string barrier_name_ ABSL_GUARDED_BY(mu_);
   int barrier_arrived_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t barrier_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<BarrierDone> barrier_waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
   int fingerprint_rank_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Time barrier_started_ ABSL_GUARDED_BY(mu_);  // the current barrier's first arrival

@@ -162,19 +162,24 @@ grpc::Status SchedulerService::Control(
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::Barrier(grpc::ServerContext*, const v1::BarrierRequest* request,
-                                       v1::BarrierReply* reply) {
-  absl::StatusOr<uint64_t> fingerprint =
-      core_->Barrier(request->rank(), LogSafe(request->name(), 128),
-                     request->partition_fingerprint(), request->generation());
-  if (const std::optional<int64_t> changed = ChangedGeneration(fingerprint.status())) {
-    reply->set_membership_changed_to(*changed);
-    reply->set_membership_change(std::string(fingerprint.status().message()));
-    return grpc::Status::OK;
-  }
-  if (!fingerprint.ok()) return ToGrpcStatus(fingerprint.status());
-  reply->set_partition_fingerprint(*fingerprint);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext* context,
+                                                    const v1::BarrierRequest* request,
+                                                    v1::BarrierReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The reply stays ours until Finish.
+  core_->BarrierAsync(
+      request->rank(), LogSafe(request->name(), 128), request->partition_fingerprint(),
+      request->generation(), [reactor, reply](const absl::StatusOr<uint64_t>& fingerprint) {
+        if (const std::optional<int64_t> changed = ChangedGeneration(fingerprint.status())) {
+          reply->set_membership_changed_to(*changed);
+          reply->set_membership_change(std::string(fingerprint.status().message()));
+          return reactor->Finish(grpc::Status::OK);
+        }
+        if (!fingerprint.ok()) return reactor->Finish(ToGrpcStatus(fingerprint.status()));
+        reply->set_partition_fingerprint(*fingerprint);
+        reactor->Finish(grpc::Status::OK);
+      });
+  return reactor;
 }
 
 grpc::Status SchedulerService::Stop(grpc::ServerContext*, const v1::StopRequest* request,

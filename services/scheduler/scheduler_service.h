@@ -6,8 +6,10 @@
 
 namespace cohort {
 
-// The Scheduler gRPC service over a SchedulerCore. The core must outlive the service.
-class SchedulerService final : public v1::Scheduler::Service {
+// The Scheduler gRPC service over a SchedulerCore. The core must outlive the service. A barrier
+// holds no thread while it waits (gRPC's callback API): a job of a thousand workers would.
+class SchedulerService final
+    : public v1::Scheduler::WithCallbackMethod_Barrier<v1::Scheduler::Service> {
  public:
   explicit SchedulerService(SchedulerCore* core) : core_(core) {}
 
@@ -17,8 +19,9 @@ class SchedulerService final : public v1::Scheduler::Service {
                               v1::ClusterSpec* spec) override;
   grpc::Status Control(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<v1::ControlMessage, v1::Heartbeat>* stream) override;
-  grpc::Status Barrier(grpc::ServerContext* context, const v1::BarrierRequest* request,
-                       v1::BarrierReply* reply) override;
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,
+                                    const v1::BarrierRequest* request,
+                                    v1::BarrierReply* reply) override;
   grpc::Status Stop(grpc::ServerContext* context, const v1::StopRequest* request,
                     v1::StopReply* reply) override;
 
