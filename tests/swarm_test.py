@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""The control plane with many members: member_sim plays 256 workers and 16 shards of one job
-against the real scheduler (plaintext, on 127.0.0.1), all in one process: they register, the
-job runs, every worker passes 5 barriers, and the workers' leaving ends the job DONE.
+"""The control plane with many members: member_sim plays 256 workers and 16 shards of one
+elastic job against the real scheduler (plaintext, on 127.0.0.1), all in one process: they
+register, the job runs, every worker passes 5 barriers, a worker is killed and one joins (two
+new generations every worker hears of), and the workers' leaving ends the job DONE.
 
 Usage: swarm_test.py SCHEDULER MEMBER_SIM
 """
@@ -25,7 +26,8 @@ class SwarmTest(unittest.TestCase):
         with open(os.path.join(folder, "scheduler.log"), "w+") as log:
             scheduler = subprocess.Popen(
                 [SCHEDULER, "--insecure", "--bind=127.0.0.1", f"--num_workers={WORKERS}",
-                 f"--num_shards={SHARDS}", f"--port_file={port_file}", "--job_id=swarm"],
+                 f"--num_shards={SHARDS}", "--on_worker_failure=elastic", "--min_workers=1",
+                 f"--max_workers={WORKERS + 1}", f"--port_file={port_file}", "--job_id=swarm"],
                 stdout=log, stderr=subprocess.STDOUT)
             self.addCleanup(lambda: scheduler.poll() is None and (scheduler.kill(),
                                                                    scheduler.wait()))
@@ -38,14 +40,18 @@ class SwarmTest(unittest.TestCase):
             sim = subprocess.run(
                 [MEMBER_SIM, f"--scheduler=127.0.0.1:{port}", f"--workers={WORKERS}",
                  f"--shards={SHARDS}", "--barriers=5", f"--scheduler_pid={scheduler.pid}",
-                 "--idle_s=1"], capture_output=True, text=True, timeout=300)
+                 "--idle_s=1", "--elastic"], capture_output=True, text=True, timeout=300)
             self.assertEqual(sim.returncode, 0, sim.stderr)
             self.assertRegex(sim.stdout, rf"member_sim: {WORKERS} workers, {SHARDS} shards: "
                                          r"registered in [\d.]+ s, RUNNING at [\d.]+ s; barrier "
                                          r"p50 [\d.]+ ms, p99 [\d.]+ ms \(5 rounds\); idle "
-                                         r"scheduler [\d.]+% of a core")
+                                         r"scheduler [\d.]+% of a core.*; a worker killed: "
+                                         r"every other one in the next generation [\d.]+ s "
+                                         r"later; one joining: every worker in the next [\d.]+ "
+                                         r"s later")
             self.assertEqual(scheduler.wait(timeout=60), 0)
             log.seek(0)
+            # The killed worker's place went to the one that joined.
             self.assertRegex(log.read(), rf"(?m)^scheduler: job DONE: all {WORKERS} workers "
                                          r"finished$")
 

@@ -203,6 +203,15 @@ absl::StatusOr<uint64_t> MemberSession::Barrier(const std::string& name, uint64_
   return reply.partition_fingerprint();
 }
 
+void MemberSession::Vanish() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (left_) return;
+    left_ = true;
+  }
+  core_.Stop();
+}
+
 void MemberSession::Leave(const absl::Status& status, absl::Duration timeout) {
   {
     absl::MutexLock lock(&mu_);

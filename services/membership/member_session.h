@@ -71,6 +71,10 @@ class MemberSession final : public JobMembership {
   // message), waiting at most `timeout` for its answer, and stops the heartbeat.
   void Leave(const absl::Status& status, absl::Duration timeout = absl::Seconds(5));
 
+  // Stops the heartbeat and closes the control stream without a word to the scheduler, as a
+  // killed process's end looks to it; Leave does nothing after. For simulations of large jobs.
+  void Vanish();
+
   // Workers: how far training is; sent with the following heartbeats.
   void SetProgress(const v1::Progress& progress) { core_.SetProgress(progress); }
 

@@ -107,6 +107,25 @@ TEST_F(MemberSessionTest, AFailingMemberEndsTheJobForTheOthersWithItsReason) {
   shard->Leave(absl::OkStatus());
 }
 
+// What member_sim's killed worker does: to the scheduler it died, unannounced.
+TEST_F(MemberSessionTest, AVanishedMemberIsTakenForDeadAtOnce) {
+  auto shard = Join(v1::SHARD, 0);
+  auto w0 = Join(v1::WORKER, 0);
+  auto w1 = Join(v1::WORKER, 1);
+  ASSERT_TRUE(shard && w0 && w1);
+  absl::SleepFor(absl::Milliseconds(200));  // ten heartbeats: its control stream is open
+  w1->Vanish();
+  ASSERT_TRUE(w0->WaitUntilEnded(absl::Seconds(10)));
+  EXPECT_TRUE(absl::StrContains(w0->end_status().message(),
+                                "worker 1 (host ")) << w0->end_status();
+  EXPECT_TRUE(absl::StrContains(w0->end_status().message(), "without a stop"))
+      << w0->end_status();
+  w1->Leave(absl::OkStatus());  // nothing: it is gone
+  EXPECT_EQ(core_->state(), JobState::kFailed);
+  w0->Leave(absl::OkStatus());
+  shard->Leave(absl::OkStatus());
+}
+
 TEST_F(MemberSessionTest, JoiningASchedulerThatIsNotThereSaysWhereItLooked) {
   MemberSessionOptions o = Options(v1::WORKER, 0);
   server_.Shutdown();

@@ -26,6 +26,10 @@ ABSL_FLAG(int, threads, 32, "members registering (and leaving) at once");
 ABSL_FLAG(int, barriers, 20, "barriers of every worker to time");
 ABSL_FLAG(int, scheduler_pid, 0, "the scheduler's pid, to read its CPU time while idle");
 ABSL_FLAG(double, idle_s, 5, "seconds the running job stays idle (heartbeats only)");
+ABSL_FLAG(bool, elastic, false,
+          "the scheduler runs an elastic job (--on_worker_failure=elastic, --max_workers one "
+          "more than --workers): a worker dies, then one joins, and each generation change is "
+          "timed");
 
 namespace {
 
@@ -98,19 +102,30 @@ int main(int argc, char** argv) {
       pid > 0 ? absl::FDivDuration(CpuTime(pid) - cpu_before, idle) : 0;
   const double resident = pid > 0 ? ResidentMiB(pid) : 0;
 
+  std::string changes;
+  if (absl::GetFlag(FLAGS_elastic)) {
+    auto death = (*swarm)->KillAWorker();
+    if (!death.ok()) return Fail(death.status());
+    auto join = (*swarm)->JoinAWorker();
+    if (!join.ok()) return Fail(join.status());
+    changes = absl::StrFormat("; a worker killed: every other one in the next generation %.2f s "
+                              "later; one joining: every worker in the next %.2f s later",
+                              absl::ToDoubleSeconds(*death), absl::ToDoubleSeconds(*join));
+  }
+
   const absl::Time leaving = absl::Now();
   if (absl::Status s = (*swarm)->FinishJob(absl::Seconds(60)); !s.ok()) return Fail(s);
   const absl::Duration done = absl::Now() - leaving;
 
   std::cout << absl::StrFormat(
       "member_sim: %d workers, %d shards: registered in %.2f s, RUNNING at %.2f s; barrier "
-      "p50 %.1f ms, p99 %.1f ms (%d rounds); idle scheduler %s; DONE %.2f s after the "
+      "p50 %.1f ms, p99 %.1f ms (%d rounds); idle scheduler %s%s; DONE %.2f s after the "
       "workers began to leave\n",
       o.workers, o.shards, absl::ToDoubleSeconds(registered), absl::ToDoubleSeconds(running),
       Ms(Percentile(*barriers, 0.5)), Ms(Percentile(*barriers, 0.99)), barriers->size(),
       pid > 0 ? absl::StrFormat("%.1f%% of a core over %.0f s, %.0f MiB resident",
                                 100 * idle_share, absl::ToDoubleSeconds(idle), resident)
               : std::string("not measured (--scheduler_pid)"),
-      absl::ToDoubleSeconds(done));
+      changes, absl::ToDoubleSeconds(done));
   return 0;
 }

@@ -92,9 +92,44 @@ absl::StatusOr<std::vector<absl::Duration>> MemberSwarm::Barriers(int rounds) {
   return latencies;
 }
 
+absl::StatusOr<absl::Duration> MemberSwarm::WaitPastGeneration(int64_t generation,
+                                                                absl::Time since) const {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  for (const auto& w : workers_) {
+    while (w != nullptr && w->generation() <= generation) {
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            w->name(), " did not hear of a generation past ", generation, " within 30 s"));
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  return absl::Now() - since;
+}
+
+absl::StatusOr<absl::Duration> MemberSwarm::KillAWorker() {
+  const int64_t generation = workers_.front()->generation();
+  const absl::Time killed = absl::Now();
+  workers_.back()->Vanish();
+  workers_.back().reset();
+  return WaitPastGeneration(generation, killed);
+}
+
+absl::StatusOr<absl::Duration> MemberSwarm::JoinAWorker() {
+  const int64_t generation = workers_.front()->generation();
+  MemberSessionOptions o;
+  o.scheduler_address = options_.scheduler_address;
+  o.role = v1::WORKER;
+  o.security = options_.security;
+  const absl::Time joining = absl::Now();
+  ASSIGN_OR_RETURN(std::unique_ptr<MemberSession> joined, MemberSession::Join(o));
+  workers_.push_back(std::move(joined));
+  return WaitPastGeneration(generation, joining);
+}
+
 absl::Status MemberSwarm::FinishJob(absl::Duration timeout) {
   RETURN_IF_ERROR(ForEach(static_cast<int>(workers_.size()), options_.threads, [&](int rank) {
-    workers_[rank]->Leave(absl::OkStatus());
+    if (workers_[rank] != nullptr) workers_[rank]->Leave(absl::OkStatus());
     return absl::OkStatus();
   }));
   return ForEach(static_cast<int>(shards_.size()), options_.threads, [&](int rank) {

@@ -35,6 +35,12 @@ class MemberSwarm {
   // `rounds` barriers of every worker at once; for each, the time from the last worker's
   // arrival to the last one's release.
   absl::StatusOr<std::vector<absl::Duration>> Barriers(int rounds);
+  // An elastic job: one worker vanishes as a killed process does; the time until every other
+  // worker has heard of the generation that follows.
+  absl::StatusOr<absl::Duration> KillAWorker();
+  // An elastic job: a new worker joins; the time until every worker has heard of the generation
+  // that follows.
+  absl::StatusOr<absl::Duration> JoinAWorker();
   // Every worker leaves as finished (the job ends DONE), then every shard once it heard so.
   absl::Status FinishJob(absl::Duration timeout);
 
@@ -42,10 +48,12 @@ class MemberSwarm {
   explicit MemberSwarm(SwarmOptions options) : options_(std::move(options)) {}
   // Runs f(i) for i in [0, n) on `threads` threads; the first error.
   absl::Status ForEach(int n, int threads, const std::function<absl::Status(int)>& f) const;
+  // Until every worker still there has heard of a generation past `generation`.
+  absl::StatusOr<absl::Duration> WaitPastGeneration(int64_t generation, absl::Time since) const;
 
   const SwarmOptions options_;
   std::vector<std::unique_ptr<MemberSession>> shards_;
-  std::vector<std::unique_ptr<MemberSession>> workers_;
+  std::vector<std::unique_ptr<MemberSession>> workers_;  // null once vanished
 };
 
 }  // namespace cohort::sim
