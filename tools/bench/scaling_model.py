@@ -28,6 +28,19 @@ Costs (c_byte, c_part, c_msg, rtt) come from W2S2 jobs over mutual TLS with ever
 (100 × 1 MiB, and 1000 × 4 KiB fused and not; 1 × 4 KiB for the round trip): --calibrate runs
 them on this machine's loopback; --validate on two of its netns hosts (their network path:
 veth, bridge, netfilter), before it predicts the jobs on all of them.
+
+The control plane, per job of N members (workers + shards; //tools/sim:member_sim measured
+its costs against the real scheduler at 64 to 1,024 workers, tools/sim/bench_control_plane.sh):
+  - heartbeats: every member beats every I(N) = clamp(N / 1000 s, 250 ms, min(timeout / 3,
+    1.5 s)) (the scheduler's HeartbeatIntervalFor); the scheduler spends c_heartbeat on each:
+    CPU = N / I(N) × c_heartbeat.
+  - start: registration until RUNNING, c_register per member (they register at once).
+  - a barrier (the start, a shard's recovery: two, an elastic regroup: two): c_barrier per
+    worker from the last arrival to the last release.
+  - a generation change (a worker dies or joins): noticed at once when its stream ends, heard
+    by every worker in its next heartbeat's answer: I(N).
+Neither is on a step's path (no barrier or scheduler call in a training step): they bound the
+start, a recovery, and the scheduler's own host.
 """
 
 import argparse
@@ -48,6 +61,11 @@ from bench_ps import (WIRE_BYTES, bits_per_second, iperf3_gbps, program, run_job
 # (docs/benchmarks.md,
 # "Scaling model"); --costs FILE or --calibrate replace them.
 DEFAULT_COSTS = {"c_byte": 6.99e-10, "c_part": 1.35e-6, "c_msg": 7.23e-6, "rtt": 4.69e-4}
+# The control plane's costs member_sim measured at 64/256/1,024 workers (64 shards) on this
+# project's 2-core VM with the simulator on the same cores, 2026-11-27 (docs/benchmarks.md,
+# "The control plane ... simulated"): upper bounds.
+CONTROL_COSTS = {"c_heartbeat": 70e-6, "c_register": 0.46e-3, "c_barrier": 0.07e-3}
+HEARTBEAT_TIMEOUT_S = 3.0
 # A nominal Ethernet rate's share that is TCP payload: 1448 bytes (1500-byte MTU less IP, TCP
 # and timestamp headers) of each 1538 on the wire (Ethernet header, FCS, preamble, gap).
 TCP_PAYLOAD = 1448 / 1538
@@ -285,6 +303,40 @@ def validate(rates, hosts, cases, fusion_bytes):
     return rows
 
 
+def heartbeat_interval(members, timeout_s=HEARTBEAT_TIMEOUT_S):
+    """The scheduler's HeartbeatIntervalFor (services/scheduler/scheduler_core.cc), in s."""
+    most = min(timeout_s / 3, 1.5)
+    return max(min(members / 1000, most), min(0.25, most))
+
+
+def control_plane(workers, shards, costs=CONTROL_COSTS):
+    """(heartbeat interval s, scheduler CPU share of a core, start s, barrier s) at this size."""
+    members = workers + shards
+    interval = heartbeat_interval(members)
+    return (interval, members / interval * costs["c_heartbeat"], members * costs["c_register"],
+            workers * costs["c_barrier"])
+
+
+def project_control_plane(args):
+    print()
+    print("Control plane (scheduler; per job, off the step's path; upper bounds from a 2-core "
+          "machine):")
+    print()
+    print("| GPUs | layout | workers | shards | heartbeat interval | scheduler CPU | start | "
+          "barrier | generation change heard |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    gpus = 8
+    while gpus <= args.max_gpus:
+        hosts = max(1, gpus // args.gpus_per_host)
+        for workers, layout in ((gpus, "a worker per GPU"), (hosts, "a worker per host")):
+            shards = hosts * args.shards_per_host
+            interval, cpu, start, barrier = control_plane(workers, shards)
+            print(f"| {gpus} | {layout} | {workers} | {shards} | {1e3 * interval:.0f} ms | "
+                  f"{100 * cpu:.1f}% of a core | {start:.2f} s | {1e3 * barrier:.1f} ms | "
+                  f"{interval:.2f} s |")
+        gpus *= 2
+
+
 def project(args, costs):
     elements = model_elements(args.model)
     compute_s = args.batch_per_gpu / args.gpu_images_per_second
@@ -318,6 +370,7 @@ def project(args, costs):
                       f"{1e3 * t_step:.1f} ms | {100 * comm:.1f}% | "
                       f"{gpus * args.batch_per_gpu / t_step:,.0f} | {100 * eff:.1f}% |")
         gpus *= 2
+    project_control_plane(args)
 
 
 def main():
