@@ -1,10 +1,14 @@
 #!/usr/bin/python3
-"""The control plane with many members: member_sim plays 256 workers and 16 shards of one
-elastic job against the real scheduler (plaintext, on 127.0.0.1), all in one process: they
-register, the job runs, every worker passes 5 barriers, a worker is killed and one joins (two
-new generations every worker hears of), and the workers' leaving ends the job DONE.
+"""Jobs with many members: member_sim plays 256 workers of one job, all in one process,
+against the real scheduler (plaintext, on 127.0.0.1):
+- the control plane, with 16 simulated shards of an elastic job: the members register, the job
+  runs, every worker passes 5 barriers, a worker is killed and one joins (two new generations
+  every worker hears of), and the workers' leaving ends the job DONE;
+- the data path, with 2 real shard processes: every worker runs 20 dist_sync steps pushing -1
+  for every element under SGD at rate 1, and checks that every element of every answer is the
+  step number (no update lost, doubled or mixed), then the job ends DONE.
 
-Usage: swarm_test.py SCHEDULER MEMBER_SIM
+Usage: swarm_test.py SCHEDULER SHARD MEMBER_SIM
 """
 
 import os
@@ -15,45 +19,67 @@ import tempfile
 import time
 import unittest
 
-SCHEDULER, MEMBER_SIM = (os.path.abspath(p) for p in sys.argv[1:3])
+SCHEDULER, SHARD, MEMBER_SIM = (os.path.abspath(p) for p in sys.argv[1:4])
 WORKERS, SHARDS = 256, 16
 
 
 class SwarmTest(unittest.TestCase):
-    def test_256_simulated_workers_run_a_job_to_done(self):
+    def start_scheduler(self, shards, *flags):
+        """The scheduler of a job of WORKERS workers and `shards` shards; its process and
+        address."""
         folder = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         port_file = os.path.join(folder, "port")
-        with open(os.path.join(folder, "scheduler.log"), "w+") as log:
-            scheduler = subprocess.Popen(
-                [SCHEDULER, "--insecure", "--bind=127.0.0.1", f"--num_workers={WORKERS}",
-                 f"--num_shards={SHARDS}", "--on_worker_failure=elastic", "--min_workers=1",
-                 f"--max_workers={WORKERS + 1}", f"--port_file={port_file}", "--job_id=swarm"],
-                stdout=log, stderr=subprocess.STDOUT)
-            self.addCleanup(lambda: scheduler.poll() is None and (scheduler.kill(),
-                                                                   scheduler.wait()))
-            deadline = time.monotonic() + 30
-            while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
-                self.assertLess(time.monotonic(), deadline, "the scheduler wrote no port file")
-                time.sleep(0.05)
-            with open(port_file) as f:
-                port = f.read().strip()
-            sim = subprocess.run(
-                [MEMBER_SIM, f"--scheduler=127.0.0.1:{port}", f"--workers={WORKERS}",
-                 f"--shards={SHARDS}", "--barriers=5", f"--scheduler_pid={scheduler.pid}",
-                 "--idle_s=1", "--elastic"], capture_output=True, text=True, timeout=300)
-            self.assertEqual(sim.returncode, 0, sim.stderr)
-            self.assertRegex(sim.stdout, rf"member_sim: {WORKERS} workers, {SHARDS} shards: "
-                                         r"registered in [\d.]+ s, RUNNING at [\d.]+ s; barrier "
-                                         r"p50 [\d.]+ ms, p99 [\d.]+ ms \(5 rounds\); idle "
-                                         r"scheduler [\d.]+% of a core.*; a worker killed: "
-                                         r"every other one in the next generation [\d.]+ s "
-                                         r"later; one joining: every worker in the next [\d.]+ "
-                                         r"s later")
-            self.assertEqual(scheduler.wait(timeout=60), 0)
-            log.seek(0)
-            # The killed worker's place went to the one that joined.
-            self.assertRegex(log.read(), rf"(?m)^scheduler: job DONE: all {WORKERS} workers "
-                                         r"finished$")
+        self.log = open(os.path.join(folder, "scheduler.log"), "w+")
+        self.addCleanup(self.log.close)
+        scheduler = self.spawn(
+            [SCHEDULER, "--insecure", "--bind=127.0.0.1", f"--num_workers={WORKERS}",
+             f"--num_shards={shards}", f"--port_file={port_file}", "--job_id=swarm", *flags],
+            self.log)
+        deadline = time.monotonic() + 30
+        while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
+            self.assertLess(time.monotonic(), deadline, "the scheduler wrote no port file")
+            time.sleep(0.05)
+        with open(port_file) as f:
+            return scheduler, f"127.0.0.1:{f.read().strip()}"
+
+    def spawn(self, command, out):
+        p = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        return p
+
+    def simulate(self, scheduler, address, *flags):
+        sim = subprocess.run([MEMBER_SIM, f"--scheduler={address}", f"--workers={WORKERS}",
+                              "--barriers=5", f"--scheduler_pid={scheduler.pid}", "--idle_s=1",
+                              *flags], capture_output=True, text=True, timeout=300)
+        self.assertEqual(sim.returncode, 0, sim.stderr)
+        self.assertEqual(scheduler.wait(timeout=60), 0)
+        self.log.seek(0)
+        self.assertRegex(self.log.read(), rf"(?m)^scheduler: job DONE: all {WORKERS} workers "
+                                          r"finished$")
+        return sim.stdout
+
+    def test_256_simulated_workers_form_change_generations_and_end_done(self):
+        scheduler, address = self.start_scheduler(
+            SHARDS, "--on_worker_failure=elastic", "--min_workers=1",
+            f"--max_workers={WORKERS + 1}")
+        out = self.simulate(scheduler, address, f"--shards={SHARDS}", "--elastic")
+        # The killed worker's place went to the one that joined: 256 finished.
+        self.assertRegex(out, rf"member_sim: {WORKERS} workers, {SHARDS} shards: registered in "
+                              r"[\d.]+ s, RUNNING at [\d.]+ s; barrier p50 [\d.]+ ms, p99 "
+                              r"[\d.]+ ms \(5 rounds\); idle scheduler [\d.]+% of a core.*; a "
+                              r"worker killed: every other one in the next generation [\d.]+ s "
+                              r"later; one joining: every worker in the next [\d.]+ s later")
+
+    def test_256_simulated_workers_count_every_element_right_on_real_shards(self):
+        scheduler, address = self.start_scheduler(2)
+        shards = [self.spawn([SHARD, "--insecure", "--bind=127.0.0.1", f"--scheduler={address}",
+                              f"--rank={r}"], subprocess.DEVNULL) for r in range(2)]
+        out = self.simulate(scheduler, address, "--shards=0", "--data_steps=20",
+                            "--shard_pids=" + ",".join(str(s.pid) for s in shards))
+        self.assertRegex(out, r"20 dist_sync steps counted right in [\d.]+ s, each shard "
+                              r"\+[\d.]+ MiB with its 256 worker streams \(\d+ KiB a stream\)")
+        for s in shards:
+            self.assertEqual(s.wait(timeout=60), 0)
 
 
 if __name__ == "__main__":

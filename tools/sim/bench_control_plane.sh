@@ -1,26 +1,47 @@
 #!/usr/bin/env bash
 # The control plane at N workers: a real scheduler (plaintext, on 127.0.0.1) of an elastic job
 # and member_sim playing N workers and S shards (one worker killed, one joining), for each N;
-# one member_sim line each.
-#   bazel build //services:scheduler //tools/sim:member_sim
-#   tools/sim/bench_control_plane.sh bazel-bin/services/scheduler/scheduler \
-#     bazel-bin/tools/sim/member_sim [SHARDS] [N...]
+# then, with SHARD_BINARY set, the same N workers running 20 counting dist_sync steps against 2
+# real shard processes (their memory per worker stream). One member_sim line each.
+#   bazel build //services:scheduler //services:shard //tools/sim:member_sim
+#   SHARD_BINARY=bazel-bin/services/shard/shard tools/sim/bench_control_plane.sh \
+#     bazel-bin/services/scheduler/scheduler bazel-bin/tools/sim/member_sim [SHARDS] [N...]
 set -euo pipefail
 scheduler=$1 sim=$2 shards=${3:-64}
 shift $(( $# > 2 ? 3 : 2 ))
 sizes=("${@:-64 256 1024}")
 dir=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
-for n in ${sizes[@]}; do
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
+start_scheduler() {  # N SHARDS FLAGS...: starts it, sets $pid and $address
+  local n=$1 s=$2
+  shift 2
   rm -f "$dir/port"
-  "$scheduler" --insecure --bind=127.0.0.1 --num_workers="$n" --num_shards="$shards" \
-    --on_worker_failure=elastic --min_workers=1 --max_workers=$((n + 1)) \
-    --port_file="$dir/port" --job_id="control-plane-$n" >"$dir/scheduler.log" 2>&1 &
+  "$scheduler" --insecure --bind=127.0.0.1 --num_workers="$n" --num_shards="$s" \
+    --port_file="$dir/port" --job_id="control-plane-$n" "$@" >"$dir/scheduler.log" 2>&1 &
   pid=$!
+  pids+=("$pid")
   while [ ! -s "$dir/port" ]; do sleep 0.05; done
-  "$sim" --scheduler="127.0.0.1:$(cat "$dir/port")" --workers="$n" --shards="$shards" \
-    --scheduler_pid="$pid" --idle_s=5 --elastic
+  address="127.0.0.1:$(cat "$dir/port")"
+}
+for n in ${sizes[@]}; do
+  start_scheduler "$n" "$shards" --on_worker_failure=elastic --min_workers=1 \
+    --max_workers=$((n + 1))
+  "$sim" --scheduler="$address" --workers="$n" --shards="$shards" --scheduler_pid="$pid" \
+    --idle_s=5 --elastic
   wait "$pid"
-  pid=
+done
+[ -n "${SHARD_BINARY:-}" ] || exit 0
+for n in ${sizes[@]}; do
+  start_scheduler "$n" 2
+  shard_pids=()
+  for rank in 0 1; do
+    "$SHARD_BINARY" --insecure --bind=127.0.0.1 --scheduler="$address" --rank="$rank" \
+      >"$dir/shard-$rank.log" 2>&1 &
+    shard_pids+=("$!")
+    pids+=("$!")
+  done
+  "$sim" --scheduler="$address" --workers="$n" --shards=0 --scheduler_pid="$pid" --idle_s=1 \
+    --barriers=5 --data_steps=20 --shard_pids="$(IFS=,; echo "${shard_pids[*]}")"
+  wait "$pid" "${shard_pids[@]}"
 done

@@ -16,16 +16,26 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/sim/member_swarm.h"
 
 ABSL_FLAG(std::string, scheduler, "", "the scheduler's host:port (plaintext: --insecure)");
 ABSL_FLAG(int, workers, 64, "workers to play");
-ABSL_FLAG(int, shards, 1, "shards to play (registered only: no data path)");
+ABSL_FLAG(int, shards, 1,
+          "shards to play (registered only: no data path); 0 with --data_steps, whose shards "
+          "are real processes");
 ABSL_FLAG(int, threads, 32, "members registering (and leaving) at once");
 ABSL_FLAG(int, barriers, 20, "barriers of every worker to time");
 ABSL_FLAG(int, scheduler_pid, 0, "the scheduler's pid, to read its CPU time while idle");
 ABSL_FLAG(double, idle_s, 5, "seconds the running job stays idle (heartbeats only)");
+ABSL_FLAG(int, data_steps, 0,
+          "dist_sync steps every worker runs against the job's real shards, counting: every "
+          "element must be the step number after each step");
+ABSL_FLAG(int, keys, 2, "--data_steps: keys of the model");
+ABSL_FLAG(int64_t, elements, 4096, "--data_steps: F32 elements a key");
+ABSL_FLAG(std::vector<std::string>, shard_pids, {},
+          "--data_steps: the real shards' pids, for their memory per worker stream");
 ABSL_FLAG(bool, elastic, false,
           "the scheduler runs an elastic job (--on_worker_failure=elastic, --max_workers one "
           "more than --workers): a worker dies, then one joins, and each generation change is "
@@ -80,8 +90,10 @@ int main(int argc, char** argv) {
   o.workers = absl::GetFlag(FLAGS_workers);
   o.shards = absl::GetFlag(FLAGS_shards);
   o.threads = absl::GetFlag(FLAGS_threads);
-  if (o.scheduler_address.empty() || o.workers < 1 || o.shards < 1) {
-    std::cerr << "member_sim: error: give --scheduler, --workers >= 1 and --shards >= 1\n";
+  const int data_steps = absl::GetFlag(FLAGS_data_steps);
+  if (o.scheduler_address.empty() || o.workers < 1 || o.shards < (data_steps > 0 ? 0 : 1)) {
+    std::cerr << "member_sim: error: give --scheduler, --workers >= 1 and --shards >= 1 (0 with "
+                 "--data_steps)\n";
     return 2;
   }
   const absl::Time start = absl::Now();
@@ -102,6 +114,30 @@ int main(int argc, char** argv) {
       pid > 0 ? absl::FDivDuration(CpuTime(pid) - cpu_before, idle) : 0;
   const double resident = pid > 0 ? ResidentMiB(pid) : 0;
 
+  std::string data_path;
+  if (data_steps > 0) {
+    std::vector<int> shard_pids;
+    for (const std::string& p : absl::GetFlag(FLAGS_shard_pids)) shard_pids.push_back(std::stoi(p));
+    const auto shards_resident = [&] {
+      double mib = 0;
+      for (int p : shard_pids) mib += ResidentMiB(p);
+      return mib;
+    };
+    const double before = shards_resident();
+    auto counted = (*swarm)->CountSteps(data_steps, absl::GetFlag(FLAGS_keys),
+                                        absl::GetFlag(FLAGS_elements));
+    if (!counted.ok()) return Fail(counted.status());
+    data_path = absl::StrFormat("; %d dist_sync steps counted right in %.2f s", data_steps,
+                                absl::ToDoubleSeconds(*counted));
+    if (!shard_pids.empty()) {  // the streams are open and idle now
+      const double per_shard = (shards_resident() - before) / shard_pids.size();
+      absl::StrAppend(&data_path,
+                      absl::StrFormat(", each shard +%.1f MiB with its %d worker streams (%.0f "
+                                      "KiB a stream)",
+                                      per_shard, o.workers, 1024 * per_shard / o.workers));
+    }
+  }
+
   std::string changes;
   if (absl::GetFlag(FLAGS_elastic)) {
     auto death = (*swarm)->KillAWorker();
@@ -119,13 +155,13 @@ int main(int argc, char** argv) {
 
   std::cout << absl::StrFormat(
       "member_sim: %d workers, %d shards: registered in %.2f s, RUNNING at %.2f s; barrier "
-      "p50 %.1f ms, p99 %.1f ms (%d rounds); idle scheduler %s%s; DONE %.2f s after the "
+      "p50 %.1f ms, p99 %.1f ms (%d rounds); idle scheduler %s%s%s; DONE %.2f s after the "
       "workers began to leave\n",
       o.workers, o.shards, absl::ToDoubleSeconds(registered), absl::ToDoubleSeconds(running),
       Ms(Percentile(*barriers, 0.5)), Ms(Percentile(*barriers, 0.99)), barriers->size(),
       pid > 0 ? absl::StrFormat("%.1f%% of a core over %.0f s, %.0f MiB resident",
                                 100 * idle_share, absl::ToDoubleSeconds(idle), resident)
               : std::string("not measured (--scheduler_pid)"),
-      changes, absl::ToDoubleSeconds(done));
+      data_path, changes, absl::ToDoubleSeconds(done));
   return 0;
 }

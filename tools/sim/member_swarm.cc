@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "services/worker/dist_kvstore.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort::sim {
@@ -55,6 +56,7 @@ absl::StatusOr<std::unique_ptr<MemberSwarm>> MemberSwarm::Join(const SwarmOption
 }
 
 MemberSwarm::~MemberSwarm() {
+  stores_.clear();
   const auto leave = [](std::vector<std::unique_ptr<MemberSession>>& members) {
     for (auto& m : members) {
       if (m != nullptr) m->Leave(absl::CancelledError("the simulation stopped"), absl::Seconds(1));
@@ -110,6 +112,7 @@ absl::StatusOr<absl::Duration> MemberSwarm::WaitPastGeneration(int64_t generatio
 absl::StatusOr<absl::Duration> MemberSwarm::KillAWorker() {
   const int64_t generation = workers_.front()->generation();
   const absl::Time killed = absl::Now();
+  if (stores_.size() == workers_.size()) stores_.back().reset();  // it holds the session
   workers_.back()->Vanish();
   workers_.back().reset();
   return WaitPastGeneration(generation, killed);
@@ -127,7 +130,54 @@ absl::StatusOr<absl::Duration> MemberSwarm::JoinAWorker() {
   return WaitPastGeneration(generation, joining);
 }
 
+absl::StatusOr<absl::Duration> MemberSwarm::CountSteps(int steps, int keys, int64_t elements) {
+  OptimizerSpec rule;  // plain SGD at rate 1: each step adds the mean push's -(-1)
+  rule.optimizer = "sgd";
+  rule.lr_schedule.kind = LrScheduleKind::kConstant;
+  rule.lr_schedule.base_lr = 1;
+  rule.lr_schedule.epochs = 1;
+  rule.lr_schedule.steps_per_epoch = steps;
+  JobOptions job;
+  job.scheduler_address = options_.scheduler_address;
+  job.shared_memory = false;  // gRPC streams, as workers on other hosts use
+  job.security = options_.security;
+  const int n = static_cast<int>(workers_.size());
+  stores_.resize(n);
+  const absl::Time start = absl::Now();
+  // One thread a worker: a store is used from one thread, and the workers meet at its barriers.
+  RETURN_IF_ERROR(ForEach(n, n, [&](int w) -> absl::Status {
+    ASSIGN_OR_RETURN(stores_[w], CreateDistKVStore("dist_sync", workers_[w].get(), job));
+    KVStore& kv = *stores_[w];
+    RETURN_IF_ERROR(kv.SetOptimizer(rule));
+    std::vector<Tensor> values;
+    Tensor grad(Shape{elements});
+    for (float& g : grad.span<float>()) g = -1;
+    for (int k = 0; k < keys; ++k) {
+      values.emplace_back(Shape{elements});
+      values.back().SetZero();
+      RETURN_IF_ERROR(kv.Init(k, values.back()));
+    }
+    for (int step = 0; step < steps; ++step) {
+      for (int k = 0; k < keys; ++k) RETURN_IF_ERROR(kv.PushPull(k, grad, &values[k]));
+      for (int k = 0; k < keys; ++k) {
+        RETURN_IF_ERROR(kv.Wait(k));
+        const absl::Span<const float> v = values[k].span<float>();
+        for (size_t i = 0; i < v.size(); ++i) {
+          if (v[i] != static_cast<float>(step + 1)) {
+            return absl::InternalError(absl::StrCat("worker ", w, " step ", step, ": key ", k,
+                                                    " element ", i, " is ", v[i], ", not ",
+                                                    step + 1, ": an update was lost or doubled"));
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
+  }));
+  return absl::Now() - start;
+}
+
 absl::Status MemberSwarm::FinishJob(absl::Duration timeout) {
+  stores_.clear();  // their streams close before the workers leave
   RETURN_IF_ERROR(ForEach(static_cast<int>(workers_.size()), options_.threads, [&](int rank) {
     if (workers_[rank] != nullptr) workers_[rank]->Leave(absl::OkStatus());
     return absl::OkStatus();

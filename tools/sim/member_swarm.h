@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "services/common/transport_security.h"
 #include "services/membership/member_session.h"
+#include "trainer/kvstore/kvstore.h"
 
 namespace cohort::sim {
 
@@ -41,6 +42,11 @@ class MemberSwarm {
   // An elastic job: a new worker joins; the time until every worker has heard of the generation
   // that follows.
   absl::StatusOr<absl::Duration> JoinAWorker();
+  // The data path, against the job's real shard processes: every worker opens a dist_sync
+  // store, and `steps` times pushes -1 for every element of `keys` keys of `elements` each; the
+  // shards run plain SGD at rate 1, so after step s every element of every answer must be s + 1
+  // (an error names the first that is not). The time the steps took.
+  absl::StatusOr<absl::Duration> CountSteps(int steps, int keys, int64_t elements);
   // Every worker leaves as finished (the job ends DONE), then every shard once it heard so.
   absl::Status FinishJob(absl::Duration timeout);
 
@@ -54,6 +60,7 @@ class MemberSwarm {
   const SwarmOptions options_;
   std::vector<std::unique_ptr<MemberSession>> shards_;
   std::vector<std::unique_ptr<MemberSession>> workers_;  // null once vanished
+  std::vector<std::unique_ptr<KVStore>> stores_;  // CountSteps's, by worker; before workers_ go
 };
 
 }  // namespace cohort::sim
