@@ -39,9 +39,11 @@ class ShardRecovery {
   // waits for dead shards (--shard_restart_grace): every worker stops pushing (a barrier) and
   // waits, up to the grace, for a shard to come back from its checkpoint (another process at
   // its rank); the streams are dialled again at the shards' addresses now; rank 0 sets up the
-  // restarted shards and rolls every other back to the checkpoint they resumed from; after a
-  // second barrier the streams open again and the caller pulls every key and goes on from
-  // StartStep().
+  // restarted shards and rolls every shard to the oldest checkpoint they resumed from (a shard
+  // that dies meanwhile is waited for and set up too); after a second barrier every worker
+  // dials the shards the scheduler lists then, the streams open again, and the caller pulls
+  // every key (a pull that fails on a shard that died is recovered from in turn) and goes on
+  // from StartStep().
   // When the job's workers changed (the scheduler's new generation, heard on the control
   // stream or from a barrier), also while a shard was coming back: the streams close, the
   // workers of the new generation regroup (Regroup) and the caller pulls and goes on as above.
