@@ -121,45 +121,77 @@ grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::Control(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::ControlMessage, v1::Heartbeat>* stream) {
-  v1::Heartbeat heartbeat;
-  v1::ControlMessage answer;
-  bool known = false;
-  MemberRole role = MemberRole::kWorker;
-  int rank = -1;
-  int64_t pid = 0;
-  while (stream->Read(&heartbeat)) {
-    absl::StatusOr<MemberRole> r = RoleFromProto(heartbeat.role());
-    if (!r.ok()) return ToGrpcStatus(r.status());
-    role = *r;
-    rank = heartbeat.rank();
-    pid = heartbeat.pid();
-    known = true;
+namespace {
+
+// A member's control stream: each heartbeat read is answered with the job's state before the
+// next is read (one write at a time, as the callback API needs); its end is the member's
+// leaving or death, told to the core.
+class ControlReactor final : public grpc::ServerBidiReactor<v1::Heartbeat, v1::ControlMessage> {
+ public:
+  ControlReactor(SchedulerCore* core, grpc::CallbackServerContext* context)
+      : core_(core), context_(context) {
+    StartRead(&heartbeat_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return End();
+    absl::StatusOr<MemberRole> role = RoleFromProto(heartbeat_.role());
+    if (!role.ok()) return Finish(ToGrpcStatus(role.status()));
+    role_ = *role;
+    rank_ = heartbeat_.rank();
+    pid_ = heartbeat_.pid();
+    known_ = true;
     JobState state;
-    if (heartbeat.has_progress()) {
-      const v1::Progress& p = heartbeat.progress();
+    if (heartbeat_.has_progress()) {
+      const v1::Progress& p = heartbeat_.progress();
       const WorkerProgress progress{
           p.step(),         p.epoch(),
           p.images_per_second(), p.step_seconds(),
           p.communication_overhead(), p.loss(),
           p.total_steps(),  p.has_test_top1() ? std::optional<double>(p.test_top1()) : std::nullopt};
-      state = core_->Heartbeat(role, rank, &progress, pid);
+      state = core_->Heartbeat(role_, rank_, &progress, pid_);
     } else {
-      state = core_->Heartbeat(role, rank, nullptr, pid);
+      state = core_->Heartbeat(role_, rank_, nullptr, pid_);
     }
-    answer.set_state(ToProto(state));
-    answer.set_generation(core_->generation());
-    if (state == JobState::kDone || state == JobState::kFailed) answer.set_reason(core_->reason());
-    if (!stream->Write(answer)) break;
+    answer_.Clear();
+    answer_.set_state(ToProto(state));
+    answer_.set_generation(core_->generation());
+    if (state == JobState::kDone || state == JobState::kFailed) answer_.set_reason(core_->reason());
+    StartWrite(&answer_);
   }
-  if (known) {
-    core_->ControlStreamEnded(role, rank,
-                              context->IsCancelled() ? "connection lost" : "closed by the member",
-                              pid);
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return End();
+    StartRead(&heartbeat_);
   }
-  return grpc::Status::OK;
+
+  void OnDone() override { delete this; }
+
+ private:
+  void End() {
+    if (known_) {
+      core_->ControlStreamEnded(
+          role_, rank_, context_->IsCancelled() ? "connection lost" : "closed by the member",
+          pid_);
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  SchedulerCore* const core_;
+  grpc::CallbackServerContext* const context_;
+  v1::Heartbeat heartbeat_;
+  v1::ControlMessage answer_;
+  bool known_ = false;
+  MemberRole role_ = MemberRole::kWorker;
+  int rank_ = -1;
+  int64_t pid_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::Heartbeat, v1::ControlMessage>* SchedulerService::Control(
+    grpc::CallbackServerContext* context) {
+  return new ControlReactor(core_, context);
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext* context,

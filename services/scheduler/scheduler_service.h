@@ -6,10 +6,12 @@
 
 namespace cohort {
 
-// The Scheduler gRPC service over a SchedulerCore. The core must outlive the service. A barrier
-// holds no thread while it waits (gRPC's callback API): a job of a thousand workers would.
+// The Scheduler gRPC service over a SchedulerCore. The core must outlive the service. A
+// member's control stream and a barrier hold no thread while they wait (gRPC's callback API):
+// a job of a thousand workers would need a thousand.
 class SchedulerService final
-    : public v1::Scheduler::WithCallbackMethod_Barrier<v1::Scheduler::Service> {
+    : public v1::Scheduler::WithCallbackMethod_Control<
+          v1::Scheduler::WithCallbackMethod_Barrier<v1::Scheduler::Service>> {
  public:
   explicit SchedulerService(SchedulerCore* core) : core_(core) {}
 
@@ -17,8 +19,8 @@ class SchedulerService final
                         v1::RegisterReply* reply) override;
   grpc::Status GetClusterSpec(grpc::ServerContext* context, const v1::ClusterSpecRequest* request,
                               v1::ClusterSpec* spec) override;
-  grpc::Status Control(grpc::ServerContext* context,
-                       grpc::ServerReaderWriter<v1::ControlMessage, v1::Heartbeat>* stream) override;
+  grpc::ServerBidiReactor<v1::Heartbeat, v1::ControlMessage>* Control(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,
                                     const v1::BarrierRequest* request,
                                     v1::BarrierReply* reply) override;
