@@ -64,7 +64,7 @@ DEFAULT_COSTS = {"c_byte": 6.99e-10, "c_part": 1.35e-6, "c_msg": 7.23e-6, "rtt":
 # The control plane's costs member_sim measured at 64/256/1,024 workers (64 shards) on this
 # project's 2-core VM with the simulator on the same cores, 2026-11-27 (docs/benchmarks.md,
 # "The control plane ... simulated"): upper bounds.
-CONTROL_COSTS = {"c_heartbeat": 70e-6, "c_register": 0.46e-3, "c_barrier": 0.07e-3}
+CONTROL_COSTS = {"c_heartbeat": 35e-6, "c_register": 0.5e-3, "c_barrier": 0.057e-3}
 HEARTBEAT_TIMEOUT_S = 3.0
 # A nominal Ethernet rate's share that is TCP payload: 1448 bytes (1500-byte MTU less IP, TCP
 # and timestamp headers) of each 1538 on the wire (Ethernet header, FCS, preamble, gap).
