@@ -13,22 +13,24 @@ sizes=("${@:-64 256 1024}")
 dir=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
-start_scheduler() {  # N SHARDS FLAGS...: starts it, sets $pid and $address
+start_scheduler() {  # N SHARDS FLAGS...: starts it, sets $pid, $address and $http
   local n=$1 s=$2
   shift 2
-  rm -f "$dir/port"
+  rm -f "$dir/port" "$dir/http"
   "$scheduler" --insecure --bind=127.0.0.1 --num_workers="$n" --num_shards="$s" \
-    --port_file="$dir/port" --job_id="control-plane-$n" "$@" >"$dir/scheduler.log" 2>&1 &
+    --port_file="$dir/port" --metrics_port_file="$dir/http" --job_id="control-plane-$n" "$@" \
+    >"$dir/scheduler.log" 2>&1 &
   pid=$!
   pids+=("$pid")
-  while [ ! -s "$dir/port" ]; do sleep 0.05; done
+  while [ ! -s "$dir/port" ] || [ ! -s "$dir/http" ]; do sleep 0.05; done
   address="127.0.0.1:$(cat "$dir/port")"
+  http="127.0.0.1:$(cat "$dir/http")"
 }
 for n in ${sizes[@]}; do
   start_scheduler "$n" "$shards" --on_worker_failure=elastic --min_workers=1 \
     --max_workers=$((n + 1))
   "$sim" --scheduler="$address" --workers="$n" --shards="$shards" --scheduler_pid="$pid" \
-    --idle_s=5 --elastic
+    --scheduler_http="$http" --idle_s=5 --elastic
   wait "$pid"
 done
 [ -n "${SHARD_BINARY:-}" ] || exit 0

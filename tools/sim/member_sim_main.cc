@@ -3,6 +3,9 @@
 //   bazel run //tools/sim:member_sim -- --scheduler=127.0.0.1:9000 --workers=1024 --shards=64
 // (the scheduler started with --insecure -n 1024 -s 64).
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +39,9 @@ ABSL_FLAG(int, keys, 2, "--data_steps: keys of the model");
 ABSL_FLAG(int64_t, elements, 4096, "--data_steps: F32 elements a key");
 ABSL_FLAG(std::vector<std::string>, shard_pids, {},
           "--data_steps: the real shards' pids, for their memory per worker stream");
+ABSL_FLAG(std::string, scheduler_http, "",
+          "the scheduler's HTTP host:port (plaintext): /status and /metrics are timed while the "
+          "job runs idle");
 ABSL_FLAG(bool, elastic, false,
           "the scheduler runs an elastic job (--on_worker_failure=elastic, --max_workers one "
           "more than --workers): a worker dies, then one joins, and each generation change is "
@@ -66,6 +72,32 @@ double ResidentMiB(int pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
   }
   return 0;
+}
+
+// GET path from host:port over plain HTTP/1.0: the time to the whole answer and its bytes.
+absl::StatusOr<std::pair<absl::Duration, size_t>> Fetch(const std::string& address,
+                                                         const std::string& path) {
+  const size_t colon = address.rfind(':');
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr) != 1) {
+    return absl::InvalidArgumentError("--scheduler_http takes an IPv4 host:port");
+  }
+  const absl::Time start = absl::Now();
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", address));
+  }
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
+  size_t bytes = 0;
+  if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+    char buffer[1 << 16];
+    for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) bytes += static_cast<size_t>(n);
+  }
+  close(fd);
+  return std::make_pair(absl::Now() - start, bytes);
 }
 
 absl::Duration Percentile(std::vector<absl::Duration> v, double p) {
@@ -113,6 +145,16 @@ int main(int argc, char** argv) {
   const double idle_share =
       pid > 0 ? absl::FDivDuration(CpuTime(pid) - cpu_before, idle) : 0;
   const double resident = pid > 0 ? ResidentMiB(pid) : 0;
+  std::string pages;
+  if (const std::string http = absl::GetFlag(FLAGS_scheduler_http); !http.empty()) {
+    for (const char* path : {"/status", "/metrics"}) {
+      auto fetched = Fetch(http, path);
+      if (!fetched.ok()) return Fail(fetched.status());
+      absl::StrAppend(&pages, absl::StrFormat("; %s %.0f KiB in %.1f ms", path,
+                                              fetched->second / 1024.0,
+                                              Ms(fetched->first)));
+    }
+  }
 
   std::string data_path;
   if (data_steps > 0) {
@@ -155,13 +197,13 @@ int main(int argc, char** argv) {
 
   std::cout << absl::StrFormat(
       "member_sim: %d workers, %d shards: registered in %.2f s, RUNNING at %.2f s; barrier "
-      "p50 %.1f ms, p99 %.1f ms (%d rounds); idle scheduler %s%s%s; DONE %.2f s after the "
+      "p50 %.1f ms, p99 %.1f ms (%d rounds); idle scheduler %s%s%s%s; DONE %.2f s after the "
       "workers began to leave\n",
       o.workers, o.shards, absl::ToDoubleSeconds(registered), absl::ToDoubleSeconds(running),
       Ms(Percentile(*barriers, 0.5)), Ms(Percentile(*barriers, 0.99)), barriers->size(),
       pid > 0 ? absl::StrFormat("%.1f%% of a core over %.0f s, %.0f MiB resident",
                                 100 * idle_share, absl::ToDoubleSeconds(idle), resident)
               : std::string("not measured (--scheduler_pid)"),
-      data_path, changes, absl::ToDoubleSeconds(done));
+      pages, data_path, changes, absl::ToDoubleSeconds(done));
   return 0;
 }
