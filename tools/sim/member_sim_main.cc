@@ -3,9 +3,6 @@
 //   bazel run //tools/sim:member_sim -- --scheduler=127.0.0.1:9000 --workers=1024 --shards=64
 // (the scheduler started with --insecure -n 1024 -s 64).
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,8 +16,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "services/common/http_server.h"
 #include "tools/sim/member_swarm.h"
 
 ABSL_FLAG(std::string, scheduler, "", "the scheduler's host:port (plaintext: --insecure)");
@@ -74,30 +73,19 @@ double ResidentMiB(int pid) {
   return 0;
 }
 
-// GET path from host:port over plain HTTP/1.0: the time to the whole answer and its bytes.
+// GET path from host:port (plain HTTP): the time to the whole answer and its bytes.
 absl::StatusOr<std::pair<absl::Duration, size_t>> Fetch(const std::string& address,
                                                          const std::string& path) {
   const size_t colon = address.rfind(':');
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr) != 1) {
-    return absl::InvalidArgumentError("--scheduler_http takes an IPv4 host:port");
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError("--scheduler_http takes host:port");
   }
   const absl::Time start = absl::Now();
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-    if (fd >= 0) close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", address));
-  }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
-  size_t bytes = 0;
-  if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-    char buffer[1 << 16];
-    for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) bytes += static_cast<size_t>(n);
-  }
-  close(fd);
-  return std::make_pair(absl::Now() - start, bytes);
+  absl::StatusOr<cohort::HttpResponse> page =
+      cohort::HttpGet({address.substr(0, colon), port}, path);
+  if (!page.ok()) return page.status();
+  return std::make_pair(absl::Now() - start, page->body.size());
 }
 
 absl::Duration Percentile(std::vector<absl::Duration> v, double p) {
