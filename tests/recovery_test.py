@@ -252,13 +252,15 @@ class RecoveryTest(job_fixture.JobTestCase):
         self.check_second_shard_death_is_recovered("apart", lambda launcher: time.sleep(0.05))
 
     def test_shard_killed_while_the_workers_roll_back_restarts_too(self):
-        """Shard 1 dies once shard 0 is back, before the workers rolled it back: worker 0
-        finds it gone, waits for it to come back and rolls back both."""
+        """Shard 1 dies once shard 0 is back: as the kill lands, worker 0 finds it gone while it
+        rolls the shards back (and waits for it to come back), or a pull after the roll back
+        does (and the workers recover again); the model is the uninterrupted one either way."""
         out = self.check_second_shard_death_is_recovered(
             "during", lambda launcher: self.wait_for(
                 "during", launcher, r"^\[shard 0\] shard 0: resuming from step"))
-        self.assertRegex(out, r"\[worker 0\] worker 0: .*shard 1.*; waiting for that shard to "
-                              r"come back")
+        self.assertRegex(out, r"\[worker 0\] worker 0: (.*shard 1.*; waiting for that shard to "
+                              r"come back|pull of key \d+ part \d+ from shard 1 .*; the shards "
+                              r"are back)")
 
     def test_shard_killed_after_the_job_is_done_leaves_it_done(self):
         """A shard SIGKILLed as the scheduler says the job is DONE: the job's model
@@ -275,7 +277,7 @@ class RecoveryTest(job_fixture.JobTestCase):
         os.kill(shard, signal.SIGKILL)
         start = time.monotonic()
         self.assertEqual(launcher.wait(timeout=60), 0, self.log("done"))
-        self.assertLess(time.monotonic() - start, 3, self.log("done"))
+        self.assertLess(time.monotonic() - start, 6, self.log("done"))  # was an 11 s hang
         self.assertEqual(wait_job_gone(job, 5), [])
         self.assertTrue(os.path.exists(model))
 
@@ -293,7 +295,7 @@ class RecoveryTest(job_fixture.JobTestCase):
         os.kill(scheduler, signal.SIGKILL)
         start = time.monotonic()
         self.assertEqual(launcher.wait(timeout=60), 0, self.log("late"))
-        self.assertLess(time.monotonic() - start, 5, self.log("late"))
+        self.assertLess(time.monotonic() - start, 8, self.log("late"))  # was 12 s and FAILED
         self.assertEqual(wait_job_gone(job, 5), [])
         self.assertTrue(os.path.exists(model))
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", self.log("late"))
