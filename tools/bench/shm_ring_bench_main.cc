@@ -21,28 +21,13 @@
 #include <vector>
 
 #include "services/wire/shm_ring.h"
+#include "tools/bench/proc_usage.h"
 
 namespace {
 
 using cohort::ShmRing;
 
-// User + system CPU time of a process so far, from /proc/PID/stat (in clock ticks).
-double CpuSeconds(pid_t pid) {
-  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
-  if (f == nullptr) return 0;
-  char buffer[1024];
-  const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, f);
-  std::fclose(f);
-  buffer[n] = '\0';
-  // Fields after the command's closing parenthesis: state is the 3rd, utime the 14th.
-  const char* p = std::strrchr(buffer, ')');
-  unsigned long utime = 0, stime = 0;
-  if (p == nullptr || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                                  &utime, &stime) != 2) {
-    return 0;
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+double CpuSeconds(pid_t pid) { return absl::ToDoubleSeconds(cohort::ProcessCpuTime(pid)); }
 
 ShmRing::Fds Dup(const ShmRing::Fds& fds) { return {dup(fds.memory), dup(fds.data), dup(fds.space)}; }
 

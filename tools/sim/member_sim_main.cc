@@ -3,13 +3,8 @@
 //   bazel run //tools/sim:member_sim -- --scheduler=127.0.0.1:9000 --workers=1024 --shards=64
 // (the scheduler started with --insecure -n 1024 -s 64).
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "services/common/http_server.h"
+#include "tools/bench/proc_usage.h"
 #include "tools/sim/member_swarm.h"
 
 ABSL_FLAG(std::string, scheduler, "", "the scheduler's host:port (plaintext: --insecure)");
@@ -47,31 +43,6 @@ ABSL_FLAG(bool, elastic, false,
           "timed");
 
 namespace {
-
-// The process's user + system CPU time, from /proc/PID/stat (fields 14 and 15).
-absl::Duration CpuTime(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  std::getline(in, stat);
-  const size_t name_end = stat.rfind(')');
-  if (name_end == std::string::npos) return absl::ZeroDuration();
-  std::istringstream fields(stat.substr(name_end + 2));
-  std::string field;
-  long ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i >= 14) ticks += std::stol(field);
-  }
-  return absl::Seconds(static_cast<double>(ticks) / sysconf(_SC_CLK_TCK));
-}
-
-// The process's resident memory in MiB, from /proc/PID/status.
-double ResidentMiB(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
-  }
-  return 0;
-}
 
 // GET path from host:port (plain HTTP): the time to the whole answer and its bytes.
 absl::StatusOr<std::pair<absl::Duration, size_t>> Fetch(const std::string& address,
@@ -128,11 +99,11 @@ int main(int argc, char** argv) {
 
   const int pid = absl::GetFlag(FLAGS_scheduler_pid);
   const absl::Duration idle = absl::Seconds(absl::GetFlag(FLAGS_idle_s));
-  const absl::Duration cpu_before = pid > 0 ? CpuTime(pid) : absl::ZeroDuration();
+  const absl::Duration cpu_before = pid > 0 ? cohort::ProcessCpuTime(pid) : absl::ZeroDuration();
   absl::SleepFor(idle);
   const double idle_share =
-      pid > 0 ? absl::FDivDuration(CpuTime(pid) - cpu_before, idle) : 0;
-  const double resident = pid > 0 ? ResidentMiB(pid) : 0;
+      pid > 0 ? absl::FDivDuration(cohort::ProcessCpuTime(pid) - cpu_before, idle) : 0;
+  const double resident = pid > 0 ? cohort::ProcessResidentBytes(pid) / 1048576.0 : 0;
   std::string pages;
   if (const std::string http = absl::GetFlag(FLAGS_scheduler_http); !http.empty()) {
     for (const char* path : {"/status", "/metrics"}) {
@@ -150,7 +121,7 @@ int main(int argc, char** argv) {
     for (const std::string& p : absl::GetFlag(FLAGS_shard_pids)) shard_pids.push_back(std::stoi(p));
     const auto shards_resident = [&] {
       double mib = 0;
-      for (int p : shard_pids) mib += ResidentMiB(p);
+      for (int p : shard_pids) mib += cohort::ProcessResidentBytes(p) / 1048576.0;
       return mib;
     };
     const double before = shards_resident();
