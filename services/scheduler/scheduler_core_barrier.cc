@@ -1,0 +1,77 @@
+// SchedulerCore's barriers: every worker of the generation meets, the callers waiting held as
+// callbacks, released together at the last arrival, the job's end or a new generation.
+
+#include "services/scheduler/scheduler_core.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "services/membership/job_membership.h"
+
+namespace cohort {
+
+absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& name,
+                                                uint64_t fingerprint, int64_t generation) {
+  absl::Notification released;
+  absl::StatusOr<uint64_t> result;
+  BarrierAsync(rank, name, fingerprint, generation, [&](absl::StatusOr<uint64_t> r) {
+    result = std::move(r);
+    released.Notify();
+  });
+  released.WaitForNotification();
+  return result;
+}
+
+void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fingerprint,
+                                 int64_t generation, BarrierDone done) {
+  absl::MutexLock lock(&mu_);
+  if (Find(MemberRole::kWorker, rank) == nullptr) {
+    return done(absl::FailedPreconditionError(
+        absl::StrCat("barrier '", name, "' from worker ", rank, ", which has not registered")));
+  }
+  if (Ended()) return done(absl::AbortedError(reason_));
+  if (generation != generation_) return done(MembershipChangedError(generation_, generation_why_));
+  if (!Active(rank)) {
+    return done(absl::FailedPreconditionError(absl::StrCat(
+        "barrier '", name, "' from ", Describe(MemberRole::kWorker, rank),
+        ", which is not one of the job's workers any more (taken for dead: no heartbeat in "
+        "time)")));
+  }
+  if (barrier_arrived_ == 0) {
+    barrier_name_ = name;
+  } else if (name != barrier_name_) {
+    Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " reached barrier '", name,
+                      "' while the others wait at '", barrier_name_,
+                      "': the workers run different programs"));
+    return done(absl::AbortedError(reason_));
+  }
+  if (fingerprint != 0) {
+    if (fingerprint_rank_ < 0) {
+      fingerprint_ = fingerprint;
+      fingerprint_rank_ = rank;
+    } else if (fingerprint != fingerprint_) {
+      Fail(absl::StrFormat(
+          "%s computed partition map %016x, but worker %d computed %016x: the workers build "
+          "different models or pass different --part_bytes",
+          Describe(MemberRole::kWorker, rank), fingerprint, fingerprint_rank_, fingerprint_));
+      return done(absl::AbortedError(reason_));
+    }
+  }
+  if (barrier_arrived_ == 0) barrier_started_ = clock_->Now();
+  barrier_waiters_.push_back(std::move(done));
+  if (++barrier_arrived_ < static_cast<int>(active_.size())) return;
+  barrier_arrived_ = 0;
+  barrier_waits_.push_back(clock_->Now() - barrier_started_);
+  ReleaseBarrier(fingerprint_);
+}
+
+void SchedulerCore::ReleaseBarrier(const absl::StatusOr<uint64_t>& result) {
+  std::vector<BarrierDone> waiters;
+  waiters.swap(barrier_waiters_);
+  for (BarrierDone& w : waiters) w(result);
+}
+
+}  // namespace cohort
