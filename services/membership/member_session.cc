@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "services/common/addresses.h"
 #include "services/common/grpc_util.h"
 #include "services/common/log_safe.h"
@@ -188,19 +189,38 @@ absl::StatusOr<ShardsView> MemberSession::WaitForShards(absl::Duration timeout) 
 
 absl::StatusOr<uint64_t> MemberSession::Barrier(const std::string& name, uint64_t fingerprint,
                                                 int64_t generation) {
-  v1::BarrierRequest request;
-  request.set_rank(rank_);
-  request.set_name(name);
-  request.set_partition_fingerprint(fingerprint);
-  request.set_generation(generation);
-  grpc::ClientContext context;
-  v1::BarrierReply reply;
-  const grpc::Status status = stub_->Barrier(&context, request, &reply);
-  if (!status.ok()) return FromGrpcStatus(status);
-  if (reply.membership_changed_to() != 0) {
-    return MembershipChangedError(reply.membership_changed_to(), reply.membership_change());
-  }
-  return reply.partition_fingerprint();
+  absl::Notification released;
+  absl::StatusOr<uint64_t> result;
+  BarrierAsync(name, fingerprint, generation, [&](absl::StatusOr<uint64_t> r) {
+    result = std::move(r);
+    released.Notify();
+  });
+  released.WaitForNotification();
+  return result;
+}
+
+void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
+                                 int64_t generation, BarrierDone done) {
+  struct Call {  // what gRPC reads and writes until the call is done
+    grpc::ClientContext context;
+    v1::BarrierRequest request;
+    v1::BarrierReply reply;
+  };
+  auto call = std::make_shared<Call>();
+  call->request.set_rank(rank_);
+  call->request.set_name(name);
+  call->request.set_partition_fingerprint(fingerprint);
+  call->request.set_generation(generation);
+  stub_->async()->Barrier(
+      &call->context, &call->request, &call->reply,
+      [call, done = std::move(done)](const grpc::Status& status) {
+        if (!status.ok()) return done(FromGrpcStatus(status));
+        if (call->reply.membership_changed_to() != 0) {
+          return done(MembershipChangedError(call->reply.membership_changed_to(),
+                                             call->reply.membership_change()));
+        }
+        done(call->reply.partition_fingerprint());
+      });
 }
 
 void MemberSession::Vanish() {

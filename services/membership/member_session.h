@@ -67,6 +67,11 @@ class MemberSession final : public JobMembership {
   // Waits until every worker reached the barrier; see SchedulerCore::Barrier.
   absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint,
                                    int64_t generation = 0) override;
+  // Barrier without a thread waiting: `done` gets its result on one of gRPC's threads. It must
+  // not block; the session must outlive the call.
+  using BarrierDone = std::function<void(absl::StatusOr<uint64_t>)>;
+  void BarrierAsync(const std::string& name, uint64_t fingerprint, int64_t generation,
+                    BarrierDone done);
   // Tells the scheduler this member leaves (OK: finished; else failed with the status's
   // message), waiting at most `timeout` for its answer, and stops the heartbeat.
   void Leave(const absl::Status& status, absl::Duration timeout = absl::Seconds(5));

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "services/common/addresses.h"
 #include "services/common/count_text.h"
 #include "services/membership/job_membership.h"
@@ -67,6 +68,7 @@ void SchedulerCore::End(JobState state, std::string reason) {
   state_ = state;
   reason_ = std::move(reason);
   ReleaseBarrier(absl::AbortedError(reason_));
+  AnswerClusterWaiters();
 }
 
 void SchedulerCore::EndIfAllFinished() {
@@ -111,6 +113,7 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
       // comes back as it was; a worker's break already failed the job).
       m.dead = m.restarting = false;
       m.last_heartbeat = clock_->Now();
+      AnswerClusterWaiters();
       return r.requested_rank;
     }
   }
@@ -184,6 +187,7 @@ int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
     return true;
   };
   if (all(shards_) && all(workers_)) state_ = JobState::kRunning;
+  AnswerClusterWaiters();
   return rank;
 }
 
@@ -344,12 +348,27 @@ std::vector<std::string> SchedulerCore::TakeNotices() {
 }
 
 absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {
+  absl::Notification settled;
+  absl::StatusOr<ClusterView> view;
+  WaitForClusterAsync([&](absl::StatusOr<ClusterView> v) {
+    view = std::move(v);
+    settled.Notify();
+  });
+  settled.WaitForNotification();
+  return view;
+}
+
+void SchedulerCore::WaitForClusterAsync(ClusterDone done) {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](SchedulerCore* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return c->Ended() || (c->state_ == JobState::kRunning && !c->ShardRestarting());
-      },
-      this));
+  if (ClusterSettled()) return done(Cluster());
+  cluster_waiters_.push_back(std::move(done));
+}
+
+bool SchedulerCore::ClusterSettled() const {
+  return Ended() || (state_ == JobState::kRunning && !ShardRestarting());
+}
+
+absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
   if (state_ == JobState::kFailed) return absl::AbortedError(reason_);
   ClusterView view;
   view.shard_restart_grace = spec_.shard_restart_grace;
@@ -360,6 +379,14 @@ absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {
     view.shard_incarnations.push_back(absl::StrCat(s.host, " ", s.pid));
   }
   return view;
+}
+
+void SchedulerCore::AnswerClusterWaiters() {
+  if (cluster_waiters_.empty() || !ClusterSettled()) return;
+  std::vector<ClusterDone> waiters;
+  waiters.swap(cluster_waiters_);
+  const absl::StatusOr<ClusterView> view = Cluster();
+  for (ClusterDone& w : waiters) w(view);
 }
 
 void SchedulerCore::CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now) {

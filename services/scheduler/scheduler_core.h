@@ -110,6 +110,10 @@ class SchedulerCore {
   std::vector<std::string> TakeNotices();
   // Waits until the job is RUNNING with every shard up, or returns the reason it never will be.
   absl::StatusOr<ClusterView> WaitForCluster();
+  // WaitForCluster without a thread waiting: `done` gets the view once the job runs with every
+  // shard up (or at once). As BarrierAsync's `done`, it runs under the core's lock.
+  using ClusterDone = std::function<void(absl::StatusOr<ClusterView>)>;
+  void WaitForClusterAsync(ClusterDone done);
   // A heartbeat from a registered member (a worker's may carry its progress); returns the job
   // state to tell it. pid: the sending process (0: unknown); another process's is ignored.
   JobState Heartbeat(MemberRole role, int rank, const WorkerProgress* progress = nullptr,
@@ -213,6 +217,11 @@ class SchedulerCore {
   // The registered member at (role, rank) when pid is 0 or its process's; else null.
   Member* FindProcess(MemberRole role, int rank, int64_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShardRestarting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether WaitForCluster has its answer: the job ended, or runs with every shard up.
+  bool ClusterSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<ClusterView> Cluster() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once the cluster settled, every WaitForClusterAsync caller waiting gets its answer.
+  void AnswerClusterWaiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<Straggler> Slowest() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportStraggler(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses a registration that would leave a shard reachable only at a loopback address in a
@@ -263,6 +272,7 @@ class SchedulerCore {
   std::string barrier_name_ ABSL_GUARDED_BY(mu_);
   int barrier_arrived_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<BarrierDone> barrier_waiters_ ABSL_GUARDED_BY(mu_);
+  std::vector<ClusterDone> cluster_waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
   int fingerprint_rank_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Time barrier_started_ ABSL_GUARDED_BY(mu_);  // the current barrier's first arrival

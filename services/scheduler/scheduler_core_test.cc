@@ -1,5 +1,6 @@
 #include "services/scheduler/scheduler_core.h"
 
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +84,33 @@ TEST(SchedulerCoreTest, WaitForClusterBlocksUntilTheJobForms) {
   waiter.join();
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(view->shard_addresses.size(), 1u);
+}
+
+TEST(SchedulerCoreTest, AWaitForTheClusterHoldsNoThreadAndIsAnsweredByTheLastRegistration) {
+  FakeClock clock;
+  SchedulerCore core(Spec(1, 1), &clock);
+  std::vector<absl::StatusOr<ClusterView>> views;
+  core.WaitForClusterAsync([&](absl::StatusOr<ClusterView> v) { views.push_back(std::move(v)); });
+  ASSERT_TRUE(core.Register(Member(MemberRole::kWorker, 0)).ok());
+  EXPECT_TRUE(views.empty());  // still forming
+  ASSERT_TRUE(core.Register(Member(MemberRole::kShard, 0, "s:1")).ok());
+  ASSERT_EQ(views.size(), 1u);  // answered by the registration that formed the job
+  ASSERT_TRUE(views[0].ok());
+  EXPECT_EQ(views[0]->shard_addresses, std::vector<std::string>{"s:1"});
+  EXPECT_EQ(views[0]->workers, std::vector<int>{0});
+  core.WaitForClusterAsync([&](absl::StatusOr<ClusterView> v) { views.push_back(std::move(v)); });
+  EXPECT_EQ(views.size(), 2u);  // a running job's is answered at once
+}
+
+TEST(SchedulerCoreTest, AWaitForTheClusterOfAJobThatFailsGetsItsReason) {
+  FakeClock clock;
+  SchedulerCore core(Spec(1, 1), &clock);
+  std::optional<absl::StatusOr<ClusterView>> view;
+  core.WaitForClusterAsync([&](absl::StatusOr<ClusterView> v) { view = std::move(v); });
+  core.Stop("the scheduler was stopped by SIGTERM");
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(view->status().message(), "the scheduler was stopped by SIGTERM");
 }
 
 TEST(SchedulerCoreTest, SilentMemberFailsTheJobNamingItsHostAndLastError) {

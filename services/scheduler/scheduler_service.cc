@@ -100,25 +100,30 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::GetClusterSpec(grpc::ServerContext*,
-                                              const v1::ClusterSpecRequest* request,
-                                              v1::ClusterSpec* spec) {
-  absl::StatusOr<ClusterView> view = core_->WaitForCluster();
-  if (!view.ok()) return ToGrpcStatus(view.status());
-  const JobSpec& job = core_->spec();
-  spec->set_job_id(job.job_id);
-  spec->set_num_workers(static_cast<int>(view->workers.size()));
-  spec->set_generation(view->generation);
-  const auto place = std::find(view->workers.begin(), view->workers.end(), request->rank());
-  spec->set_worker_rank(request->role() == v1::WORKER && place != view->workers.end()
-                            ? static_cast<int>(place - view->workers.begin())
-                            : -1);
-  spec->set_num_shards(job.num_shards);
-  spec->set_mode(std::string(KVStoreModeName(job.mode)));
-  for (const std::string& a : view->shard_addresses) spec->add_shard_addresses(a);
-  for (const std::string& i : view->shard_incarnations) spec->add_shard_incarnations(i);
-  spec->set_shard_restart_grace_seconds(absl::ToDoubleSeconds(view->shard_restart_grace));
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* SchedulerService::GetClusterSpec(grpc::CallbackServerContext* context,
+                                                           const v1::ClusterSpecRequest* request,
+                                                           v1::ClusterSpec* spec) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The request and the reply stay ours until Finish.
+  core_->WaitForClusterAsync([this, reactor, request,
+                              spec](const absl::StatusOr<ClusterView>& view) {
+    if (!view.ok()) return reactor->Finish(ToGrpcStatus(view.status()));
+    const JobSpec& job = core_->spec();
+    spec->set_job_id(job.job_id);
+    spec->set_num_workers(static_cast<int>(view->workers.size()));
+    spec->set_generation(view->generation);
+    const auto place = std::find(view->workers.begin(), view->workers.end(), request->rank());
+    spec->set_worker_rank(request->role() == v1::WORKER && place != view->workers.end()
+                              ? static_cast<int>(place - view->workers.begin())
+                              : -1);
+    spec->set_num_shards(job.num_shards);
+    spec->set_mode(std::string(KVStoreModeName(job.mode)));
+    for (const std::string& a : view->shard_addresses) spec->add_shard_addresses(a);
+    for (const std::string& i : view->shard_incarnations) spec->add_shard_incarnations(i);
+    spec->set_shard_restart_grace_seconds(absl::ToDoubleSeconds(view->shard_restart_grace));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
 }
 
 namespace {

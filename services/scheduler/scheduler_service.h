@@ -7,18 +7,19 @@
 namespace cohort {
 
 // The Scheduler gRPC service over a SchedulerCore. The core must outlive the service. A
-// member's control stream and a barrier hold no thread while they wait (gRPC's callback API):
-// a job of a thousand workers would need a thousand.
+// member's control stream, a barrier and a wait for the cluster hold no thread while they wait
+// (gRPC's callback API): a job of a thousand workers would need a thousand.
 class SchedulerService final
-    : public v1::Scheduler::WithCallbackMethod_Control<
-          v1::Scheduler::WithCallbackMethod_Barrier<v1::Scheduler::Service>> {
+    : public v1::Scheduler::WithCallbackMethod_Control<v1::Scheduler::WithCallbackMethod_Barrier<
+          v1::Scheduler::WithCallbackMethod_GetClusterSpec<v1::Scheduler::Service>>> {
  public:
   explicit SchedulerService(SchedulerCore* core) : core_(core) {}
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterReply* reply) override;
-  grpc::Status GetClusterSpec(grpc::ServerContext* context, const v1::ClusterSpecRequest* request,
-                              v1::ClusterSpec* spec) override;
+  grpc::ServerUnaryReactor* GetClusterSpec(grpc::CallbackServerContext* context,
+                                           const v1::ClusterSpecRequest* request,
+                                           v1::ClusterSpec* spec) override;
   grpc::ServerBidiReactor<v1::Heartbeat, v1::ControlMessage>* Control(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The control plane at N workers: a real scheduler (plaintext, on 127.0.0.1) of an elastic job
-# and member_sim playing N workers and S shards (one worker killed, one joining), for each N;
-# then, with SHARD_BINARY set, the same N workers running 20 counting dist_sync steps against 2
-# real shard processes (their memory per worker stream). One member_sim line each.
+# and member_sim playing N workers and S shards (one worker killed, one joining, one hanging in
+# a process of its own), for each N; then, with SHARD_BINARY set, the same N workers running
+# 20 counting dist_sync steps against 2 real shard processes (their memory per worker stream).
+# One member_sim line each.
 #   bazel build //services:scheduler //services:shard //tools/sim:member_sim
 #   SHARD_BINARY=bazel-bin/services/shard/shard tools/sim/bench_control_plane.sh \
 #     bazel-bin/services/scheduler/scheduler bazel-bin/tools/sim/member_sim [SHARDS] [N...]
@@ -30,7 +31,7 @@ for n in ${sizes[@]}; do
   start_scheduler "$n" "$shards" --on_worker_failure=elastic --min_workers=1 \
     --max_workers=$((n + 1))
   "$sim" --scheduler="$address" --workers="$n" --shards="$shards" --scheduler_pid="$pid" \
-    --scheduler_http="$http" --idle_s=5 --elastic
+    --scheduler_http="$http" --idle_s=5 --elastic --hang
   wait "$pid"
 done
 [ -n "${SHARD_BINARY:-}" ] || exit 0

@@ -3,6 +3,8 @@
 //   bazel run //tools/sim:member_sim -- --scheduler=127.0.0.1:9000 --workers=1024 --shards=64
 // (the scheduler started with --insecure -n 1024 -s 64).
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "services/common/http_server.h"
+#include "services/membership/member_session.h"
 #include "tools/bench/proc_usage.h"
 #include "tools/sim/member_swarm.h"
 
@@ -41,6 +44,11 @@ ABSL_FLAG(bool, elastic, false,
           "the scheduler runs an elastic job (--on_worker_failure=elastic, --max_workers one "
           "more than --workers): a worker dies, then one joins, and each generation change is "
           "timed");
+ABSL_FLAG(bool, hang, false,
+          "with --elastic: a worker in a process of its own joins, then hangs (SIGSTOP) while "
+          "the others wait for it at a barrier; the time until the scheduler lets them go on");
+ABSL_FLAG(bool, sit, false,
+          "join the job as one more worker and wait to be killed (the process --hang stops)");
 
 namespace {
 
@@ -71,11 +79,20 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+int Sit(const std::string& scheduler) {
+  cohort::MemberSessionOptions o;
+  o.scheduler_address = scheduler;
+  auto session = cohort::MemberSession::Join(o);
+  if (!session.ok()) return Fail(session.status());
+  for (;;) absl::SleepFor(absl::Hours(1));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Plays a job's members against a real scheduler.");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_sit)) return Sit(absl::GetFlag(FLAGS_scheduler));
   cohort::sim::SwarmOptions o;
   o.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   o.workers = absl::GetFlag(FLAGS_workers);
@@ -148,6 +165,17 @@ int main(int argc, char** argv) {
     changes = absl::StrFormat("; a worker killed: every other one in the next generation %.2f s "
                               "later; one joining: every worker in the next %.2f s later",
                               absl::ToDoubleSeconds(*death), absl::ToDoubleSeconds(*join));
+    if (absl::GetFlag(FLAGS_hang)) {
+      char self[4096];
+      const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+      if (length <= 0) return Fail(absl::InternalError("cannot read /proc/self/exe"));
+      auto hang = (*swarm)->HangAWorker({std::string(self, length),
+                                         "--scheduler=" + o.scheduler_address, "--sit"});
+      if (!hang.ok()) return Fail(hang.status());
+      absl::StrAppend(&changes, absl::StrFormat("; a worker hung: the others let go of its "
+                                                "barrier %.2f s after it stopped",
+                                                absl::ToDoubleSeconds(*hang)));
+    }
   }
 
   const absl::Time leaving = absl::Now();

@@ -1,12 +1,19 @@
 #include "tools/sim/member_swarm.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "services/membership/job_membership.h"
 #include "services/worker/dist_kvstore.h"
+#include "tools/launch/child_process.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort::sim {
@@ -72,24 +79,50 @@ absl::Status MemberSwarm::WaitUntilRunning(absl::Duration timeout) {
   });
 }
 
-absl::StatusOr<std::vector<absl::Duration>> MemberSwarm::Barriers(int rounds) {
+absl::StatusOr<MemberSwarm::BarrierRound> MemberSwarm::BarrierOfAll(
+    const std::string& name) const {
+  struct Answers {  // shared with the callbacks, which may outlive a wait that timed out
+    absl::Mutex mu;
+    int pending ABSL_GUARDED_BY(mu) = 0;
+    BarrierRound round ABSL_GUARDED_BY(mu);
+  };
+  auto answers = std::make_shared<Answers>();
   const int n = static_cast<int>(workers_.size());
-  std::vector<std::vector<absl::Time>> arrived(rounds, std::vector<absl::Time>(n));
-  std::vector<std::vector<absl::Time>> released(rounds, std::vector<absl::Time>(n));
-  // One thread a worker: a barrier holds every caller until the last arrives.
-  RETURN_IF_ERROR(ForEach(n, n, [&](int rank) -> absl::Status {
-    for (int r = 0; r < rounds; ++r) {
-      arrived[r][rank] = absl::Now();
-      RETURN_IF_ERROR(
-          workers_[rank]->Barrier(absl::StrCat("simulated barrier ", r), 0, 0).status());
-      released[r][rank] = absl::Now();
-    }
-    return absl::OkStatus();
-  }));
+  {
+    absl::MutexLock lock(&answers->mu);
+    answers->round.answers.assign(n, absl::NotFoundError("vanished"));
+    for (const auto& w : workers_) answers->pending += w != nullptr;
+  }
+  for (int w = 0; w < n; ++w) {
+    if (workers_[w] == nullptr) continue;
+    workers_[w]->BarrierAsync(name, 0, workers_[w]->generation(),
+                              [answers, w](absl::StatusOr<uint64_t> answer) {
+                                absl::MutexLock lock(&answers->mu);
+                                answers->round.answers[w] = std::move(answer);
+                                answers->round.last_answer = absl::Now();
+                                --answers->pending;
+                              });
+  }
+  const absl::Time last_call = absl::Now();
+  absl::MutexLock lock(&answers->mu);
+  const auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(answers->mu) {
+    return answers->pending == 0;
+  };
+  if (!answers->mu.AwaitWithTimeout(absl::Condition(&all_answered), absl::Seconds(60))) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        answers->pending, " of ", n, " workers had no answer to barrier '", name,
+        "' within 60 s"));
+  }
+  answers->round.last_call = last_call;
+  return std::move(answers->round);
+}
+
+absl::StatusOr<std::vector<absl::Duration>> MemberSwarm::Barriers(int rounds) {
   std::vector<absl::Duration> latencies;
   for (int r = 0; r < rounds; ++r) {
-    latencies.push_back(*std::max_element(released[r].begin(), released[r].end()) -
-                        *std::max_element(arrived[r].begin(), arrived[r].end()));
+    ASSIGN_OR_RETURN(BarrierRound round, BarrierOfAll(absl::StrCat("simulated barrier ", r)));
+    for (const absl::StatusOr<uint64_t>& answer : round.answers) RETURN_IF_ERROR(answer.status());
+    latencies.push_back(round.last_answer - round.last_call);
   }
   return latencies;
 }
@@ -128,6 +161,31 @@ absl::StatusOr<absl::Duration> MemberSwarm::JoinAWorker() {
   ASSIGN_OR_RETURN(std::unique_ptr<MemberSession> joined, MemberSession::Join(o));
   workers_.push_back(std::move(joined));
   return WaitPastGeneration(generation, joining);
+}
+
+absl::StatusOr<absl::Duration> MemberSwarm::HangAWorker(const std::vector<std::string>& argv) {
+  const int64_t generation = workers_.front()->generation();
+  launch::SpawnOptions spawn;
+  spawn.path = argv.front();
+  spawn.argv = argv;
+  for (char** e = environ; *e != nullptr; ++e) spawn.env.push_back(*e);
+  // Killed and waited for when it goes out of scope, on every path.
+  ASSIGN_OR_RETURN(std::unique_ptr<launch::ChildProcess> hung, launch::ChildProcess::Spawn(spawn));
+  const pid_t pid = hung->pid();
+  RETURN_IF_ERROR(WaitPastGeneration(generation, absl::Now()).status());  // it joined
+  if (kill(pid, SIGSTOP) != 0) {
+    return absl::InternalError(absl::StrCat("cannot stop pid ", pid, ": ", strerror(errno)));
+  }
+  const absl::Time stopped = absl::Now();
+  ASSIGN_OR_RETURN(BarrierRound round, BarrierOfAll("waiting for a hung worker"));
+  for (size_t w = 0; w < round.answers.size(); ++w) {
+    if (workers_[w] != nullptr && !ChangedGeneration(round.answers[w].status()).has_value()) {
+      return absl::InternalError(absl::StrCat(
+          "worker ", w, " was let through the barrier with a hung worker in it: ",
+          round.answers[w].status().ToString()));
+    }
+  }
+  return round.last_answer - stopped;
 }
 
 absl::StatusOr<absl::Duration> MemberSwarm::CountSteps(int steps, int keys, int64_t elements) {

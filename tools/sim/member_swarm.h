@@ -33,7 +33,8 @@ class MemberSwarm {
 
   // Until every worker has seen the job RUNNING with every shard up.
   absl::Status WaitUntilRunning(absl::Duration timeout);
-  // `rounds` barriers of every worker at once; for each, the time from the last worker's
+  // `rounds` barriers of every worker at once (each call asynchronous, as from processes of
+  // their own: no thread of this one waits in it); for each, the time from the last worker's
   // arrival to the last one's release.
   absl::StatusOr<std::vector<absl::Duration>> Barriers(int rounds);
   // An elastic job: one worker vanishes as a killed process does; the time until every other
@@ -42,6 +43,11 @@ class MemberSwarm {
   // An elastic job: a new worker joins; the time until every worker has heard of the generation
   // that follows.
   absl::StatusOr<absl::Duration> JoinAWorker();
+  // An elastic job: a worker in a process of its own (`argv` starts it) joins; it then stops
+  // as a hung process does (SIGSTOP: its connections stay open, its heartbeats stop) while
+  // every other worker waits for it at a barrier. The time from its stop until the scheduler
+  // let them go on into the next generation; the process is killed after.
+  absl::StatusOr<absl::Duration> HangAWorker(const std::vector<std::string>& argv);
   // The data path, against the job's real shard processes: every worker opens a dist_sync
   // store, and `steps` times pushes -1 for every element of `keys` keys of `elements` each; the
   // shards run plain SGD at rate 1, so after step s every element of every answer must be s + 1
@@ -54,6 +60,14 @@ class MemberSwarm {
   explicit MemberSwarm(SwarmOptions options) : options_(std::move(options)) {}
   // Runs f(i) for i in [0, n) on `threads` threads; the first error.
   absl::Status ForEach(int n, int threads, const std::function<absl::Status(int)>& f) const;
+  // Every worker still there calls the barrier `name` at once (in its generation); once every
+  // answer came, the times of the last call and the last answer, and each worker's answer.
+  struct BarrierRound {
+    absl::Time last_call;
+    absl::Time last_answer;
+    std::vector<absl::StatusOr<uint64_t>> answers;  // by worker; none for one vanished
+  };
+  absl::StatusOr<BarrierRound> BarrierOfAll(const std::string& name) const;
   // Until every worker still there has heard of a generation past `generation`.
   absl::StatusOr<absl::Duration> WaitPastGeneration(int64_t generation, absl::Time since) const;
 
