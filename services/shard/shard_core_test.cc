@@ -57,6 +57,48 @@ TEST(ShardCoreTest, SyncUpdateIsTheRankOrderMeanWhateverTheArrivalOrder) {
   EXPECT_EQ(read, weights);
 }
 
+// The answers of an update go out one after another; no worker is always the last to hear:
+// over many updates every tenth of the ranks waits about as long as any other.
+TEST(ShardCoreTest, EachUpdateAnswersEveryWorkerOnceAndNoRankIsAlwaysLast) {
+  const int workers = 64, updates = 64;
+  ShardCore core(0);
+  ASSERT_TRUE(core.Configure(Config(workers, KVStoreMode::kDistSync)).ok());
+  ASSERT_TRUE(core.AddPart({1, 0}, std::vector<float>(4, 0.0f)).ok());
+  // Where in its update's answers each rank came, by update.
+  std::vector<std::vector<int>> place(updates, std::vector<int>(workers, -1));
+  struct PlaceSink final : PartSink {
+    void Send(PartId, int64_t version, absl::Span<const float>, PinCount*) override {
+      std::vector<int>& at = (*place)[version - 1];
+      EXPECT_EQ(at[rank], -1) << "rank " << rank << " answered twice in update " << version;
+      at[rank] = (*sent)++;
+    }
+    std::vector<std::vector<int>>* place;
+    int* sent;
+    int rank;
+  };
+  std::vector<int> sent(updates, 0);
+  std::vector<PlaceSink> sinks(workers);
+  for (int step = 0; step < updates; ++step) {
+    for (int r = 0; r < workers; ++r) {
+      sinks[r].place = &place;
+      sinks[r].sent = &sent[step];
+      sinks[r].rank = r;
+      ASSERT_TRUE(core.Push(r, {1, 0}, step, Gradient(r, step, 4), &sinks[r]).ok());
+    }
+    EXPECT_EQ(sent[step], workers) << "update " << step + 1;
+  }
+  const int tenth = workers / 10;
+  for (int first = 0; first + tenth <= workers; first += tenth) {
+    double mean = 0;
+    for (const std::vector<int>& at : place) {
+      for (int r = first; r < first + tenth; ++r) mean += at[r];
+    }
+    mean /= updates * tenth;
+    EXPECT_GT(mean, workers / 4.0) << "ranks " << first << ".." << first + tenth - 1;
+    EXPECT_LT(mean, workers * 3 / 4.0) << "ranks " << first << ".." << first + tenth - 1;
+  }
+}
+
 // NaN or an infinity in a push is refused before it touches anything, counted, and named; the
 // worker's next good push of that version is taken.
 TEST(ShardCoreTest, NonFinitePushesAreRefusedNamingTheWorker) {

@@ -37,14 +37,18 @@ done
 [ -n "${SHARD_BINARY:-}" ] || exit 0
 for n in ${sizes[@]}; do
   start_scheduler "$n" 2
-  shard_pids=()
+  shard_pids=() shard_metrics=()
   for rank in 0 1; do
+    rm -f "$dir/shard-$rank.http"
     "$SHARD_BINARY" --insecure --bind=127.0.0.1 --scheduler="$address" --rank="$rank" \
-      >"$dir/shard-$rank.log" 2>&1 &
+      --metrics_port_file="$dir/shard-$rank.http" >"$dir/shard-$rank.log" 2>&1 &
     shard_pids+=("$!")
     pids+=("$!")
+    while [ ! -s "$dir/shard-$rank.http" ]; do sleep 0.05; done
+    shard_metrics+=("127.0.0.1:$(cat "$dir/shard-$rank.http")")
   done
   "$sim" --scheduler="$address" --workers="$n" --shards=0 --scheduler_pid="$pid" --idle_s=1 \
-    --barriers=5 --data_steps=20 --shard_pids="$(IFS=,; echo "${shard_pids[*]}")"
+    --barriers=5 --data_steps=20 --shard_pids="$(IFS=,; echo "${shard_pids[*]}")" \
+    --shard_metrics="$(IFS=,; echo "${shard_metrics[*]}")"
   wait "$pid" "${shard_pids[@]}"
 done

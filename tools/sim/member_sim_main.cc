@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -13,9 +14,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "services/common/http_server.h"
 #include "services/membership/member_session.h"
 #include "tools/bench/proc_usage.h"
@@ -36,7 +39,11 @@ ABSL_FLAG(int, data_steps, 0,
 ABSL_FLAG(int, keys, 2, "--data_steps: keys of the model");
 ABSL_FLAG(int64_t, elements, 4096, "--data_steps: F32 elements a key");
 ABSL_FLAG(std::vector<std::string>, shard_pids, {},
-          "--data_steps: the real shards' pids, for their memory per worker stream");
+          "--data_steps: the real shards' pids, for their memory per worker stream and their "
+          "CPU time per push");
+ABSL_FLAG(std::vector<std::string>, shard_metrics, {},
+          "--data_steps: the real shards' metrics host:port (plaintext), for the time of an "
+          "update (the rank-order sum of every worker's push and the optimizer)");
 ABSL_FLAG(std::string, scheduler_http, "",
           "the scheduler's HTTP host:port (plaintext): /status and /metrics are timed while the "
           "job runs idle");
@@ -73,6 +80,32 @@ absl::Duration Percentile(std::vector<absl::Duration> v, double p) {
 }
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+// The shards' update time so far, summed over them: seconds and updates
+// (cohort_shard_optimizer_apply_seconds).
+absl::StatusOr<std::pair<double, double>> UpdateTimes(const std::vector<std::string>& shards) {
+  std::pair<double, double> total{0, 0};
+  for (const std::string& address : shards) {
+    const size_t colon = address.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+      return absl::InvalidArgumentError("--shard_metrics takes host:port,...");
+    }
+    absl::StatusOr<cohort::HttpResponse> page =
+        cohort::HttpGet({address.substr(0, colon), port}, "/metrics");
+    if (!page.ok()) return page.status();
+    for (absl::string_view line : absl::StrSplit(page->body, '\n')) {
+      for (auto [suffix, sum] : {std::pair{"_sum", &total.first}, {"_count", &total.second}}) {
+        if (!absl::StartsWith(line, absl::StrCat("cohort_shard_optimizer_apply_seconds", suffix))) {
+          continue;
+        }
+        double value = 0;
+        if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) *sum += value;
+      }
+    }
+  }
+  return total;
+}
 
 int Fail(const absl::Status& s) {
   std::cerr << "member_sim: error: " << s.message() << "\n";
@@ -141,18 +174,53 @@ int main(int argc, char** argv) {
       for (int p : shard_pids) mib += cohort::ProcessResidentBytes(p) / 1048576.0;
       return mib;
     };
-    const double before = shards_resident();
-    auto counted = (*swarm)->CountSteps(data_steps, absl::GetFlag(FLAGS_keys),
-                                        absl::GetFlag(FLAGS_elements));
+    const auto shards_cpu = [&] {
+      absl::Duration cpu;
+      for (int p : shard_pids) cpu += cohort::ProcessCpuTime(p);
+      return cpu;
+    };
+    const std::vector<std::string> metrics = absl::GetFlag(FLAGS_shard_metrics);
+    const double resident_before = shards_resident();
+    const absl::Duration cpu_before = shards_cpu();
+    auto updates_before = UpdateTimes(metrics);
+    if (!updates_before.ok()) return Fail(updates_before.status());
+    const int keys = absl::GetFlag(FLAGS_keys);
+    const int64_t elements = absl::GetFlag(FLAGS_elements);
+    auto counted = (*swarm)->CountSteps(data_steps, keys, elements);
     if (!counted.ok()) return Fail(counted.status());
+    const double pushes = static_cast<double>(data_steps) * o.workers;
     data_path = absl::StrFormat("; %d dist_sync steps counted right in %.2f s", data_steps,
-                                absl::ToDoubleSeconds(*counted));
+                                absl::ToDoubleSeconds(counted->took));
+    // Fairness: how far apart the workers had their answers, and whether the same ranks
+    // always come last.
+    std::vector<absl::Duration> late = counted->lateness;
+    const size_t tenth = std::max<size_t>(1, late.size() / 10);
+    const auto mean_of = [](auto first, auto last) {
+      return absl::FDivDuration(std::accumulate(first, last, absl::ZeroDuration()),
+                                absl::Milliseconds(1)) / static_cast<double>(last - first);
+    };
+    absl::StrAppend(&data_path, absl::StrFormat(
+        "; a step's answers %.1f ms apart at p50, %.1f ms at p99; the first tenth of the ranks "
+        "%.1f ms behind each step's first answer, the last tenth %.1f ms",
+        Ms(Percentile(counted->spreads, 0.5)), Ms(Percentile(counted->spreads, 0.99)),
+        mean_of(late.begin(), late.begin() + tenth), mean_of(late.end() - tenth, late.end())));
+    if (!metrics.empty()) {
+      auto updates = UpdateTimes(metrics);
+      if (!updates.ok()) return Fail(updates.status());
+      const double count = updates->second - updates_before->second;
+      const double seconds = updates->first - updates_before->first;
+      absl::StrAppend(&data_path, absl::StrFormat(
+          "; an update (%d pushes summed in rank order, SGD) %.2f ms, %.2f ns per pushed element",
+          o.workers, 1e3 * seconds / count,
+          1e9 * seconds / (static_cast<double>(keys) * elements * pushes)));
+    }
     if (!shard_pids.empty()) {  // the streams are open and idle now
-      const double per_shard = (shards_resident() - before) / shard_pids.size();
-      absl::StrAppend(&data_path,
-                      absl::StrFormat(", each shard +%.1f MiB with its %d worker streams (%.0f "
-                                      "KiB a stream)",
-                                      per_shard, o.workers, 1024 * per_shard / o.workers));
+      const double per_shard = (shards_resident() - resident_before) / shard_pids.size();
+      absl::StrAppend(&data_path, absl::StrFormat(
+          "; shards' CPU %.0f us a worker's step; each shard +%.1f MiB with its %d worker "
+          "streams (%.0f KiB a stream)",
+          absl::ToDoubleMicroseconds(shards_cpu() - cpu_before) / pushes, per_shard, o.workers,
+          1024 * per_shard / o.workers));
     }
   }
 

@@ -188,7 +188,8 @@ absl::StatusOr<absl::Duration> MemberSwarm::HangAWorker(const std::vector<std::s
   return round.last_answer - stopped;
 }
 
-absl::StatusOr<absl::Duration> MemberSwarm::CountSteps(int steps, int keys, int64_t elements) {
+absl::StatusOr<MemberSwarm::CountedSteps> MemberSwarm::CountSteps(int steps, int keys,
+                                                                  int64_t elements) {
   OptimizerSpec rule;  // plain SGD at rate 1: each step adds the mean push's -(-1)
   rule.optimizer = "sgd";
   rule.lr_schedule.kind = LrScheduleKind::kConstant;
@@ -201,6 +202,7 @@ absl::StatusOr<absl::Duration> MemberSwarm::CountSteps(int steps, int keys, int6
   job.security = options_.security;
   const int n = static_cast<int>(workers_.size());
   stores_.resize(n);
+  std::vector<std::vector<absl::Time>> answered(n, std::vector<absl::Time>(steps));
   const absl::Time start = absl::Now();
   // One thread a worker: a store is used from one thread, and the workers meet at its barriers.
   RETURN_IF_ERROR(ForEach(n, n, [&](int w) -> absl::Status {
@@ -228,10 +230,21 @@ absl::StatusOr<absl::Duration> MemberSwarm::CountSteps(int steps, int keys, int6
           }
         }
       }
+      answered[w][step] = absl::Now();
     }
     return absl::OkStatus();
   }));
-  return absl::Now() - start;
+  CountedSteps counted{absl::Now() - start, {}, std::vector<absl::Duration>(n)};
+  for (int step = 0; step < steps; ++step) {
+    absl::Time first = absl::InfiniteFuture(), last = absl::InfinitePast();
+    for (int w = 0; w < n; ++w) {
+      first = std::min(first, answered[w][step]);
+      last = std::max(last, answered[w][step]);
+    }
+    counted.spreads.push_back(last - first);
+    for (int w = 0; w < n; ++w) counted.lateness[w] += (answered[w][step] - first) / steps;
+  }
+  return counted;
 }
 
 absl::Status MemberSwarm::FinishJob(absl::Duration timeout) {

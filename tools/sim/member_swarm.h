@@ -51,8 +51,15 @@ class MemberSwarm {
   // The data path, against the job's real shard processes: every worker opens a dist_sync
   // store, and `steps` times pushes -1 for every element of `keys` keys of `elements` each; the
   // shards run plain SGD at rate 1, so after step s every element of every answer must be s + 1
-  // (an error names the first that is not). The time the steps took.
-  absl::StatusOr<absl::Duration> CountSteps(int steps, int keys, int64_t elements);
+  // (an error names the first that is not).
+  struct CountedSteps {
+    absl::Duration took;
+    // When each worker had its step's answers, after the first worker had them: the spread
+    // of each step (last − first), and each worker's mean lateness (by worker).
+    std::vector<absl::Duration> spreads;
+    std::vector<absl::Duration> lateness;
+  };
+  absl::StatusOr<CountedSteps> CountSteps(int steps, int keys, int64_t elements);
   // Every worker leaves as finished (the job ends DONE), then every shard once it heard so.
   absl::Status FinishJob(absl::Duration timeout);
 
