@@ -353,8 +353,8 @@ absl::Status SyncDataToHosts(LaunchOptions& o, const std::string& dst_dir, std::
   if (!plan.has_value()) return absl::OkStatus();
   out << "launch: copying the data of " << plan->summary << " to " << plan->root << "\n"
       << std::flush;
-  for (size_t h = 0; h < o.hosts.size(); ++h) {
-    if (plan->files_by_host[h].empty()) continue;
+  RETURN_IF_ERROR(ForEachHost(static_cast<int>(o.hosts.size()), [&](int h) -> absl::Status {
+    if (plan->files_by_host[h].empty()) return absl::OkStatus();
     char list[] = "/tmp/cohort-data-files-XXXXXX";
     const int fd = mkstemp(list);
     if (fd < 0) return absl::InternalError(absl::StrCat("mkstemp: ", strerror(errno)));
@@ -367,8 +367,8 @@ absl::Status SyncDataToHosts(LaunchOptions& o, const std::string& dst_dir, std::
                           o.hosts[h].name, "the data", o.environment)
                 : absl::InternalError(absl::StrCat("cannot write ", list));
     unlink(list);
-    RETURN_IF_ERROR(copied);
-  }
+    return copied;
+  }));
   // The last of a flag's values counts.
   o.worker_argv.push_back(absl::StrCat("--dataset=", plan->dataset));
   o.worker_argv.push_back(absl::StrCat("--eval_dataset=", plan->eval_dataset));

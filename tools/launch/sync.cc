@@ -1,5 +1,9 @@
 #include "tools/launch/sync.h"
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -90,14 +94,28 @@ absl::Status RunSync(std::vector<std::string> command, absl::string_view host_na
   return absl::OkStatus();
 }
 
+absl::Status ForEachHost(int n, const std::function<absl::Status(int)>& f) {
+  std::vector<absl::Status> results(n);
+  std::atomic<int> next{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::min(n, kHostFanout); ++t) {
+    threads.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) results[i] = f(i);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
 absl::Status SyncToHosts(const SyncPlan& plan, const SshOptions& ssh,
                          const std::vector<Host>& hosts, const std::vector<std::string>& env) {
-  for (const Host& host : hosts) {
-    for (std::vector<std::string>& command : SyncCommands(plan, ssh, host.name)) {
-      RETURN_IF_ERROR(RunSync(std::move(command), host.name, "the job's files", env));
+  return ForEachHost(static_cast<int>(hosts.size()), [&](int h) {
+    for (std::vector<std::string>& command : SyncCommands(plan, ssh, hosts[h].name)) {
+      RETURN_IF_ERROR(RunSync(std::move(command), hosts[h].name, "the job's files", env));
     }
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace cohort::launch

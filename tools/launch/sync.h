@@ -30,8 +30,14 @@ std::vector<std::string> SyncedPrograms(const SyncPlan& plan);
 std::vector<std::vector<std::string>> SyncCommands(const SyncPlan& plan, const SshOptions& ssh,
                                                    absl::string_view host_name);
 
-// Runs the commands for every host, one host after another, with `env` as their environment;
-// the first failure is an error naming the host, with rsync's own words.
+// Runs f(i) for i in [0, n), up to kHostFanout at once, each on a thread of its own (a copy
+// waits on ssh and the network, not on this machine's CPU: one host after another, 32 hosts
+// took 27 s); the failure of the lowest i, if any.
+inline constexpr int kHostFanout = 32;
+absl::Status ForEachHost(int n, const std::function<absl::Status(int)>& f);
+
+// Runs the commands for every host (ForEachHost; each host's in order), with `env` as their
+// environment; a failure is an error naming the host, with rsync's own words.
 absl::Status SyncToHosts(const SyncPlan& plan, const SshOptions& ssh,
                          const std::vector<Host>& hosts, const std::vector<std::string>& env);
 

@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/test_tmp_dir.h"
@@ -21,6 +23,25 @@ using ::testing::ElementsAre;
 void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0644) {
   std::ofstream(path) << text;
   chmod(path.c_str(), mode);
+}
+
+TEST(ForEachHostTest, RunsEveryHostSeveralAtOnceAndSaysTheFirstHostsFailure) {
+  const int n = 40;
+  std::atomic<int> running{0}, most{0}, ran{0};
+  const absl::Status s = ForEachHost(n, [&](int h) -> absl::Status {
+    const int now = ++running;
+    for (int m = most.load(); now > m && !most.compare_exchange_weak(m, now);) {
+    }
+    absl::SleepFor(absl::Milliseconds(20));  // as a copy waits on the network
+    --running;
+    ++ran;
+    if (h == 30 || h == 7) return absl::UnavailableError(absl::StrCat("host ", h));
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(s.message(), "host 7");
+  EXPECT_EQ(ran.load(), n);  // a failure stops no other host's copy
+  EXPECT_GT(most.load(), 1);
+  EXPECT_LE(most.load(), kHostFanout);
 }
 
 std::string ReadFile(const std::string& path) {
