@@ -216,11 +216,15 @@ int main(int argc, char** argv) {
     }
     if (!shard_pids.empty()) {  // the streams are open and idle now
       const double per_shard = (shards_resident() - resident_before) / shard_pids.size();
+      // A dist_sync update keeps every worker's push until the last one came (to sum them in
+      // rank order): about the workers times the shard's parameters.
+      const double pushes_kept =
+          static_cast<double>(o.workers) * keys * elements * 4 / shard_pids.size() / 1048576;
       absl::StrAppend(&data_path, absl::StrFormat(
           "; shards' CPU %.0f us a worker's step; each shard +%.1f MiB with its %d worker "
-          "streams (%.0f KiB a stream)",
+          "streams, %.1f MiB of it the pushes an update sums: %.0f KiB a stream besides",
           absl::ToDoubleMicroseconds(shards_cpu() - cpu_before) / pushes, per_shard, o.workers,
-          1024 * per_shard / o.workers));
+          pushes_kept, 1024 * (per_shard - pushes_kept) / o.workers));
     }
   }
 
