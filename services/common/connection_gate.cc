@@ -123,6 +123,28 @@ void ConnectionGate::Run() {
     waiting.erase(fd);
     close(fd);
   };
+  // A waiting connection whose first byte came is handed over (or refused for it), one that
+  // hung up is closed; false while it has sent nothing.
+  const auto settle = [&](int fd) {
+    unsigned char first = 0;
+    const ssize_t got = recv(fd, &first, 1, MSG_PEEK);
+    if (got == 1) {
+      const std::optional<ConnectionRefusal> refusal = CheckOpening(expected_, first);
+      if (refusal.has_value()) {
+        drop(fd, refusal);
+      } else {
+        limiter.Closed(IdOf(fd));
+        waiting.erase(fd);
+        admit_(fd);
+      }
+      return true;
+    }
+    if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+      drop(fd, std::nullopt);  // hung up without a word: a port check, not a refusal
+      return true;
+    }
+    return false;
+  };
   bool accepting = true;  // false for a moment after the process ran out of descriptors
   std::vector<pollfd> polled;
   std::vector<int> ready;
@@ -150,22 +172,7 @@ void ConnectionGate::Run() {
     for (size_t i = 2; i < polled.size(); ++i) {
       if (polled[i].revents != 0) ready.push_back(polled[i].fd);
     }
-    for (int fd : ready) {
-      unsigned char first = 0;
-      const ssize_t got = recv(fd, &first, 1, MSG_PEEK);
-      if (got == 1) {
-        const std::optional<ConnectionRefusal> refusal = CheckOpening(expected_, first);
-        if (refusal.has_value()) {
-          drop(fd, refusal);
-        } else {
-          limiter.Closed(IdOf(fd));
-          waiting.erase(fd);
-          admit_(fd);
-        }
-      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-        drop(fd, std::nullopt);  // hung up without a word: a port check, not a refusal
-      }
-    }
+    for (int fd : ready) settle(fd);
     const absl::Time now = SteadyNow();
     ready.clear();
     for (const auto& [fd, w] : waiting) {
@@ -191,7 +198,10 @@ void ConnectionGate::Run() {
       waiting[fd] = Waiting{SocketAddressText(peer, true), now};
       for (ConnectionLimiter::Id id :
            limiter.Opened(IdOf(fd), SocketAddressText(peer, false), now)) {
+        // Its first byte may have come since the last poll (a burst of a thousand workers
+        // connecting at once from one address): it is no longer waiting, only unread.
         const int closing = FdOf(id);
+        if (settle(closing)) continue;
         drop(closing, now - waiting[closing].since >= limits_.request_deadline
                           ? ConnectionRefusal::kSilent
                           : ConnectionRefusal::kTooMany);

@@ -195,6 +195,20 @@ TEST_F(GateTest, APeerPastItsLimitLosesItsLongestWaitingConnection) {
   EXPECT_TRUE(WaitFor([&] { return admitted_.size() == 1; }));
 }
 
+// Many connections of one address at once, each sending its first byte as soon as it is
+// connected (a job's workers starting together on one host): none is closed as one too many.
+TEST_F(GateTest, ABurstOfConnectionsThatSpeakAtOnceIsAllHandedOver) {
+  ConnectionLimits limits;
+  limits.max_connections_per_peer = 2;
+  StartGate(Opening::kTls, limits);
+  const int n = 16;
+  for (int i = 0; i < n; ++i) Send(Connect(), "\x16\x03\x01");
+  EXPECT_TRUE(WaitFor([&] { return admitted_.size() == n; }));
+  absl::MutexLock lock(&mu_);
+  EXPECT_TRUE(refused_.empty()) << refused_.size() << " refused, the first as "
+                                << ConnectionRefusalName(refused_.front().reason);
+}
+
 TEST_F(GateTest, AClientThatHangsUpWithoutAWordIsNotARefusal) {
   ConnectionLimits limits;
   limits.request_deadline = absl::Milliseconds(300);

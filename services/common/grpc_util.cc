@@ -30,6 +30,10 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                           const TransportSecurity& security) {
   grpc::ChannelArguments args;
+  // A connection of its own, as a process of its own would have: gRPC would otherwise carry
+  // every channel a process opens to one address over one connection (a test's or the
+  // simulator's members, a thousand workers' streams on one socket).
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   security.AddChannelArguments(&args);

@@ -23,6 +23,7 @@
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
+#include "services/common/open_files.h"
 #include "services/common/port_file.h"
 #include "services/common/security_flags.h"
 #include "services/common/termination.h"
@@ -148,6 +149,14 @@ int main(int argc, char** argv) {
   if (!job.has_value()) return 2;
   const cohort::JobSpec& spec = *job;
   const absl::Duration linger = absl::Seconds(absl::GetFlag(FLAGS_linger));
+  // A connection per member, and some to spare for the pages and the journal.
+  const int64_t members =
+      std::max(spec.num_workers, spec.max_workers) + static_cast<int64_t>(spec.num_shards);
+  if (const int64_t files = cohort::RaiseOpenFileLimit(); files < members + 64) {
+    std::cerr << "scheduler: warning: this process may open " << files << " files, too few "
+              << "for the connections of " << members << " members; raise its limit (ulimit -n "
+              << members + 64 << " or more)\n";
+  }
 
   std::unique_ptr<cohort::JobJournal> journal;
   if (const std::string path = absl::GetFlag(FLAGS_journal); !path.empty()) {

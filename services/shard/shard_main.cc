@@ -19,6 +19,7 @@
 #include "services/common/http_server.h"
 #include "services/common/data_path_tuning.h"
 #include "services/common/metrics.h"
+#include "services/common/open_files.h"
 #include "services/common/security_flags.h"
 #include "services/membership/leave_on_signal.h"
 #include "services/membership/member_flags.h"
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
       "Runs a parameter shard of a job.\n"
       "  bazel run //services:shard -- --scheduler=HOST:PORT");
   cohort::TuneForDataPath();
+  cohort::RaiseOpenFileLimit();  // a connection per worker
   if (!cohort::ParseCanonicalCommandLine("shard", argc, argv, {})) return 2;
   std::optional<cohort::MemberSessionOptions> session_options = SessionOptionsFromFlags();
   if (!session_options.has_value()) return 2;

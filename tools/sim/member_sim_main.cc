@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "services/common/http_server.h"
+#include "services/common/open_files.h"
 #include "services/membership/member_session.h"
 #include "tools/bench/proc_usage.h"
 #include "tools/sim/member_swarm.h"
@@ -125,6 +126,7 @@ int Sit(const std::string& scheduler) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Plays a job's members against a real scheduler.");
   absl::ParseCommandLine(argc, argv);
+  cohort::RaiseOpenFileLimit();  // a connection per member, as N processes would have
   if (absl::GetFlag(FLAGS_sit)) return Sit(absl::GetFlag(FLAGS_scheduler));
   cohort::sim::SwarmOptions o;
   o.scheduler_address = absl::GetFlag(FLAGS_scheduler);
