@@ -72,7 +72,7 @@ class SwarmTest(unittest.TestCase):
         # The killed worker's place went to the one that joined: 256 finished.
         self.assertRegex(out, rf"member_sim: {WORKERS} workers, {SHARDS} shards: registered in "
                               r"[\d.]+ s, RUNNING at [\d.]+ s; barrier p50 [\d.]+ ms, p99 "
-                              r"[\d.]+ ms \(5 rounds\); idle scheduler [\d.]+% of a core.*; a "
+                              r"[\d.]+ ms \(5 rounds[^)]*\); idle scheduler [\d.]+% of a core.*; a "
                               r"worker killed: every other one in the next generation [\d.]+ s "
                               r"later; one joining: every worker in the next [\d.]+ s later")
         # The scheduler's --heartbeat_timeout is 3 s.

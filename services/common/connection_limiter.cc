@@ -15,13 +15,16 @@ std::vector<ConnectionLimiter::Id> ConnectionLimiter::Opened(Id id, const std::s
     }
   }
   for (Id late : to_close) Close(late, nullptr);  // already listed
-  // The new connection goes itself only when every other one counted is being answered.
+  // The new connection goes itself only when every other one counted is being answered (or,
+  // with a peer grace, never for its peer's count: it is younger than the grace).
+  const absl::Time past_grace = now - limits_.peer_grace;
   while (!connections_[id].closing && counted_by_peer_[peer] > limits_.max_connections_per_peer) {
-    Id longest = LongestWaiting(&peer, id);
+    Id longest = LongestWaiting(&peer, id, past_grace);
+    if (longest == nullptr && limits_.peer_grace > absl::ZeroDuration()) break;
     Close(longest != nullptr ? longest : id, &to_close);
   }
   while (!connections_[id].closing && counted_ > limits_.max_connections) {
-    Id longest = LongestWaiting(nullptr, id);
+    Id longest = LongestWaiting(nullptr, id, absl::InfiniteFuture());
     Close(longest != nullptr ? longest : id, &to_close);
   }
   return to_close;
@@ -48,14 +51,13 @@ void ConnectionLimiter::Closed(Id id) {
   connections_.erase(it);
 }
 
-ConnectionLimiter::Id ConnectionLimiter::LongestWaiting(const std::string* peer,
-                                                       Id except) const {
+ConnectionLimiter::Id ConnectionLimiter::LongestWaiting(const std::string* peer, Id except,
+                                                       absl::Time since) const {
   Id longest = nullptr;
-  absl::Time since = absl::InfiniteFuture();
   for (const auto& [id, connection] : connections_) {
     if (id == except || connection.asking || connection.closing) continue;
     if (peer != nullptr && connection.peer != *peer) continue;
-    if (connection.waiting_since < since) {
+    if (connection.waiting_since <= since) {
       since = connection.waiting_since;
       longest = id;
     }

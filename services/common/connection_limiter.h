@@ -18,6 +18,10 @@ struct ConnectionLimits {
   // How long a connection may take to send a whole request head (HTTP: from connecting, the TLS
   // handshake included, or from its last answer), or its first byte (gRPC).
   absl::Duration request_deadline = absl::Seconds(5);
+  // A connection younger than this is not closed for its peer's count: a host's members all
+  // connecting at once (a thousand workers' streams to a shard) wait a moment for their first
+  // byte without holding the port. The count of all peers holds regardless.
+  absl::Duration peer_grace = absl::ZeroDuration();
 };
 
 // Which connections a server closes so that idle and slow (slowloris) clients cannot
@@ -49,8 +53,8 @@ class ConnectionLimiter {
     bool closing = false;  // chosen to close; no longer counted
   };
   // The connection but `except` (of `peer`, or of all when null) waiting longest for a
-  // request; null when none waits.
-  Id LongestWaiting(const std::string* peer, Id except) const;
+  // request, since `since` at the latest; null when none does.
+  Id LongestWaiting(const std::string* peer, Id except, absl::Time since) const;
   void Close(Id id, std::vector<Id>* to_close);
 
   const ConnectionLimits limits_;

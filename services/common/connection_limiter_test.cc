@@ -38,6 +38,27 @@ TEST(ConnectionLimiterTest, APeerPastItsCapLosesItsLongestWaitingConnection) {
   EXPECT_EQ(limiter.closed_by_limits(), 2);
 }
 
+// With a peer grace, a burst of one peer's connections is not cut at its cap while young; one
+// that has waited past the grace is closed as before, and the cap of all holds regardless.
+TEST(ConnectionLimiterTest, APeersYoungConnectionsOutlastItsCapForTheGrace) {
+  ConnectionLimits limits = Limits(4, 2);
+  limits.peer_grace = absl::Seconds(1);
+  ConnectionLimiter limiter(limits);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(limiter.Opened(&c[i], "10.0.0.1", t0 + absl::Milliseconds(i == 0 ? 0 : 700 + i)),
+                IsEmpty());
+  }
+  EXPECT_EQ(limiter.open(), 3);
+  // c[0] alone has waited past the grace: the next one of its peer closes it, and only it.
+  EXPECT_THAT(limiter.Opened(&c[3], "10.0.0.1", t0 + absl::Milliseconds(1500)),
+              ElementsAre(&c[0]));
+  limiter.Closed(&c[0]);
+  // Four open (the cap of all): a fifth, of another peer, closes the longest waiting.
+  EXPECT_THAT(limiter.Opened(&c[4], "10.0.0.2", t0 + absl::Milliseconds(1501)), IsEmpty());
+  EXPECT_THAT(limiter.Opened(&c[5], "10.0.0.2", t0 + absl::Milliseconds(1502)),
+              ElementsAre(&c[1]));
+}
+
 TEST(ConnectionLimiterTest, AllPastTheCapLoseTheLongestWaitingOfAnyPeer) {
   ConnectionLimiter limiter(Limits(2, 10));
   limiter.Opened(&c[0], "a", t0);

@@ -62,15 +62,19 @@ absl::Status RunAsBatch() {
   return absl::OkStatus();
 }
 
+void SkipMutexDeadlockBookkeeping() {
+  const char* detect = std::getenv("COHORT_MUTEX_DEADLOCK_DETECTION");
+  if (detect == nullptr || std::string(detect) != "1") {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
+}
+
 void TuneForDataPath() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
   mallopt(M_TOP_PAD, 64 << 20);
   mallopt(M_ARENA_MAX, 1);
-  const char* detect = std::getenv("COHORT_MUTEX_DEADLOCK_DETECTION");
-  if (detect == nullptr || std::string(detect) != "1") {
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  }
+  SkipMutexDeadlockBookkeeping();
   const char* batch = std::getenv("COHORT_SCHED_BATCH");
   if (batch == nullptr || std::string(batch) != "0") {
     if (absl::Status s = RunAsBatch(); !s.ok()) {

@@ -12,15 +12,19 @@ namespace cohort {
 //    single-stream TCP; see ../docs/benchmarks.md). Buffers of up to 32 MiB stay on the heap
 //    instead of separately mapped, and one arena lets memory freed on gRPC's threads be reused
 //    on the caller's.
-//  - absl's mutexes skip their deadlock bookkeeping (a graph of every lock order seen, updated
-//    on each acquisition when the library is built for debugging, as Debian's is): a small part
-//    takes several locks on its way, and the graph cost a tenth of the CPU of a small-tensor
-//    round (docs/benchmarks.md, "Cheaper messages"). Tests keep it on, and so does a process
-//    started with COHORT_MUTEX_DEADLOCK_DETECTION=1 (it then dies naming a lock-order cycle).
+//  - absl's mutexes skip their deadlock bookkeeping (SkipMutexDeadlockBookkeeping).
 //  - Every thread runs under SCHED_BATCH (RunAsBatch), unless the environment has
 //    COHORT_SCHED_BATCH=0 (exactly "0"); where the kernel refuses, a warning names the thread
 //    and the process goes on.
 void TuneForDataPath();
+
+// absl's mutexes skip their deadlock bookkeeping (a graph of every lock order seen, updated on
+// each acquisition when the library is built for debugging, as Debian's is): a small part takes
+// several locks on its way, and the graph cost a tenth of the CPU of a small-tensor round
+// (docs/benchmarks.md, "Cheaper messages"); the scheduler takes its core's lock on each of a
+// thousand members' heartbeats a second. Tests keep it on, and so does a process started with
+// COHORT_MUTEX_DEADLOCK_DETECTION=1 (it then dies naming a lock-order cycle).
+void SkipMutexDeadlockBookkeeping();
 
 // Puts every thread of this process, and so every thread they start later, under Linux's
 // SCHED_BATCH policy: a thread that wakes up no longer preempts one that is computing, it

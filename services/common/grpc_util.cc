@@ -62,8 +62,12 @@ absl::StatusOr<RunningServer> StartServer(const std::string& bind_host, int port
     return absl::InternalError(absl::StrCat("cannot start the gRPC server on ", bind_host, ":",
                                             running.port));
   }
+  // Every worker of a job dials each shard at once, a thousand from a few hosts (or one).
+  ConnectionLimits limits;
+  limits.max_connections = 8192;
+  limits.peer_grace = absl::Seconds(1);
   absl::StatusOr<std::unique_ptr<ConnectionGate>> gate = ConnectionGate::Start(
-      *std::move(socket), security.opening(), ConnectionLimits{},
+      *std::move(socket), security.opening(), limits,
       [acceptor = running.acceptor, listener_fd](int fd) {
         grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
         connection.listener_fd = listener_fd;

@@ -40,7 +40,9 @@ MembershipTiming Timing(const MemberSessionOptions& options, const v1::RegisterR
   t.heartbeat_interval = reply.heartbeat_interval_ms() > 0
                              ? absl::Milliseconds(reply.heartbeat_interval_ms())
                              : options.heartbeat_interval;
-  t.scheduler_grace = options.scheduler_grace;
+  // A large job's members beat rarely (the scheduler's answers come as rarely): they give the
+  // scheduler up only after two intervals without one.
+  t.scheduler_grace = std::max(options.scheduler_grace, 2 * t.heartbeat_interval);
   return t;
 }
 

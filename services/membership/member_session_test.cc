@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -105,6 +107,28 @@ TEST_F(MemberSessionTest, AFailingMemberEndsTheJobForTheOthersWithItsReason) {
   EXPECT_EQ(calls, 1);
   w0->Leave(absl::OkStatus());
   shard->Leave(absl::OkStatus());
+}
+
+// The job's end is written to every member's control stream at once, not in the answer to its
+// next heartbeat: members that beat every 30 s hear it within a second.
+TEST_F(MemberSessionTest, MembersHearTheJobsEndAtOnceNotAtTheirNextHeartbeat) {
+  std::vector<std::unique_ptr<MemberSession>> members;
+  for (auto [role, rank] : {std::pair{v1::SHARD, 0}, {v1::WORKER, 0}, {v1::WORKER, 1}}) {
+    MemberSessionOptions o = Options(role, rank);
+    o.heartbeat_interval = absl::Seconds(30);
+    o.scheduler_grace = absl::Seconds(60);
+    auto session = MemberSession::Join(o);
+    ASSERT_TRUE(session.ok()) << session.status();
+    members.push_back(*std::move(session));
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // each has sent its first heartbeat and had its answer
+  core_->Stop("the scheduler was stopped by SIGTERM");
+  for (const auto& m : members) {
+    ASSERT_TRUE(m->WaitUntilEnded(absl::Seconds(1))) << m->name();
+    EXPECT_TRUE(absl::StrContains(m->end_status().message(), "stopped by SIGTERM"))
+        << m->end_status();
+  }
+  for (const auto& m : members) m->Leave(absl::OkStatus());
 }
 
 // What member_sim's killed worker does: to the scheduler it died, unannounced.

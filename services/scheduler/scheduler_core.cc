@@ -14,12 +14,16 @@ namespace cohort {
 
 absl::Duration HeartbeatIntervalFor(int members, absl::Duration timeout) {
   constexpr absl::Duration kShortest = absl::Milliseconds(250);
-  // Members give the scheduler up after --scheduler_grace (3 s) without an answer.
-  constexpr absl::Duration kLongest = absl::Milliseconds(1500);
-  constexpr double kHeardPerSecond = 1000;
+  constexpr absl::Duration kLongest = absl::Seconds(5);
+  constexpr double kHeardPerSecond = 500;
   const absl::Duration most = std::min(timeout / 3, kLongest);
   return std::max(std::min(absl::Seconds(members / kHeardPerSecond), most),
                   std::min(kShortest, most));
+}
+
+absl::Duration AutomaticHeartbeatTimeout(int members) {
+  return std::max(JobSpec().heartbeat_timeout,
+                  3 * HeartbeatIntervalFor(members, absl::InfiniteDuration()));
 }
 
 SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal)
@@ -69,6 +73,7 @@ void SchedulerCore::End(JobState state, std::string reason) {
   reason_ = std::move(reason);
   ReleaseBarrier(absl::AbortedError(reason_));
   AnswerClusterWaiters();
+  if (change_listener_) change_listener_(state_, generation_, reason_);
 }
 
 void SchedulerCore::EndIfAllFinished() {
@@ -214,6 +219,7 @@ void SchedulerCore::NewGeneration(const std::string& why) {
   barrier_arrived_ = 0;
   barrier_name_.clear();
   ReleaseBarrier(MembershipChangedError(generation_, generation_why_));
+  if (change_listener_) change_listener_(state_, generation_, std::string());
   notices_.push_back(absl::StrCat(why, ": generation ", generation_, " with ", active_.size(),
                                   " workers; they go back to the shards' newest checkpoint"));
 }

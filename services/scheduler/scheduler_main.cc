@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "services/common/clock.h"
 #include "services/common/count_text.h"
+#include "services/common/data_path_tuning.h"
 #include "services/common/durable_file.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
@@ -43,7 +44,9 @@ ABSL_FLAG(int, num_workers, cohort::SchedulerOptions().num_workers,
           "workers in the job (alias -n for the launcher)");
 ABSL_FLAG(int, num_shards, cohort::SchedulerOptions().num_shards, "parameter shards in the job");
 ABSL_FLAG(double, heartbeat_timeout, cohort::SchedulerOptions().heartbeat_timeout_s,
-          "seconds without a heartbeat after which a member is dead and the job fails");
+          "seconds without a heartbeat after which a member is dead and the job fails (0: 3, "
+          "or longer in a job of more than 500 members, whose members beat less often: 6.5 at "
+          "1,088)");
 ABSL_FLAG(double, shard_restart_grace, cohort::SchedulerOptions().shard_restart_grace_s,
           "seconds a dead shard has to register again under its rank, restarted from its "
           "checkpoint, while the workers wait (0: a shard's death fails the job; launch "
@@ -139,6 +142,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs a job's scheduler; shards and workers join it with --scheduler=HOST:PORT.\n"
       "  bazel run //services:scheduler -- --num_workers=2 --num_shards=2 --port=9000");
+  cohort::SkipMutexDeadlockBookkeeping();
   if (!cohort::ParseCanonicalCommandLine("scheduler", argc, argv, {})) return 2;
   auto security = cohort::SecurityFromFlags("scheduler");
   if (!security.ok()) {

@@ -31,12 +31,11 @@ absl::StatusOr<JobSpec> SchedulerOptions::ToJobSpec() const {
     return Invalid(absl::StrCat("--job_id '", spec.job_id,
                                 "' may hold only letters, digits, '.', '_' and '-'"));
   }
-  if (linger_s < 0 || heartbeat_timeout_s <= 0 || shard_restart_grace_s < 0 ||
+  if (linger_s < 0 || heartbeat_timeout_s < 0 || shard_restart_grace_s < 0 ||
       max_shard_restarts < 0 || form_timeout_s <= 0 || baseline_images_per_second < 0) {
     return Invalid(
-        "--linger, --shard_restart_grace, --max_shard_restarts and "
-        "--baseline_images_per_second must be 0 or more, --heartbeat_timeout and --form_timeout "
-        "more than 0");
+        "--linger, --heartbeat_timeout, --shard_restart_grace, --max_shard_restarts and "
+        "--baseline_images_per_second must be 0 or more, --form_timeout more than 0");
   }
   if (on_worker_failure != "fail" && !elastic()) {
     return Invalid(
@@ -51,9 +50,10 @@ absl::StatusOr<JobSpec> SchedulerOptions::ToJobSpec() const {
                                 ": need 1 <= min_workers <= the number of workers (",
                                 num_workers, ") <= max_workers"));
   }
-  spec.heartbeat_timeout = absl::Seconds(heartbeat_timeout_s);
-  spec.heartbeat_interval =
-      HeartbeatIntervalFor(num_shards + spec.max_workers, spec.heartbeat_timeout);
+  const int members = num_shards + spec.max_workers;
+  spec.heartbeat_timeout = heartbeat_timeout_s > 0 ? absl::Seconds(heartbeat_timeout_s)
+                                                   : AutomaticHeartbeatTimeout(members);
+  spec.heartbeat_interval = HeartbeatIntervalFor(members, spec.heartbeat_timeout);
   spec.form_timeout = absl::Seconds(form_timeout_s);
   spec.shard_restart_grace = absl::Seconds(shard_restart_grace_s);
   spec.max_shard_restarts = max_shard_restarts;

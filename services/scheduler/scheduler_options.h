@@ -25,7 +25,7 @@ struct SchedulerOptions {
   std::string on_worker_failure = "fail";
   int min_workers = 1;
   int max_workers = 0;  // 0: num_workers
-  double heartbeat_timeout_s = 3;
+  double heartbeat_timeout_s = 0;  // 0: AutomaticHeartbeatTimeout (3 s up to 500 members)
   double shard_restart_grace_s = 0;
   int max_shard_restarts = 0;  // per shard rank; 0: no limit
   double form_timeout_s = 120;

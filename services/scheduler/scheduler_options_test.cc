@@ -43,18 +43,23 @@ TEST(SchedulerOptionsTest, TheJobTheyDescribe) {
   EXPECT_FALSE(SchedulerOptions().ToJobSpec()->job_id.empty());  // a new one
 }
 
-TEST(SchedulerOptionsTest, ALargeJobsMembersBeatLessOften) {
+TEST(SchedulerOptionsTest, ALargeJobsMembersBeatLessOftenAndAreGivenLonger) {
   SchedulerOptions o;
   o.num_workers = 8;
   o.num_shards = 2;
   EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(250));
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_timeout, absl::Seconds(3));
   o.num_workers = 1024;
-  o.num_shards = 64;  // about a thousand heartbeats a second, at most a third of the timeout
+  o.num_shards = 64;  // about 500 heartbeats a second; the timeout three intervals
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(2176));
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_timeout, absl::Milliseconds(3 * 2176));
+  o.heartbeat_timeout_s = 3;  // asked for: the interval stays a third of it
   EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Seconds(1));
-  o.heartbeat_timeout_s = 6;
-  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(1088));
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_timeout, absl::Seconds(3));
+  o.heartbeat_timeout_s = 0;
   o.num_workers = 4096;
-  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(1500));
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Seconds(5));
+  EXPECT_EQ(o.ToJobSpec()->heartbeat_timeout, absl::Seconds(15));
   o.num_workers = 2;
   o.heartbeat_timeout_s = 0.3;
   EXPECT_EQ(o.ToJobSpec()->heartbeat_interval, absl::Milliseconds(100));

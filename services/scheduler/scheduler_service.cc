@@ -126,22 +126,25 @@ grpc::ServerUnaryReactor* SchedulerService::GetClusterSpec(grpc::CallbackServerC
   return reactor;
 }
 
-namespace {
-
-// A member's control stream: each heartbeat read is answered with the job's state before the
-// next is read (one write at a time, as the callback API needs); its end is the member's
-// leaving or death, told to the core.
+// A member's control stream. A read is always outstanding: each heartbeat is answered with the
+// job's state; a new generation or the job's end is written at once (ControlStreams::Changed),
+// without waiting for the member's next heartbeat. One write at a time, as the callback API
+// needs: a message that comes while one is being written waits, the latest replacing an older
+// (each says the whole state; members take generations and ends only forward). The stream's
+// end is the member's leaving or death, told to the core.
 class ControlReactor final : public grpc::ServerBidiReactor<v1::Heartbeat, v1::ControlMessage> {
  public:
-  ControlReactor(SchedulerCore* core, grpc::CallbackServerContext* context)
-      : core_(core), context_(context) {
+  ControlReactor(SchedulerCore* core, ControlStreams* streams,
+                 grpc::CallbackServerContext* context)
+      : core_(core), streams_(streams), context_(context) {
+    streams_->Add(this);
     StartRead(&heartbeat_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return End();
+    if (!ok) return End(grpc::Status::OK);
     absl::StatusOr<MemberRole> role = RoleFromProto(heartbeat_.role());
-    if (!role.ok()) return Finish(ToGrpcStatus(role.status()));
+    if (!role.ok()) return End(ToGrpcStatus(role.status()));
     role_ = *role;
     rank_ = heartbeat_.rank();
     pid_ = heartbeat_.pid();
@@ -158,45 +161,104 @@ class ControlReactor final : public grpc::ServerBidiReactor<v1::Heartbeat, v1::C
     } else {
       state = core_->Heartbeat(role_, rank_, nullptr, pid_);
     }
-    answer_.Clear();
-    answer_.set_state(ToProto(state));
-    answer_.set_generation(core_->generation());
-    if (state == JobState::kDone || state == JobState::kFailed) answer_.set_reason(core_->reason());
-    StartWrite(&answer_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) return End();
+    const bool ended = state == JobState::kDone || state == JobState::kFailed;
+    Send(state, core_->generation(), ended ? core_->reason() : std::string());
     StartRead(&heartbeat_);
   }
 
-  void OnDone() override { delete this; }
+  // The job's state to write (a heartbeat's answer, or a change the core told).
+  void Send(JobState state, int64_t generation, const std::string& reason) {
+    v1::ControlMessage message;
+    message.set_state(ToProto(state));
+    message.set_generation(generation);
+    if (state == JobState::kDone || state == JobState::kFailed) message.set_reason(reason);
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    if (writing_) {
+      next_ = std::move(message);
+      return;
+    }
+    writing_ = true;
+    out_ = std::move(message);
+    StartWrite(&out_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    if (ok && next_.has_value() && !finishing_) {
+      out_ = *std::move(next_);
+      next_.reset();
+      StartWrite(&out_);
+      return;
+    }
+    writing_ = false;
+    if (finishing_) Finish(status_);
+  }
+
+  void OnDone() override {
+    streams_->Remove(this);
+    delete this;
+  }
 
  private:
-  void End() {
-    if (known_) {
+  // The read side ended (the member closed it or is gone) or broke the protocol: no more
+  // writes; the stream finishes once the write in flight is done.
+  void End(const grpc::Status& status) {
+    streams_->Remove(this);
+    if (known_ && status.ok()) {
       core_->ControlStreamEnded(
           role_, rank_, context_->IsCancelled() ? "connection lost" : "closed by the member",
           pid_);
     }
-    Finish(grpc::Status::OK);
+    absl::MutexLock lock(&mu_);
+    finishing_ = true;
+    status_ = status;
+    if (!writing_) Finish(status_);
   }
 
   SchedulerCore* const core_;
+  ControlStreams* const streams_;
   grpc::CallbackServerContext* const context_;
+  // The read side's (one read at a time).
   v1::Heartbeat heartbeat_;
-  v1::ControlMessage answer_;
   bool known_ = false;
   MemberRole role_ = MemberRole::kWorker;
   int rank_ = -1;
   int64_t pid_ = 0;
+
+  absl::Mutex mu_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  v1::ControlMessage out_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  std::optional<v1::ControlMessage> next_ ABSL_GUARDED_BY(mu_);
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace
+
+void ControlStreams::Add(ControlReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  streams_.insert(stream);
+}
+
+void ControlStreams::Remove(ControlReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  streams_.erase(stream);
+}
+
+void ControlStreams::Changed(JobState state, int64_t generation, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  for (ControlReactor* stream : streams_) stream->Send(state, generation, reason);
+}
+
+SchedulerService::SchedulerService(SchedulerCore* core) : core_(core) {
+  core_->SetChangeListener([this](JobState state, int64_t generation, const std::string& reason) {
+    streams_.Changed(state, generation, reason);
+  });
+}
 
 grpc::ServerBidiReactor<v1::Heartbeat, v1::ControlMessage>* SchedulerService::Control(
     grpc::CallbackServerContext* context) {
-  return new ControlReactor(core_, context);
+  return new ControlReactor(core_, &streams_, context);
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext* context,

@@ -1,10 +1,31 @@
 #ifndef COHORT_SERVICES_SCHEDULER_SCHEDULER_SERVICE_H_
 #define COHORT_SERVICES_SCHEDULER_SCHEDULER_SERVICE_H_
 
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace cohort {
+
+class ControlReactor;
+
+// The members' open control streams, told each change of the job at once.
+class ControlStreams {
+ public:
+  void Add(ControlReactor* stream);
+  void Remove(ControlReactor* stream);  // before it is deleted; again is no harm
+  // Runs under the core's lock (SchedulerCore::SetChangeListener).
+  void Changed(JobState state, int64_t generation, const std::string& reason);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_set<ControlReactor*> streams_ ABSL_GUARDED_BY(mu_);
+};
 
 // The Scheduler gRPC service over a SchedulerCore. The core must outlive the service. A
 // member's control stream, a barrier and a wait for the cluster hold no thread while they wait
@@ -13,7 +34,9 @@ class SchedulerService final
     : public v1::Scheduler::WithCallbackMethod_Control<v1::Scheduler::WithCallbackMethod_Barrier<
           v1::Scheduler::WithCallbackMethod_GetClusterSpec<v1::Scheduler::Service>>> {
  public:
-  explicit SchedulerService(SchedulerCore* core) : core_(core) {}
+  // Listens to the core's changes (SetChangeListener): the core must not outlive the service
+  // while it runs.
+  explicit SchedulerService(SchedulerCore* core);
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterReply* reply) override;
@@ -30,6 +53,7 @@ class SchedulerService final
 
  private:
   SchedulerCore* const core_;
+  ControlStreams streams_;
 };
 
 }  // namespace cohort

@@ -153,7 +153,7 @@ TEST_F(SchedulerServiceTest, AnUnknownRoleAndATakenRankAreRefusedAsTheCoreSays) 
   EXPECT_EQ(again.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << again.error_message();
 }
 
-TEST_F(SchedulerServiceTest, HeartbeatsAreAnsweredWithTheJobStateAndItsEndWithTheReason) {
+TEST_F(SchedulerServiceTest, HeartbeatsAreAnsweredWithTheJobStateAndItsEndIsToldAtOnce) {
   v1::RegisterReply reply;
   ASSERT_TRUE(Register(v1::SHARD, 7003, &reply).ok());
   ASSERT_TRUE(Register(v1::WORKER, 0, &reply).ok());
@@ -178,6 +178,11 @@ TEST_F(SchedulerServiceTest, HeartbeatsAreAnsweredWithTheJobStateAndItsEndWithTh
   grpc::ClientContext stop_context;
   v1::StopReply stopped;
   ASSERT_TRUE(stub_->Stop(&stop_context, stop, &stopped).ok());
+  // The end is written at once, before any heartbeat asks.
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.state(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(answer.reason(), "out of memory on host-a")) << answer.reason();
+  // And a heartbeat's answer says it again.
   ASSERT_TRUE(stream->Write(heartbeat));
   ASSERT_TRUE(stream->Read(&answer));
   EXPECT_EQ(answer.state(), v1::FAILED);

@@ -31,14 +31,15 @@ veth, bridge, netfilter), before it predicts the jobs on all of them.
 
 The control plane, per job of N members (workers + shards; //tools/sim:member_sim measured
 its costs against the real scheduler at 64 to 1,024 workers, tools/sim/bench_control_plane.sh):
-  - heartbeats: every member beats every I(N) = clamp(N / 1000 s, 250 ms, min(timeout / 3,
-    1.5 s)) (the scheduler's HeartbeatIntervalFor); the scheduler spends c_heartbeat on each:
-    CPU = N / I(N) × c_heartbeat.
+  - heartbeats: every member beats every I(N) = clamp(N / 500 s, 250 ms, min(timeout / 3, 5 s))
+    (the scheduler's HeartbeatIntervalFor), the timeout max(3 s, 3 I(N)) unless set
+    (AutomaticHeartbeatTimeout); the scheduler spends c_heartbeat on each: CPU = N / I(N) ×
+    c_heartbeat. A hung member is noticed within the timeout.
   - start: registration until RUNNING, c_register per member (they register at once).
   - a barrier (the start, a shard's recovery: two, an elastic regroup: two): c_barrier per
     worker from the last arrival to the last release.
-  - a generation change (a worker dies or joins): noticed at once when its stream ends, heard
-    by every worker in its next heartbeat's answer: I(N).
+  - a generation change (a worker dies or joins): noticed at once when its stream ends, written
+    to every member's control stream at once: c_push per member.
 Neither is on a step's path (no barrier or scheduler call in a training step): they bound the
 start, a recovery, and the scheduler's own host.
 """
@@ -61,11 +62,12 @@ from bench_ps import (WIRE_BYTES, bits_per_second, iperf3_gbps, program, run_job
 # (docs/benchmarks.md,
 # "Scaling model"); --costs FILE or --calibrate replace them.
 DEFAULT_COSTS = {"c_byte": 6.99e-10, "c_part": 1.35e-6, "c_msg": 7.23e-6, "rtt": 4.69e-4}
-# The control plane's costs member_sim measured at 64/256/1,024 workers (64 shards) on this
-# project's 2-core VM with the simulator on the same cores, 2026-11-27 (docs/benchmarks.md,
-# "The control plane ... simulated"): upper bounds.
-CONTROL_COSTS = {"c_heartbeat": 35e-6, "c_register": 0.5e-3, "c_barrier": 0.057e-3}
-HEARTBEAT_TIMEOUT_S = 3.0
+# The control plane's costs member_sim measured at 1,024 workers and 64 shards (each member a
+# connection of its own) on this project's 2-core VM with the simulator on the same cores,
+# 2026-11-27 (docs/benchmarks.md, "The control plane ... simulated"): upper bounds.
+CONTROL_COSTS = {"c_heartbeat": 188e-6, "c_register": 1.25e-3, "c_barrier": 0.0625e-3,
+                 "c_push": 0.1e-3}
+HEARTBEAT_TIMEOUT_S = 3.0  # the least; a larger job's is longer (heartbeat_timeout)
 # A nominal Ethernet rate's share that is TCP payload: 1448 bytes (1500-byte MTU less IP, TCP
 # and timestamp headers) of each 1538 on the wire (Ethernet header, FCS, preamble, gap).
 TCP_PAYLOAD = 1448 / 1538
@@ -303,18 +305,25 @@ def validate(rates, hosts, cases, fusion_bytes):
     return rows
 
 
-def heartbeat_interval(members, timeout_s=HEARTBEAT_TIMEOUT_S):
-    """The scheduler's HeartbeatIntervalFor (services/scheduler/scheduler_core.cc), in s."""
-    most = min(timeout_s / 3, 1.5)
-    return max(min(members / 1000, most), min(0.25, most))
+def heartbeat_interval(members, timeout_s=None):
+    """The scheduler's HeartbeatIntervalFor (services/scheduler/scheduler_core.cc), in s; with
+    no timeout asked for, the automatic one's (heartbeat_timeout)."""
+    most = min(timeout_s / 3 if timeout_s else math.inf, 5.0)
+    return max(min(members / 500, most), min(0.25, most))
+
+
+def heartbeat_timeout(members):
+    """The scheduler's AutomaticHeartbeatTimeout, in s."""
+    return max(HEARTBEAT_TIMEOUT_S, 3 * heartbeat_interval(members))
 
 
 def control_plane(workers, shards, costs=CONTROL_COSTS):
-    """(heartbeat interval s, scheduler CPU share of a core, start s, barrier s) at this size."""
+    """(heartbeat interval s, scheduler CPU share of a core, start s, barrier s, generation
+    change heard s, heartbeat timeout s) at this size, with the automatic timeout."""
     members = workers + shards
     interval = heartbeat_interval(members)
     return (interval, members / interval * costs["c_heartbeat"], members * costs["c_register"],
-            workers * costs["c_barrier"])
+            workers * costs["c_barrier"], members * costs["c_push"], heartbeat_timeout(members))
 
 
 def project_control_plane(args):
@@ -322,18 +331,18 @@ def project_control_plane(args):
     print("Control plane (scheduler; per job, off the step's path; upper bounds from a 2-core "
           "machine):")
     print()
-    print("| GPUs | layout | workers | shards | heartbeat interval | scheduler CPU | start | "
-          "barrier | generation change heard |")
+    print("| GPUs | layout | workers | shards | heartbeat interval / timeout | scheduler CPU | "
+          "start | barrier | generation change heard |")
     print("|---|---|---|---|---|---|---|---|---|")
     gpus = 8
     while gpus <= args.max_gpus:
         hosts = max(1, gpus // args.gpus_per_host)
         for workers, layout in ((gpus, "a worker per GPU"), (hosts, "a worker per host")):
             shards = hosts * args.shards_per_host
-            interval, cpu, start, barrier = control_plane(workers, shards)
-            print(f"| {gpus} | {layout} | {workers} | {shards} | {1e3 * interval:.0f} ms | "
-                  f"{100 * cpu:.1f}% of a core | {start:.2f} s | {1e3 * barrier:.1f} ms | "
-                  f"{interval:.2f} s |")
+            interval, cpu, start, barrier, heard, timeout = control_plane(workers, shards)
+            print(f"| {gpus} | {layout} | {workers} | {shards} | {1e3 * interval:.0f} ms / "
+                  f"{timeout:.1f} s | {100 * cpu:.1f}% of a core | {start:.2f} s | "
+                  f"{1e3 * barrier:.1f} ms | {heard:.2f} s |")
         gpus *= 2
 
 
