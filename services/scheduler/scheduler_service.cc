@@ -234,7 +234,6 @@ class ControlReactor final : public grpc::ServerBidiReactor<v1::Heartbeat, v1::C
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-
 void ControlStreams::Add(ControlReactor* stream) {
   absl::MutexLock lock(&mu_);
   streams_.insert(stream);
