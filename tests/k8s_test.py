@@ -268,6 +268,18 @@ class KubePlaySmokeTest(unittest.TestCase):
     def podman(self, *args, **kwargs):
         return self.store.podman(*args, **kwargs)
 
+    def free_subnet(self, seed):
+        """A 10.89.N (N in 100..199, from seed on) that no interface of this host and no
+        network of the store holds: a bridge another run left behind keeps its address."""
+        used = subprocess.run(["/usr/sbin/ip", "-o", "-4", "addr"], capture_output=True,
+                              text=True).stdout
+        used += self.podman("network", "ls", "--format", "json").stdout
+        for i in range(100):
+            subnet = f"10.89.{100 + (seed + i) % 100}"
+            if f"{subnet}." not in used:
+                return subnet
+        self.fail(f"every subnet 10.89.100-199 is in use:\n{used}")
+
     def play(self, overlay, pod_names):
         """Plays the overlay's pods as a kubelet would, on a network of the test's own; waits
         for the workers and checks they trained into the band, the model, and the scheduler's
@@ -287,7 +299,7 @@ class KubePlaySmokeTest(unittest.TestCase):
         os.mkdir(model)
         os.chown(model, 65532, 65532)
         objects = list(yaml.safe_load_all(render(overlay)))
-        subnet = f"10.89.{100 + (os.getpid() + len(overlay)) % 100}"
+        subnet = self.free_subnet(os.getpid() + len(overlay))
         network = f"cohort-k8s-{overlay}-{os.getpid()}"
         played, addresses = kubelet_pods(objects, subnet, {
             "cohort-tls": tls, "cohort-data-fashion-mnist": podman_store.DATASET,
