@@ -154,8 +154,7 @@ int main(int argc, char** argv) {
   const cohort::JobSpec& spec = *job;
   const absl::Duration linger = absl::Seconds(absl::GetFlag(FLAGS_linger));
   // A connection per member, and some to spare for the pages and the journal.
-  const int64_t members =
-      std::max(spec.num_workers, spec.max_workers) + static_cast<int64_t>(spec.num_shards);
+  const int64_t members = spec.max_workers + static_cast<int64_t>(spec.num_shards);
   if (const int64_t files = cohort::RaiseOpenFileLimit(); files < members + 64) {
     std::cerr << "scheduler: warning: this process may open " << files << " files, too few "
               << "for the connections of " << members << " members; raise its limit (ulimit -n "

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "services/common/addresses.h"
 #include "services/common/http_server.h"
 #include "services/common/open_files.h"
 #include "services/membership/member_session.h"
@@ -60,17 +61,19 @@ ABSL_FLAG(bool, sit, false,
 
 namespace {
 
-// GET path from host:port (plain HTTP): the time to the whole answer and its bytes.
+// GET path from host:port (plain HTTP); `flag` names where the address came from.
+absl::StatusOr<cohort::HttpResponse> Get(const std::string& address, const std::string& path,
+                                         absl::string_view flag) {
+  const int port = cohort::PortOfAddress(address);
+  if (port <= 0) return absl::InvalidArgumentError(absl::StrCat(flag, " takes host:port"));
+  return cohort::HttpGet({std::string(cohort::HostOfAddress(address)), port}, path);
+}
+
+// GET path from host:port: the time to the whole answer and its bytes.
 absl::StatusOr<std::pair<absl::Duration, size_t>> Fetch(const std::string& address,
                                                          const std::string& path) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError("--scheduler_http takes host:port");
-  }
   const absl::Time start = absl::Now();
-  absl::StatusOr<cohort::HttpResponse> page =
-      cohort::HttpGet({address.substr(0, colon), port}, path);
+  absl::StatusOr<cohort::HttpResponse> page = Get(address, path, "--scheduler_http");
   if (!page.ok()) return page.status();
   return std::make_pair(absl::Now() - start, page->body.size());
 }
@@ -87,13 +90,7 @@ double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 absl::StatusOr<std::pair<double, double>> UpdateTimes(const std::vector<std::string>& shards) {
   std::pair<double, double> total{0, 0};
   for (const std::string& address : shards) {
-    const size_t colon = address.rfind(':');
-    int port = 0;
-    if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
-      return absl::InvalidArgumentError("--shard_metrics takes host:port,...");
-    }
-    absl::StatusOr<cohort::HttpResponse> page =
-        cohort::HttpGet({address.substr(0, colon), port}, "/metrics");
+    absl::StatusOr<cohort::HttpResponse> page = Get(address, "/metrics", "--shard_metrics");
     if (!page.ok()) return page.status();
     for (absl::string_view line : absl::StrSplit(page->body, '\n')) {
       for (auto [suffix, sum] : {std::pair{"_sum", &total.first}, {"_count", &total.second}}) {
