@@ -264,7 +264,8 @@ class RecoveryTest(job_fixture.JobTestCase):
 
     def test_shard_killed_after_the_job_is_done_leaves_it_done(self):
         """A shard SIGKILLed as the scheduler says the job is DONE: the job's model
-        stands, the launcher says so and exits 0 at once."""
+        stands, the launcher says so and exits 0 at once. (The shard hears DONE at once and
+        leaves: it is stopped from the model's writing on, so that the kill lands after.)"""
         job = self.job("done")
         model = os.path.join(self.dir, "done.safetensors")
         launcher = self.start("done", [
@@ -273,6 +274,7 @@ class RecoveryTest(job_fixture.JobTestCase):
             *LENET.worker, f"--output={model}"])
         self.wait_for("done", launcher, r"^\[worker 0\] Wrote ")
         shard = self.member(job, "shard", 1)
+        os.kill(shard, signal.SIGSTOP)
         self.wait_for("done", launcher, r"^\[scheduler\] scheduler: job DONE")
         os.kill(shard, signal.SIGKILL)
         start = time.monotonic()
