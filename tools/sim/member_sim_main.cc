@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "services/common/addresses.h"
+#include "services/common/data_path_tuning.h"
 #include "services/common/http_server.h"
 #include "services/common/open_files.h"
 #include "services/membership/member_session.h"
@@ -124,6 +125,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Plays a job's members against a real scheduler.");
   absl::ParseCommandLine(argc, argv);
   cohort::RaiseOpenFileLimit();  // a connection per member, as N processes would have
+  // As every shard and worker process does: absl's lock-order graph is not a member's cost.
+  cohort::SkipMutexDeadlockBookkeeping();
   if (absl::GetFlag(FLAGS_sit)) return Sit(absl::GetFlag(FLAGS_scheduler));
   cohort::sim::SwarmOptions o;
   o.scheduler_address = absl::GetFlag(FLAGS_scheduler);

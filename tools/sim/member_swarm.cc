@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "services/membership/job_membership.h"
 #include "services/worker/dist_kvstore.h"
 #include "tools/launch/child_process.h"
@@ -81,40 +82,47 @@ absl::Status MemberSwarm::WaitUntilRunning(absl::Duration timeout) {
 
 absl::StatusOr<MemberSwarm::BarrierRound> MemberSwarm::BarrierOfAll(
     const std::string& name) const {
-  struct Answers {  // shared with the callbacks, which may outlive a wait that timed out
-    absl::Mutex mu;
-    int pending ABSL_GUARDED_BY(mu) = 0;
-    BarrierRound round ABSL_GUARDED_BY(mu);
+  // Shared with the callbacks, which may outlive a wait that timed out. Each answer has a slot
+  // of its own and only the last one takes the lock: N processes' answers share nothing, and
+  // the simulator's own bookkeeping must not queue them on one lock.
+  struct Answers {
+    explicit Answers(int n) : answers(n, absl::NotFoundError("vanished")), times(n) {}
+    std::vector<absl::StatusOr<uint64_t>> answers;
+    std::vector<absl::Time> times;
+    std::atomic<int> pending{0};
+    absl::Notification all_in;
   };
-  auto answers = std::make_shared<Answers>();
   const int n = static_cast<int>(workers_.size());
-  {
-    absl::MutexLock lock(&answers->mu);
-    answers->round.answers.assign(n, absl::NotFoundError("vanished"));
-    for (const auto& w : workers_) answers->pending += w != nullptr;
-  }
+  auto answers = std::make_shared<Answers>(n);
+  // One more than the calls until they are all made: none can be the last before then.
+  answers->pending = 1 + static_cast<int>(
+      std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return w != nullptr; }));
+  const auto count_in = [](Answers& a) {
+    if (a.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) a.all_in.Notify();
+  };
   for (int w = 0; w < n; ++w) {
     if (workers_[w] == nullptr) continue;
     workers_[w]->BarrierAsync(name, 0, workers_[w]->generation(),
-                              [answers, w](absl::StatusOr<uint64_t> answer) {
-                                absl::MutexLock lock(&answers->mu);
-                                answers->round.answers[w] = std::move(answer);
-                                answers->round.last_answer = absl::Now();
-                                --answers->pending;
+                              [answers, w, count_in](absl::StatusOr<uint64_t> answer) {
+                                answers->answers[w] = std::move(answer);
+                                answers->times[w] = absl::Now();
+                                count_in(*answers);
                               });
   }
-  const absl::Time last_call = absl::Now();
-  absl::MutexLock lock(&answers->mu);
-  const auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(answers->mu) {
-    return answers->pending == 0;
-  };
-  if (!answers->mu.AwaitWithTimeout(absl::Condition(&all_answered), absl::Seconds(60))) {
+  BarrierRound round;
+  round.last_call = absl::Now();
+  count_in(*answers);
+  if (!answers->all_in.WaitForNotificationWithTimeout(absl::Seconds(60))) {
     return absl::DeadlineExceededError(absl::StrCat(
-        answers->pending, " of ", n, " workers had no answer to barrier '", name,
+        answers->pending.load(), " of ", n, " workers had no answer to barrier '", name,
         "' within 60 s"));
   }
-  answers->round.last_call = last_call;
-  return std::move(answers->round);
+  round.last_answer = round.last_call;
+  for (int w = 0; w < n; ++w) {
+    if (workers_[w] != nullptr) round.last_answer = std::max(round.last_answer, answers->times[w]);
+  }
+  round.answers = std::move(answers->answers);
+  return round;
 }
 
 absl::StatusOr<std::vector<absl::Duration>> MemberSwarm::Barriers(int rounds) {
