@@ -4,7 +4,8 @@ after a checkpoint leaves the job to the other two, which go back to the shards'
 checkpoint renumbered for two workers, at the rate scaled for two (--elastic_lr=scale), and
 finish in the accuracy band; with --restart_failed_workers a new worker takes its place, joins
 the running job under a new rank in the next generation and trains to the end with the others,
-at the rate the job started with (--elastic_lr=keep); a dist_async job goes on as well.
+at the rate the job started with (--elastic_lr=keep); a dist_async job goes on as well; a shard
+killed while the workers regroup comes back (--restart_failed_shards) and they go on.
 
 Usage: elastic_test.py LAUNCH JOB_PROCESSES_PY
 """
@@ -128,6 +129,27 @@ class ElasticTest(job_fixture.JobTestCase):
         low, high = ACCURACY_BAND
         self.assertTrue(low <= self.accuracy(out) <= high, out)
 
+
+    def test_a_shard_killed_while_the_workers_regroup_comes_back_and_they_go_on(self):
+        """Shard 1 SIGKILLed as the workers regroup after a worker's death: rank 0 waits for
+        the restarted shard, sets it up, and every shard goes back to a checkpoint they all
+        hold; the job ends DONE with the two workers left."""
+        job, root, launcher = self.elastic_job("regroup", "--restart_failed_shards")
+        self.kill_worker_after(job, root, launcher, "regroup", 2, 2 * EVERY)
+        self.wait_for("regroup", launcher, r"^\[worker 0\] worker 0: .*; regrouping$")
+        os.kill(self.member(job, "shard", 1), signal.SIGKILL)
+        self.assertEqual(launcher.wait(timeout=600), 0, self.log("regroup"))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log("regroup")
+        self.assertRegex(out, r"launch: shard 1 \(pid \d+\) was killed by signal 9")
+        # The kill lands while rank 0 asks the shards for their checkpoints or rolls them back.
+        self.assertRegex(out, r"\[worker 0\] .*shard 1 at .*; waiting for that shard to come "
+                              r"back")
+        self.assertRegex(out, r"\[worker 0\] worker 0: generation \d+ of 2 workers \(was 3\): "
+                              r"every shard went back to step \d+")
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        low, high = ACCURACY_BAND
+        self.assertTrue(low <= self.accuracy(out) <= high, out)
 
 if __name__ == "__main__":
     unittest.main()

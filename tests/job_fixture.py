@@ -4,8 +4,10 @@ cleanup that kills whatever carries that marker, whatever happened."""
 
 import glob
 import os
+import re
 import subprocess
 import tempfile
+import time
 import unittest
 
 from job_processes import environ_of, job_pids, kill_job
@@ -70,3 +72,18 @@ class JobTestCase(unittest.TestCase):
             if env.get("COHORT_ROLE") == role and (rank is None or env.get("COHORT_RANK") == str(rank)):
                 return pid
         self.fail(f"no {role} {rank} among the job's processes {job_pids(self.job_id)}")
+
+    def member(self, job, role, rank=None):
+        """The PID of the job's `role` process (of `rank`)."""
+        pids = [p for p in job_pids(job) if environ_of(p).get("COHORT_ROLE") == role and
+                (rank is None or environ_of(p).get("COHORT_RANK") == str(rank))]
+        self.assertEqual(len(pids), 1, (role, rank, job_pids(job)))
+        return pids[0]
+
+    def wait_for(self, name, launcher, pattern):
+        """Waits until the log of `name` holds a line matching pattern."""
+        deadline = time.monotonic() + 300
+        while not re.search(pattern, self.log(name), re.M):
+            self.assertLess(time.monotonic(), deadline, self.log(name))
+            self.assertIsNone(launcher.poll(), self.log(name))
+            time.sleep(0.005)

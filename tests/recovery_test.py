@@ -202,21 +202,6 @@ class RecoveryTest(job_fixture.JobTestCase):
                           f"{per_epoch})", out)
         self.assertEqual(self.model_bytes(model), want)
 
-    def member(self, job, role, rank=None):
-        """The PID of the job's `role` process (of `rank`)."""
-        pids = [p for p in job_pids(job) if environ_of(p).get("COHORT_ROLE") == role and
-                (rank is None or environ_of(p).get("COHORT_RANK") == str(rank))]
-        self.assertEqual(len(pids), 1, (role, rank, job_pids(job)))
-        return pids[0]
-
-    def wait_for(self, name, launcher, pattern):
-        """Waits until the log of `name` holds a line matching pattern."""
-        deadline = time.monotonic() + 300
-        while not re.search(pattern, self.log(name), re.M):
-            self.assertLess(time.monotonic(), deadline, self.log(name))
-            self.assertIsNone(launcher.poll(), self.log(name))
-            time.sleep(0.005)
-
     def check_second_shard_death_is_recovered(self, name, second_dies):
         """Shard 0 SIGKILLed once the checkpoint at 2 * every is complete, then shard 1 once
         second_dies() returns: the launcher restarts both, the workers wait for both, and the

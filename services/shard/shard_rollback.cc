@@ -41,6 +41,11 @@ absl::Status ShardRollback::Resume(const std::string& folder) {
     *err_ << "shard " << rank_ << ": skipping a newer checkpoint: " << line << "\n";
   }
   Announce(point->checkpoint.step, folder, "resuming from");
+  {
+    absl::MutexLock lock(&mu_);
+    resumed_num_workers_ = point->checkpoint.num_workers;
+    resumed_steps_per_epoch_ = point->checkpoint.steps_per_epoch;
+  }
   if (writes_checkpoints_ && folder == checkpoint_dir_) {
     absl::MutexLock lock(&undone_mu_);
     undone_ = Undone{point->checkpoint.step, std::move(point->damaged)};
@@ -82,6 +87,9 @@ ShardCheckpoints ShardRollback::Checkpoints() {
     held.configured = true;
     held.num_workers = config->num_workers;
     held.steps_per_epoch = config->optimizer.lr_schedule.steps_per_epoch;
+  } else {
+    held.num_workers = resumed_num_workers_;
+    held.steps_per_epoch = resumed_steps_per_epoch_;
   }
   if (checkpoint_dir_.empty()) return held;
   FlushCheckpoints();  // a checkpoint handed over counts once written

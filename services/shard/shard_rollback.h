@@ -57,7 +57,8 @@ class ShardRollback {
   // number of workers. FailedPrecondition when the shard keeps no checkpoints.
   absl::Status RollBack(int64_t step, const std::optional<Regeneration>& next);
   // The steps of the checkpoints this shard holds, written out first, and how its steps are
-  // numbered (once rank 0 configured it). None after the step it resumed from.
+  // numbered (once rank 0 configured it; before, as the checkpoint it resumed from). None
+  // after the step it resumed from.
   ShardCheckpoints Checkpoints();
   // After Resume: the shard's files of the steps after it go, the damaged checkpoints it
   // skipped are set aside (errors are said on err). Once; before the shard's next write
@@ -81,6 +82,9 @@ class ShardRollback {
   ShardMetrics* metrics_ = nullptr;
   ShardCheckpointer* checkpointer_ = nullptr;
   absl::Mutex mu_;  // one roll back or listing at a time
+  // How the checkpoint Resume started from numbers its steps (num_workers 0: none).
+  int resumed_num_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t resumed_steps_per_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // What a resume left to clear: this shard's files after `after`, the damaged versions.
   struct Undone {
     int64_t after = 0;

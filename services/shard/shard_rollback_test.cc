@@ -147,6 +147,12 @@ TEST_F(ShardRollbackTest, AShardStartedAgainResumesFromTheNewestCompleteCheckpoi
   }();
   Start(root_);
   ASSERT_TRUE(rollback_->Resume(root_).ok()) << err_.str();
+  // Before rank 0 sets it up again, it says how its checkpoint numbers its steps: an elastic
+  // job's rank 0 sets a shard that restarted in a regroup up so.
+  const ShardCheckpoints before = rollback_->Checkpoints();
+  EXPECT_FALSE(before.configured);
+  EXPECT_EQ(before.num_workers, 1);
+  EXPECT_EQ(before.steps_per_epoch, 10);
   Configure();
   EXPECT_EQ(Value(), std::make_pair(at6, int64_t{6}));
   EXPECT_TRUE(core_->resumed());

@@ -38,7 +38,8 @@ struct Regeneration {
 // numbered.
 struct ShardCheckpoints {
   std::vector<int64_t> steps;  // oldest first
-  bool configured = false;     // rank 0 has initialised it; then:
+  bool configured = false;     // rank 0 has initialised it
+  // Its settings once configured; before, those of the checkpoint it resumed from (0: none).
   int num_workers = 0;
   int64_t steps_per_epoch = 0;
 };

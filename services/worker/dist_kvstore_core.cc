@@ -462,11 +462,12 @@ void DistKVStoreCore::ReopenStreams() {
   transport_->Open(this);
 }
 
-absl::StatusOr<int64_t> DistKVStoreCore::SetUpRestartedShard(int shard) {
+absl::StatusOr<int64_t> DistKVStoreCore::SetUpRestartedShard(int shard,
+                                                             const ShardConfig& config) {
   int64_t largest = 1;
   for (const Part& p : map_.parts) largest = std::max(largest, p.elements);
   const std::vector<float> placeholder(largest);
-  return transport_->InitShard(shard, ShardConfigFor(shard), InitialParts(shard, placeholder));
+  return transport_->InitShard(shard, config, InitialParts(shard, placeholder));
 }
 
 absl::StatusOr<int64_t> DistKVStoreCore::StartStep() {

@@ -126,9 +126,10 @@ class DistKVStoreCore : private AnswerReceiver {
   void ReopenStreams();
   // Rank 0: every shard set up with its settings and its parts' initial values.
   absl::Status InitShards();
-  // Rank 0: a shard restarted from its checkpoint set up again (the values sent, zeros, are
-  // replaced by the checkpoint's); the step it resumed at, or -1 when it had no checkpoint.
-  absl::StatusOr<int64_t> SetUpRestartedShard(int shard);
+  // Rank 0: a shard restarted from its checkpoint set up again with `config` (the values sent,
+  // zeros, are replaced by the checkpoint's); the step it resumed at, or -1 when it had no
+  // checkpoint.
+  absl::StatusOr<int64_t> SetUpRestartedShard(int shard, const ShardConfig& config);
   // The settings of shard `shard` in the current generation.
   ShardConfig ShardConfigFor(int shard) const;
 

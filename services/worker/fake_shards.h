@@ -157,6 +157,10 @@ class FakeTransport final : public ShardTransport {
     absl::MutexLock lock(&mu_);
     if (dead_) return absl::UnavailableError("connection refused");
     configs_.push_back(config);
+    if (const auto it = restarted_.find(shard); it != restarted_.end()) {
+      it->second = {it->second.steps, true, config.num_workers,
+                    config.optimizer.lr_schedule.steps_per_epoch};
+    }
     for (const InitialPart& p : parts) {
       if (initial_.count({p.id.key, p.id.part}) == 0) {  // a restarted shard keeps its checkpoint
         initial_[{p.id.key, p.id.part}] = std::vector<float>(p.value.begin(), p.value.end());
@@ -181,11 +185,23 @@ class FakeTransport final : public ShardTransport {
     if (next.has_value()) {
       regenerations_.push_back(*next);
       resumed_step_ = next->step;
+      // As a shard does: it writes the generation's first step at once, numbered anew.
+      if (track_regenerations_) {
+        ShardCheckpoints& held = restarted_.try_emplace(shard, held_).first->second;
+        if (held.steps.empty()) held.steps = checkpoints_.at(shard);
+        held.steps.erase(std::remove_if(held.steps.begin(), held.steps.end(),
+                                        [&](int64_t s) { return s > step; }),
+                         held.steps.end());
+        held.steps.push_back(next->step);
+        held.num_workers = next->config.num_workers;
+        held.steps_per_epoch = next->config.optimizer.lr_schedule.steps_per_epoch;
+      }
     }
     return absl::OkStatus();
   }
   absl::StatusOr<ShardCheckpoints> ListCheckpoints(int shard) override {
     absl::MutexLock lock(&mu_);
+    if (const auto it = restarted_.find(shard); it != restarted_.end()) return it->second;
     ShardCheckpoints held = held_;
     held.steps = checkpoints_.at(shard);
     return held;
@@ -250,6 +266,18 @@ class FakeTransport final : public ShardTransport {
     absl::MutexLock lock(&mu_);
     checkpoints_ = std::move(steps);
     held_ = {{}, true, num_workers, steps_per_epoch};
+  }
+  // From now on each shard's listing follows what happened to it: a regeneration's first
+  // step written, numbered for its workers; a restart (ShardRestarted).
+  void TrackRegenerations() {
+    absl::MutexLock lock(&mu_);
+    track_regenerations_ = true;
+  }
+  // Shard `shard` came back from its checkpoint: not set up, holding `steps`, numbered as its
+  // checkpoint says, until InitShard.
+  void ShardRestarted(int shard, std::vector<int64_t> steps) {
+    absl::MutexLock lock(&mu_);
+    restarted_[shard] = {std::move(steps), false, held_.num_workers, held_.steps_per_epoch};
   }
   std::vector<Regeneration> regenerations() const {
     absl::MutexLock lock(&mu_);
@@ -333,6 +361,8 @@ class FakeTransport final : public ShardTransport {
   int64_t resumed_step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<int64_t>> checkpoints_ ABSL_GUARDED_BY(mu_);
   ShardCheckpoints held_ ABSL_GUARDED_BY(mu_);
+  bool track_regenerations_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<int, ShardCheckpoints> restarted_ ABSL_GUARDED_BY(mu_);  // by shard, once tracked
   std::vector<Regeneration> regenerations_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int, int64_t>> rolled_back_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(int)> roll_back_hook_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -127,7 +128,7 @@ absl::Status ShardRecovery::FollowRestartsMeanwhile() {
   ASSIGN_OR_RETURN(ShardsView view,
                    membership_->WaitForShards(core_->shards().restart_grace + kRecoverySlack));
   if (view.generation != core_->shards().generation) {
-    return MembershipChangedError(view.generation, "while the shards rolled back");
+    return MembershipChangedError(view.generation, "while rank 0 set the shards up");
   }
   if (view.incarnations != core_->shards().incarnations) core_->Redial(std::move(view));
   return absl::OkStatus();
@@ -156,15 +157,17 @@ absl::Status ShardRecovery::RegroupOnce() {
   const std::string round = absl::StrCat("generation ", generation);
   // Every worker of the generation has stopped pushing before any shard goes back.
   RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0, generation).status());
-  if (core_->rank() == 0) RETURN_IF_ERROR(RegenerateShards());
+  if (core_->rank() == 0) RETURN_IF_ERROR(RegenerateShardsAsTheyComeBack());
   RETURN_IF_ERROR(
       membership_->Barrier(round + ": shards ready", core_->fingerprint(), generation).status());
+  // Rank 0 may have waited for a shard that died meanwhile.
+  RETURN_IF_ERROR(FollowRestartsMeanwhile());
   core_->ReleaseInitialValues();
   core_->ReopenStreams();
   return absl::OkStatus();
 }
 
-absl::Status ShardRecovery::RegenerateShards() {
+absl::Status ShardRecovery::RegenerateShards(std::optional<RegenerationPlan>* plan) {
   const int num_shards = transport_->num_shards();
   std::vector<ShardCheckpoints> held;
   int configured = 0;
@@ -174,42 +177,71 @@ absl::Status ShardRecovery::RegenerateShards() {
   }
   // No worker got as far as initialising them.
   if (configured == 0 && core_->holds_initial_values()) return core_->InitShards();
-  // The others restarted from a checkpoint meanwhile: set up before every shard goes back to
-  // the newest checkpoint they all hold.
+  // The others restarted from a checkpoint meanwhile: set up as the job ran when it was
+  // written, before every shard goes to the checkpoint they all hold.
   for (int s = 0; s < num_shards; ++s) {
     if (held[s].configured) continue;
-    RETURN_IF_ERROR(SetUpRestartedShard(s).status());
+    ShardConfig config = core_->ShardConfigFor(s);
+    if (held[s].num_workers > 0) {
+      config.num_workers = held[s].num_workers;
+      config.optimizer.lr_schedule.steps_per_epoch = held[s].steps_per_epoch;
+    }
+    RETURN_IF_ERROR(SetUpRestartedShard(s, config).status());
   }
-  const std::vector<int64_t> common = CommonSteps(held);
-  if (common.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        membership_->name(), ": the job's workers changed (generation ",
-        core_->shards().generation,
-        "), but the shards hold no checkpoint in common to go on from: an elastic job needs "
-        "--checkpoint_dir and --checkpoint_every on every shard (launch passes them)"));
-  }
-  const int64_t step = common.back();
   const LrScheduleOptions& schedule = core_->optimizer().lr_schedule;
-  // How the checkpoints are numbered: by the settings of a shard that was running (one that
-  // restarted has this generation's now; with none left, the numbering is taken to stay).
-  ShardCheckpoints was{{}, true, core_->num_workers(), schedule.steps_per_epoch};
-  for (const ShardCheckpoints& h : held) {
-    if (h.configured) was = h;
+  if (!plan->has_value()) {
+    const std::vector<int64_t> common = CommonSteps(held);
+    if (common.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          membership_->name(), ": the job's workers changed (generation ",
+          core_->shards().generation,
+          "), but the shards hold no checkpoint in common to go on from: an elastic job needs "
+          "--checkpoint_dir and --checkpoint_every on every shard (launch passes them)"));
+    }
+    // How the checkpoints are numbered: by the settings of a shard that was running (one that
+    // restarted has this generation's now; with none left, the numbering is taken to stay).
+    ShardCheckpoints was{{}, true, core_->num_workers(), schedule.steps_per_epoch};
+    for (const ShardCheckpoints& h : held) {
+      if (h.configured) was = h;
+    }
+    *plan = RegenerationPlan{common.back(), was.num_workers,
+                             RenumberStep(common.back(), was.steps_per_epoch,
+                                          schedule.steps_per_epoch)};
   }
-  const int64_t next_step = RenumberStep(step, was.steps_per_epoch, schedule.steps_per_epoch);
+  const RegenerationPlan& p = **plan;
   for (int s = 0; s < num_shards; ++s) {
     RETURN_IF_ERROR(
-        transport_->RollBack(s, step, Regeneration{core_->ShardConfigFor(s), next_step}));
+        transport_->RollBack(s, p.step, Regeneration{core_->ShardConfigFor(s), p.next_step}));
   }
   std::cerr << membership_->name() << ": generation " << core_->shards().generation << " of "
-            << core_->num_workers() << " workers (was " << was.num_workers
-            << "): every shard went back to step " << step << ", step " << next_step << " for "
-            << core_->num_workers() << " workers, base lr " << schedule.base_lr << "\n";
+            << core_->num_workers() << " workers (was " << p.num_workers
+            << "): every shard went back to step " << p.step << ", step " << p.next_step
+            << " for " << core_->num_workers() << " workers, base lr " << schedule.base_lr
+            << "\n";
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> ShardRecovery::SetUpRestartedShard(int shard) {
-  ASSIGN_OR_RETURN(const int64_t resumed, core_->SetUpRestartedShard(shard));
+absl::Status ShardRecovery::RegenerateShardsAsTheyComeBack() {
+  // The first try's: a shard that died after others went on numbers its steps otherwise.
+  std::optional<RegenerationPlan> plan;
+  while (true) {
+    const absl::Status s = RegenerateShards(&plan);
+    if (!absl::IsUnavailable(s)) return s;
+    RETURN_IF_ERROR(AwaitShardsBack(s).status());
+  }
+}
+
+absl::StatusOr<std::vector<int>> ShardRecovery::AwaitShardsBack(const absl::Status& failure) {
+  if (core_->shards().restart_grace <= absl::ZeroDuration()) return failure;
+  std::cerr << failure.message() << "; waiting for that shard to come back\n";
+  ShardsView view;
+  ASSIGN_OR_RETURN(std::vector<int> restarted, WaitForRestartedShards(&view));
+  core_->Redial(std::move(view));
+  return restarted;
+}
+
+absl::StatusOr<int64_t> ShardRecovery::SetUpRestartedShard(int shard, const ShardConfig& config) {
+  ASSIGN_OR_RETURN(const int64_t resumed, core_->SetUpRestartedShard(shard, config));
   if (resumed < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         membership_->name(), ": shard ", shard, " at ", transport_->shard_address(shard),
@@ -226,10 +258,7 @@ absl::Status ShardRecovery::RollBackShards(std::vector<int> restarted) {
     const absl::Status s = SetUpAndRollBack(restarted, &resumed);
     if (!absl::IsUnavailable(s)) return s;
     // Another shard died meanwhile: it comes back from its checkpoint too.
-    std::cerr << s.message() << "; waiting for that shard to come back\n";
-    ShardsView view;
-    ASSIGN_OR_RETURN(restarted, WaitForRestartedShards(&view));
-    core_->Redial(std::move(view));
+    ASSIGN_OR_RETURN(restarted, AwaitShardsBack(s));
   }
 }
 
@@ -238,7 +267,7 @@ absl::Status ShardRecovery::SetUpAndRollBack(const std::vector<int>& restarted,
   // The restarted shards resumed from their checkpoint: rank 0 sets them up again (the values
   // sent are replaced by the checkpoint's) and learns its step.
   for (int s : restarted) {
-    ASSIGN_OR_RETURN((*resumed)[s], SetUpRestartedShard(s));
+    ASSIGN_OR_RETURN((*resumed)[s], SetUpRestartedShard(s, core_->ShardConfigFor(s)));
   }
   if (resumed->empty()) {
     return absl::InternalError(

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -69,18 +70,34 @@ class ShardRecovery {
   absl::Status RegroupOnce();
   // Rank 0 of a new generation: shards rank 0 never initialised are initialised; otherwise
   // every shard goes back to the newest checkpoint they all hold, renumbered for the new number
-  // of workers, under the generation's update rule.
-  absl::Status RegenerateShards();
-  // Rank 0: a shard restarted from its checkpoint set up again; the checkpoint's step.
-  absl::StatusOr<int64_t> SetUpRestartedShard(int shard);
+  // of workers, under the generation's update rule (a shard that restarted from a checkpoint
+  // meanwhile is set up first as the job ran when its checkpoint was written). Where it goes:
+  // `plan`, made by the first try (a later one, after a shard died meanwhile, finds some shards
+  // gone on already). Unavailable when a shard died.
+  struct RegenerationPlan {
+    int64_t step;       // the newest checkpoint every shard held
+    int num_workers;    // the workers it was written by
+    int64_t next_step;  // its step renumbered for the generation's
+  };
+  absl::Status RegenerateShards(std::optional<RegenerationPlan>* plan);
+  // Rank 0, in a regroup: RegenerateShards, again each time a shard dies meanwhile, once it
+  // came back.
+  absl::Status RegenerateShardsAsTheyComeBack();
+  // Rank 0: a shard restarted from its checkpoint set up again with `config`; the
+  // checkpoint's step.
+  absl::StatusOr<int64_t> SetUpRestartedShard(int shard, const ShardConfig& config);
+  // Rank 0, after `failure` (Unavailable: a shard died while rank 0 set the shards up): waits,
+  // up to the grace, for the shards that came back and dials them; their ranks. The failure
+  // itself when the job waits for no dead shard.
+  absl::StatusOr<std::vector<int>> AwaitShardsBack(const absl::Status& failure);
   // Rank 0, in Recover: `restarted` (shard ranks) came back from a checkpoint; every shard goes
   // to its step. A shard that dies meanwhile is waited for, set up and rolled back too.
   absl::Status RollBackShards(std::vector<int> restarted);
   // One try of RollBackShards: resumed gains the step each of `restarted` resumed from.
   absl::Status SetUpAndRollBack(const std::vector<int>& restarted,
                                 std::map<int, int64_t>* resumed);
-  // After the roll back: the streams dialled again at shards that restarted since this worker
-  // last looked (rank 0 waited for them).
+  // After rank 0 set the shards up: the streams dialled again at shards that restarted since
+  // this worker last looked (rank 0 waited for them).
   absl::Status FollowRestartsMeanwhile();
 
   DistKVStoreCore* const core_;

@@ -228,9 +228,63 @@ TEST_F(ShardRecoveryTest, AGenerationChangeDuringARegroupRegroupsAgainInTheNewes
   for (const Pushed& p : transport_->TakePushed()) EXPECT_EQ(p.generation, 2);
 }
 
-// A shard dies while rank 0 regroups the shards for a new generation: the recovery fails with
-// both the first failure and the shard's, and the store keeps failing so, sending nothing.
-TEST_F(ShardRecoveryTest, AShardDyingDuringARegroupFailsTheRecoveryNamingBoth) {
+// A shard dies while rank 0 regroups the shards for a new generation, after shard 0 went on
+// (its step 24 written for 2 workers): rank 0 waits for it, sets it up as its checkpoint (of 3
+// workers) was written, and every shard goes to the step of the first try, 20 as step 24,
+// though shard 0 now numbers its steps for 2 workers; the other workers dial it anew.
+TEST_F(ShardRecoveryTest, AShardDyingDuringARegroupIsWaitedForAndTheRegroupGoesOnAsPlanned) {
+  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::Seconds(60), /*workers=*/3);
+  OptimizerSpec spec = Sgd();
+  spec.lr_schedule.steps_per_epoch = 10;
+  ASSERT_TRUE(kv_->SetOptimizer(spec).ok());
+  kv_->SetUpdateRuleFor([spec](int workers) {
+    OptimizerSpec s = spec;
+    s.lr_schedule.steps_per_epoch = workers == 2 ? 12 : 10;
+    return s;
+  });
+  transport_->HoldCheckpoints({{10, 20}, {10, 20}}, 3, 10);
+  transport_->TrackRegenerations();
+  PushKey0();
+  const absl::Status failure = WaitWhile([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
+  });
+  ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
+  int rolls = 0;
+  std::function<absl::Status(int)> second_dies = [&](int shard) {
+    if (++rolls == 1) {  // shard 0 goes on; shard 1 dies as it is told
+      transport_->OnNextRollBack(second_dies);
+      return absl::OkStatus();
+    }
+    transport_->ShardRestarted(shard, {10, 20});
+    transport_->ResumeAt(20);
+    membership_->ShardCameBack(shard, "fake-1-again");
+    return absl::UnavailableError(absl::StrCat("rolling shard ", shard, ": connection refused"));
+  };
+  transport_->OnNextRollBack(second_dies);
+  const absl::Status recovered = kv_->Recover(failure);
+  ASSERT_TRUE(recovered.ok()) << recovered;
+  EXPECT_EQ(transport_->addresses(), (std::vector<std::string>{"fake-0", "fake-1-again"}));
+  const std::vector<ShardConfig> configs = transport_->configs();
+  ASSERT_EQ(configs.size(), 3u);  // both at the start, then the restarted one
+  EXPECT_EQ(configs.back().num_workers, 3);
+  EXPECT_EQ(configs.back().optimizer.lr_schedule.steps_per_epoch, 10);
+  // Shard 0 once, then both again from the same plan.
+  EXPECT_EQ(transport_->rolled_back(),
+            (std::vector<std::pair<int, int64_t>>{{0, 20}, {0, 20}, {1, 20}}));
+  const std::vector<Regeneration> next = transport_->regenerations();
+  ASSERT_EQ(next.size(), 3u);
+  for (const Regeneration& r : next) {
+    EXPECT_EQ(r.step, 24);
+    EXPECT_EQ(r.config.num_workers, 2);
+    EXPECT_EQ(r.config.generation, 1);
+  }
+}
+
+// Without shard restarts (no grace), a shard dying while rank 0 regroups the shards fails the
+// recovery with both the first failure and the shard's, and the store keeps failing so,
+// sending nothing.
+TEST_F(ShardRecoveryTest, WithoutShardRestartsAShardDyingDuringARegroupFailsNamingBoth) {
   const absl::Status failure = ThreeWorkersBecomeTwo();
   ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
   transport_->OnNextRollBack([](int shard) {
