@@ -35,11 +35,21 @@ class ShardRecoveryTest : public testing_fakes::StoreOnFakesTest {
     return failure;
   }
 
-  // Rank 0 of an elastic job of 3 workers waits for key 0's answers when the scheduler starts
-  // generation 1 of 2 workers; both shards hold checkpoints 10 and 20. The wait's failure.
-  absl::Status ThreeWorkersBecomeTwo() {
-    Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
-    transport_->HoldCheckpoints({{10, 20}, {10, 20}}, 3, 10);
+  // Rank 0 of an elastic job of 3 workers at 10 steps an epoch (12 for 2 workers) waits for
+  // key 0's answers when the scheduler starts generation 1 of 2 workers; the shards hold
+  // checkpoints `held`. The wait's failure.
+  absl::Status ThreeWorkersBecomeTwo(absl::Duration restart_grace,
+                                     std::vector<std::vector<int64_t>> held) {
+    Make(0, KVStoreMode::kDistSync, absl::Seconds(30), restart_grace, /*workers=*/3);
+    OptimizerSpec spec = Sgd();
+    spec.lr_schedule.steps_per_epoch = 10;
+    EXPECT_TRUE(kv_->SetOptimizer(spec).ok());
+    kv_->SetUpdateRuleFor([spec](int workers) {
+      OptimizerSpec s = spec;
+      s.lr_schedule.steps_per_epoch = workers == 2 ? 12 : 10;
+      return s;
+    });
+    transport_->HoldCheckpoints(std::move(held), 3, 10);
     PushKey0();
     return WaitWhile([&] {
       absl::SleepFor(absl::Milliseconds(20));
@@ -115,21 +125,8 @@ TEST_F(ShardRecoveryTest, APullFromAShardThatDiedMeanwhileIsRecoveredFrom) {
 // an epoch: step 24), and the shards go on under generation 1 with 2 workers; pushes carry the
 // new generation and rank.
 TEST_F(ShardRecoveryTest, ANewGenerationEndsTheWaitAndRegroupsOnTheNewestCommonCheckpoint) {
-  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
-  OptimizerSpec spec = Sgd();
-  spec.lr_schedule.steps_per_epoch = 10;
-  ASSERT_TRUE(kv_->SetOptimizer(spec).ok());
-  kv_->SetUpdateRuleFor([spec](int workers) {
-    OptimizerSpec s = spec;
-    s.lr_schedule.steps_per_epoch = workers == 2 ? 12 : 10;
-    return s;
-  });
-  transport_->HoldCheckpoints({{0, 10, 20, 30}, {0, 10, 20}}, 3, 10);
-  PushKey0();
-  const absl::Status failure = WaitWhile([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
-  });
+  const absl::Status failure =
+      ThreeWorkersBecomeTwo(absl::ZeroDuration(), {{0, 10, 20, 30}, {0, 10, 20}});
   ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
   ExpectStopped(transport_, kv_.get());
   ASSERT_TRUE(kv_->Recover(failure).ok());
@@ -209,7 +206,8 @@ TEST_F(ShardRecoveryTest, AWorkerJoiningDuringARollBackRegroupsTheNewGeneration)
 // The job moves on again while rank 0 regroups the shards (one more worker joined): the
 // regroup starts over in the newest generation, and the shards go on there.
 TEST_F(ShardRecoveryTest, AGenerationChangeDuringARegroupRegroupsAgainInTheNewest) {
-  const absl::Status failure = ThreeWorkersBecomeTwo();
+  const absl::Status failure =
+      ThreeWorkersBecomeTwo(absl::ZeroDuration(), {{10, 20}, {10, 20}});
   ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
   transport_->OnNextRollBack([&](int) {
     membership_->NewGeneration(/*rank=*/0, /*num_workers=*/3);
@@ -233,23 +231,10 @@ TEST_F(ShardRecoveryTest, AGenerationChangeDuringARegroupRegroupsAgainInTheNewes
 // workers) was written, and every shard goes to the step of the first try, 20 as step 24,
 // though shard 0 now numbers its steps for 2 workers; the other workers dial it anew.
 TEST_F(ShardRecoveryTest, AShardDyingDuringARegroupIsWaitedForAndTheRegroupGoesOnAsPlanned) {
-  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::Seconds(60), /*workers=*/3);
-  OptimizerSpec spec = Sgd();
-  spec.lr_schedule.steps_per_epoch = 10;
-  ASSERT_TRUE(kv_->SetOptimizer(spec).ok());
-  kv_->SetUpdateRuleFor([spec](int workers) {
-    OptimizerSpec s = spec;
-    s.lr_schedule.steps_per_epoch = workers == 2 ? 12 : 10;
-    return s;
-  });
-  transport_->HoldCheckpoints({{10, 20}, {10, 20}}, 3, 10);
-  transport_->TrackRegenerations();
-  PushKey0();
-  const absl::Status failure = WaitWhile([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
-  });
+  const absl::Status failure =
+      ThreeWorkersBecomeTwo(absl::Seconds(60), {{10, 20}, {10, 20}});
   ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
+  transport_->TrackRegenerations();
   int rolls = 0;
   std::function<absl::Status(int)> second_dies = [&](int shard) {
     if (++rolls == 1) {  // shard 0 goes on; shard 1 dies as it is told
@@ -285,7 +270,8 @@ TEST_F(ShardRecoveryTest, AShardDyingDuringARegroupIsWaitedForAndTheRegroupGoesO
 // recovery with both the first failure and the shard's, and the store keeps failing so,
 // sending nothing.
 TEST_F(ShardRecoveryTest, WithoutShardRestartsAShardDyingDuringARegroupFailsNamingBoth) {
-  const absl::Status failure = ThreeWorkersBecomeTwo();
+  const absl::Status failure =
+      ThreeWorkersBecomeTwo(absl::ZeroDuration(), {{10, 20}, {10, 20}});
   ASSERT_EQ(ChangedGeneration(failure), 1) << failure;
   transport_->OnNextRollBack([](int shard) {
     return absl::UnavailableError(
