@@ -216,7 +216,8 @@ void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {
                                                              : status.message(),
                                                  absl::IsUnavailable(status)
                                                      ? " (did the shard die?)"
-                                                     : "")));
+                                                     : "")))
+      .IgnoreError();  // kept for the wait it ends
 }
 
 absl::Status DistKVStoreCore::StopOnFailure(int shard, absl::Status failure) {
