@@ -176,6 +176,8 @@ absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint,
     }
     status.Update(Restore(id, p.get()));
     dropped += p->arrived;
+    p->held.clear();  // answers of an undone past: the workers closed their streams
+    p->replicated_pushes.clear();
     p->settings = settings;
     if (next.has_value()) p->version = step * PushesPerStep(settings->config);
     version = std::max(version, p->version);
@@ -327,6 +329,7 @@ absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink
                             "(bf16 keeps F32's range)"
                           : "")));
   }
+  if (AnsweredAsReplicated(header, p, reply_to)) return absl::OkStatus();
   if (p->settings->config.mode == KVStoreMode::kDistAsync) {
     return PushAsync(header, grad, p, reply_to);
   }
@@ -397,7 +400,8 @@ absl::Status ShardCore::PushAsync(const PartHeader& header, ByteChunks grad, Par
   ++p->version;
   Applied(p->version, 1);
   MaybeCheckpoint(header.id, p);
-  reply_to->Send(header.id, p->version, p->value->data, &p->value->readers);
+  Answer(header.id, p, reply_to);
+  if (p->backup != nullptr) Forward(header.id, p, lr, header.rank, header.version);
   return absl::OkStatus();
 }
 
@@ -445,12 +449,11 @@ absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, Part
       ((static_cast<uint64_t>(p->version) * 0x9E3779B97F4A7C15ull) >> 32) % num_workers);
   for (int i = 0; i < num_workers; ++i) {
     const int r = (first + i) % num_workers;
-    if (p->waiting[r] != nullptr) {
-      p->waiting[r]->Send(header.id, p->version, p->value->data, &p->value->readers);
-    }
+    if (p->waiting[r] != nullptr) Answer(header.id, p, p->waiting[r]);
     p->waiting[r] = nullptr;
     p->pushed[r] = 0;
   }
+  if (p->backup != nullptr) Forward(header.id, p, lr, /*rank=*/-1, header.version);
   return absl::OkStatus();
 }
 
@@ -486,6 +489,7 @@ void ShardCore::Applied(int64_t version, int pushes) {
 void ShardCore::ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
                           float lr) {
   const auto start = std::chrono::steady_clock::now();
+  if (p->backup != nullptr) p->forwarded.resize(value.size());
   ApplyPushBlocks(p, grad, rank, value, lr);
   if (ShardMetrics* m = metrics_.load()) {
     m->apply_seconds.Observe(
@@ -526,6 +530,7 @@ void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::S
       update = absl::MakeConstSpan(sum, n);
     }
     p->optimizer->Apply(0, static_cast<int64_t>(first), value.subspan(first, n), update, lr);
+    if (p->backup != nullptr) std::copy(update.begin(), update.end(), p->forwarded.begin() + first);
   });
 }
 
@@ -562,6 +567,9 @@ void ShardCore::Detach(PartSink* sink) {
     absl::MutexLock lock(&p->mu);
     for (PartSink*& w : p->waiting) {
       if (w == sink) w = nullptr;
+    }
+    for (PartState::HeldAnswer& h : p->held) {
+      if (h.sink == sink) h.sink = nullptr;
     }
   }
 }

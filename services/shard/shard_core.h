@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,35 @@ class PartSink {
   // may keep reading value after it returns, holding pin (PinCount::Pin) until done: the core
   // changes value only when every pin is released (a later update works on a copy meanwhile).
   virtual void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) = 0;
+};
+
+// One update of a part as the shard leading it made it, for the part's backup on another shard
+// to make the same (chain replication): the backup runs its own copy of the update rule on the
+// same input, block by block as the leader did, and so stays bitwise equal to it, optimizer
+// state included.
+struct ReplicaUpdate {
+  PartId id;
+  int64_t version = 0;  // the part's version after the update
+  float lr = 0;         // the rate the leader's optimizer ran at
+  // An optimizer part: the update its optimizer ran on (dist_sync: the version's W pushes
+  // summed in rank order, times 1/W; dist_async: the push times 1/W). An auxiliary part: its
+  // new value (dist_sync), or the push its mean now holds (dist_async).
+  absl::Span<const float> values;
+  // Whose pushes the update holds: rank's (dist_async), or every worker's (-1, dist_sync); the
+  // version they were computed on.
+  int rank = -1;
+  int64_t pushed_on = 0;
+};
+
+// Where a part's updates go to its backup (a stream to another shard; a fake in tests).
+class ReplicaLink {
+ public:
+  virtual ~ReplicaLink() = default;
+  // Sends the update (its bytes valid only during the call) on its way. done runs exactly
+  // once, never inside Forward and before the core goes away: when the backup holds the
+  // update, or when the link gave up on it (the backup is gone: the part goes on without).
+  // One part's updates are forwarded in order, under its lock.
+  virtual void Forward(const ReplicaUpdate& update, std::function<void()> done) = 0;
 };
 
 // Where a shard's parts go at checkpoint steps (shard_checkpointer.h writes them).
@@ -130,6 +160,17 @@ class ShardCore {
   int64_t rollbacks() const { return rollbacks_.load(); }
   // Copies the part's current value into out (resized) and returns its version.
   absl::StatusOr<int64_t> Read(PartId id, std::vector<float>* out);
+
+  // Replicated shards (shard_core_replica.cc). The shard leads the part, and from now on
+  // every update of it goes to its backup through link; the workers' answers wait until the
+  // backup holds the update, so that no answered step is lost with this shard. Null: the part
+  // goes on without a backup (answers held for an update in flight go when its done runs).
+  absl::Status SetBackup(PartId id, ReplicaLink* link);
+  // The shard backs the part up: it takes the leader's update (the next version, or refused
+  // naming both versions). Once it leads the part itself (its leader died), a worker's push
+  // that an update taken so held already is answered with the current value, not applied
+  // again: the leader may have died between its backup's update and its answer.
+  absl::Status ApplyReplica(const ReplicaUpdate& update);
   // Forgets every waiting reply to sink (its stream ended).
   void Detach(PartSink* sink);
 
@@ -160,6 +201,18 @@ class ShardCore {
     std::vector<char> pushed ABSL_GUARDED_BY(mu);        // by rank, for the current version
     std::vector<PartSink*> waiting ABSL_GUARDED_BY(mu);  // by rank; null: nobody to answer
     int arrived ABSL_GUARDED_BY(mu) = 0;
+    // Replication: the backup the part's updates go to (null: none); answers waiting until it
+    // holds the update of their version (null sink: its stream ended); the update forwarded.
+    ReplicaLink* backup ABSL_GUARDED_BY(mu) = nullptr;
+    struct HeldAnswer {
+      int64_t version;
+      PartSink* sink;
+    };
+    std::vector<HeldAnswer> held ABSL_GUARDED_BY(mu);
+    std::vector<float> forwarded ABSL_GUARDED_BY(mu);
+    // By rank, the version of its latest push that an update taken from the leader held (-1:
+    // none, or the rank has pushed to this shard since); empty until the first such update.
+    std::vector<int64_t> replicated_pushes ABSL_GUARDED_BY(mu);
   };
   // Floats per block of a push applied in place (16 KiB: stays in cache).
   static constexpr size_t kBlockFloats = 4096;
@@ -202,6 +255,7 @@ class ShardCore {
   // One optimizer update of value from the push grad of `rank`, block by block as it reads
   // the push: dist_sync reduces it with the other ranks' slots in rank order and scales by
   // 1/W; dist_async scales it by 1/W.
+  // With a backup, the update the optimizer ran on is kept in p->forwarded.
   void ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value, float lr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   void ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
@@ -209,6 +263,20 @@ class ShardCore {
   // An auxiliary part's update: grad goes to rank's slot and value becomes the slots' mean,
   // summed in rank order and scaled by 1/W (as the replicas of one process average theirs).
   void AverageIntoValue(PartState* p, ByteChunks grad, int rank, absl::Span<float> value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  // The answer of the part's current version to reply_to: at once, or, with a backup, held
+  // until the backup has the update that made it.
+  void Answer(PartId id, PartState* p, PartSink* reply_to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  // With a backup: the update that made the part's current version, forwarded; its held
+  // answers go once the backup has it. rank: dist_async's pusher (-1: dist_sync); pushed_on:
+  // the version the pushes were computed on.
+  void Forward(PartId id, PartState* p, float lr, int rank, int64_t pushed_on)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
+  // The backup holds version `version`: its held answers go, with the part's current value.
+  void SendHeldAnswers(PartId id, PartState* p, int64_t version) ABSL_LOCKS_EXCLUDED(p->mu);
+  // A push an update taken from the leader held already: answered at once with the current
+  // value (true), not applied again. A push from a rank applied here clears its mark.
+  bool AnsweredAsReplicated(const PartHeader& header, PartState* p, PartSink* reply_to)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // Counts a refused request; returns status.
   absl::Status Refuse(Rejection reason, absl::Status status) const;

@@ -1,0 +1,121 @@
+// ShardCore's replication: a part's leader forwards each update to the part's backup and
+// answers the workers once the backup holds it; the backup makes the same update with its own
+// copy of the update rule, and, once it leads the part, answers the pushes it held already.
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "services/shard/shard_core.h"
+#include "trainer/base/status_macros.h"
+
+namespace cohort {
+
+absl::Status ShardCore::SetBackup(PartId id, ReplicaLink* link) {
+  ASSIGN_OR_RETURN(PartState * p, FindPart(id, "backup"));
+  absl::MutexLock lock(&p->mu);
+  p->backup = link;
+  return absl::OkStatus();
+}
+
+void ShardCore::Answer(PartId id, PartState* p, PartSink* reply_to) {
+  if (p->backup == nullptr) {
+    reply_to->Send(id, p->version, p->value->data, &p->value->readers);
+    return;
+  }
+  p->held.push_back({p->version, reply_to});
+}
+
+void ShardCore::Forward(PartId id, PartState* p, float lr, int rank, int64_t pushed_on) {
+  absl::Span<const float> values = p->forwarded;
+  if (p->optimizer == nullptr) {
+    values = rank < 0 ? absl::MakeConstSpan(p->value->data) : absl::MakeConstSpan(p->slots[rank]);
+  }
+  const int64_t version = p->version;
+  p->backup->Forward(ReplicaUpdate{id, version, lr, values, rank, pushed_on},
+                     [this, id, p, version] { SendHeldAnswers(id, p, version); });
+}
+
+void ShardCore::SendHeldAnswers(PartId id, PartState* p, int64_t version) {
+  absl::MutexLock lock(&p->mu);
+  // In the order they were held: dist_sync's rotation of who hears first stays.
+  auto kept = p->held.begin();
+  for (PartState::HeldAnswer& h : p->held) {
+    if (h.version > version) {
+      *kept++ = h;
+    } else if (h.sink != nullptr) {
+      h.sink->Send(id, p->version, p->value->data, &p->value->readers);
+    }
+  }
+  p->held.erase(kept, p->held.end());
+}
+
+absl::Status ShardCore::ApplyReplica(const ReplicaUpdate& u) {
+  ASSIGN_OR_RETURN(PartState * p, FindPart(u.id, "replica"));
+  absl::MutexLock lock(&p->mu);
+  const ShardConfig& config = p->settings->config;
+  const std::string where = absl::StrCat("shard ", shard_rank_.load(), ": the update of key ",
+                                         u.id.key, " part ", u.id.part, " to version ", u.version);
+  if (p->backup != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, " came from another shard, but this one leads the part"));
+  }
+  if (u.version != p->version + 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, " came while its backup is at version ", p->version,
+        ": a leader's updates must reach the backup each once, in order"));
+  }
+  const size_t elements = p->value->data.size();
+  if (u.values.size() != elements || u.rank >= config.num_workers ||
+      (config.mode == KVStoreMode::kDistAsync) != (u.rank >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " holds ", u.values.size(), " values of rank ", u.rank, "; the part has ",
+        elements, " elements in a ", KVStoreModeName(config.mode), " job of ", config.num_workers,
+        " workers"));
+  }
+  absl::Span<float> value = absl::MakeSpan(WritableValue(p));
+  const absl::Span<const char> bytes(reinterpret_cast<const char*>(u.values.data()),
+                                     u.values.size() * sizeof(float));
+  if (p->optimizer == nullptr) {
+    if (u.rank < 0) {
+      std::copy(u.values.begin(), u.values.end(), value.begin());
+    } else {
+      AverageIntoValue(p, ByteChunks(&bytes, 1), u.rank, value);
+    }
+  } else {
+    // In the leader's blocks: the same optimizer calls on the same numbers.
+    thread_local std::vector<float> block(kBlockFloats);
+    p->optimizer->BeginUpdate(0, static_cast<int64_t>(elements));
+    ForEachFloatBlock(ByteChunks(&bytes, 1), absl::MakeSpan(block),
+                      [&](size_t first, absl::Span<const float> update) {
+                        p->optimizer->Apply(0, static_cast<int64_t>(first),
+                                            value.subspan(first, update.size()), update, u.lr);
+                      });
+  }
+  p->version = u.version;
+  if (p->replicated_pushes.empty()) p->replicated_pushes.assign(config.num_workers, -1);
+  if (u.rank < 0) {
+    std::fill(p->replicated_pushes.begin(), p->replicated_pushes.end(), u.pushed_on);
+  } else {
+    p->replicated_pushes[u.rank] = u.pushed_on;
+  }
+  Applied(p->version, 0);  // the version only: no push of a worker came here
+  MaybeCheckpoint(u.id, p);
+  return absl::OkStatus();
+}
+
+bool ShardCore::AnsweredAsReplicated(const PartHeader& header, PartState* p,
+                                     PartSink* reply_to) {
+  if (header.rank < 0 || header.rank >= static_cast<int>(p->replicated_pushes.size())) {
+    return false;
+  }
+  int64_t& held = p->replicated_pushes[header.rank];
+  if (held < 0 || header.version > held) {
+    held = -1;  // the rank has gone on past what the leader forwarded
+    return false;
+  }
+  Answer(header.id, p, reply_to);
+  return true;
+}
+
+}  // namespace cohort

@@ -1,0 +1,257 @@
+// Replicated parts: a backup that takes its leader's updates stays bitwise equal to it
+// (optimizer state and checkpoints included), the workers' answers wait for the backup, and a
+// backup that leads the part after its leader died answers the pushes it held already instead
+// of applying them twice.
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "services/shard/shard_core.h"
+#include "services/shard/shard_core_testing.h"
+
+namespace cohort {
+namespace {
+
+constexpr PartId kWeights{0, 0};  // 10,000 elements: three of the update's blocks
+constexpr PartId kStats{1, 0};    // an auxiliary key's part (batch-norm statistics)
+constexpr size_t kWeightsSize = 10000;
+constexpr size_t kStatsSize = 5;
+
+// Keeps each forwarded update until the test hands it to the backup.
+class QueuedLink final : public ReplicaLink {
+ public:
+  void Forward(const ReplicaUpdate& update, std::function<void()> done) override {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back({update, {update.values.begin(), update.values.end()}, std::move(done)});
+  }
+  // Every update forwarded so far reaches backup in order; with `acknowledge`, each one's done
+  // runs after (without, the leader is taken to have died before hearing back).
+  void Deliver(ShardCore* backup, bool acknowledge = true) {
+    std::vector<Pending> taken;
+    {
+      absl::MutexLock lock(&mu_);
+      taken.swap(queue_);
+    }
+    for (Pending& p : taken) {
+      p.update.values = p.values;
+      const absl::Status applied = backup->ApplyReplica(p.update);
+      EXPECT_TRUE(applied.ok()) << applied;
+      if (acknowledge) p.done();
+    }
+  }
+  size_t pending() {
+    absl::MutexLock lock(&mu_);
+    return queue_.size();
+  }
+
+ private:
+  struct Pending {
+    ReplicaUpdate update;
+    std::vector<float> values;
+    std::function<void()> done;
+  };
+  absl::Mutex mu_;
+  std::vector<Pending> queue_ ABSL_GUARDED_BY(mu_);
+};
+
+ShardConfig TwoPartConfig(int workers, KVStoreMode mode, const std::string& optimizer) {
+  ShardConfig c = Config(workers, mode, /*parts=*/2);
+  c.optimizer.optimizer = optimizer;
+  c.auxiliary_keys = {kStats.key};
+  return c;
+}
+
+void Start(ShardCore* core, const ShardConfig& config, CheckpointSink* checkpoints = nullptr) {
+  if (checkpoints != nullptr) core->set_checkpoints(2, checkpoints);
+  ASSERT_TRUE(core->Configure(config).ok());
+  ASSERT_TRUE(core->AddPart(kWeights, Gradient(7, 1, kWeightsSize)).ok());
+  ASSERT_TRUE(core->AddPart(kStats, Gradient(8, 2, kStatsSize)).ok());
+}
+
+std::pair<std::vector<float>, int64_t> Held(ShardCore* core, PartId id) {
+  std::vector<float> value;
+  const absl::StatusOr<int64_t> version = core->Read(id, &value);
+  EXPECT_TRUE(version.ok()) << version.status();
+  return {value, version.value_or(-1)};
+}
+
+// rank's push of both parts at `step`, computed on `version`.
+void PushBoth(ShardCore* core, int rank, int step, int64_t version, PartSink* sink) {
+  ASSERT_TRUE(core->Push(rank, kWeights, version, Gradient(rank, step, kWeightsSize), sink).ok());
+  ASSERT_TRUE(core->Push(rank, kStats, version, Gradient(rank + 3, step, kStatsSize), sink).ok());
+}
+
+// Three workers train six steps on a leader whose backup takes every update: the answers of
+// each step wait for the backup; the backup ends bitwise equal to the leader, and the leader
+// to a shard without a backup; the backup's checkpoints (values and optimizer state) are the
+// leader's.
+TEST(ShardCoreReplicaTest, ABackupStaysBitwiseEqualToItsLeader) {
+  for (KVStoreMode mode : {KVStoreMode::kDistSync, KVStoreMode::kDistAsync}) {
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      SCOPED_TRACE(absl::StrCat(KVStoreModeName(mode), " ", optimizer));
+      const ShardConfig config = TwoPartConfig(3, mode, optimizer);
+      MemoryCheckpoints leader_checkpoints, backup_checkpoints;
+      ShardCore leader(0), backup(1), alone(2);
+      Start(&leader, config, &leader_checkpoints);
+      Start(&backup, config, &backup_checkpoints);
+      Start(&alone, config);
+      QueuedLink link;
+      ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
+      ASSERT_TRUE(leader.SetBackup(kStats, &link).ok());
+      std::vector<RecordingSink> sinks(3), alone_sinks(3);
+      for (int step = 0; step < 6; ++step) {
+        for (int r = 0; r < 3; ++r) {
+          // dist_async: each push is computed on the version its worker heard last.
+          const int64_t on = mode == KVStoreMode::kDistSync ? step
+                             : sinks[r].versions.empty() ? 0
+                                                         : sinks[r].versions.back();
+          PushBoth(&leader, r, step, on, &sinks[r]);
+          PushBoth(&alone, r, step, on, &alone_sinks[r]);
+          if (mode == KVStoreMode::kDistAsync) {
+            EXPECT_EQ(sinks[r].versions.size(), 2u * step) << "answered before the backup had it";
+            link.Deliver(&backup);
+            EXPECT_EQ(sinks[r].versions.size(), 2u * (step + 1));
+          }
+        }
+        if (mode == KVStoreMode::kDistSync) {
+          for (const RecordingSink& s : sinks) {
+            EXPECT_EQ(s.versions.size(), 2u * step) << "answered before the backup had it";
+          }
+          EXPECT_EQ(link.pending(), 2u);
+          link.Deliver(&backup);
+          for (const RecordingSink& s : sinks) {
+            ASSERT_EQ(s.versions.size(), 2u * (step + 1));
+            EXPECT_EQ(s.versions.back(), step + 1);
+          }
+        }
+      }
+      for (PartId id : {kWeights, kStats}) {
+        EXPECT_EQ(Held(&backup, id), Held(&leader, id));
+        EXPECT_EQ(Held(&leader, id), Held(&alone, id));
+      }
+      for (int r = 0; r < 3; ++r) EXPECT_EQ(sinks[r].values, alone_sinks[r].values);
+      ASSERT_EQ(backup_checkpoints.steps.size(), leader_checkpoints.steps.size());
+      ASSERT_EQ(leader_checkpoints.steps.size(), 4u);  // steps 0, 2, 4, 6
+      for (const auto& [step, saved] : leader_checkpoints.steps) {
+        const ShardCheckpoint& copy = backup_checkpoints.steps.at(step);
+        ASSERT_EQ(copy.parts.size(), saved.parts.size());
+        for (size_t i = 0; i < saved.parts.size(); ++i) {
+          EXPECT_EQ(copy.parts[i].id, saved.parts[i].id);
+          EXPECT_EQ(copy.parts[i].version, saved.parts[i].version);
+          EXPECT_EQ(copy.parts[i].value, saved.parts[i].value);
+          EXPECT_EQ(copy.parts[i].optimizer.tensors, saved.parts[i].optimizer.tensors);
+        }
+      }
+    }
+  }
+}
+
+// dist_sync: the leader dies after its backup took step 0's update but before it answered.
+// The workers push step 0 again to the backup, which now leads the part: each is answered at
+// once with version 1, not applied again; step 1 is applied as usual, and the part is bitwise
+// what a shard that never failed holds.
+TEST(ShardCoreReplicaTest, ABackupThatLeadsAnswersThePushesItHeldAndAppliesTheNext) {
+  const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
+  ShardCore leader(0), backup(1), alone(2);
+  Start(&leader, config);
+  Start(&backup, config);
+  Start(&alone, config);
+  QueuedLink link;
+  ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
+  ASSERT_TRUE(leader.SetBackup(kStats, &link).ok());
+  std::vector<RecordingSink> lost(2), sinks(2), alone_sinks(2);
+  for (int r = 0; r < 2; ++r) {
+    PushBoth(&leader, r, 0, 0, &lost[r]);
+    PushBoth(&alone, r, 0, 0, &alone_sinks[r]);
+  }
+  link.Deliver(&backup, /*acknowledge=*/false);
+  EXPECT_TRUE(lost[0].versions.empty());
+  for (int r = 0; r < 2; ++r) {
+    PushBoth(&backup, r, 0, 0, &sinks[r]);
+    EXPECT_EQ(sinks[r].versions, (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(sinks[r].values, alone_sinks[r].values);
+  }
+  EXPECT_EQ(Held(&backup, kWeights).second, 1);
+  for (int r = 0; r < 2; ++r) {
+    PushBoth(&backup, r, 1, 1, &sinks[r]);
+    PushBoth(&alone, r, 1, 1, &alone_sinks[r]);
+  }
+  for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&backup, id), Held(&alone, id));
+  EXPECT_EQ(sinks[1].values, alone_sinks[1].values);
+  // A push of a version before the one the leader forwarded is stale as ever.
+  RecordingSink late;
+  EXPECT_FALSE(backup.Push(0, kWeights, 0, Gradient(0, 0, kWeightsSize), &late).ok());
+}
+
+// dist_async: the leader dies after its backup took worker 0's push; worker 0 sends it again
+// to the backup, which answers it without applying it twice, then applies worker 1's.
+TEST(ShardCoreReplicaTest, AnAsyncBackupAppliesEachPushOnce) {
+  const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistAsync, "sgd");
+  ShardCore leader(0), backup(1), alone(2);
+  Start(&leader, config);
+  Start(&backup, config);
+  Start(&alone, config);
+  QueuedLink link;
+  ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
+  ASSERT_TRUE(leader.SetBackup(kStats, &link).ok());
+  RecordingSink lost, again, other, alone_sink;
+  PushBoth(&leader, 0, 0, 0, &lost);
+  link.Deliver(&backup, /*acknowledge=*/false);
+  PushBoth(&backup, 0, 0, 0, &again);
+  EXPECT_EQ(again.versions, (std::vector<int64_t>{1, 1}));
+  PushBoth(&backup, 1, 0, 0, &other);
+  EXPECT_EQ(other.versions, (std::vector<int64_t>{2, 2}));
+  PushBoth(&alone, 0, 0, 0, &alone_sink);
+  PushBoth(&alone, 1, 0, 0, &alone_sink);
+  for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&backup, id), Held(&alone, id));
+}
+
+// Updates a backup cannot take are refused, naming the part, the versions and why.
+TEST(ShardCoreReplicaTest, AnUpdateOutOfOrderOrForALeaderOrOfAnotherSizeIsRefused) {
+  const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
+  ShardCore leader(0), backup(1);
+  Start(&leader, config);
+  Start(&backup, config);
+  QueuedLink link;
+  ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
+  const std::vector<float> values(kWeightsSize, 0.5f);
+  const absl::Status skipped = backup.ApplyReplica({kWeights, 2, 0.1f, values, -1, 1});
+  EXPECT_EQ(skipped.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(skipped.message(), "shard 1: the update of key 0 part 0 to "
+                                                   "version 2 came while its backup is at "
+                                                   "version 0"))
+      << skipped;
+  const absl::Status led = leader.ApplyReplica({kWeights, 1, 0.1f, values, -1, 0});
+  EXPECT_TRUE(absl::StrContains(led.message(), "this one leads the part")) << led;
+  const absl::Status short_one =
+      backup.ApplyReplica({kWeights, 1, 0.1f, absl::MakeConstSpan(values).first(10), -1, 0});
+  EXPECT_EQ(short_one.code(), absl::StatusCode::kInvalidArgument) << short_one;
+  EXPECT_EQ(Held(&backup, kWeights).second, 0);
+}
+
+// A worker's stream that ends while its answer waits for the backup is not written to.
+TEST(ShardCoreReplicaTest, AnAnswerHeldForTheBackupIsDroppedWhenItsStreamEnds) {
+  const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
+  ShardCore leader(0), backup(1);
+  Start(&leader, config);
+  Start(&backup, config);
+  QueuedLink link;
+  ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
+  ASSERT_TRUE(leader.SetBackup(kStats, &link).ok());
+  RecordingSink gone, stays;
+  PushBoth(&leader, 0, 0, 0, &gone);
+  PushBoth(&leader, 1, 0, 0, &stays);
+  leader.Detach(&gone);
+  link.Deliver(&backup);
+  EXPECT_TRUE(gone.versions.empty());
+  EXPECT_EQ(stays.versions, (std::vector<int64_t>{1, 1}));
+}
+
+}  // namespace
+}  // namespace cohort
