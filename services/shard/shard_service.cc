@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_util.h"
+#include "services/common/log_safe.h"
 #include "services/shard/push_handler.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
@@ -171,6 +172,36 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
   }
   reply->set_step(core_->start_step());
   reply->set_resumed(core_->resumed());
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardService::Replicate(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaUpdate>* stream) {
+  if (grpc::Status set_up = WaitForSetUp("replicate"); !set_up.ok()) return set_up;
+  v1::ReplicaUpdate message;
+  std::vector<float> values;
+  v1::ReplicaAck ack;
+  ack.set_applied(1);
+  while (stream->Read(&message)) {
+    const std::string& bytes = message.values();
+    if (bytes.size() % sizeof(float) != 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("replica of key ", message.key(), " part ", message.part(),
+                                       ": ", bytes.size(), " bytes are no F32 values"));
+    }
+    values.resize(bytes.size() / sizeof(float));
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    const absl::Status taken = core_->ApplyReplica(
+        {{message.key(), message.part()}, message.version(), message.lr(), values,
+         message.rank(), message.pushed_on()});
+    if (!taken.ok()) {
+      std::cerr << absl::StrCat(taken.message(), " (from ", LogSafe(context->peer(), 128),
+                                "); the leader's parts go on without this backup\n");
+      return ToGrpcStatus(taken);
+    }
+    if (!stream->Write(ack)) break;
+  }
   return grpc::Status::OK;
 }
 

@@ -39,6 +39,11 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   grpc::Status ListCheckpoints(grpc::ServerContext* context,
                                const v1::ListCheckpointsRequest* request,
                                v1::ListCheckpointsReply* reply) override;
+  // The updates of the parts this shard backs up, from the shard leading them
+  // (ShardCore::ApplyReplica), each acknowledged once taken.
+  grpc::Status Replicate(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaUpdate>* stream) override;
 
  private:
   ShardCore* const core_;

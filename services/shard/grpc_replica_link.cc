@@ -1,0 +1,125 @@
+#include "services/shard/grpc_replica_link.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+
+GrpcReplicaLink::GrpcReplicaLink(std::unique_ptr<v1::Shard::Stub> stub, std::string leader,
+                                 std::string backup, std::ostream* err)
+    : stub_(std::move(stub)),
+      leader_(std::move(leader)),
+      backup_(std::move(backup)),
+      err_(err),
+      stream_(stub_->Replicate(&context_)) {
+  reader_ = std::thread([this] { ReadLoop(); });
+  writer_ = std::thread([this] { WriteLoop(); });
+}
+
+GrpcReplicaLink::~GrpcReplicaLink() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  context_.TryCancel();
+  reader_.join();
+  writer_.join();
+}
+
+void GrpcReplicaLink::Forward(const ReplicaUpdate& update, std::function<void()> done) {
+  Queued q{{}, std::move(done)};
+  v1::ReplicaUpdate& m = q.message;
+  m.set_key(update.id.key);
+  m.set_part(update.id.part);
+  m.set_version(update.version);
+  m.set_lr(update.lr);
+  m.set_rank(update.rank);
+  m.set_pushed_on(update.pushed_on);
+  m.set_values(reinterpret_cast<const char*>(update.values.data()),
+               update.values.size() * sizeof(float));
+  absl::MutexLock lock(&mu_);
+  to_send_.push_back(std::move(q));
+}
+
+bool GrpcReplicaLink::broken() const {
+  absl::MutexLock lock(&mu_);
+  return broken_;
+}
+
+void GrpcReplicaLink::ReadLoop() {
+  v1::ReplicaAck ack;
+  std::vector<std::function<void()>> acknowledged;
+  while (stream_->Read(&ack)) {
+    {
+      absl::MutexLock lock(&mu_);
+      for (int64_t i = 0; i < ack.applied() && !sent_.empty(); ++i) {
+        acknowledged.push_back(std::move(sent_.front()));
+        sent_.pop_front();
+      }
+    }
+    // Outside the lock: a done takes its part's lock, under which Forward takes this one.
+    for (std::function<void()>& done : acknowledged) done();
+    acknowledged.clear();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+    reading_ = false;
+  }
+  GiveUpSent();
+}
+
+void GrpcReplicaLink::WriteLoop() {
+  bool finished = false;  // the call's status is known
+  while (true) {
+    std::optional<Queued> next;
+    {
+      absl::MutexLock lock(&mu_);
+      const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !to_send_.empty() || (!reading_ && !finished) || (closing_ && finished);
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (!reading_ && !finished) {
+        finished = true;
+      } else if (!to_send_.empty()) {
+        next = std::move(to_send_.front());
+        to_send_.pop_front();
+        // Once the stream failed, an update is given up at once.
+        if (!broken_) sent_.push_back(std::exchange(next->done, nullptr));
+      } else {
+        return;  // closing, and nothing is left to give up
+      }
+    }
+    if (!next.has_value()) {
+      Broke(stream_->Finish());  // the reader saw the stream end: no write is in flight
+    } else if (next->done != nullptr) {
+      next->done();
+    } else {
+      stream_->Write(next->message);  // a failure ends the reader's stream too
+    }
+  }
+}
+
+void GrpcReplicaLink::Broke(const grpc::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return;
+  }
+  *err_ << absl::StrCat(leader_, ": its backup, ", backup_, ", is gone (",
+                        why.ok() ? "it closed the stream" : why.error_message(),
+                        "): the parts it leads go on without a backup\n");
+}
+
+void GrpcReplicaLink::GiveUpSent() {
+  std::deque<std::function<void()>> given_up;
+  {
+    absl::MutexLock lock(&mu_);
+    given_up.swap(sent_);
+  }
+  for (std::function<void()>& done : given_up) done();
+}
+
+}  // namespace cohort
