@@ -16,6 +16,8 @@
 #include "services/common/grpc_util.h"
 #include "services/shard/shard_core_testing.h"
 #include "services/shard/shard_service.h"
+#include "services/wire/config_proto.h"
+#include "services/wire/part_codec.h"
 
 namespace cohort {
 namespace {
@@ -101,6 +103,83 @@ TEST_F(GrpcReplicaLinkTest, WithoutItsBackupTheLeaderSaysSoAndGoesOn) {
       << err_.str();
   EXPECT_TRUE(absl::StrContains(err_.str(), "the parts it leads go on without a backup"))
       << err_.str();
+}
+
+// Rank 0's Init names the backup: the shard's service links the parts it leads, not the one
+// it backs up for another shard, to the backup, whose copy then takes every step; a shard
+// started without a way to reach a backup refuses such an Init.
+TEST(ReplicatedInitTest, AnInitNamingABackupLinksOnlyThePartsTheShardLeads) {
+  constexpr PartId kLed{0, 0}, kBackedUp{1, 0};
+  ShardConfig config = Config(2, KVStoreMode::kDistSync, /*parts=*/2);
+  ShardCore backup(1), leader(0), unlinked(2);
+  ShardService backup_service(&backup);
+  ASSERT_TRUE(backup.Configure(config).ok());
+  ASSERT_TRUE(backup.AddPart(kLed, Gradient(1, 0, 100)).ok());
+  ASSERT_TRUE(backup.AddPart({2, 0}, Gradient(2, 0, 10)).ok());
+  auto backup_server = StartServer("127.0.0.1", 0, {&backup_service});
+  ASSERT_TRUE(backup_server.ok()) << backup_server.status();
+  std::ostringstream err;
+  ShardService leader_service(&leader, nullptr, nullptr, [&err](const std::string& address) {
+    return std::make_unique<GrpcReplicaLink>(v1::Shard::NewStub(MakeChannel(address)), "shard 0",
+                                             address, &err);
+  });
+  ShardService unlinked_service(&unlinked);
+  auto led_server = StartServer("127.0.0.1", 0, {&leader_service});
+  auto unlinked_server = StartServer("127.0.0.1", 0, {&unlinked_service});
+  ASSERT_TRUE(led_server.ok() && unlinked_server.ok());
+  config.backup_address = absl::StrCat("127.0.0.1:", backup_server->port);
+  const auto init = [&](int port) {
+    auto stub = v1::Shard::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", port)));
+    grpc::ClientContext context;
+    v1::InitReply reply;
+    auto writer = stub->Init(&context, &reply);
+    v1::InitMessage message;
+    *message.mutable_config() = ToProto(config);
+    writer->Write(message);
+    message.clear_config();
+    EncodePart(kLed, 0, 0, Gradient(1, 0, 100), message.mutable_part());
+    writer->Write(message);
+    EncodePart(kBackedUp, 0, 0, Gradient(3, 0, 10), message.mutable_part());
+    message.set_backup(true);
+    writer->Write(message);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  const grpc::Status refused = init(unlinked_server->port);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "without a way to reach its backup"))
+      << refused.error_message();
+  const grpc::Status linked = init(led_server->port);
+  ASSERT_TRUE(linked.ok()) << linked.error_message();
+  std::vector<RecordingSink> sinks(2);
+  for (int step = 0; step < 3; ++step) {
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(leader.Push(r, kLed, step, Gradient(r, step, 100), &sinks[r]).ok());
+    }
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (true) {
+      {
+        absl::MutexLock lock(&sinks[1].mu_);
+        if (sinks[1].versions.size() == static_cast<size_t>(step + 1)) break;
+      }
+      ASSERT_LT(absl::Now(), deadline);
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  std::vector<float> led_value, copy;
+  EXPECT_EQ(*leader.Read(kLed, &led_value), 3);
+  EXPECT_EQ(*backup.Read(kLed, &copy), 3);
+  EXPECT_EQ(copy, led_value);
+  // The part the shard backs up has no backup of its own: its answer comes at once.
+  RecordingSink direct[2];
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(leader.Push(r, kBackedUp, 0, Gradient(r, 0, 10), &direct[r]).ok());
+  }
+  EXPECT_EQ(direct[0].versions, std::vector<int64_t>{1});
+  EXPECT_EQ(err.str(), "");
+  led_server->Shutdown();
+  unlinked_server->Shutdown();
+  backup_server->Shutdown();
 }
 
 }  // namespace

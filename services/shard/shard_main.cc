@@ -24,6 +24,7 @@
 #include "services/membership/leave_on_signal.h"
 #include "services/membership/member_flags.h"
 #include "services/membership/member_session.h"
+#include "services/shard/grpc_replica_link.h"
 #include "services/shard/shard_checkpointer.h"
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_metrics.h"
@@ -137,11 +138,19 @@ int main(int argc, char** argv) {
   absl::Notification set_up;
   cohort::ShardRollback rollback(&core, checkpoint_dir, checkpoints.checkpoint_every > 0,
                                  &std::cout, &std::cerr);
-  cohort::ShardService service(&core, &set_up, &rollback);
+  std::atomic<int> shard_rank{-1};  // for the link's messages, once registered
+  const std::shared_ptr<const cohort::TransportSecurity> security = session_options->security;
+  cohort::ShardService service(
+      &core, &set_up, &rollback,
+      [&shard_rank, security](const std::string& address) -> std::unique_ptr<cohort::ReplicaLink> {
+        return std::make_unique<cohort::GrpcReplicaLink>(
+            cohort::v1::Shard::NewStub(cohort::MakeChannel(address, *security)),
+            absl::StrCat("shard ", shard_rank.load()), absl::StrCat("the shard at ", address),
+            &std::cerr);
+      });
   // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
   static std::atomic<cohort::MemberSession*> member{nullptr};
   cohort::LeaveOnTerminationSignal("shard", &member);
-  const std::shared_ptr<const cohort::TransportSecurity> security = session_options->security;
   auto server = cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port),
                                     {&service}, *security);
   if (!server.ok()) {
@@ -158,6 +167,7 @@ int main(int argc, char** argv) {
   member = session->get();
   const int rank = (*session)->rank();
   core.set_rank(rank);
+  shard_rank = rank;
   cohort::ProcessMetrics process((*session)->job_id(), "shard", rank, security);
   cohort::ShardMetrics metrics(process);
   core.set_metrics(&metrics);

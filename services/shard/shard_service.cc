@@ -161,14 +161,31 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
   if (!config.ok()) return ToGrpcStatus(config.status());
   if (absl::Status s = core_->Configure(*config); !s.ok()) return ToGrpcStatus(s);
   std::vector<float> value;
+  std::vector<PartId> led;  // the parts this shard leads (not another's, backed up here)
   while (reader->Read(&message)) {
     absl::StatusOr<PartHeader> part = DecodePart(message.part(), &value);
     if (!part.ok()) return ToGrpcStatus(part.status());
     if (absl::Status s = core_->AddPart(part->id, value); !s.ok()) return ToGrpcStatus(s);
+    if (!message.backup()) led.push_back(part->id);
   }
   if (!core_->ready()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "shard init ended before every announced part arrived");
+  }
+  if (!config->backup_address.empty()) {
+    if (make_link_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "shard init: the job replicates its shards, but this shard was started "
+                          "without a way to reach its backup");
+    }
+    link_ = make_link_(config->backup_address);
+    for (PartId id : led) {
+      if (absl::Status s = core_->SetBackup(id, link_.get()); !s.ok()) return ToGrpcStatus(s);
+    }
+    std::cerr << absl::StrCat("shard: the ", led.size(), " parts it leads are backed up at ",
+                              LogSafe(config->backup_address, 128), "; it backs up ",
+                              config->num_parts - static_cast<int>(led.size()),
+                              " parts of another shard\n");
   }
   reply->set_step(core_->start_step());
   reply->set_resumed(core_->resumed());
@@ -214,7 +231,8 @@ grpc::Status ShardService::WaitForSetUp(absl::string_view call) const {
                                    "checkpoint in 5 minutes (see its log)"));
 }
 
-ShardService::ShardService(ShardCore* core, absl::Notification* set_up, ShardRollback* rollback)
+ShardService::ShardService(ShardCore* core, absl::Notification* set_up, ShardRollback* rollback,
+                           ReplicaLinkFactory make_link)
     : core_(core),
       set_up_(set_up),
       no_checkpoints_(rollback != nullptr ? nullptr
@@ -222,7 +240,8 @@ ShardService::ShardService(ShardCore* core, absl::Notification* set_up, ShardRol
                                                 core, /*checkpoint_dir=*/"",
                                                 /*writes_checkpoints=*/false, &std::cout,
                                                 &std::cerr)),
-      rollback_(rollback != nullptr ? rollback : no_checkpoints_.get()) {}
+      rollback_(rollback != nullptr ? rollback : no_checkpoints_.get()),
+      make_link_(std::move(make_link)) {}
 
 grpc::Status ShardService::RollBack(grpc::ServerContext*, const v1::RollBackRequest* request,
                                     v1::RollBackReply*) {

@@ -1,7 +1,9 @@
 #ifndef COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 #define COHORT_SERVICES_SHARD_SHARD_SERVICE_H_
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
@@ -24,8 +26,12 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   // loaded): rank 0's Init and RollBack, which may come as soon as every member has joined,
   // wait for it. rollback answers RollBack and ListCheckpoints (it outlives the service); null:
   // the shard keeps no checkpoints, and RollBack is refused.
+  // make_link: replicated shards: the link to the shard at an address that backs up the parts
+  // this one leads (a config naming a backup is refused without it).
+  using ReplicaLinkFactory =
+      std::function<std::unique_ptr<ReplicaLink>(const std::string& address)>;
   explicit ShardService(ShardCore* core, absl::Notification* set_up = nullptr,
-                        ShardRollback* rollback = nullptr);
+                        ShardRollback* rollback = nullptr, ReplicaLinkFactory make_link = nullptr);
 
   grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitMessage>* reader,
                     v1::InitReply* reply) override;
@@ -53,6 +59,9 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
 
   std::unique_ptr<ShardRollback> no_checkpoints_;  // without a rollback given
   ShardRollback* const rollback_;
+  const ReplicaLinkFactory make_link_;
+  // To the backup of the parts this shard leads, from Init on (one Init at a time).
+  std::unique_ptr<ReplicaLink> link_;
 };
 
 }  // namespace cohort

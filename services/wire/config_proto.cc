@@ -56,6 +56,7 @@ v1::InitMessage::Config ToProto(const ShardConfig& config) {
   c.mutable_auxiliary_keys()->Add(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
   c.set_generation(config.generation);
   c.set_fusion_bytes(config.fusion_bytes);
+  c.set_backup_address(config.backup_address);
   return c;
 }
 
@@ -69,6 +70,7 @@ absl::StatusOr<ShardConfig> FromProto(const v1::InitMessage::Config& c) {
   config.auxiliary_keys.assign(c.auxiliary_keys().begin(), c.auxiliary_keys().end());
   config.generation = c.generation();
   config.fusion_bytes = c.fusion_bytes();
+  config.backup_address = c.backup_address();
   return config;
 }
 

@@ -48,6 +48,7 @@ TEST(ConfigProtoTest, ShardConfigRoundTrips) {
   config.auxiliary_keys = {40, 41};
   config.generation = 5;
   config.fusion_bytes = 65536;
+  config.backup_address = "10.0.0.2:7001";
   auto back = FromProto(ToProto(config));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->num_workers, 3);
@@ -58,6 +59,7 @@ TEST(ConfigProtoTest, ShardConfigRoundTrips) {
   EXPECT_EQ(back->auxiliary_keys, (std::vector<int64_t>{40, 41}));
   EXPECT_EQ(back->generation, 5);
   EXPECT_EQ(back->fusion_bytes, 65536);
+  EXPECT_EQ(back->backup_address, "10.0.0.2:7001");
 }
 
 TEST(ConfigProtoTest, UnknownModeIsAnError) {

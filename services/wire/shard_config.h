@@ -2,6 +2,7 @@
 #define COHORT_SERVICES_WIRE_SHARD_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "trainer/kvstore/kvstore_mode.h"
@@ -24,6 +25,9 @@ struct ShardConfig {
   int64_t generation = 0;
   // Answers are fused into messages of at most this many bytes (0: one part a message).
   int64_t fusion_bytes = 0;
+  // Replicated shards: the host:port of the shard backing up the parts this one leads, which
+  // their updates go to ("": none).
+  std::string backup_address;
 };
 
 // An elastic job's workers changed: the shards go back to a checkpoint and go on under the

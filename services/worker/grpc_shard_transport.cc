@@ -145,6 +145,7 @@ class GrpcShardTransport final : public ShardTransport {
     for (const InitialPart& p : parts) {
       if (!ok) break;
       EncodePart(p.id, /*version=*/0, /*rank=*/0, p.value, message.mutable_part());
+      message.set_backup(p.backup);
       ok = writer->Write(message);
     }
     writer->WritesDone();

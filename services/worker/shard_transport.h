@@ -40,6 +40,7 @@ class AnswerReceiver {
 struct InitialPart {
   PartId id;
   absl::Span<const float> value;
+  bool backup = false;  // replicated shards: another shard leads it, this one backs it up
 };
 
 // The worker's data path to the parameter shards, without the kvstore's logic: the gRPC streams
