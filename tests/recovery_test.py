@@ -139,6 +139,19 @@ class RecoveryTest(job_fixture.JobTestCase):
                           f"({folder(root, newest)})", out)
         self.assertEqual(self.model_bytes(os.path.join(self.dir, "resumed.safetensors")), want)
 
+    def test_replicated_shards_keep_the_model_bitwise(self):
+        """--shard_replicas=2: each shard's parts are also kept by the other shard, which takes
+        every update the same way; the model is the unreplicated job's, bit for bit."""
+        want = self.uninterrupted()
+        model = os.path.join(self.dir, "replicated.safetensors")
+        out = self.run_job("replicated", "--shard_replicas=2", model=model)
+        for rank in (0, 1):
+            self.assertRegex(out, rf"\[shard {rank}\] shard {rank}: its backup at [\d.]+:\d+ keeps "
+                                  rf"the \d+ parts? it leads; it backs up \d+ parts? of another "
+                                  rf"shard")
+        self.assertNotIn("is gone", out)
+        self.assertEqual(self.model_bytes(model), want)
+
     def test_killed_lenet_job_resumes_bitwise(self):
         self.check_killed_job_resumes_bitwise(LENET)
 

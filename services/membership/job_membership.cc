@@ -3,6 +3,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "services/common/addresses.h"
 
 namespace cohort {
 namespace {
@@ -45,6 +46,17 @@ std::optional<int> LostShard(const absl::Status& status) {
   const std::optional<int64_t> shard = Number(status, kLostShardPayload);
   if (!shard.has_value()) return std::nullopt;
   return static_cast<int>(*shard);
+}
+
+int ShardsView::BackupOf(int shard) const {
+  const int n = static_cast<int>(addresses.size());
+  if (replicas < 2 || n < 2 || shard < 0 || shard >= n) return -1;
+  const absl::string_view host = HostOfAddress(addresses[shard]);
+  for (int i = 1; i < n; ++i) {
+    const int next = (shard + i) % n;
+    if (HostOfAddress(addresses[next]) != host) return next;
+  }
+  return (shard + 1) % n;
 }
 
 }  // namespace cohort

@@ -25,6 +25,13 @@ struct ShardsView {
   int64_t generation = 0;
   int rank = 0;
   int num_workers = 1;
+  // Copies of every parameter part: 2 when each has a backup on another shard.
+  int replicas = 1;
+
+  // With replicas: the shard backing up the parts `shard` leads, the next one after it, in
+  // rank order round the ring, on another host, or the next one where every shard shares a
+  // host; -1 without replicas.
+  int BackupOf(int shard) const;
 };
 
 // A barrier not passed because the job's workers changed (an elastic job): Aborted, carrying

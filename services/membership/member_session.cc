@@ -183,6 +183,7 @@ absl::StatusOr<ShardsView> MemberSession::WaitForShards(absl::Duration timeout) 
   view.addresses.assign(spec.shard_addresses().begin(), spec.shard_addresses().end());
   view.incarnations.assign(spec.shard_incarnations().begin(), spec.shard_incarnations().end());
   view.restart_grace = absl::Seconds(spec.shard_restart_grace_seconds());
+  view.replicas = std::max(1, spec.shard_replicas());
   view.generation = spec.generation();
   view.rank = spec.worker_rank();
   view.num_workers = spec.num_workers();

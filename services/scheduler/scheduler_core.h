@@ -52,6 +52,8 @@ struct JobSpec {
   absl::Duration shard_restart_grace = absl::ZeroDuration();
   // With a grace: a shard's death past this many restarts of its rank fails the job (0: none).
   int max_shard_restarts = 0;
+  // Copies of every parameter part (--shard_replicas): 2, a backup on another shard.
+  int shard_replicas = 1;
   // --on_worker_failure=elastic: a worker's death does not fail the job while min_workers
   // remain, and workers may join the running job up to max_workers (0: num_workers). Each
   // change starts a new membership generation.

@@ -57,6 +57,12 @@ absl::StatusOr<JobSpec> SchedulerOptions::ToJobSpec() const {
   spec.form_timeout = absl::Seconds(form_timeout_s);
   spec.shard_restart_grace = absl::Seconds(shard_restart_grace_s);
   spec.max_shard_restarts = max_shard_restarts;
+  if (shard_replicas < 1 || shard_replicas > 2 || (shard_replicas == 2 && num_shards < 2)) {
+    return Invalid(absl::StrCat("--shard_replicas=", shard_replicas, " with ", num_shards,
+                                " shards: 1, or 2 with 2 shards or more (a part's backup is on "
+                                "another shard)"));
+  }
+  spec.shard_replicas = shard_replicas;
   return spec;
 }
 
@@ -80,6 +86,9 @@ std::vector<std::string> SchedulerOptions::ToArgs() const {
   }
   if (max_shard_restarts > 0) {
     args.push_back(absl::StrCat("--max_shard_restarts=", max_shard_restarts));
+  }
+  if (shard_replicas != defaults.shard_replicas) {
+    args.push_back(absl::StrCat("--shard_replicas=", shard_replicas));
   }
   if (!report_file.empty()) args.push_back(absl::StrCat("--report_file=", report_file));
   if (elastic()) {

@@ -28,6 +28,7 @@ struct SchedulerOptions {
   double heartbeat_timeout_s = 0;  // 0: AutomaticHeartbeatTimeout (3 s up to 500 members)
   double shard_restart_grace_s = 0;
   int max_shard_restarts = 0;  // per shard rank; 0: no limit
+  int shard_replicas = 1;  // 2: every part has a backup on another shard
   double form_timeout_s = 120;
   std::string report_file;  // the job page written at the end (empty: none)
 
@@ -65,6 +66,9 @@ struct SchedulerOptions {
             "elastic: the fewest workers the job goes on with");                                 \
   ABSL_FLAG(int, max_workers, cohort::SchedulerOptions().max_workers,                            \
             "elastic: the most workers the job takes (0: as many as it starts with)");             \
+  ABSL_FLAG(int, shard_replicas, cohort::SchedulerOptions().shard_replicas,                       \
+            "copies of every parameter part: 1, or 2 (each part's updates also kept by a backup "\
+            "on another shard, on another host where there are several; needs 2 shards or more)");\
   ABSL_FLAG(std::string, report_file, cohort::SchedulerOptions().report_file,                    \
             "when the job ends, the scheduler writes its page (the HTTP port's '/': progress, "  \
             "plots, members, events) to this HTML file, to be opened without a scheduler (the "  \
@@ -77,6 +81,7 @@ ABSL_DECLARE_FLAG(double, baseline_images_per_second);
 ABSL_DECLARE_FLAG(std::string, on_worker_failure);
 ABSL_DECLARE_FLAG(int, min_workers);
 ABSL_DECLARE_FLAG(int, max_workers);
+ABSL_DECLARE_FLAG(int, shard_replicas);
 ABSL_DECLARE_FLAG(std::string, report_file);
 
 namespace cohort {
@@ -90,6 +95,7 @@ inline void JobFlagsInto(SchedulerOptions* options) {
   options->on_worker_failure = absl::GetFlag(FLAGS_on_worker_failure);
   options->min_workers = absl::GetFlag(FLAGS_min_workers);
   options->max_workers = absl::GetFlag(FLAGS_max_workers);
+  options->shard_replicas = absl::GetFlag(FLAGS_shard_replicas);
   options->report_file = absl::GetFlag(FLAGS_report_file);
 }
 

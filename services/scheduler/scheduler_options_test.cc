@@ -28,6 +28,7 @@ TEST(SchedulerOptionsTest, TheJobTheyDescribe) {
   o.job_id = "job-7";
   o.shard_restart_grace_s = 60;
   o.max_shard_restarts = 3;
+  o.shard_replicas = 2;
   const absl::StatusOr<JobSpec> spec = o.ToJobSpec();
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->num_workers, 3);
@@ -39,6 +40,7 @@ TEST(SchedulerOptionsTest, TheJobTheyDescribe) {
   EXPECT_EQ(spec->max_workers, 3);  // 0: as many as it starts with
   EXPECT_EQ(spec->shard_restart_grace, absl::Seconds(60));
   EXPECT_EQ(spec->max_shard_restarts, 3);
+  EXPECT_EQ(spec->shard_replicas, 2);
   EXPECT_EQ(spec->form_timeout, absl::Seconds(120));
   EXPECT_FALSE(SchedulerOptions().ToJobSpec()->job_id.empty());  // a new one
 }
@@ -89,6 +91,12 @@ TEST(SchedulerOptionsTest, RefusesWhatNoJobCouldRun) {
   refused(Elastic(2, 3, 0), "need 1 <= min_workers <= the number of workers (2) <= max_workers");
   refused(Elastic(2, 0, 0), "need 1 <= min_workers");
   refused(Elastic(3, 1, 2), "need 1 <= min_workers");
+  o = SchedulerOptions();
+  o.shard_replicas = 2;
+  refused(o, "--shard_replicas=2 with 1 shards: 1, or 2 with 2 shards or more");
+  o.num_shards = 4;
+  o.shard_replicas = 3;
+  refused(o, "--shard_replicas=3 with 4 shards");
 }
 
 TEST(SchedulerOptionsTest, WritesTheSchedulersCommandLine) {
@@ -97,11 +105,12 @@ TEST(SchedulerOptionsTest, WritesTheSchedulersCommandLine) {
   o.job_id = "job-7";
   o.shard_restart_grace_s = 60;
   o.max_shard_restarts = 3;
+  o.shard_replicas = 2;
   EXPECT_THAT(o.ToArgs(),
               ElementsAre("--num_workers=2", "--num_shards=2", "--mode=dist_sync", "--linger=0",
                           "--job_id=job-7", "--baseline_images_per_second=0",
                           "--shard_restart_grace=60", "--max_shard_restarts=3",
-                          "--on_worker_failure=elastic",
+                          "--shard_replicas=2", "--on_worker_failure=elastic",
                           "--min_workers=1", "--max_workers=2"));
   o = SchedulerOptions();
   o.job_id = "j";

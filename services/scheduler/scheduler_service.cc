@@ -121,6 +121,7 @@ grpc::ServerUnaryReactor* SchedulerService::GetClusterSpec(grpc::CallbackServerC
     for (const std::string& a : view->shard_addresses) spec->add_shard_addresses(a);
     for (const std::string& i : view->shard_incarnations) spec->add_shard_incarnations(i);
     spec->set_shard_restart_grace_seconds(absl::ToDoubleSeconds(view->shard_restart_grace));
+    spec->set_shard_replicas(job.shard_replicas);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

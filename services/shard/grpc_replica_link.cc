@@ -5,15 +5,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace cohort {
 
 GrpcReplicaLink::GrpcReplicaLink(std::unique_ptr<v1::Shard::Stub> stub, std::string leader,
-                                 std::string backup, std::ostream* err)
+                                 std::string backup, std::ostream* err,
+                                 std::function<bool()> job_over)
     : stub_(std::move(stub)),
       leader_(std::move(leader)),
       backup_(std::move(backup)),
       err_(err),
+      job_over_(std::move(job_over)),
       stream_(stub_->Replicate(&context_)) {
   reader_ = std::thread([this] { ReadLoop(); });
   writer_ = std::thread([this] { WriteLoop(); });
@@ -107,6 +110,12 @@ void GrpcReplicaLink::Broke(const grpc::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     if (closing_) return;
+  }
+  // A backup leaving a job that ended may end the stream a moment before this shard hears of
+  // the end: given that moment.
+  if (job_over_ != nullptr) {
+    for (int i = 0; i < 20 && !job_over_(); ++i) absl::SleepFor(absl::Milliseconds(10));
+    if (job_over_()) return;
   }
   *err_ << absl::StrCat(leader_, ": its backup, ", backup_, ", is gone (",
                         why.ok() ? "it closed the stream" : why.error_message(),

@@ -18,13 +18,15 @@ namespace cohort {
 // A leader's ReplicaLink to the shard backing its parts up: one Replicate stream. Forward
 // copies the update into a message and returns; a thread of the link writes them in order
 // and another runs each update's done as the backup acknowledges it. Once the stream fails
-// (the backup died, or refused an update), the link says so once on err and gives every update
-// not acknowledged up: its done runs, and the parts go on without a backup.
+// (the backup died, or refused an update), the link gives every update not acknowledged up (its
+// done runs: the parts go on without a backup) and says so once on err, unless the job is over
+// (a backup ends its stream as it leaves a job that ended).
 class GrpcReplicaLink final : public ReplicaLink {
  public:
-  // leader: how messages name this shard ("shard 0"); backup: the backup's name and address.
+  // leader: how messages name this shard ("shard 0"); backup: the backup's name and address;
+  // job_over: whether the job has ended (null: not known).
   GrpcReplicaLink(std::unique_ptr<v1::Shard::Stub> stub, std::string leader, std::string backup,
-                  std::ostream* err);
+                  std::ostream* err, std::function<bool()> job_over = nullptr);
   // Ends the stream; every done not run yet runs before it returns.
   ~GrpcReplicaLink() override;
 
@@ -48,6 +50,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   const std::string leader_;
   const std::string backup_;
   std::ostream* const err_;
+  const std::function<bool()> job_over_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::ReplicaUpdate, v1::ReplicaAck>> stream_;
 

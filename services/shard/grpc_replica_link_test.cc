@@ -4,7 +4,9 @@
 
 #include "services/shard/grpc_replica_link.h"
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -41,7 +43,7 @@ class GrpcReplicaLinkTest : public ::testing::Test {
     const std::string address = absl::StrCat("127.0.0.1:", server_.port);
     link_ = std::make_unique<GrpcReplicaLink>(v1::Shard::NewStub(MakeChannel(address)),
                                               "shard 0", absl::StrCat("shard 1 at ", address),
-                                              &err_);
+                                              &err_, [this] { return job_over_.load(); });
     ASSERT_TRUE(leader_.SetBackup(kWeights, link_.get()).ok());
     ASSERT_TRUE(leader_.SetBackup(kStats, link_.get()).ok());
   }
@@ -80,6 +82,7 @@ class GrpcReplicaLinkTest : public ::testing::Test {
   ShardService service_{&backup_};
   RunningServer server_;
   std::ostringstream err_;
+  std::atomic<bool> job_over_{false};
   std::unique_ptr<GrpcReplicaLink> link_;
   std::vector<RecordingSink> sinks_ = std::vector<RecordingSink>(2);
 };
@@ -92,17 +95,42 @@ TEST_F(GrpcReplicaLinkTest, TheBackupTakesEveryStepBitwise) {
   EXPECT_EQ(err_.str(), "");
 }
 
-TEST_F(GrpcReplicaLinkTest, WithoutItsBackupTheLeaderSaysSoAndGoesOn) {
+// A backup that refuses an update (it went its own way: here a worker pushed to it) ends the
+// stream: the leader says why and goes on answering without it.
+TEST_F(GrpcReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt) {
   ASSERT_TRUE(Step(0));
-  server_.Shutdown();
+  RecordingSink stray;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(backup_.Push(r, kWeights, 1, Gradient(r, 9, 6000), &stray).ok());
+  }
   ASSERT_TRUE(Step(1));
   ASSERT_TRUE(Step(2));
   EXPECT_TRUE(link_->broken());
   EXPECT_EQ(Held(&leader_, kWeights).second, 3);
   EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: its backup, shard 1 at 127.0.0.1:"))
       << err_.str();
+  EXPECT_TRUE(absl::StrContains(err_.str(), "shard 1: the update of key 0 part 0 to version 2 "
+                                            "came while its backup is at version 2"))
+      << err_.str();
   EXPECT_TRUE(absl::StrContains(err_.str(), "the parts it leads go on without a backup"))
       << err_.str();
+}
+
+// The job ends and the backup's server shuts down a moment before the leader hears of the end:
+// the leader answers without it and says nothing.
+TEST_F(GrpcReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
+  ASSERT_TRUE(Step(0));
+  std::thread hears_the_end([this] {
+    absl::SleepFor(absl::Milliseconds(50));
+    job_over_ = true;
+  });
+  server_.Shutdown();
+  hears_the_end.join();
+  ASSERT_TRUE(Step(1));
+  ASSERT_TRUE(Step(2));
+  EXPECT_TRUE(link_->broken());
+  EXPECT_EQ(Held(&leader_, kWeights).second, 3);
+  EXPECT_EQ(err_.str(), "");
 }
 
 // Rank 0's Init names the backup: the shard's service links the parts it leads, not the one

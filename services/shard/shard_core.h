@@ -108,6 +108,7 @@ class ShardCore {
   explicit ShardCore(int shard_rank = 0) : shard_rank_(shard_rank) {}
   // The rank messages name, once the scheduler has assigned it (before any request).
   void set_rank(int shard_rank) { shard_rank_ = shard_rank; }
+  int rank() const { return shard_rank_.load(); }
   // Where updates and refusals are counted from now on (null: nowhere). Outlives the core.
   void set_metrics(ShardMetrics* metrics) { metrics_ = metrics; }
   ShardMetrics* metrics() const { return metrics_.load(); }

@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
   absl::Notification set_up;
   cohort::ShardRollback rollback(&core, checkpoint_dir, checkpoints.checkpoint_every > 0,
                                  &std::cout, &std::cerr);
+  // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
+  static std::atomic<cohort::MemberSession*> member{nullptr};
+  cohort::LeaveOnTerminationSignal("shard", &member);
   std::atomic<int> shard_rank{-1};  // for the link's messages, once registered
   const std::shared_ptr<const cohort::TransportSecurity> security = session_options->security;
   cohort::ShardService service(
@@ -146,11 +149,11 @@ int main(int argc, char** argv) {
         return std::make_unique<cohort::GrpcReplicaLink>(
             cohort::v1::Shard::NewStub(cohort::MakeChannel(address, *security)),
             absl::StrCat("shard ", shard_rank.load()), absl::StrCat("the shard at ", address),
-            &std::cerr);
+            &std::cerr, [] {
+              const cohort::MemberSession* m = member.load();
+              return m != nullptr && m->ended();
+            });
       });
-  // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
-  static std::atomic<cohort::MemberSession*> member{nullptr};
-  cohort::LeaveOnTerminationSignal("shard", &member);
   auto server = cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port),
                                     {&service}, *security);
   if (!server.ok()) {
@@ -190,7 +193,9 @@ int main(int argc, char** argv) {
     rollback.set_checkpointer(checkpointer.get());
   }
   set_up.Notify();
-  if (ServeUntilEnded(session->get(), *server, process, security) != 0) return 1;
+  const int served = ServeUntilEnded(session->get(), *server, process, security);
+  service.CloseReplication();  // while the session its link asks lives
+  if (served != 0) return 1;
   const absl::Status end = (*session)->end_status();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   shm.reset();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/count_text.h"
 #include "services/common/grpc_util.h"
 #include "services/common/log_safe.h"
 #include "services/shard/push_handler.h"
@@ -178,14 +179,17 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
                           "shard init: the job replicates its shards, but this shard was started "
                           "without a way to reach its backup");
     }
+    absl::MutexLock lock(&link_mu_);
     link_ = make_link_(config->backup_address);
     for (PartId id : led) {
       if (absl::Status s = core_->SetBackup(id, link_.get()); !s.ok()) return ToGrpcStatus(s);
     }
-    std::cerr << absl::StrCat("shard: the ", led.size(), " parts it leads are backed up at ",
-                              LogSafe(config->backup_address, 128), "; it backs up ",
-                              config->num_parts - static_cast<int>(led.size()),
-                              " parts of another shard\n");
+    led_ = led;
+    std::cerr << absl::StrCat("shard ", core_->rank(), ": its backup at ",
+                              LogSafe(config->backup_address, 128), " keeps the ",
+                              Count(led.size(), "part"), " it leads; it backs up ",
+                              Count(config->num_parts - led.size(), "part"),
+                              " of another shard\n");
   }
   reply->set_step(core_->start_step());
   reply->set_resumed(core_->resumed());
@@ -220,6 +224,18 @@ grpc::Status ShardService::Replicate(
     if (!stream->Write(ack)) break;
   }
   return grpc::Status::OK;
+}
+
+void ShardService::CloseReplication() {
+  std::unique_ptr<ReplicaLink> link;
+  std::vector<PartId> led;
+  {
+    absl::MutexLock lock(&link_mu_);
+    link = std::move(link_);
+    led.swap(led_);
+  }
+  // Its parts stop forwarding before the link goes: no update reaches it afterwards.
+  for (PartId id : led) core_->SetBackup(id, nullptr).IgnoreError();
 }
 
 grpc::Status ShardService::WaitForSetUp(absl::string_view call) const {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
@@ -51,6 +52,9 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaUpdate>* stream) override;
 
+  // The job is over: the link to the backup ends, quietly (its updates in flight given up).
+  void CloseReplication();
+
  private:
   ShardCore* const core_;
   absl::Notification* const set_up_;
@@ -60,8 +64,10 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   std::unique_ptr<ShardRollback> no_checkpoints_;  // without a rollback given
   ShardRollback* const rollback_;
   const ReplicaLinkFactory make_link_;
-  // To the backup of the parts this shard leads, from Init on (one Init at a time).
-  std::unique_ptr<ReplicaLink> link_;
+  absl::Mutex link_mu_;
+  // To the backup of the parts this shard leads, from Init on until CloseReplication.
+  std::unique_ptr<ReplicaLink> link_ ABSL_GUARDED_BY(link_mu_);
+  std::vector<PartId> led_ ABSL_GUARDED_BY(link_mu_);  // the parts forwarded through it
 };
 
 }  // namespace cohort

@@ -415,11 +415,13 @@ std::vector<InitialPart> DistKVStoreCore::InitialParts(int shard,
                                                        absl::Span<const float> placeholder) const {
   std::vector<InitialPart> parts;
   for (const Part& p : map_.parts) {
-    if (p.shard != shard) continue;
+    const bool backup = shards_.BackupOf(p.shard) == shard;
+    if (p.shard != shard && !backup) continue;
     parts.push_back({{p.key, p.index},
                      placeholder.empty()
                          ? absl::MakeConstSpan(keys_[p.key]->initial).subspan(p.offset, p.elements)
-                         : placeholder.first(p.elements)});
+                         : placeholder.first(p.elements),
+                     backup});
   }
   return parts;
 }
@@ -431,8 +433,14 @@ ShardConfig DistKVStoreCore::ShardConfigFor(int shard) const {
   config.partition_fingerprint = fingerprint_;
   config.optimizer = optimizer_;
   config.auxiliary_keys = auxiliary_keys_;
-  config.num_parts = static_cast<int>(std::count_if(
-      map_.parts.begin(), map_.parts.end(), [shard](const Part& p) { return p.shard == shard; }));
+  // With replicas the shard also holds the parts of the shard it backs up.
+  config.num_parts = static_cast<int>(
+      std::count_if(map_.parts.begin(), map_.parts.end(), [&](const Part& p) {
+        return p.shard == shard || shards_.BackupOf(p.shard) == shard;
+      }));
+  if (const int backup = shards_.BackupOf(shard); backup >= 0) {
+    config.backup_address = shards_.addresses[backup];
+  }
   config.generation = shards_.generation;
   config.fusion_bytes = options_.fusion_bytes;
   return config;

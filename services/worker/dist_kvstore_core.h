@@ -130,7 +130,8 @@ class DistKVStoreCore : private AnswerReceiver {
   // zeros, are replaced by the checkpoint's); the step it resumed at, or -1 when it had no
   // checkpoint.
   absl::StatusOr<int64_t> SetUpRestartedShard(int shard, const ShardConfig& config);
-  // The settings of shard `shard` in the current generation.
+  // The settings of shard `shard` in the current generation (with replicas: the parts it backs
+  // up counted, and its backup's address).
   ShardConfig ShardConfigFor(int shard) const;
 
  private:
@@ -164,8 +165,9 @@ class DistKVStoreCore : private AnswerReceiver {
   absl::Status TimedOut(int64_t key, const Key& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rank 0 says so when some shards hold no part (more shards than parts).
   void WarnAboutIdleShards() const;
-  // Shard `shard`'s parts with their initial values or, for a restarted shard (its checkpoint
-  // replaces them), with the zeros of placeholder (as long as the largest part).
+  // Shard `shard`'s parts (with replicas, also those it backs up, so marked) with their initial
+  // values or, for a restarted shard (its checkpoint replaces them), with the zeros of
+  // placeholder (as long as the largest part).
   std::vector<InitialPart> InitialParts(int shard, absl::Span<const float> placeholder) const;
   absl::Status PullCurrent(int64_t key, Tensor* out);
   // The first failure of an exchange with `shard` stops the streams (Interrupted says it); a

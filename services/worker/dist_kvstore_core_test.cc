@@ -41,7 +41,11 @@ TEST_F(DistKVStoreCoreTest, RankZeroInitialisesEveryShardThenAllRanksMeetAtABarr
     parts += c.num_parts;
   }
   EXPECT_EQ(parts, 5);
-  for (const Part& p : map->parts) EXPECT_EQ(transport_->init_shard({p.key, p.index}), p.shard);
+  for (const Part& p : map->parts) {
+    EXPECT_EQ(transport_->init_shard({p.key, p.index}), p.shard);
+    EXPECT_EQ(transport_->backup_shard({p.key, p.index}), -1);
+  }
+  for (const ShardConfig& c : transport_->configs()) EXPECT_EQ(c.backup_address, "");
   EXPECT_EQ(membership_->barriers(), std::vector<std::string>{"kvstore init"});
   // Each part went to the shard holding it, from the gradient's own values, on version 0.
   for (const Pushed& p : pushed) {
@@ -51,6 +55,30 @@ TEST_F(DistKVStoreCoreTest, RankZeroInitialisesEveryShardThenAllRanksMeetAtABarr
     EXPECT_EQ(p.rank, 0);
     EXPECT_EQ(p.values, std::vector<float>(grad_.data<float>() + part.offset,
                                            grad_.data<float>() + part.offset + part.elements));
+  }
+}
+
+// With two copies of every part, rank 0 sends each shard its own parts and, marked, those of
+// the shard it backs up (the other one), and names its backup's address; pushes still go to
+// the part's leader only.
+TEST_F(DistKVStoreCoreTest, WithReplicasEveryShardAlsoBacksUpTheOthersParts) {
+  replicas_ = 2;
+  Make(0);
+  const std::vector<Pushed> pushed = PushKey0();
+  const auto map = PartitionParameters({{6, 4}, {3, 4}}, kShards, kPartBytes);
+  ASSERT_TRUE(map.ok());
+  const std::vector<ShardConfig> configs = transport_->configs();
+  ASSERT_EQ(configs.size(), 2u);
+  EXPECT_EQ(configs[0].num_parts, 5);
+  EXPECT_EQ(configs[1].num_parts, 5);
+  EXPECT_EQ(configs[0].backup_address, "fake-1");
+  EXPECT_EQ(configs[1].backup_address, "fake-0");
+  for (const Part& p : map->parts) {
+    EXPECT_EQ(transport_->init_shard({p.key, p.index}), p.shard);
+    EXPECT_EQ(transport_->backup_shard({p.key, p.index}), 1 - p.shard);
+  }
+  for (const Pushed& p : pushed) {
+    EXPECT_EQ(p.shard, map->parts[map->key_parts[0][p.id.part]].shard);
   }
 }
 

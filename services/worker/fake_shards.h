@@ -101,6 +101,10 @@ class FakeMembership final : public JobMembership {
     absl::MutexLock lock(&mu_);
     shards_.restart_grace = grace;
   }
+  void set_replicas(int replicas) {
+    absl::MutexLock lock(&mu_);
+    shards_.replicas = replicas;
+  }
 
   // The scheduler ends the job. Listeners run under their own lock, as MemberSession's do.
   void End(absl::Status why) {
@@ -165,7 +169,7 @@ class FakeTransport final : public ShardTransport {
       if (initial_.count({p.id.key, p.id.part}) == 0) {  // a restarted shard keeps its checkpoint
         initial_[{p.id.key, p.id.part}] = std::vector<float>(p.value.begin(), p.value.end());
       }
-      init_shard_[{p.id.key, p.id.part}] = shard;
+      (p.backup ? backup_shard_ : init_shard_)[{p.id.key, p.id.part}] = shard;
     }
     return resumed_ ? resumed_step_ : -1;
   }
@@ -344,6 +348,12 @@ class FakeTransport final : public ShardTransport {
     absl::MutexLock lock(&mu_);
     return init_shard_.at({id.key, id.part});
   }
+  // Replicated shards: the shard that was sent the part to back up (-1: none).
+  int backup_shard(PartId id) const {
+    absl::MutexLock lock(&mu_);
+    const auto it = backup_shard_.find({id.key, id.part});
+    return it == backup_shard_.end() ? -1 : it->second;
+  }
 
  private:
   const int num_shards_;
@@ -357,6 +367,7 @@ class FakeTransport final : public ShardTransport {
   std::vector<ShardConfig> configs_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, std::vector<float>> initial_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, int> init_shard_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, int>, int> backup_shard_ ABSL_GUARDED_BY(mu_);
   bool resumed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t resumed_step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<int64_t>> checkpoints_ ABSL_GUARDED_BY(mu_);
@@ -403,6 +414,7 @@ class StoreOnFakesTest : public ::testing::Test {
             absl::Duration restart_grace = absl::Seconds(60), int workers = 2) {
     membership_ = std::make_unique<FakeMembership>(rank, workers, kShards);
     membership_->set_restart_grace(restart_grace);
+    membership_->set_replicas(replicas_);
     auto transport = std::make_unique<FakeTransport>(kShards);
     transport_ = transport.get();
     DistKVStoreOptions options;
@@ -415,6 +427,8 @@ class StoreOnFakesTest : public ::testing::Test {
     ASSERT_TRUE(kv_->Init(0, Filled(Shape{6}, 1)).ok());
     ASSERT_TRUE(kv_->Init(1, Filled(Shape{3}, 100)).ok());
   }
+
+  int replicas_ = 1;  // the job's copies of every part, for Make
 
   // Pushes key 0's gradient (1..6) and returns the parts that reached the fake shards.
   std::vector<Pushed> PushKey0() {
