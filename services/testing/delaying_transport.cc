@@ -28,6 +28,9 @@ class DelayingTransport final : public ShardTransport {
     inner_->Redial(std::move(addresses));
   }
   void Open(AnswerReceiver* receiver) override { inner_->Open(receiver); }
+  void Reopen(int shard, const std::string& address, AnswerReceiver* receiver) override {
+    inner_->Reopen(shard, address, receiver);
+  }
   void Send(int shard, const OutgoingPart& part) override {
     const PartHeader& header = part.header;
     const uint64_t h =

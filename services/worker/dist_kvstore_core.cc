@@ -25,7 +25,8 @@ DistKVStoreCore::DistKVStoreCore(KVStoreMode mode, JobMembership* membership,
       membership_(membership),
       transport_(std::move(transport)),
       options_(options),
-      shards_(std::move(shards)) {
+      shards_(std::move(shards)),
+      replicas_(shards_.replicas) {
   {
     absl::MutexLock lock(&mu_);
     generation_heard_ = shards_.generation;
@@ -102,24 +103,34 @@ absl::Status DistKVStoreCore::Wait(int64_t key) {
   if (!k.in_flight) return absl::OkStatus();
   transport_->Flush();  // pushes held to be fused go now: this one's answer needs them
   absl::Status failure;
-  {
-    absl::MutexLock lock(&mu_);
-    const auto answered = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return k.awaiting == 0 || job_ended_ || !stream_error_.ok();
-    };
-    while (true) {
-      const int64_t seen = answers_;
-      if (mu_.AwaitWithTimeout(absl::Condition(&answered), options_.answer_timeout)) break;
-      if (answers_ == seen) {
-        stream_error_ = TimedOut(key, k);
+  while (true) {
+    std::vector<int> lost;
+    {
+      absl::MutexLock lock(&mu_);
+      const auto answered = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return k.awaiting == 0 || job_ended_ || !stream_error_.ok() || !lost_.empty();
+      };
+      while (true) {
+        const int64_t seen = answers_;
+        if (mu_.AwaitWithTimeout(absl::Condition(&answered), options_.answer_timeout)) break;
+        if (answers_ == seen) {
+          stream_error_ = TimedOut(key, k);
+          break;
+        }
+      }
+      if (k.awaiting == 0) {
+        k.in_flight = false;
         break;
       }
+      if (job_ended_ || !stream_error_.ok()) {
+        failure = Interrupted();
+        break;
+      }
+      lost.swap(lost_);
     }
-    if (k.awaiting == 0) {
-      k.in_flight = false;
-    } else {
-      failure = Interrupted();
-    }
+    // A shard died in a job with replicas: its backup takes its parts over, and the wait goes on.
+    const absl::Status taken = TakeOver(lost);
+    if (!taken.ok()) StopOnFailure(lost.front(), taken).IgnoreError();
   }
   if (!failure.ok()) {
     // The caller may free its tensors once this returns: nothing may touch them any more.
@@ -206,6 +217,13 @@ void DistKVStoreCore::OnAnswers(int shard, absl::Span<const Answer> answers) {
 }
 
 void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {
+  if (replicas_ > 1 && absl::IsUnavailable(status)) {
+    absl::MutexLock lock(&mu_);
+    if (!closing_ && !job_ended_ && stream_error_.ok()) {
+      lost_.push_back(shard);  // the waiting caller takes its parts over to the backup
+      return;
+    }
+  }
   // A dead shard's stream ends Unavailable; a shard that refused a push ends it with the
   // refusal's code (Recover tells the two apart).
   StopOnFailure(shard, absl::Status(status.ok() ? absl::StatusCode::kUnavailable : status.code(),
@@ -265,19 +283,85 @@ absl::Status DistKVStoreCore::SendGradient(int64_t key, Key* k, const Tensor& gr
     return failure;
   }
   k->result_unread = false;
-  const absl::Span<const float> values = grad.span<float>();
-  const GradientCompression& c = options_.compression;
-  const bool two_bit = c.encoding == WireEncoding::kTwoBit;
-  if (two_bit && k->residual.empty()) k->residual.assign(values.size(), 0.0f);
+  k->gradient = grad.span<float>();
+  if (options_.compression.encoding == WireEncoding::kTwoBit && k->residual.empty()) {
+    k->residual.assign(k->gradient.size(), 0.0f);
+  }
   for (int index : parts) {
     const Part& p = map_.parts[index];
     k->sent[p.index] = k->versions[p.index];
-    transport_->Send(
-        p.shard, OutgoingPart{PartHeader{{key, p.index}, k->sent[p.index], rank(),
-                                         shards_.generation, c.encoding,
-                                         two_bit ? c.threshold : 0.0f},
-                              values.subspan(p.offset, p.elements), &k->pins,
-                              two_bit ? k->residual.data() + p.offset : nullptr});
+    SendPart(key, k, p);
+  }
+  return absl::OkStatus();
+}
+
+void DistKVStoreCore::SendPart(int64_t key, Key* k, const Part& p) {
+  const GradientCompression& c = options_.compression;
+  const bool two_bit = c.encoding == WireEncoding::kTwoBit;
+  transport_->Send(p.shard, OutgoingPart{PartHeader{{key, p.index}, k->sent[p.index], rank(),
+                                                    shards_.generation, c.encoding,
+                                                    two_bit ? c.threshold : 0.0f},
+                                         k->gradient.subspan(p.offset, p.elements), &k->pins,
+                                         two_bit ? k->residual.data() + p.offset : nullptr});
+}
+
+absl::Status DistKVStoreCore::TakeOver(const std::vector<int>& lost) {
+  for (int shard : lost) {
+    const std::string was = absl::StrCat("shard ", shard, " at ", shards_.addresses[shard]);
+    if (options_.compression.encoding == WireEncoding::kTwoBit) {
+      return WithLostShard(
+          absl::UnavailableError(absl::StrCat(
+              membership_->name(), ": ", was, " died; its backup cannot take its parts over "
+              "from 2-bit pushes (a push sent again would count its error feedback twice): "
+              "replicated shards take float32, fp16 or bf16 pushes")),
+          shard);
+    }
+    // The scheduler names the backup at the dead shard's place once it knows of the death.
+    const absl::Time deadline = absl::Now() + kTakeOverWait;
+    ShardsView view;
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (job_ended_) return Interrupted();
+      }
+      ASSIGN_OR_RETURN(view, membership_->WaitForShards(deadline - absl::Now()));
+      if (view.generation != shards_.generation) {
+        return MembershipChangedError(view.generation, "while a shard's parts were taken over");
+      }
+      if (view.incarnations.at(shard) != shards_.incarnations.at(shard)) break;
+      if (absl::Now() > deadline) {
+        return WithLostShard(absl::UnavailableError(absl::StrCat(
+                                 membership_->name(), ": ", was, " died, and no shard took its "
+                                 "parts over within ", absl::FormatDuration(kTakeOverWait))),
+                             shard);
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    transport_->Reopen(shard, view.addresses[shard], this);
+    shards_.addresses[shard] = view.addresses[shard];
+    shards_.incarnations[shard] = view.incarnations[shard];
+    // What the dead shard had not answered goes to its backup, which answers what it holds
+    // already and applies the rest.
+    int again = 0;
+    for (size_t key = 0; key < keys_.size(); ++key) {
+      Key& k = *keys_[key];
+      std::vector<int> unanswered;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!k.in_flight) continue;
+        for (size_t i = 0; i < k.pending.size(); ++i) {
+          if (k.pending[i] && map_.parts[map_.key_parts[key][i]].shard == shard) {
+            unanswered.push_back(map_.key_parts[key][i]);
+          }
+        }
+      }
+      for (int index : unanswered) SendPart(static_cast<int64_t>(key), &k, map_.parts[index]);
+      again += static_cast<int>(unanswered.size());
+    }
+    transport_->Flush();
+    std::cerr << absl::StrCat(membership_->name(), ": ", was, " died; its backup at ",
+                              view.addresses[shard], " leads its parts now (", again,
+                              " sent to it again)\n");
   }
   return absl::OkStatus();
 }
@@ -458,6 +542,7 @@ void DistKVStoreCore::ReopenStreams() {
     absl::MutexLock lock(&mu_);
     stream_error_ = absl::OkStatus();
     closing_ = false;
+    lost_.clear();  // every stream opens anew
     for (auto& k : keys_) {
       k->in_flight = false;
       k->result_unread = false;

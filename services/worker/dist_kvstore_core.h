@@ -149,7 +149,10 @@ class DistKVStoreCore : private AnswerReceiver {
     std::vector<float> pushed_result;  // Push's answers, for the next Pull
     std::vector<float> residual;       // 2-bit compression: what was not sent yet
     bool result_unread = false;
+    absl::Span<const float> gradient;  // the push in flight's values (the caller's, or a copy)
   };
+  // How long a worker waits for the scheduler to name the backup leading a dead shard's parts.
+  static constexpr absl::Duration kTakeOverWait = absl::Seconds(30);
 
   void OnAnswers(int shard, absl::Span<const Answer> answers) override;
   void OnStreamEnd(int shard, const absl::Status& status) override;
@@ -157,6 +160,12 @@ class DistKVStoreCore : private AnswerReceiver {
   absl::StatusOr<Key*> Find(int64_t key, const Tensor& t, absl::string_view what);
   // Sends every part of the key's gradient; their answers will go to destination.
   absl::Status SendGradient(int64_t key, Key* k, const Tensor& grad, float* destination);
+  // Sends part p of the key's gradient in flight, computed on k->sent's version.
+  void SendPart(int64_t key, Key* k, const Part& p);
+  // Replicated shards: the streams of the `lost` shards (they died) go to the shards the
+  // scheduler names at their places, their backups, and the parts they had not answered are
+  // sent there again. Unavailable when none is named in time, or under 2-bit compression.
+  absl::Status TakeOver(const std::vector<int>& lost);
   absl::Status CheckAnswer(int shard, const PartHeader& h, size_t bytes, const Part** part)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a wait ended early: a refused answer, a stream's end, the job's end.
@@ -198,6 +207,10 @@ class DistKVStoreCore : private AnswerReceiver {
   // The newest membership generation the scheduler spoke of (shards_'s, or one past it: the
   // store stops and regroups there).
   int64_t generation_heard_ ABSL_GUARDED_BY(mu_) = 0;
+  // Replicated shards: copies of every part, and the shards whose streams ended as a dead
+  // shard's do, for the waiting caller to take over.
+  const int replicas_;
+  std::vector<int> lost_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cohort

@@ -220,6 +220,63 @@ TEST_F(DistKVStoreCoreTest, AShardDyingMidWaitEndsTheWaitNamingIt) {
   ExpectStopped(transport_, kv_.get());
 }
 
+// With replicas, shard 1 dies while rank 0 waits for key 0: once the scheduler names shard 1's
+// backup (shard 0, at fake-0) at its place, the store dials it for shard 1's parts and sends it
+// the parts shard 1 had not answered, unchanged; their answers complete the wait: no failure,
+// no roll back.
+TEST_F(DistKVStoreCoreTest, WithReplicasADeadShardsPartsGoToItsBackupAndTheWaitGoesOn) {
+  replicas_ = 2;
+  Make();
+  const std::vector<Pushed> pushed = PushKey0();
+  std::vector<Pushed> on_1, again;
+  const absl::Status status = WaitWhile([&] {
+    for (const Pushed& p : pushed) {
+      if (p.shard == 0) transport_->AnswerCorrectly(p);
+      if (p.shard == 1) on_1.push_back(p);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+    transport_->EndStream(1, absl::UnavailableError("Socket closed"));
+    absl::SleepFor(absl::Milliseconds(20));  // the store waits for the scheduler's word
+    EXPECT_TRUE(transport_->reopened().empty());
+    membership_->ShardCameBack(1, "fake-0");
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (transport_->reopened().empty() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+    again = transport_->TakePushed();
+    for (const Pushed& p : again) transport_->AnswerCorrectly(p);
+    transport_->WrittenAll();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_FALSE(on_1.empty());
+  EXPECT_EQ(transport_->reopened(), (std::vector<std::pair<int, std::string>>{{1, "fake-0"}}));
+  ASSERT_EQ(again.size(), on_1.size());
+  for (size_t i = 0; i < again.size(); ++i) {
+    EXPECT_EQ(again[i].shard, 1);
+    EXPECT_EQ(again[i].id, on_1[i].id);
+    EXPECT_EQ(again[i].version, on_1[i].version);
+    EXPECT_EQ(again[i].values, on_1[i].values);
+  }
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out_.data<float>()[i], 10.0f * (i + 1)) << i;
+  EXPECT_TRUE(transport_->rolled_back().empty());
+  EXPECT_FALSE(transport_->closed());
+}
+
+// Without a backup named in time the wait fails as a dead shard's does, naming the shard.
+TEST_F(DistKVStoreCoreTest, WithReplicasADeadShardNobodyTakesOverFailsTheWait) {
+  replicas_ = 2;
+  Make();
+  PushKey0();
+  absl::Status status;
+  std::thread waiter([&] { status = kv_->Wait(0); });
+  transport_->EndStream(1, absl::UnavailableError("Socket closed"));
+  membership_->End(absl::AbortedError("shard 1 is dead: no copy of its parts is left"));
+  waiter.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "no copy of its parts is left")) << status;
+}
+
 TEST_F(DistKVStoreCoreTest, TheJobEndingMidWaitEndsTheWaitWithItsReason) {
   Make();
   PushKey0();

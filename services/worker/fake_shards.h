@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -219,12 +220,24 @@ class FakeTransport final : public ShardTransport {
   void Open(AnswerReceiver* receiver) override {
     absl::MutexLock lock(&mu_);
     receiver_ = receiver;
+    ended_.clear();
+  }
+  void Reopen(int shard, const std::string& address, AnswerReceiver* receiver) override {
+    absl::MutexLock lock(&mu_);
+    reopened_.emplace_back(shard, address);
+    ended_.erase(shard);
+    dead_ = false;
+    receiver_ = receiver;
+  }
+  std::vector<std::pair<int, std::string>> reopened() const {
+    absl::MutexLock lock(&mu_);
+    return reopened_;
   }
   void Send(int shard, const OutgoingPart& part) override {
     const PartHeader& h = part.header;
     const absl::Span<const float> values = part.values;
     absl::MutexLock lock(&mu_);
-    if (closed_) return;
+    if (closed_ || ended_.count(shard) > 0) return;  // a stream that ended drops it
     part.pin->Pin();
     pins_.push_back(part.pin);
     pushed_.push_back(
@@ -320,6 +333,7 @@ class FakeTransport final : public ShardTransport {
   void EndStream(int shard, absl::Status why) {
     absl::MutexLock lock(&mu_);
     dead_ = true;
+    ended_.insert(shard);
     if (!closed_ && receiver_ != nullptr) receiver_->OnStreamEnd(shard, why);
   }
   // The transport has written every push: pins go.
@@ -368,6 +382,8 @@ class FakeTransport final : public ShardTransport {
   std::map<std::pair<int64_t, int>, std::vector<float>> initial_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, int> init_shard_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, int> backup_shard_ ABSL_GUARDED_BY(mu_);
+  std::set<int> ended_ ABSL_GUARDED_BY(mu_);  // shards whose stream ended, until reopened
+  std::vector<std::pair<int, std::string>> reopened_ ABSL_GUARDED_BY(mu_);
   bool resumed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t resumed_step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<int64_t>> checkpoints_ ABSL_GUARDED_BY(mu_);

@@ -202,19 +202,19 @@ class GrpcShardTransport final : public ShardTransport {
 
   void Open(AnswerReceiver* receiver) override {
     absl::MutexLock lock(&streams_mu_);
-    for (int s = 0; s < num_shards(); ++s) {
-      std::optional<ShmChannel> local =
-          shared_memory_ ? DialSameHost(s, addresses_[s]) : std::nullopt;
-      if (local.has_value()) {
-        streams_.push_back(MakeShmShardStream(s, *std::move(local), receiver, fusion_bytes_,
-                                              fusion_wait_, &flush_timer_));
-        continue;
-      }
-      generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_[s]));
-      streams_.push_back(std::make_unique<ShardStream>(s, generic_stubs_.back().get(), receiver,
-                                                       fusion_bytes_, fusion_wait_,
-                                                       &flush_timer_));
-    }
+    generic_stubs_.resize(num_shards());
+    for (int s = 0; s < num_shards(); ++s) streams_.push_back(OpenStream(s, receiver));
+  }
+
+  void Reopen(int shard, const std::string& address, AnswerReceiver* receiver) override
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {  // streams_ changes only on this thread, as in Send
+    streams_[shard]->Cancel();
+    addresses_[shard] = address;
+    channels_[shard] = MakeChannel(address, *security_);
+    stubs_[shard] = v1::Shard::NewStub(channels_[shard]);
+    std::unique_ptr<BulkStream> stream = OpenStream(shard, receiver);
+    absl::MutexLock lock(&streams_mu_);
+    streams_[shard] = std::move(stream);
   }
 
   // The caller's thread; streams_ changes only on it (Open, Redial), so it reads it unlocked.
@@ -249,6 +249,19 @@ class GrpcShardTransport final : public ShardTransport {
   }
 
  private:
+  // Shard s's stream: over its ring where it shares this host (shared memory), else gRPC.
+  std::unique_ptr<BulkStream> OpenStream(int s, AnswerReceiver* receiver) {
+    std::optional<ShmChannel> local =
+        shared_memory_ ? DialSameHost(s, addresses_[s]) : std::nullopt;
+    if (local.has_value()) {
+      return MakeShmShardStream(s, *std::move(local), receiver, fusion_bytes_, fusion_wait_,
+                                &flush_timer_);
+    }
+    generic_stubs_[s] = std::make_unique<grpc::GenericStub>(channels_[s]);
+    return std::make_unique<ShardStream>(s, generic_stubs_[s].get(), receiver, fusion_bytes_,
+                                         fusion_wait_, &flush_timer_);
+  }
+
   void Dial(std::vector<std::string> addresses) {
     addresses_ = std::move(addresses);
     channels_.clear();
@@ -263,7 +276,7 @@ class GrpcShardTransport final : public ShardTransport {
   const std::shared_ptr<const TransportSecurity> security_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Shard::Stub>> stubs_;
-  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;  // by shard (null: a ring)
   const int64_t fusion_bytes_;
   const absl::Duration fusion_wait_;
   const bool shared_memory_;

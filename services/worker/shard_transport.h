@@ -71,6 +71,10 @@ class ShardTransport {
   virtual void Redial(std::vector<std::string> addresses) = 0;
   // Opens one bulk stream per shard; answers and stream ends go to receiver until Close.
   virtual void Open(AnswerReceiver* receiver) = 0;
+  // Replicated shards: shard `shard`'s stream ended (it died) and another shard leads its parts
+  // now, at `address`: a new stream to it takes the old one's place, answers to receiver. The
+  // caller's thread, while the other streams stay open.
+  virtual void Reopen(int shard, const std::string& address, AnswerReceiver* receiver) = 0;
   // Queues a push on shard's stream: the gradient of the header's part, computed on its
   // version by its rank in its generation, to travel in the header's encoding. The transport
   // reads part.values (and for 2-bit updates part.residual) until it is done with them,
