@@ -134,7 +134,7 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   }
   if (state_ == JobState::kRunning && r.role == MemberRole::kShard && !r.rejoin) {
     // A new process at the rank of a shard not yet known dead: the old one is.
-    if (known_rank && members[r.requested_rank].registered &&
+    if (known_rank && members[r.requested_rank].registered && !members[r.requested_rank].dead &&
         !members[r.requested_rank].restarting && spec_.shard_restart_grace > absl::ZeroDuration()) {
       Died(MemberRole::kShard, r.requested_rank,
            absl::StrFormat("replaced by a new process (pid %d)", r.pid));
@@ -230,6 +230,12 @@ bool SchedulerCore::Active(int rank) const {
 
 absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
   const int rank = r.requested_rank;
+  if (rank >= 0 && rank < static_cast<int>(shards_.size()) && shards_[rank].led_by >= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", spec_.job_id, " replicates its shards: shard ", rank, "'s parts are led by its "
+        "backup, shard ", shards_[rank].led_by, ", since it died, and a restarted shard does not "
+        "take them back"));
+  }
   if (rank < 0 || rank >= static_cast<int>(shards_.size()) || !shards_[rank].restarting) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", spec_.job_id, " is RUNNING; a shard joins it only to take the place of a dead "
@@ -259,9 +265,31 @@ bool SchedulerCore::ShardRestarting() const {
   return false;
 }
 
+int SchedulerCore::LiveBackupOf(int rank) const {
+  if (spec_.shard_replicas < 2) return -1;
+  ShardsView placed;  // where the parts were placed: by the addresses the shards registered
+  placed.replicas = spec_.shard_replicas;
+  for (const Member& s : shards_) placed.addresses.push_back(s.address);
+  const int backup = placed.BackupOf(rank);
+  if (backup < 0 || shards_[backup].dead || shards_[backup].restarting) return -1;
+  for (const Member& s : shards_) {
+    if (s.led_by == rank) return -1;  // the dead shard held the only copy of those
+  }
+  return backup;
+}
+
 void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
   Member& m = Members(role)[rank];
   m.dead = true;
+  if (role == MemberRole::kShard && state_ == JobState::kRunning) {
+    if (const int backup = LiveBackupOf(rank); backup >= 0) {
+      m.led_by = backup;
+      notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "): its backup, ",
+                                      Describe(role, backup),
+                                      ", leads its parts from now on (no roll back)"));
+      return;
+    }
+  }
   if (role == MemberRole::kShard && spec_.shard_restart_grace > absl::ZeroDuration() &&
       state_ == JobState::kRunning && spec_.max_shard_restarts > 0 &&
       shard_restarts_[rank] >= spec_.max_shard_restarts) {
@@ -381,8 +409,12 @@ absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
   view.generation = generation_;
   view.workers = active_;
   for (const Member& s : shards_) {
-    view.shard_addresses.push_back(s.address);
-    view.shard_incarnations.push_back(absl::StrCat(s.host, " ", s.pid));
+    // A dead shard's parts are where its backup is.
+    const Member& at = s.led_by >= 0 ? shards_[s.led_by] : s;
+    view.shard_addresses.push_back(at.address);
+    view.shard_incarnations.push_back(
+        absl::StrCat(s.led_by >= 0 ? absl::StrCat("led by shard ", s.led_by, ": ") : "",
+                     at.host, " ", at.pid));
   }
   return view;
 }

@@ -204,6 +204,8 @@ class SchedulerCore {
     bool restarting = false;
     absl::Time died_at;
     std::string death;
+    // Replicated shards: the shard leading this dead shard's parts, its backup (-1: none).
+    int led_by = -1;
   };
 
   std::vector<Member>& Members(MemberRole role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -213,9 +215,14 @@ class SchedulerCore {
   void CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The member died (why: what showed it). A shard waits to be restarted when the job allows
-  // it; anything else fails the job.
+  // The member died (why: what showed it). A shard's backup leads its parts from now on in a
+  // replicated job, or it waits to be restarted when the job allows it; anything else fails
+  // the job.
   void Died(MemberRole role, int rank, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Replicated shards: the live shard holding a copy of dead shard `rank`'s parts (-1: none
+  // left: its backup is dead, or it led another dead shard's parts, of which it held the only
+  // copy).
+  int LiveBackupOf(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A restarted shard registers again under its rank.
   absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The registration's process takes the member's place.

@@ -88,6 +88,42 @@ TEST(SchedulerCoreTest, ADeadShardMayComeBackUnderItsRankWithinTheGrace) {
 // A member whose control stream broke registers again: the same scheduler keeps it where it
 // is; a scheduler restarted mid-job takes every member of the running job back under its rank
 // and runs the job once all are in.
+// Replicated shards (3 on hosts 10.0.0.0-2): shard 1 dies and its backup, shard 2, leads its
+// parts from then on: the job runs on, the cluster names shard 2 at shard 1's place, and a
+// restarted shard 1 is refused. Shard 2 dying next leaves no copy of shard 1's parts (it held
+// the only one): the job fails naming it.
+TEST(SchedulerCoreTest, ADeadShardsBackupLeadsItsPartsAndAShardWithTheLastCopyIsNeeded) {
+  FakeClock clock;
+  JobSpec spec = Spec(2, 3);
+  spec.shard_replicas = 2;
+  SchedulerCore core(spec, &clock);
+  Form(&core);
+  const ClusterView before = *core.WaitForCluster();
+  core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost");
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  const std::vector<std::string> notices = core.TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(notices[0], "shard 1 (host host-1, pid 1001) died (its control "
+                                            "stream ended (connection lost) without a stop): its "
+                                            "backup, shard 2 (host host-2, pid 1002), leads its "
+                                            "parts from now on (no roll back)"))
+      << notices[0];
+  const ClusterView after = *core.WaitForCluster();
+  EXPECT_EQ(after.shard_addresses,
+            (std::vector<std::string>{"10.0.0.0:7", "10.0.0.2:7", "10.0.0.2:7"}));
+  EXPECT_NE(after.shard_incarnations[1], before.shard_incarnations[1]);
+  EXPECT_EQ(after.shard_incarnations[1], "led by shard 2: host-2 1002");
+  EXPECT_EQ(after.generation, before.generation);  // the workers stay as they are
+  const absl::Status again = core.Register(Member(MemberRole::kShard, 1, "10.0.0.1:7")).status();
+  EXPECT_TRUE(absl::StrContains(again.message(), "shard 1's parts are led by its backup, shard "
+                                                 "2, since it died"))
+      << again;
+  core.ControlStreamEnded(MemberRole::kShard, 2, "connection lost");
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 2 (host host-2, pid 1002) is dead"))
+      << core.reason();
+}
+
 TEST(SchedulerCoreTest, MembersRegisteringAgainKeepTheirPlaceOrFormTheJobAgain) {
   FakeClock clock;
   SchedulerCore core(Spec(2, 1), &clock);

@@ -92,6 +92,7 @@ RestartRules RestartRulesOf(const LaunchOptions& o) {
   RestartRules rules;
   rules.restart_scheduler = o.restart_scheduler;
   rules.restart_failed_shards = o.restart_failed_shards;
+  rules.shard_replicas = o.scheduler.shard_replicas;
   rules.checkpoint_dir = o.checkpoints.folder();
   rules.elastic = o.scheduler.elastic();
   rules.restart_failed_workers = o.restart_failed_workers;

@@ -63,10 +63,15 @@ RestartDecision RestartPolicy::HostGone(const MemberEnd& end) {
   const bool restarts = end.role == Role::kShard    ? rules_.restart_failed_shards
                         : end.role == Role::kWorker ? rules_.elastic
                                                     : rules_.restart_scheduler;
-  if (!restarts) return {};
+  const bool replicated = end.role == Role::kShard && rules_.shard_replicas > 1;
+  if (!restarts && !replicated) return {};
   const std::string lost = absl::StrCat(
       end.description, ": ssh lost its host (status 255: the host is down, unreachable or "
       "refused the login; see above)");
+  if (replicated) {
+    return {Action::kGoOnWithout, -1,
+            absl::StrCat(lost, "; its backup leads its parts: the job goes on without it")};
+  }
   if (end.role == Role::kWorker) {
     return {Action::kGoOnWithout, -1,
             absl::StrCat(lost, "; the job goes on without it (--on_worker_failure=elastic)")};
@@ -89,6 +94,12 @@ RestartDecision RestartPolicy::Scheduler(const MemberEnd& end,
 }
 
 RestartDecision RestartPolicy::Shard(const MemberEnd& end) {
+  if (rules_.shard_replicas > 1) {
+    return {Action::kGoOnWithout, -1,
+            absl::StrCat(end.description, " ", DescribeWaitStatus(end.wait_status),
+                         "; its backup leads its parts (--shard_replicas=", rules_.shard_replicas,
+                         "): the job goes on without it")};
+  }
   if (!rules_.restart_failed_shards) return {};
   int& restarts = shard_restarts_[end.rank];
   if (restarts >= rules_.max_shard_restarts) {

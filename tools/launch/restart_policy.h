@@ -19,6 +19,7 @@ inline constexpr int kMaxWorkerRestarts = 100;   // --restart_failed_workers, ne
 struct RestartRules {
   bool restart_scheduler = false;      // at its address; members register with it again
   bool restart_failed_shards = false;  // from the newest complete checkpoint
+  int shard_replicas = 1;  // 2: a dead shard's backup leads its parts, the job goes on
   std::string checkpoint_dir;          // where a restarted shard resumes from
   bool elastic = false;                // a dead worker does not end the job
   bool restart_failed_workers = false;  // elastic: a new worker joins in place of a dead one

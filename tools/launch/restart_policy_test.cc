@@ -30,6 +30,23 @@ TEST(RestartPolicyTest, WithoutRulesNothingIsSurvived) {
   }
 }
 
+// --shard_replicas=2: a dead shard's backup leads its parts; the job goes on without it, here
+// or on a host that is gone.
+TEST(RestartPolicyTest, AReplicatedJobGoesOnWithoutADeadShard) {
+  RestartRules rules;
+  rules.shard_replicas = 2;
+  RestartPolicy policy(rules);
+  const RestartDecision d = policy.OnEnd(End(Role::kShard, 1, kKilled), "");
+  EXPECT_EQ(d.action, Action::kGoOnWithout);
+  EXPECT_THAT(d.message, HasSubstr("shard 1 (pid 7) was killed by signal 9 (Killed); its backup "
+                                   "leads its parts (--shard_replicas=2): the job goes on "
+                                   "without it"));
+  const RestartDecision gone = policy.OnEnd(End(Role::kShard, 0, 255 << 8, true), "");
+  EXPECT_EQ(gone.action, Action::kGoOnWithout);
+  EXPECT_THAT(gone.message, HasSubstr("its backup leads its parts: the job goes on without it"));
+  EXPECT_EQ(policy.OnEnd(End(Role::kWorker, 0, kKilled), "").action, Action::kNone);
+}
+
 TEST(RestartPolicyTest, OnlyADeathIsRestarted) {
   RestartRules rules;
   rules.restart_failed_shards = true;
