@@ -1,6 +1,5 @@
 #include "services/shard/grpc_replica_link.h"
 
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -78,7 +77,9 @@ void GrpcReplicaLink::ReadLoop() {
 void GrpcReplicaLink::WriteLoop() {
   bool finished = false;  // the call's status is known
   while (true) {
-    std::optional<Queued> next;
+    v1::ReplicaBatch batch;
+    std::vector<std::function<void()>> given_up;
+    bool finish = false;
     {
       absl::MutexLock lock(&mu_);
       const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -86,23 +87,27 @@ void GrpcReplicaLink::WriteLoop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (!reading_ && !finished) {
-        finished = true;
-      } else if (!to_send_.empty()) {
-        next = std::move(to_send_.front());
-        to_send_.pop_front();
-        // Once the stream failed, an update is given up at once.
-        if (!broken_) sent_.push_back(std::exchange(next->done, nullptr));
-      } else {
+        finish = finished = true;
+      } else if (to_send_.empty()) {
         return;  // closing, and nothing is left to give up
       }
+      // The updates waiting go together, up to a batch's bytes; once the stream failed, each
+      // is given up instead.
+      for (size_t bytes = 0; !finish && !to_send_.empty() && bytes < kBatchBytes;
+           to_send_.pop_front()) {
+        Queued& q = to_send_.front();
+        bytes += q.message.values().size();
+        if (broken_) {
+          given_up.push_back(std::move(q.done));
+        } else {
+          sent_.push_back(std::move(q.done));
+          *batch.add_updates() = std::move(q.message);
+        }
+      }
     }
-    if (!next.has_value()) {
-      Broke(stream_->Finish());  // the reader saw the stream end: no write is in flight
-    } else if (next->done != nullptr) {
-      next->done();
-    } else {
-      stream_->Write(next->message);  // a failure ends the reader's stream too
-    }
+    if (finish) Broke(stream_->Finish());  // the reader saw the stream end: no write in flight
+    for (std::function<void()>& done : given_up) done();
+    if (batch.updates_size() > 0) stream_->Write(batch);  // a failure ends the reader's too
   }
 }
 

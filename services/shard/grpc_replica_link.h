@@ -16,8 +16,9 @@
 namespace cohort {
 
 // A leader's ReplicaLink to the shard backing its parts up: one Replicate stream. Forward
-// copies the update into a message and returns; a thread of the link writes them in order
-// and another runs each update's done as the backup acknowledges it. Once the stream fails
+// copies the update into a message and returns; a thread of the link writes them in order,
+// those waiting together as one batch (up to kBatchBytes), and another runs each update's done
+// as the backup acknowledges it. Once the stream fails
 // (the backup died, or refused an update), the link gives every update not acknowledged up (its
 // done runs: the parts go on without a backup) and says so once on err, unless the job is over
 // (a backup ends its stream as it leaves a job that ended).
@@ -31,6 +32,10 @@ class GrpcReplicaLink final : public ReplicaLink {
   ~GrpcReplicaLink() override;
 
   void Forward(const ReplicaUpdate& update, std::function<void()> done) override;
+
+  // A batch takes the updates waiting until it holds this many bytes of values (the data
+  // path's fusion size: docs/benchmarks.md, "Small tensors").
+  static constexpr size_t kBatchBytes = 256 << 10;
   // Whether the stream failed (every later update is given up at once).
   bool broken() const;
 
@@ -52,7 +57,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   std::ostream* const err_;
   const std::function<bool()> job_over_;
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ReplicaUpdate, v1::ReplicaAck>> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ReplicaBatch, v1::ReplicaAck>> stream_;
 
   mutable absl::Mutex mu_;
   std::deque<Queued> to_send_ ABSL_GUARDED_BY(mu_);

@@ -198,29 +198,30 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
 
 grpc::Status ShardService::Replicate(
     grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaUpdate>* stream) {
+    grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaBatch>* stream) {
   if (grpc::Status set_up = WaitForSetUp("replicate"); !set_up.ok()) return set_up;
-  v1::ReplicaUpdate message;
-  std::vector<float> values;
+  v1::ReplicaBatch batch;
   v1::ReplicaAck ack;
-  ack.set_applied(1);
-  while (stream->Read(&message)) {
-    const std::string& bytes = message.values();
-    if (bytes.size() % sizeof(float) != 0) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("replica of key ", message.key(), " part ", message.part(),
-                                       ": ", bytes.size(), " bytes are no F32 values"));
+  while (stream->Read(&batch)) {
+    for (const v1::ReplicaUpdate& u : batch.updates()) {
+      const std::string& bytes = u.values();
+      if (bytes.size() % sizeof(float) != 0) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("replica of key ", u.key(), " part ", u.part(), ": ",
+                                         bytes.size(), " bytes are no F32 values"));
+      }
+      // Read in place: protobuf's string is aligned for any scalar (it comes from operator new).
+      const absl::Span<const float> values(reinterpret_cast<const float*>(bytes.data()),
+                                           bytes.size() / sizeof(float));
+      const absl::Status taken = core_->ApplyReplica(
+          {{u.key(), u.part()}, u.version(), u.lr(), values, u.rank(), u.pushed_on()});
+      if (!taken.ok()) {
+        std::cerr << absl::StrCat(taken.message(), " (from ", LogSafe(context->peer(), 128),
+                                  "); the leader's parts go on without this backup\n");
+        return ToGrpcStatus(taken);
+      }
     }
-    values.resize(bytes.size() / sizeof(float));
-    std::memcpy(values.data(), bytes.data(), bytes.size());
-    const absl::Status taken = core_->ApplyReplica(
-        {{message.key(), message.part()}, message.version(), message.lr(), values,
-         message.rank(), message.pushed_on()});
-    if (!taken.ok()) {
-      std::cerr << absl::StrCat(taken.message(), " (from ", LogSafe(context->peer(), 128),
-                                "); the leader's parts go on without this backup\n");
-      return ToGrpcStatus(taken);
-    }
+    ack.set_applied(batch.updates_size());
     if (!stream->Write(ack)) break;
   }
   return grpc::Status::OK;

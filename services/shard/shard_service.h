@@ -50,7 +50,7 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   // (ShardCore::ApplyReplica), each acknowledged once taken.
   grpc::Status Replicate(
       grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaUpdate>* stream) override;
+      grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaBatch>* stream) override;
 
   // The job is over: the link to the backup ends, quietly (its updates in flight given up).
   void CloseReplication();

@@ -60,7 +60,9 @@ struct DistKVStoreOptions {
 //    answer_timeout (a lost answer);
 //  - MembershipChangedError when the scheduler starts a new generation of workers.
 // After a failure every push and wait fails the same way until the streams reopen. A pull of
-// a key with nothing in flight asks the shards for the current values.
+// a key with nothing in flight asks the shards for the current values. With replicated shards
+// (the view's replicas), a stream ending as a dead shard's does not end a wait: the wait takes
+// that shard's parts over to the backup the scheduler names at its place (TakeOver) and goes on.
 //
 // Calls come from one thread (KVStore's contract); answers arrive on the transport's threads.
 class DistKVStoreCore : private AnswerReceiver {

@@ -15,6 +15,7 @@ moves data both ways (the rings do not go through TCP).
   bazel run //tools/bench:bench_ps -- --tls      # each job plaintext, then over mutual TLS + token
   bazel run //tools/bench:bench_ps -- --fusion_bytes 0                # small parts unfused
   bazel run //tools/bench:bench_ps -- --gradient_compression none,fp16,bf16,2bit
+  bazel run //tools/bench:bench_ps -- --replicas   # W2S2 with --shard_replicas=2 against without
 
 GB/s per worker = 2 x model bytes / median round time.
 """
@@ -93,12 +94,13 @@ RESULT = re.compile(r"ps_worker: rank (\d+) tensors (\d+) bytes (\d+) rounds (\d
 
 
 def run_job(workers, shards, tensors, tensor_bytes, warmup, rounds, tls, env=None,
-            check=True):
+            check=True, launch_flags=()):
     """Median round and GB/s of each worker. env: COHORT_* settings of the workers (e.g.
-    COHORT_FUSION_BYTES); check: whether they check every pulled value."""
+    COHORT_FUSION_BYTES); check: whether they check every pulled value; launch_flags: more of
+    the launcher's flags."""
     command = [
         program("tools/launch/launch"), "-n", str(workers), "-s", str(shards),
-        *(["--tls"] if tls else []),
+        *(["--tls"] if tls else []), *launch_flags,
         "--scheduler_binary", program("services/scheduler/scheduler"),
         "--shard_binary", program("services/shard/shard"),
         "--", program("tools/bench/ps_worker"), f"--tensors={tensors}",
@@ -129,6 +131,9 @@ def main():
     parser.add_argument("--gradient_compression",
                         help="instead: W2S2 100 x 1 MB with each of these comma-separated modes "
                              "(none, fp16, bf16, 2bit), the bytes each puts on the wire")
+    parser.add_argument("--replicas", action="store_true",
+                        help="instead: each case W2S2 with --shard_replicas=2 against without, "
+                             "over shared memory and over gRPC, in pairs")
     args = parser.parse_args()
     env = {} if args.fusion_bytes is None else {"COHORT_FUSION_BYTES": str(args.fusion_bytes)}
     if args.gradient_compression:
@@ -142,6 +147,9 @@ def main():
     ]
     if args.only:
         cases = [c for c in cases if c[0] in args.only]
+    if args.replicas:
+        replica_comparison(cases, env)
+        return
     print(f"bench_ps: {os.cpu_count()} CPUs; jobs of 1 scheduler + S shards + W workers on "
           f"127.0.0.1; dist_sync; 1 MiB parts; fusion "
           f"{env.get('COHORT_FUSION_BYTES', 'the default')}", flush=True)
@@ -179,6 +187,29 @@ def main():
         if name == "1000 x 4 KB" and large:
             print(f"1000 x 4 KB against 100 x 1 MB, W{workers}S{workers} {transport}: "
                   f"{100 * gbps / large:.0f}% of its GB/s")
+
+
+def replica_comparison(cases, env, pairs=3):
+    """W2S2 rounds with every part replicated (--shard_replicas=2: each update also goes to
+    the part's backup shard before the workers hear it) against without, in alternating pairs
+    of jobs; the median of each side's rounds."""
+    print(f"bench_ps: {os.cpu_count()} CPUs; W2S2 on 127.0.0.1, dist_sync, --shard_replicas=2 "
+          f"against 1, {pairs} pairs of jobs each", flush=True)
+    print()
+    print("| model | worker-shard path | round, 1 copy | round, 2 copies | ratio |")
+    print("|---|---|---|---|---|")
+    for name, tensors, tensor_bytes, warmup, rounds in cases:
+        for path, path_env in (("shared memory", {}), ("gRPC", {"COHORT_SHARED_MEMORY": "0"})):
+            rounds_ms = {1: [], 2: []}
+            for _ in range(pairs):
+                for copies in (1, 2):
+                    results = run_job(2, 2, tensors, tensor_bytes, warmup, rounds, False,
+                                      {**env, **path_env},
+                                      launch_flags=[f"--shard_replicas={copies}"])
+                    rounds_ms[copies].append(max(r["median_ms"] for r in results))
+            one, two = (sorted(rounds_ms[c])[len(rounds_ms[c]) // 2] for c in (1, 2))
+            print(f"| {name} | {path} | {one:.2f} ms | {two:.2f} ms | {two / one:.2f}x |",
+                  flush=True)
 
 
 # Bytes a value takes on the wire: (pushed, pulled) per F32 value (wire_encoding.h).
