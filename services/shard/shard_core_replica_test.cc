@@ -87,6 +87,20 @@ void PushBoth(ShardCore* core, int rank, int step, int64_t version, PartSink* si
   ASSERT_TRUE(core->Push(rank, kStats, version, Gradient(rank + 3, step, kStatsSize), sink).ok());
 }
 
+// A leader whose parts' updates go to `backup` through `link`, and a shard without a backup
+// for the test to give the same pushes.
+struct Replicated {
+  explicit Replicated(const ShardConfig& config) {
+    Start(&leader, config);
+    Start(&backup, config);
+    Start(&alone, config);
+    EXPECT_TRUE(leader.SetBackup(kWeights, &link).ok());
+    EXPECT_TRUE(leader.SetBackup(kStats, &link).ok());
+  }
+  ShardCore leader{0}, backup{1}, alone{2};
+  QueuedLink link;
+};
+
 // Three workers train six steps on a leader whose backup takes every update: the answers of
 // each step wait for the backup; the backup ends bitwise equal to the leader, and the leader
 // to a shard without a backup; the backup's checkpoints (values and optimizer state) are the
@@ -158,13 +172,9 @@ TEST(ShardCoreReplicaTest, ABackupStaysBitwiseEqualToItsLeader) {
 // what a shard that never failed holds.
 TEST(ShardCoreReplicaTest, ABackupThatLeadsAnswersThePushesItHeldAndAppliesTheNext) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
-  ShardCore leader(0), backup(1), alone(2);
-  Start(&leader, config);
-  Start(&backup, config);
-  Start(&alone, config);
-  QueuedLink link;
-  ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
-  ASSERT_TRUE(leader.SetBackup(kStats, &link).ok());
+  Replicated shards(config);
+  ShardCore &leader = shards.leader, &backup = shards.backup, &alone = shards.alone;
+  QueuedLink& link = shards.link;
   std::vector<RecordingSink> lost(2), sinks(2), alone_sinks(2);
   for (int r = 0; r < 2; ++r) {
     PushBoth(&leader, r, 0, 0, &lost[r]);
@@ -193,13 +203,9 @@ TEST(ShardCoreReplicaTest, ABackupThatLeadsAnswersThePushesItHeldAndAppliesTheNe
 // to the backup, which answers it without applying it twice, then applies worker 1's.
 TEST(ShardCoreReplicaTest, AnAsyncBackupAppliesEachPushOnce) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistAsync, "sgd");
-  ShardCore leader(0), backup(1), alone(2);
-  Start(&leader, config);
-  Start(&backup, config);
-  Start(&alone, config);
-  QueuedLink link;
-  ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
-  ASSERT_TRUE(leader.SetBackup(kStats, &link).ok());
+  Replicated shards(config);
+  ShardCore &leader = shards.leader, &backup = shards.backup, &alone = shards.alone;
+  QueuedLink& link = shards.link;
   RecordingSink lost, again, other, alone_sink;
   PushBoth(&leader, 0, 0, 0, &lost);
   link.Deliver(&backup, /*acknowledge=*/false);
@@ -238,12 +244,9 @@ TEST(ShardCoreReplicaTest, AnUpdateOutOfOrderOrForALeaderOrOfAnotherSizeIsRefuse
 // A worker's stream that ends while its answer waits for the backup is not written to.
 TEST(ShardCoreReplicaTest, AnAnswerHeldForTheBackupIsDroppedWhenItsStreamEnds) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
-  ShardCore leader(0), backup(1);
-  Start(&leader, config);
-  Start(&backup, config);
-  QueuedLink link;
-  ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
-  ASSERT_TRUE(leader.SetBackup(kStats, &link).ok());
+  Replicated shards(config);
+  ShardCore &leader = shards.leader, &backup = shards.backup;
+  QueuedLink& link = shards.link;
   RecordingSink gone, stays;
   PushBoth(&leader, 0, 0, 0, &gone);
   PushBoth(&leader, 1, 0, 0, &stays);
