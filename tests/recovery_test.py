@@ -167,54 +167,69 @@ class RecoveryTest(job_fixture.JobTestCase):
         self.assertNotIn("is gone", out)
         self.assertEqual(self.model_bytes(model), want)
 
-    def test_a_dead_shards_backup_takes_its_parts_over_with_no_roll_back(self):
-        """--shard_replicas=2: shard 1 SIGKILLed mid-run; its backup, shard 0, leads its parts
-        from the next push on, the workers send it what shard 1 had not answered, and the job
-        ends with the uninterrupted model bit for bit, with no roll back. The time from the
-        kill to the next step a worker completes is printed, and under 1 s."""
+    def check_backups_take_over(self, name, shards, killed):
+        """A LENET_LONGER job with --shard_replicas=2 on `shards` shards (on this host each is
+        backed up by the next): once worker 0 has done 150 steps, the shards `killed` are
+        SIGKILLed 50 ms apart; their backups lead their parts from the next push on, the
+        workers send them what the dead shards had not answered, and the job ends with the
+        uninterrupted model bit for bit, with no roll back. The time from the (first) kill to
+        the first step begun after it is printed, and under 1 s."""
         case = LENET_LONGER
         want = self.uninterrupted(case)
-        job = self.job("takeover")
+        job = self.job(name)
         targets = os.path.join(self.dir, "targets.json")
-        model = os.path.join(self.dir, "takeover.safetensors")
-        launcher = self.start("takeover", [
-            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", "--shard_replicas=2",
+        model = os.path.join(self.dir, f"{name}.safetensors")
+        launcher = self.start(name, [
+            LAUNCH, f"--job_id={job}", "-n", "2", "-s", str(shards), "--shard_replicas=2",
             f"--metrics_targets={targets}", "--", *case.worker, f"--output={model}"])
         deadline = time.monotonic() + 300
         worker = None
         while worker is None or (steps_done(worker) or 0) < 150:
-            self.assertLess(time.monotonic(), deadline, self.log("takeover"))
-            self.assertIsNone(launcher.poll(), self.log("takeover"))
+            self.assertLess(time.monotonic(), deadline, self.log(name))
+            self.assertIsNone(launcher.poll(), self.log(name))
             worker = worker or member_target(targets, "worker", 0)
             time.sleep(0.01)
-        os.kill(self.member(job, "shard", 1), signal.SIGKILL)
-        killed = time.monotonic()
+        victims = [self.member(job, "shard", rank) for rank in killed]
+        os.kill(victims[0], signal.SIGKILL)
+        first_kill = time.monotonic()
         at_kill = steps_done(worker)
+        for pid in victims[1:]:
+            time.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
         # The step under way at the kill may have had its answers already: the one after it
-        # starts after the kill and needs shard 1's parts.
+        # starts after the kill and needs the dead shards' parts.
         while (steps_done(worker) or 0) <= at_kill + 1:
-            self.assertLess(time.monotonic() - killed, 30, self.log("takeover"))
+            self.assertLess(time.monotonic() - first_kill, 30, self.log(name))
             time.sleep(0.002)
-        took = time.monotonic() - killed
-        print(f"\nshard 1 killed at step {at_kill}: worker 0 completed step {at_kill + 2}, the "
-              f"first begun after the kill, {took * 1000:.0f} ms later", file=sys.stderr)
+        took = time.monotonic() - first_kill
+        print(f"\nshards {killed} killed from step {at_kill}: worker 0 completed step "
+              f"{at_kill + 2}, the first begun after the kill, {took * 1000:.0f} ms later",
+              file=sys.stderr)
         self.assertLess(took, 1.0)
-        self.assertEqual(launcher.wait(timeout=600), 0, self.log("takeover"))
+        self.assertEqual(launcher.wait(timeout=600), 0, self.log(name))
         self.assertEqual(wait_job_gone(job, 5), [])
-        out = self.log("takeover")
-        self.assertRegex(out, r"launch: shard 1 \(pid \d+\) was killed by signal 9 \(Killed\); "
-                              r"its backup leads its parts \(--shard_replicas=2\): the job goes "
-                              r"on without it")
-        self.assertRegex(out, r"\[scheduler\] scheduler: warning: shard 1 \(host .*\) died \(.*\): "
-                              r"its backup, shard 0 \(host .*\), leads its parts from now on \(no "
-                              r"roll back\)")
-        for rank in (0, 1):
-            self.assertRegex(out, rf"\[worker {rank}\] worker {rank}: shard 1 at [\d.:]+ died; "
-                                  rf"its backup at [\d.:]+ leads its parts now \(\d+ sent to it "
-                                  rf"again\)")
+        out = self.log(name)
+        for rank in killed:
+            backup = (rank + 1) % shards
+            self.assertRegex(out, rf"launch: shard {rank} \(pid \d+\) was killed by signal 9 "
+                                  rf"\(Killed\); its backup leads its parts "
+                                  rf"\(--shard_replicas=2\): the job goes on without it")
+            self.assertRegex(out, rf"\[scheduler\] scheduler: warning: shard {rank} \(host .*\) "
+                                  rf"died \(.*\): its backup, shard {backup} \(host .*\), leads "
+                                  rf"its parts from now on \(no roll back\)")
+            for worker_rank in (0, 1):
+                self.assertRegex(out, rf"\[worker {worker_rank}\] worker {worker_rank}: shard "
+                                      rf"{rank} at [\d.:]+ died; its backup at [\d.:]+ leads its "
+                                      rf"parts now \(\d+ sent to it again\)")
         self.assertNotRegex(out, r"rolling back|rolled back|back to step")
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
         self.assertEqual(self.model_bytes(model), want)
+
+    def test_a_dead_shards_backup_takes_its_parts_over_with_no_roll_back(self):
+        self.check_backups_take_over("takeover", 2, [1])
+
+    def test_two_shards_killed_50ms_apart_each_with_a_live_backup_are_taken_over(self):
+        self.check_backups_take_over("two-takeovers", 4, [0, 2])
 
     def test_killed_lenet_job_resumes_bitwise(self):
         self.check_killed_job_resumes_bitwise(LENET)

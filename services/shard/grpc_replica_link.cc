@@ -1,5 +1,6 @@
 #include "services/shard/grpc_replica_link.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -76,24 +77,33 @@ void GrpcReplicaLink::ReadLoop() {
 
 void GrpcReplicaLink::WriteLoop() {
   bool finished = false;  // the call's status is known
+  // A backup leaving a job that ended may end the stream a moment before this shard hears of
+  // the end: the failure is said after that moment, unless the job is over by then. Updates
+  // are given up meanwhile.
+  std::optional<grpc::Status> failure;
+  absl::Time say_at;
   while (true) {
     v1::ReplicaBatch batch;
     std::vector<std::function<void()>> given_up;
-    bool finish = false;
+    bool finish = false, say = false;
     {
       absl::MutexLock lock(&mu_);
       const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !to_send_.empty() || (!reading_ && !finished) || (closing_ && finished);
       };
-      mu_.Await(absl::Condition(&ready));
-      if (!reading_ && !finished) {
+      if (failure.has_value()) {
+        say = !mu_.AwaitWithDeadline(absl::Condition(&ready), say_at);
+      } else {
+        mu_.Await(absl::Condition(&ready));
+      }
+      if (!say && !reading_ && !finished) {
         finish = finished = true;
-      } else if (to_send_.empty()) {
-        return;  // closing, and nothing is left to give up
+      } else if (!say && to_send_.empty()) {
+        return;  // closing (quietly), and nothing is left to give up
       }
       // The updates waiting go together, up to a batch's bytes; once the stream failed, each
       // is given up instead.
-      for (size_t bytes = 0; !finish && !to_send_.empty() && bytes < kBatchBytes;
+      for (size_t bytes = 0; !say && !finish && !to_send_.empty() && bytes < kBatchBytes;
            to_send_.pop_front()) {
         Queued& q = to_send_.front();
         bytes += q.message.values().size();
@@ -105,23 +115,25 @@ void GrpcReplicaLink::WriteLoop() {
         }
       }
     }
-    if (finish) Broke(stream_->Finish());  // the reader saw the stream end: no write in flight
+    if (say) {
+      Say(*failure);
+      failure.reset();
+    }
+    if (finish) {  // the reader saw the stream end: no write is in flight
+      failure = stream_->Finish();
+      say_at = absl::Now() + kJobEndLag;
+    }
     for (std::function<void()>& done : given_up) done();
     if (batch.updates_size() > 0) stream_->Write(batch);  // a failure ends the reader's too
   }
 }
 
-void GrpcReplicaLink::Broke(const grpc::Status& why) {
+void GrpcReplicaLink::Say(const grpc::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     if (closing_) return;
   }
-  // A backup leaving a job that ended may end the stream a moment before this shard hears of
-  // the end: given that moment.
-  if (job_over_ != nullptr) {
-    for (int i = 0; i < 20 && !job_over_(); ++i) absl::SleepFor(absl::Milliseconds(10));
-    if (job_over_()) return;
-  }
+  if (job_over_ != nullptr && job_over_()) return;
   *err_ << absl::StrCat(leader_, ": its backup, ", backup_, ", is gone (",
                         why.ok() ? "it closed the stream" : why.error_message(),
                         "): the parts it leads go on without a backup\n");

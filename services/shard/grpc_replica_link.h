@@ -36,6 +36,9 @@ class GrpcReplicaLink final : public ReplicaLink {
   // A batch takes the updates waiting until it holds this many bytes of values (the data
   // path's fusion size: docs/benchmarks.md, "Small tensors").
   static constexpr size_t kBatchBytes = 256 << 10;
+  // How long after the stream's failure the job is looked at: a backup leaving a job that
+  // ended may end its stream a moment before this shard hears of the end.
+  static constexpr absl::Duration kJobEndLag = absl::Milliseconds(200);
   // Whether the stream failed (every later update is given up at once).
   bool broken() const;
 
@@ -46,8 +49,8 @@ class GrpcReplicaLink final : public ReplicaLink {
   };
   void WriteLoop();
   void ReadLoop();
-  // The stream failed: said once, unless the link is closing.
-  void Broke(const grpc::Status& why);
+  // The stream failed: said, unless the link is closing or the job is over.
+  void Say(const grpc::Status& why);
   // Runs the dones of updates sent and not acknowledged.
   void GiveUpSent();
 

@@ -107,6 +107,9 @@ TEST_F(GrpcReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt)
   ASSERT_TRUE(Step(2));
   EXPECT_TRUE(link_->broken());
   EXPECT_EQ(Held(&leader_, kWeights).second, 3);
+  // Said once the job could have been heard to end; the link's threads are done after reset.
+  absl::SleepFor(5 * GrpcReplicaLink::kJobEndLag);
+  link_.reset();
   EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: its backup, shard 1 at 127.0.0.1:"))
       << err_.str();
   EXPECT_TRUE(absl::StrContains(err_.str(), "shard 1: the update of key 0 part 0 to version 2 "
@@ -130,6 +133,8 @@ TEST_F(GrpcReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
   ASSERT_TRUE(Step(2));
   EXPECT_TRUE(link_->broken());
   EXPECT_EQ(Held(&leader_, kWeights).second, 3);
+  absl::SleepFor(5 * GrpcReplicaLink::kJobEndLag);
+  link_.reset();
   EXPECT_EQ(err_.str(), "");
 }
 
