@@ -167,13 +167,14 @@ class RecoveryTest(job_fixture.JobTestCase):
         self.assertNotIn("is gone", out)
         self.assertEqual(self.model_bytes(model), want)
 
-    def check_backups_take_over(self, name, shards, killed):
-        """A LENET_LONGER job with --shard_replicas=2 on `shards` shards (on this host each is
-        backed up by the next): once worker 0 has done 150 steps, the shards `killed` are
-        SIGKILLed 50 ms apart; their backups lead their parts from the next push on, the
-        workers send them what the dead shards had not answered, and the job ends with the
-        uninterrupted model bit for bit, with no roll back. The time from the (first) kill to
-        the first step begun after it is printed, and under 1 s."""
+    def check_backups_take_over(self, name, shards, killed, flags=(), moment=None):
+        """A LENET_LONGER job with --shard_replicas=2 (and `flags`) on `shards` shards (on this
+        host each is backed up by the next): once worker 0 has done 150 steps, or at the moment
+        moment() first returns true, the shards `killed` are SIGKILLed 50 ms apart; their
+        backups lead their parts from the next push on, the workers send them what the dead
+        shards had not answered, and the job ends with the uninterrupted model bit for bit,
+        with no roll back. The time from the (first) kill to the first step begun after it is
+        printed, and under 1 s."""
         case = LENET_LONGER
         want = self.uninterrupted(case)
         job = self.job(name)
@@ -181,14 +182,14 @@ class RecoveryTest(job_fixture.JobTestCase):
         model = os.path.join(self.dir, f"{name}.safetensors")
         launcher = self.start(name, [
             LAUNCH, f"--job_id={job}", "-n", "2", "-s", str(shards), "--shard_replicas=2",
-            f"--metrics_targets={targets}", "--", *case.worker, f"--output={model}"])
+            *flags, f"--metrics_targets={targets}", "--", *case.worker, f"--output={model}"])
         deadline = time.monotonic() + 300
         worker = None
-        while worker is None or (steps_done(worker) or 0) < 150:
+        while worker is None or not (moment() if moment else (steps_done(worker) or 0) >= 150):
             self.assertLess(time.monotonic(), deadline, self.log(name))
             self.assertIsNone(launcher.poll(), self.log(name))
             worker = worker or member_target(targets, "worker", 0)
-            time.sleep(0.01)
+            time.sleep(0.001)
         victims = [self.member(job, "shard", rank) for rank in killed]
         os.kill(victims[0], signal.SIGKILL)
         first_kill = time.monotonic()
@@ -230,6 +231,19 @@ class RecoveryTest(job_fixture.JobTestCase):
 
     def test_two_shards_killed_50ms_apart_each_with_a_live_backup_are_taken_over(self):
         self.check_backups_take_over("two-takeovers", 4, [0, 2])
+
+    def test_a_shard_killed_while_it_writes_a_checkpoint_is_taken_over(self):
+        """Shard 1 killed as the checkpoint at step 200 is being written (its folder is there):
+        taken over as at any other moment; the launcher names the newest complete checkpoint
+        (step 100, or 200 when shard 1 finished its files before it died: it writes none
+        after)."""
+        root = os.path.join(self.dir, "ckpt")
+        self.check_backups_take_over(
+            "checkpoint-takeover", 2, [1],
+            flags=[f"--checkpoint_dir={root}", "--checkpoint_every=100"],
+            moment=lambda: os.path.isdir(folder(root, 200)))
+        self.assertRegex(self.log("checkpoint-takeover"),
+                         r"launch: newest complete checkpoint: step (100|200) ")
 
     def test_killed_lenet_job_resumes_bitwise(self):
         self.check_killed_job_resumes_bitwise(LENET)
