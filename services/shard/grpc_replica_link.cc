@@ -1,22 +1,19 @@
 #include "services/shard/grpc_replica_link.h"
 
-#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "services/wire/part_write_queue.h"
 
 namespace cohort {
 
 GrpcReplicaLink::GrpcReplicaLink(std::unique_ptr<v1::Shard::Stub> stub, std::string leader,
-                                 std::string backup, std::ostream* err,
-                                 std::function<bool()> job_over)
+                                 std::string backup, std::ostream* err)
     : stub_(std::move(stub)),
       leader_(std::move(leader)),
       backup_(std::move(backup)),
       err_(err),
-      job_over_(std::move(job_over)),
       stream_(stub_->Replicate(&context_)) {
   reader_ = std::thread([this] { ReadLoop(); });
   writer_ = std::thread([this] { WriteLoop(); });
@@ -77,33 +74,24 @@ void GrpcReplicaLink::ReadLoop() {
 
 void GrpcReplicaLink::WriteLoop() {
   bool finished = false;  // the call's status is known
-  // A backup leaving a job that ended may end the stream a moment before this shard hears of
-  // the end: the failure is said after that moment, unless the job is over by then. Updates
-  // are given up meanwhile.
-  std::optional<grpc::Status> failure;
-  absl::Time say_at;
   while (true) {
     v1::ReplicaBatch batch;
     std::vector<std::function<void()>> given_up;
-    bool finish = false, say = false;
+    bool finish = false;
     {
       absl::MutexLock lock(&mu_);
       const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !to_send_.empty() || (!reading_ && !finished) || (closing_ && finished);
       };
-      if (failure.has_value()) {
-        say = !mu_.AwaitWithDeadline(absl::Condition(&ready), say_at);
-      } else {
-        mu_.Await(absl::Condition(&ready));
-      }
-      if (!say && !reading_ && !finished) {
+      mu_.Await(absl::Condition(&ready));
+      if (!reading_ && !finished) {
         finish = finished = true;
-      } else if (!say && to_send_.empty()) {
-        return;  // closing (quietly), and nothing is left to give up
+      } else if (to_send_.empty()) {
+        return;  // closing, and nothing is left to give up
       }
-      // The updates waiting go together, up to a batch's bytes; once the stream failed, each
-      // is given up instead.
-      for (size_t bytes = 0; !say && !finish && !to_send_.empty() && bytes < kBatchBytes;
+      // The updates waiting go together, up to the data path's fusion size; once the stream
+      // failed, each is given up instead.
+      for (size_t bytes = 0; !finish && !to_send_.empty() && bytes < static_cast<size_t>(kDefaultFusionBytes);
            to_send_.pop_front()) {
         Queued& q = to_send_.front();
         bytes += q.message.values().size();
@@ -115,14 +103,7 @@ void GrpcReplicaLink::WriteLoop() {
         }
       }
     }
-    if (say) {
-      Say(*failure);
-      failure.reset();
-    }
-    if (finish) {  // the reader saw the stream end: no write is in flight
-      failure = stream_->Finish();
-      say_at = absl::Now() + kJobEndLag;
-    }
+    if (finish) Say(stream_->Finish());  // the reader saw the stream end: no write in flight
     for (std::function<void()>& done : given_up) done();
     if (batch.updates_size() > 0) stream_->Write(batch);  // a failure ends the reader's too
   }
@@ -133,7 +114,7 @@ void GrpcReplicaLink::Say(const grpc::Status& why) {
     absl::MutexLock lock(&mu_);
     if (closing_) return;
   }
-  if (job_over_ != nullptr && job_over_()) return;
+  if (why.error_code() == grpc::StatusCode::CANCELLED) return;  // the backup left the job
   *err_ << absl::StrCat(leader_, ": its backup, ", backup_, ", is gone (",
                         why.ok() ? "it closed the stream" : why.error_message(),
                         "): the parts it leads go on without a backup\n");

@@ -17,28 +17,21 @@ namespace cohort {
 
 // A leader's ReplicaLink to the shard backing its parts up: one Replicate stream. Forward
 // copies the update into a message and returns; a thread of the link writes them in order,
-// those waiting together as one batch (up to kBatchBytes), and another runs each update's done
-// as the backup acknowledges it. Once the stream fails
-// (the backup died, or refused an update), the link gives every update not acknowledged up (its
-// done runs: the parts go on without a backup) and says so once on err, unless the job is over
-// (a backup ends its stream as it leaves a job that ended).
+// those waiting together as one batch (up to the data path's fusion size), and another runs
+// each update's done as the backup acknowledges it. Once the stream ends, the link gives every
+// update not acknowledged up (its done runs: the parts go on without a backup) and, unless the
+// backup cancelled it as it left a job that ended (ShardService::CloseReplication), says why
+// on err: the backup died, or refused an update.
 class GrpcReplicaLink final : public ReplicaLink {
  public:
-  // leader: how messages name this shard ("shard 0"); backup: the backup's name and address;
-  // job_over: whether the job has ended (null: not known).
+  // leader: how messages name this shard ("shard 0"); backup: the backup's name and address.
   GrpcReplicaLink(std::unique_ptr<v1::Shard::Stub> stub, std::string leader, std::string backup,
-                  std::ostream* err, std::function<bool()> job_over = nullptr);
+                  std::ostream* err);
   // Ends the stream; every done not run yet runs before it returns.
   ~GrpcReplicaLink() override;
 
   void Forward(const ReplicaUpdate& update, std::function<void()> done) override;
 
-  // A batch takes the updates waiting until it holds this many bytes of values (the data
-  // path's fusion size: docs/benchmarks.md, "Small tensors").
-  static constexpr size_t kBatchBytes = 256 << 10;
-  // How long after the stream's failure the job is looked at: a backup leaving a job that
-  // ended may end its stream a moment before this shard hears of the end.
-  static constexpr absl::Duration kJobEndLag = absl::Milliseconds(200);
   // Whether the stream failed (every later update is given up at once).
   bool broken() const;
 
@@ -49,7 +42,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   };
   void WriteLoop();
   void ReadLoop();
-  // The stream failed: said, unless the link is closing or the job is over.
+  // How the stream ended, said unless the link is closing or the backup left.
   void Say(const grpc::Status& why);
   // Runs the dones of updates sent and not acknowledged.
   void GiveUpSent();
@@ -58,7 +51,6 @@ class GrpcReplicaLink final : public ReplicaLink {
   const std::string leader_;
   const std::string backup_;
   std::ostream* const err_;
-  const std::function<bool()> job_over_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::ReplicaBatch, v1::ReplicaAck>> stream_;
 

@@ -4,9 +4,7 @@
 
 #include "services/shard/grpc_replica_link.h"
 
-#include <atomic>
 #include <memory>
-#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,7 +41,7 @@ class GrpcReplicaLinkTest : public ::testing::Test {
     const std::string address = absl::StrCat("127.0.0.1:", server_.port);
     link_ = std::make_unique<GrpcReplicaLink>(v1::Shard::NewStub(MakeChannel(address)),
                                               "shard 0", absl::StrCat("shard 1 at ", address),
-                                              &err_, [this] { return job_over_.load(); });
+                                              &err_);
     ASSERT_TRUE(leader_.SetBackup(kWeights, link_.get()).ok());
     ASSERT_TRUE(leader_.SetBackup(kStats, link_.get()).ok());
   }
@@ -82,7 +80,6 @@ class GrpcReplicaLinkTest : public ::testing::Test {
   ShardService service_{&backup_};
   RunningServer server_;
   std::ostringstream err_;
-  std::atomic<bool> job_over_{false};
   std::unique_ptr<GrpcReplicaLink> link_;
   std::vector<RecordingSink> sinks_ = std::vector<RecordingSink>(2);
 };
@@ -107,9 +104,7 @@ TEST_F(GrpcReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt)
   ASSERT_TRUE(Step(2));
   EXPECT_TRUE(link_->broken());
   EXPECT_EQ(Held(&leader_, kWeights).second, 3);
-  // Said once the job could have been heard to end; the link's threads are done after reset.
-  absl::SleepFor(5 * GrpcReplicaLink::kJobEndLag);
-  link_.reset();
+  link_.reset();  // its threads done: what they said is all there
   EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: its backup, shard 1 at 127.0.0.1:"))
       << err_.str();
   EXPECT_TRUE(absl::StrContains(err_.str(), "shard 1: the update of key 0 part 0 to version 2 "
@@ -119,23 +114,30 @@ TEST_F(GrpcReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt)
       << err_.str();
 }
 
-// The job ends and the backup's server shuts down a moment before the leader hears of the end:
-// the leader answers without it and says nothing.
+// The backup leaves a job that ended before its leader heard of the end: it cancels the
+// stream, and the leader answers without it and says nothing.
 TEST_F(GrpcReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
   ASSERT_TRUE(Step(0));
-  std::thread hears_the_end([this] {
-    absl::SleepFor(absl::Milliseconds(50));
-    job_over_ = true;
-  });
-  server_.Shutdown();
-  hears_the_end.join();
+  service_.CloseReplication();
   ASSERT_TRUE(Step(1));
   ASSERT_TRUE(Step(2));
   EXPECT_TRUE(link_->broken());
   EXPECT_EQ(Held(&leader_, kWeights).second, 3);
-  absl::SleepFor(5 * GrpcReplicaLink::kJobEndLag);
   link_.reset();
   EXPECT_EQ(err_.str(), "");
+}
+
+// A backup that goes without leaving (its server gone, as a killed process's is): the leader
+// says so and answers without it.
+TEST_F(GrpcReplicaLinkTest, ABackupThatGoesAwayIsSaid) {
+  ASSERT_TRUE(Step(0));
+  server_.Shutdown();
+  ASSERT_TRUE(Step(1));
+  ASSERT_TRUE(Step(2));
+  EXPECT_TRUE(link_->broken());
+  link_.reset();
+  EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: its backup, shard 1 at 127.0.0.1:"))
+      << err_.str();
 }
 
 // Rank 0's Init names the backup: the shard's service links the parts it leads, not the one

@@ -138,9 +138,6 @@ int main(int argc, char** argv) {
   absl::Notification set_up;
   cohort::ShardRollback rollback(&core, checkpoint_dir, checkpoints.checkpoint_every > 0,
                                  &std::cout, &std::cerr);
-  // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
-  static std::atomic<cohort::MemberSession*> member{nullptr};
-  cohort::LeaveOnTerminationSignal("shard", &member);
   std::atomic<int> shard_rank{-1};  // for the link's messages, once registered
   const std::shared_ptr<const cohort::TransportSecurity> security = session_options->security;
   cohort::ShardService service(
@@ -149,11 +146,11 @@ int main(int argc, char** argv) {
         return std::make_unique<cohort::GrpcReplicaLink>(
             cohort::v1::Shard::NewStub(cohort::MakeChannel(address, *security)),
             absl::StrCat("shard ", shard_rank.load()), absl::StrCat("the shard at ", address),
-            &std::cerr, [] {
-              const cohort::MemberSession* m = member.load();
-              return m != nullptr && m->ended();
-            });
+            &std::cerr);
       });
+  // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
+  static std::atomic<cohort::MemberSession*> member{nullptr};
+  cohort::LeaveOnTerminationSignal("shard", &member);
   auto server = cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port),
                                     {&service}, *security);
   if (!server.ok()) {
@@ -194,7 +191,7 @@ int main(int argc, char** argv) {
   }
   set_up.Notify();
   const int served = ServeUntilEnded(session->get(), *server, process, security);
-  service.CloseReplication();  // while the session its link asks lives
+  service.CloseReplication();  // before the server goes: the backups' leaders hear it left
   if (served != 0) return 1;
   const absl::Status end = (*session)->end_status();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "services/common/count_text.h"
 #include "services/common/grpc_util.h"
@@ -200,6 +201,15 @@ grpc::Status ShardService::Replicate(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaBatch>* stream) {
   if (grpc::Status set_up = WaitForSetUp("replicate"); !set_up.ok()) return set_up;
+  {
+    absl::MutexLock lock(&link_mu_);
+    if (leaving_) return grpc::Status::CANCELLED;
+    replicating_.insert(context);
+  }
+  const auto served = absl::MakeCleanup([this, context] {
+    absl::MutexLock lock(&link_mu_);
+    replicating_.erase(context);
+  });
   v1::ReplicaBatch batch;
   v1::ReplicaAck ack;
   while (stream->Read(&batch)) {
@@ -234,6 +244,8 @@ void ShardService::CloseReplication() {
     absl::MutexLock lock(&link_mu_);
     link = std::move(link_);
     led.swap(led_);
+    leaving_ = true;
+    for (grpc::ServerContext* context : replicating_) context->TryCancel();
   }
   // Its parts stop forwarding before the link goes: no update reaches it afterwards.
   for (PartId id : led) core_->SetBackup(id, nullptr).IgnoreError();

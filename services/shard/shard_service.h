@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "proto/shard.grpc.pb.h"
@@ -52,7 +53,8 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaBatch>* stream) override;
 
-  // The job is over: the link to the backup ends, quietly (its updates in flight given up).
+  // The job is over: the link to the backup ends, and so do the Replicate streams of the
+  // shards this one backs up, cancelled (which tells their leaders it left: they say nothing).
   void CloseReplication();
 
  private:
@@ -65,6 +67,9 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   ShardRollback* const rollback_;
   const ReplicaLinkFactory make_link_;
   absl::Mutex link_mu_;
+  // The Replicate streams being served, until CloseReplication cancels them.
+  absl::flat_hash_set<grpc::ServerContext*> replicating_ ABSL_GUARDED_BY(link_mu_);
+  bool leaving_ ABSL_GUARDED_BY(link_mu_) = false;
   // To the backup of the parts this shard leads, from Init on until CloseReplication.
   std::unique_ptr<ReplicaLink> link_ ABSL_GUARDED_BY(link_mu_);
   std::vector<PartId> led_ ABSL_GUARDED_BY(link_mu_);  // the parts forwarded through it

@@ -10,6 +10,10 @@
 
 namespace cohort {
 
+// Fused messages of up to 256 KiB: docs/benchmarks.md, "Small tensors", measured 64 KiB to
+// 2 MiB on loopback and on a 1 Gbit/s link.
+inline constexpr int64_t kDefaultFusionBytes = 256 << 10;
+
 // The parts waiting to go out on one stream (gRPC allows one write in flight per stream), most
 // urgent first: model order, key then part, so the layers the next forward needs first travel
 // first. Parts queued while a write is in flight leave together: parts smaller than

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/membership/job_membership.h"
+#include "services/wire/part_write_queue.h"
 #include "services/wire/pin_count.h"
 #include "services/wire/wire_encoding.h"
 #include "services/worker/shard_transport.h"
@@ -19,10 +20,6 @@
 #include "trainer/kvstore/partition.h"
 
 namespace cohort {
-
-// Fused messages of up to 256 KiB: docs/benchmarks.md, "Small tensors", measured 64 KiB to
-// 2 MiB on loopback and on a 1 Gbit/s link.
-inline constexpr int64_t kDefaultFusionBytes = 256 << 10;
 
 struct DistKVStoreOptions {
   int64_t part_bytes = 1 << 20;  // parameters are split into parts of at most this
