@@ -148,11 +148,16 @@ int main(int argc, char** argv) {
 
   const int pid = absl::GetFlag(FLAGS_scheduler_pid);
   const absl::Duration barriers_cpu = pid > 0 ? cohort::ProcessCpuTime(pid) : absl::ZeroDuration();
+  const absl::Duration own_cpu = cohort::ProcessCpuTime(getpid());
   auto barriers = (*swarm)->Barriers(absl::GetFlag(FLAGS_barriers));
   if (!barriers.ok()) return Fail(barriers.status());
-  // The scheduler's own share of a barrier, told apart from the simulator's on the same cores.
+  // The scheduler's own share of a barrier, told apart from the simulator's on the same cores
+  // (the simulator's: its members' calls and answers, which processes of their own would
+  // spread over their hosts).
   const double barrier_cpu_ms =
       pid > 0 ? Ms(cohort::ProcessCpuTime(pid) - barriers_cpu) / barriers->size() : 0;
+  const double own_barrier_cpu_ms =
+      Ms(cohort::ProcessCpuTime(getpid()) - own_cpu) / barriers->size();
 
   const absl::Duration idle = absl::Seconds(absl::GetFlag(FLAGS_idle_s));
   const absl::Duration cpu_before = pid > 0 ? cohort::ProcessCpuTime(pid) : absl::ZeroDuration();
@@ -266,8 +271,9 @@ int main(int argc, char** argv) {
       "workers began to leave\n",
       o.workers, o.shards, absl::ToDoubleSeconds(registered), absl::ToDoubleSeconds(running),
       Ms(Percentile(*barriers, 0.5)), Ms(Percentile(*barriers, 0.99)), barriers->size(),
-      pid > 0 ? absl::StrFormat(", the scheduler's CPU %.1f ms each", barrier_cpu_ms)
-              : std::string(),
+      absl::StrCat(pid > 0 ? absl::StrFormat(", the scheduler's CPU %.1f ms each", barrier_cpu_ms)
+                           : std::string(),
+                   absl::StrFormat(", the simulator's %.1f ms", own_barrier_cpu_ms)),
       pid > 0 ? absl::StrFormat("%.1f%% of a core over %.0f s, %.0f MiB resident",
                                 100 * idle_share, absl::ToDoubleSeconds(idle), resident)
               : std::string("not measured (--scheduler_pid)"),
