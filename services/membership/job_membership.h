@@ -27,6 +27,12 @@ struct ShardsView {
   int num_workers = 1;
   // Copies of every parameter part: 2 when each has a backup on another shard.
   int replicas = 1;
+  // With replicas, by share (a shard rank's part of the model), as shards died and came back:
+  // the rank leading it (addresses has its address) and the rank backing it up (-1: none),
+  // with its address. Empty before the job runs.
+  std::vector<int> share_leaders;
+  std::vector<int> share_backups;
+  std::vector<std::string> share_backup_addresses;
 
   // With replicas: the shard backing up the parts `shard` leads, the next one after it, in
   // rank order round the ring, on another host, or the next one where every shard shares a

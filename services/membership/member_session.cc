@@ -184,6 +184,10 @@ absl::StatusOr<ShardsView> MemberSession::WaitForShards(absl::Duration timeout) 
   view.incarnations.assign(spec.shard_incarnations().begin(), spec.shard_incarnations().end());
   view.restart_grace = absl::Seconds(spec.shard_restart_grace_seconds());
   view.replicas = std::max(1, spec.shard_replicas());
+  view.share_leaders.assign(spec.share_leaders().begin(), spec.share_leaders().end());
+  view.share_backups.assign(spec.share_backups().begin(), spec.share_backups().end());
+  view.share_backup_addresses.assign(spec.share_backup_addresses().begin(),
+                                     spec.share_backup_addresses().end());
   view.generation = spec.generation();
   view.rank = spec.worker_rank();
   view.num_workers = spec.num_workers();

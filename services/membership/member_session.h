@@ -58,6 +58,8 @@ class MemberSession final : public JobMembership {
   int num_shards() const { return reply_.num_shards(); }
   const std::string& job_id() const { return reply_.job_id(); }
   const std::string& mode() const { return reply_.mode(); }
+  // A shard that came back into a running job of replicated shards as a backup.
+  bool joins_as_backup() const { return reply_.joins_as_backup(); }
   const std::string& scheduler_address() const { return options_.scheduler_address; }
   // "worker 1", "shard 0": how messages name this member.
   std::string name() const override;

@@ -191,7 +191,10 @@ int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
     }
     return true;
   };
-  if (all(shards_) && all(workers_)) state_ = JobState::kRunning;
+  if (all(shards_) && all(workers_)) {
+    state_ = JobState::kRunning;
+    PlaceShares();
+  }
   AnswerClusterWaiters();
   return rank;
 }
@@ -232,11 +235,9 @@ void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
   Member& m = Members(role)[rank];
   m.dead = true;
   if (role == MemberRole::kShard && state_ == JobState::kRunning) {
-    if (const int backup = LiveBackupOf(rank); backup >= 0) {
-      m.led_by = backup;
-      notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "): its backup, ",
-                                      Describe(role, backup),
-                                      ", leads its parts from now on (no roll back)"));
+    if (std::optional<std::string> moved = HandOverShares(rank)) {
+      m.died_at = clock_->Now();
+      notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "): ", *moved));
       return;
     }
   }
@@ -358,13 +359,18 @@ absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
   view.shard_restart_grace = spec_.shard_restart_grace;
   view.generation = generation_;
   view.workers = active_;
-  for (const Member& s : shards_) {
-    // A dead shard's parts are where its backup is.
-    const Member& at = s.led_by >= 0 ? shards_[s.led_by] : s;
+  for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
+    // A dead shard's share is where its backup took it.
+    const int leader = share_leaders_.empty() ? share : share_leaders_[share];
+    const Member& at = shards_[leader];
     view.shard_addresses.push_back(at.address);
-    view.shard_incarnations.push_back(
-        absl::StrCat(s.led_by >= 0 ? absl::StrCat("led by shard ", s.led_by, ": ") : "",
-                     at.host, " ", at.pid));
+    view.shard_incarnations.push_back(absl::StrCat(
+        leader != share ? absl::StrCat("led by shard ", leader, ": ") : "", at.host, " ", at.pid));
+  }
+  view.share_leaders = share_leaders_;
+  view.share_backups = share_backups_;
+  for (int backup : share_backups_) {
+    view.share_backup_addresses.push_back(backup >= 0 ? shards_[backup].address : "");
   }
   return view;
 }

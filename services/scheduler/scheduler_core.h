@@ -92,6 +92,11 @@ struct ClusterView {
   absl::Duration shard_restart_grace;           // JobSpec's
   int64_t generation = 0;                       // the membership generation
   std::vector<int> workers;  // the generation's workers (their registered ranks), by rank in it
+  // Replicated shards, by share (a shard rank's part of the model): the rank leading it, and
+  // the rank backing it up (-1: none) with its address. Empty without replicas.
+  std::vector<int> share_leaders;
+  std::vector<int> share_backups;
+  std::vector<std::string> share_backup_addresses;
 };
 
 // The scheduler's state machine, without gRPC: membership and ranks, the cluster spec,
@@ -106,6 +111,9 @@ class SchedulerCore {
   SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal = nullptr);
 
   const JobSpec& spec() const { return spec_; }
+  // Whether the shard at this rank came back into the running job as a backup of replicated
+  // shards (it copies its shares from their leaders rather than waiting for rank 0).
+  bool JoinedAsBackup(int shard) const;
 
   // Gives the member its rank. The job becomes RUNNING when every member has registered. While
   // it runs, a shard restarted after its death registers again under its rank (with
@@ -204,8 +212,8 @@ class SchedulerCore {
     bool restarting = false;
     absl::Time died_at;
     std::string death;
-    // Replicated shards: the shard leading this dead shard's parts, its backup (-1: none).
-    int led_by = -1;
+    // Replicated shards: it came back into the running job as a backup (it leads nothing).
+    bool joined_as_backup = false;
   };
 
   std::vector<Member>& Members(MemberRole role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -219,12 +227,17 @@ class SchedulerCore {
   // replicated job, or it waits to be restarted when the job allows it; anything else fails
   // the job.
   void Died(MemberRole role, int rank, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Replicated shards: the live shard holding a copy of dead shard `rank`'s parts (-1: none
-  // left: its backup is dead, or it led another dead shard's parts, of which it held the only
-  // copy).
-  int LiveBackupOf(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A restarted shard registers again under its rank.
+  // Replicated shards, when the job starts running: every share led by its own shard and
+  // backed up by the next one round the ring on another host (ShardsView::BackupOf).
+  void PlaceShares() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Replicated shards: dead shard `rank`'s shares go to their backups, and the shares it
+  // backed up go on without one; what changed, for a notice. Nothing moves, and nullopt
+  // returns, when a share it led has no backup (the only copy died with it).
+  std::optional<std::string> HandOverShares(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A restarted shard registers again under its rank: the workers roll back to its checkpoint,
+  // or, with replicas, it backs up the shares that have no backup (BackUpShares).
   absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> BackUpShares(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The registration's process takes the member's place.
   void Enroll(Member& m, const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a member in at `rank`; the job runs once every member is in.
@@ -282,6 +295,9 @@ class SchedulerCore {
   std::optional<HeldFailure> held_failure_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<int> shard_restarts_ ABSL_GUARDED_BY(mu_);  // by rank: how often it came back
+  // Replicated shards, by share: the rank leading it and the rank backing it up (-1: none).
+  std::vector<int> share_leaders_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> share_backups_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);  // by registered rank
   // The membership generation, its workers (registered ranks, ascending: their ranks in it)
   // and what started it.

@@ -1,10 +1,15 @@
 // SchedulerCore and dead shards: one that registers again after a restart, and, in a job of
-// replicated shards, the backup that leads a dead shard's parts.
+// replicated shards, who leads and who backs up each shard's share of the model as shards die
+// and come back.
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "services/common/count_text.h"
 #include "services/membership/job_membership.h"
 #include "services/scheduler/scheduler_core.h"
 
@@ -12,21 +17,18 @@ namespace cohort {
 
 absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
   const int rank = r.requested_rank;
-  if (rank >= 0 && rank < static_cast<int>(shards_.size()) && shards_[rank].led_by >= 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", spec_.job_id, " replicates its shards: shard ", rank, "'s parts are led by its "
-        "backup, shard ", shards_[rank].led_by, ", since it died, and a restarted shard does not "
-        "take them back"));
+  const bool known = rank >= 0 && rank < static_cast<int>(shards_.size());
+  if (known && !share_leaders_.empty() && shards_[rank].dead && !shards_[rank].restarting) {
+    return BackUpShares(r);
   }
-  if (rank < 0 || rank >= static_cast<int>(shards_.size()) || !shards_[rank].restarting) {
+  if (!known || !shards_[rank].restarting) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", spec_.job_id, " is RUNNING; a shard joins it only to take the place of a dead "
         "one, under its --rank, with launch --restart_failed_shards (",
         rank < 0 ? "no rank"
-        : rank >= static_cast<int>(shards_.size())
-            ? absl::StrCat("it has ", shards_.size(), " shards, ranks 0..", shards_.size() - 1,
-                           "; shard ", rank, " is not one of them")
-            : absl::StrCat("shard ", rank, " is not dead"),
+        : !known ? absl::StrCat("it has ", shards_.size(), " shards, ranks 0..",
+                                shards_.size() - 1, "; shard ", rank, " is not one of them")
+                 : absl::StrCat("shard ", rank, " is not dead"),
         ")"));
   }
   if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
@@ -40,6 +42,37 @@ absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
   return Admit(r, rank);
 }
 
+absl::StatusOr<int> SchedulerCore::BackUpShares(const MemberRegistration& r) {
+  const int rank = r.requested_rank;
+  if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
+  const absl::Time died_at = shards_[rank].died_at;
+  shards_[rank] = Member();
+  ++shard_restarts_[rank];
+  Admit(r, rank);
+  shards_[rank].joined_as_backup = true;
+  std::vector<std::string> backed;
+  for (size_t share = 0; share < share_backups_.size(); ++share) {
+    if (share_backups_[share] >= 0 || share_leaders_[share] == rank) continue;
+    share_backups_[share] = rank;
+    backed.push_back(absl::StrCat(share, " (led by shard ", share_leaders_[share], ")"));
+  }
+  notices_.push_back(absl::StrFormat(
+      "shard %d is back (host %s, pid %d, at %s)%s; it backs up share%s %s, copying them from "
+      "their leaders while training goes on (no roll back)",
+      rank, r.host, r.pid, r.address,
+      died_at == absl::Time() ? ""
+                              : absl::StrFormat(" %.1f s after its death",
+                                                absl::ToDoubleSeconds(clock_->Now() - died_at)),
+      backed.size() == 1 ? "" : "s", backed.empty() ? "none" : absl::StrJoin(backed, ", ")));
+  return rank;
+}
+
+bool SchedulerCore::JoinedAsBackup(int shard) const {
+  absl::MutexLock lock(&mu_);
+  return shard >= 0 && shard < static_cast<int>(shards_.size()) &&
+         shards_[shard].joined_as_backup;
+}
+
 bool SchedulerCore::ShardRestarting() const {
   for (const Member& s : shards_) {
     if (s.restarting) return true;
@@ -47,17 +80,43 @@ bool SchedulerCore::ShardRestarting() const {
   return false;
 }
 
-int SchedulerCore::LiveBackupOf(int rank) const {
-  if (spec_.shard_replicas < 2) return -1;
-  ShardsView placed;  // where the parts were placed: by the addresses the shards registered
+void SchedulerCore::PlaceShares() {
+  if (spec_.shard_replicas < 2 || !share_leaders_.empty()) return;
+  ShardsView placed;  // where rank 0 places the parts: by the addresses the shards registered
   placed.replicas = spec_.shard_replicas;
   for (const Member& s : shards_) placed.addresses.push_back(s.address);
-  const int backup = placed.BackupOf(rank);
-  if (backup < 0 || shards_[backup].dead || shards_[backup].restarting) return -1;
-  for (const Member& s : shards_) {
-    if (s.led_by == rank) return -1;  // the dead shard held the only copy of those
+  for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
+    share_leaders_.push_back(share);
+    share_backups_.push_back(placed.BackupOf(share));
   }
-  return backup;
+}
+
+std::optional<std::string> SchedulerCore::HandOverShares(int rank) {
+  if (share_leaders_.empty()) return std::nullopt;
+  for (size_t share = 0; share < share_leaders_.size(); ++share) {
+    if (share_leaders_[share] == rank && share_backups_[share] < 0) return std::nullopt;
+  }
+  std::vector<std::string> moved;
+  int unbacked = 0;
+  for (size_t share = 0; share < share_leaders_.size(); ++share) {
+    if (share_leaders_[share] == rank) {
+      share_leaders_[share] = share_backups_[share];
+      share_backups_[share] = -1;
+      moved.push_back(absl::StrCat(Describe(MemberRole::kShard, share_leaders_[share]),
+                                   " leads share ", share));
+    } else if (share_backups_[share] == rank) {
+      share_backups_[share] = -1;
+      ++unbacked;
+    }
+  }
+  std::string said = moved.empty() ? std::string("it led no share")
+                                   : absl::StrCat(absl::StrJoin(moved, ", "),
+                                                  " from now on (no roll back)");
+  if (unbacked > 0) {
+    absl::StrAppend(&said, "; ", Count(unbacked, "share"),
+                    " it backed up go on without a backup until a shard comes back");
+  }
+  return said;
 }
 
 }  // namespace cohort

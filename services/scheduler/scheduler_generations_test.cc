@@ -85,28 +85,30 @@ TEST(SchedulerCoreTest, ADeadShardMayComeBackUnderItsRankWithinTheGrace) {
       << core.reason();
 }
 
-// A member whose control stream broke registers again: the same scheduler keeps it where it
-// is; a scheduler restarted mid-job takes every member of the running job back under its rank
-// and runs the job once all are in.
-// Replicated shards (3 on hosts 10.0.0.0-2): shard 1 dies and its backup, shard 2, leads its
-// parts from then on: the job runs on, the cluster names shard 2 at shard 1's place, and a
-// restarted shard 1 is refused. Shard 2 dying next leaves no copy of shard 1's parts (it held
-// the only one): the job fails naming it.
-TEST(SchedulerCoreTest, ADeadShardsBackupLeadsItsPartsAndAShardWithTheLastCopyIsNeeded) {
+// Replicated shards (3 on hosts 10.0.0.0-2; share s led by shard s, backed up by s+1): shard 1
+// dies and its backup, shard 2, leads share 1 from then on: the job runs on, the cluster names
+// shard 2 at shard 1's place, and shares 0 and 1 have no backup. Shard 1 comes back and backs
+// both up, leading nothing (the workers see no change). Shard 2 dying next hands share 1 to
+// the restarted shard 1 and share 2 to shard 0; shard 0 dying then leaves no copy of share 2:
+// the job fails naming it.
+TEST(SchedulerCoreTest, DeadShardsHandTheirSharesToTheirBackupsAndComeBackAsBackups) {
   FakeClock clock;
   JobSpec spec = Spec(2, 3);
   spec.shard_replicas = 2;
   SchedulerCore core(spec, &clock);
   Form(&core);
   const ClusterView before = *core.WaitForCluster();
+  EXPECT_EQ(before.share_leaders, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(before.share_backups, (std::vector<int>{1, 2, 0}));
   core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost");
   EXPECT_EQ(core.state(), JobState::kRunning);
-  const std::vector<std::string> notices = core.TakeNotices();
+  std::vector<std::string> notices = core.TakeNotices();
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_TRUE(absl::StrContains(notices[0], "shard 1 (host host-1, pid 1001) died (its control "
-                                            "stream ended (connection lost) without a stop): its "
-                                            "backup, shard 2 (host host-2, pid 1002), leads its "
-                                            "parts from now on (no roll back)"))
+                                            "stream ended (connection lost) without a stop): "
+                                            "shard 2 (host host-2, pid 1002) leads share 1 from "
+                                            "now on (no roll back); 1 share it backed up go on "
+                                            "without a backup"))
       << notices[0];
   const ClusterView after = *core.WaitForCluster();
   EXPECT_EQ(after.shard_addresses,
@@ -114,16 +116,45 @@ TEST(SchedulerCoreTest, ADeadShardsBackupLeadsItsPartsAndAShardWithTheLastCopyIs
   EXPECT_NE(after.shard_incarnations[1], before.shard_incarnations[1]);
   EXPECT_EQ(after.shard_incarnations[1], "led by shard 2: host-2 1002");
   EXPECT_EQ(after.generation, before.generation);  // the workers stay as they are
-  const absl::Status again = core.Register(Member(MemberRole::kShard, 1, "10.0.0.1:7")).status();
-  EXPECT_TRUE(absl::StrContains(again.message(), "shard 1's parts are led by its backup, shard "
-                                                 "2, since it died"))
-      << again;
+  EXPECT_EQ(after.share_leaders, (std::vector<int>{0, 2, 2}));
+  EXPECT_EQ(after.share_backups, (std::vector<int>{-1, -1, 0}));
+
+  MemberRegistration back = Member(MemberRole::kShard, 1, "10.0.0.1:8");
+  back.pid = 3001;
+  ASSERT_EQ(*core.Register(back), 1);
+  EXPECT_TRUE(core.JoinedAsBackup(1));
+  EXPECT_FALSE(core.JoinedAsBackup(0));
+  notices = core.TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(notices[0], "it backs up shares 0 (led by shard 0), 1 (led by "
+                                            "shard 2), copying them from their leaders"))
+      << notices[0];
+  const ClusterView backed = *core.WaitForCluster();
+  EXPECT_EQ(backed.shard_addresses, after.shard_addresses);
+  EXPECT_EQ(backed.shard_incarnations, after.shard_incarnations);
+  EXPECT_EQ(backed.share_backups, (std::vector<int>{1, 1, 0}));
+  EXPECT_EQ(backed.share_backup_addresses,
+            (std::vector<std::string>{"10.0.0.1:8", "10.0.0.1:8", "10.0.0.0:7"}));
+
   core.ControlStreamEnded(MemberRole::kShard, 2, "connection lost");
+  EXPECT_EQ(core.state(), JobState::kRunning);
+  const ClusterView second = *core.WaitForCluster();
+  EXPECT_EQ(second.share_leaders, (std::vector<int>{0, 1, 0}));
+  EXPECT_EQ(second.share_backups, (std::vector<int>{1, -1, -1}));
+  EXPECT_EQ(second.shard_addresses,
+            (std::vector<std::string>{"10.0.0.0:7", "10.0.0.1:8", "10.0.0.0:7"}));
+  EXPECT_EQ(second.shard_incarnations[1], absl::StrCat(back.host, " 3001"));
+  EXPECT_EQ(second.shard_incarnations[2], "led by shard 0: host-0 1000");
+
+  core.ControlStreamEnded(MemberRole::kShard, 0, "connection lost");
   EXPECT_EQ(core.state(), JobState::kFailed);
-  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 2 (host host-2, pid 1002) is dead"))
+  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 0 (host host-0, pid 1000) is dead"))
       << core.reason();
 }
 
+// A member whose control stream broke registers again: the same scheduler keeps it where it
+// is; a scheduler restarted mid-job takes every member of the running job back under its rank
+// and runs the job once all are in.
 TEST(SchedulerCoreTest, MembersRegisteringAgainKeepTheirPlaceOrFormTheJobAgain) {
   FakeClock clock;
   SchedulerCore core(Spec(2, 1), &clock);

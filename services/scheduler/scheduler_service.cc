@@ -92,6 +92,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   reply->set_num_workers(spec.num_workers);
   reply->set_num_shards(spec.num_shards);
   reply->set_mode(std::string(KVStoreModeName(spec.mode)));
+  reply->set_joins_as_backup(r.role == MemberRole::kShard && core_->JoinedAsBackup(*rank));
   // Said only where it differs from the members' default, so that one may beat faster.
   if (spec.heartbeat_interval != JobSpec().heartbeat_interval) {
     reply->set_heartbeat_interval_ms(
@@ -122,6 +123,9 @@ grpc::ServerUnaryReactor* SchedulerService::GetClusterSpec(grpc::CallbackServerC
     for (const std::string& i : view->shard_incarnations) spec->add_shard_incarnations(i);
     spec->set_shard_restart_grace_seconds(absl::ToDoubleSeconds(view->shard_restart_grace));
     spec->set_shard_replicas(job.shard_replicas);
+    for (int leader : view->share_leaders) spec->add_share_leaders(leader);
+    for (int backup : view->share_backups) spec->add_share_backups(backup);
+    for (const std::string& a : view->share_backup_addresses) spec->add_share_backup_addresses(a);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "services/wire/config_proto.h"
 #include "services/wire/part_write_queue.h"
 
 namespace cohort {
@@ -40,7 +41,25 @@ void GrpcReplicaLink::Forward(const ReplicaUpdate& update, std::function<void()>
   m.set_pushed_on(update.pushed_on);
   m.set_values(reinterpret_cast<const char*>(update.values.data()),
                update.values.size() * sizeof(float));
+  if (const PartCopy* copy = update.copy) {
+    m.set_copy(true);
+    m.set_part_set(copy->share);
+    for (const auto& [name, tensor] : copy->optimizer.tensors) {
+      (*m.mutable_optimizer())[name].assign(reinterpret_cast<const char*>(tensor.data()),
+                                            tensor.size() * sizeof(float));
+    }
+    m.set_optimizer_updates(copy->optimizer.updates);
+    for (int64_t v : copy->pushed_on_by_rank) m.add_pushed_on_by_rank(v);
+    for (const std::vector<float>& push : copy->latest_pushes) {
+      m.add_latest_pushes(reinterpret_cast<const char*>(push.data()), push.size() * sizeof(float));
+    }
+  }
   absl::MutexLock lock(&mu_);
+  // The backup may have come back into the job: the first copy carries the job's settings.
+  if (update.copy != nullptr && !config_sent_) {
+    q.config = ToProto(*update.copy->config);
+    config_sent_ = true;
+  }
   to_send_.push_back(std::move(q));
 }
 
@@ -100,6 +119,7 @@ void GrpcReplicaLink::WriteLoop() {
         } else {
           sent_.push_back(std::move(q.done));
           *batch.add_updates() = std::move(q.message);
+          if (q.config.has_value()) *batch.mutable_config() = *std::move(q.config);
         }
       }
     }

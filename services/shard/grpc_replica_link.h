@@ -4,6 +4,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -33,12 +34,13 @@ class GrpcReplicaLink final : public ReplicaLink {
   void Forward(const ReplicaUpdate& update, std::function<void()> done) override;
 
   // Whether the stream failed (every later update is given up at once).
-  bool broken() const;
+  bool broken() const override;
 
  private:
   struct Queued {
     v1::ReplicaUpdate message;
     std::function<void()> done;
+    std::optional<v1::InitMessage::Config> config;  // for the batch it goes in
   };
   void WriteLoop();
   void ReadLoop();
@@ -58,6 +60,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   std::deque<Queued> to_send_ ABSL_GUARDED_BY(mu_);
   std::deque<std::function<void()>> sent_ ABSL_GUARDED_BY(mu_);  // not acknowledged yet
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool config_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_ ABSL_GUARDED_BY(mu_) = true;
   std::thread writer_;

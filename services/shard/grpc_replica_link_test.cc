@@ -16,6 +16,7 @@
 #include "services/common/grpc_util.h"
 #include "services/shard/shard_core_testing.h"
 #include "services/shard/shard_service.h"
+#include "services/shard/share_copier.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
 
@@ -142,8 +143,9 @@ TEST_F(GrpcReplicaLinkTest, ABackupThatGoesAwayIsSaid) {
 
 // Rank 0's Init names the backup: the shard's service links the parts it leads, not the one
 // it backs up for another shard, to the backup, whose copy then takes every step; a shard
-// started without a way to reach a backup refuses such an Init.
-TEST(ReplicatedInitTest, AnInitNamingABackupLinksOnlyThePartsTheShardLeads) {
+// started without a way to reach a backup refuses such an Init. A shard that came back later
+// copies a share from its leader (Back) and takes its steps from then on.
+TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCopiesAShare) {
   constexpr PartId kLed{0, 0}, kBackedUp{1, 0};
   ShardConfig config = Config(2, KVStoreMode::kDistSync, /*parts=*/2);
   ShardCore backup(1), leader(0), unlinked(2);
@@ -176,6 +178,7 @@ TEST(ReplicatedInitTest, AnInitNamingABackupLinksOnlyThePartsTheShardLeads) {
     writer->Write(message);
     EncodePart(kBackedUp, 0, 0, Gradient(3, 0, 10), message.mutable_part());
     message.set_backup(true);
+    message.set_part_set(1);
     writer->Write(message);
     writer->WritesDone();
     return writer->Finish();
@@ -212,9 +215,56 @@ TEST(ReplicatedInitTest, AnInitNamingABackupLinksOnlyThePartsTheShardLeads) {
   }
   EXPECT_EQ(direct[0].versions, std::vector<int64_t>{1});
   EXPECT_EQ(err.str(), "");
+
+  // A shard that came back, which rank 0 never initialised, backs share 0 up: the leader
+  // copies kLed to it (and not the share it backs up), then forwards its next step there.
+  ShardCore joiner(3);
+  ShardService joiner_service(&joiner);
+  auto joiner_server = StartServer("127.0.0.1", 0, {&joiner_service});
+  ASSERT_TRUE(joiner_server.ok());
+  ShardsView view;
+  view.addresses = {absl::StrCat("127.0.0.1:", led_server->port), ""};
+  view.share_leaders = {0, 1};
+  view.share_backups = {3, -1};
+  view.share_backup_addresses = {absl::StrCat("127.0.0.1:", joiner_server->port), ""};
+  std::ostringstream said;
+  const auto dial = [](const std::string& address) -> std::unique_ptr<v1::Shard::StubInterface> {
+    return v1::Shard::NewStub(MakeChannel(address));
+  };
+  const absl::Status copied = CopyShares(view, 3, joiner_service, dial, &said);
+  ASSERT_TRUE(copied.ok()) << copied;
+  EXPECT_TRUE(absl::StrContains(said.str(), "shard 3: backs up share 0 (1 part) led by shard 0 "
+                                            "at 127.0.0.1:"))
+      << said.str();
+  EXPECT_EQ(joiner_service.PartsOfShare(0), 1);
+  EXPECT_EQ(joiner_service.PartsOfShare(1), 0);
+  std::vector<float> joined;
+  EXPECT_EQ(*joiner.Read(kLed, &joined), 3);
+  EXPECT_EQ(joined, led_value);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(leader.Push(r, kLed, 3, Gradient(r, 3, 100), &sinks[r]).ok());
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (*joiner.Read(kLed, &joined) != 4) {
+    ASSERT_LT(absl::Now(), deadline);
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(*leader.Read(kLed, &led_value), 4);
+  EXPECT_EQ(joined, led_value);
+  // A copy that cannot reach the asking shard fails the asking, saying so.
+  view.share_backups = {-1, 3};
+  view.addresses[1] = view.addresses[0];
+  view.share_backup_addresses[1] = "127.0.0.1:1";
+  const absl::Status unreached = CopyShares(view, 3, joiner_service, dial, &said);
+  EXPECT_TRUE(absl::StrContains(unreached.message(), "did not copy share 1 here: shard 0: the "
+                                                     "copy of share 1 did not reach shard 3 at "
+                                                     "127.0.0.1:1"))
+      << unreached;
+  leader_service.CloseReplication();
   led_server->Shutdown();
   unlinked_server->Shutdown();
   backup_server->Shutdown();
+  joiner_server->Shutdown();
 }
 
 }  // namespace

@@ -231,9 +231,10 @@ void ShardCore::ResetPushes(PartState* p) {
     p->slots.resize(config.num_workers);  // allocated on first use
     p->pushed.assign(config.num_workers, 0);
     p->waiting.assign(config.num_workers, nullptr);
-  } else if (p->optimizer == nullptr) {
+  } else {
+    p->async_pushed_on.assign(config.num_workers, -1);
     // An auxiliary part: until a worker pushes, it counts with the part's value.
-    p->slots.assign(config.num_workers, p->value->data);
+    if (p->optimizer == nullptr) p->slots.assign(config.num_workers, p->value->data);
   }
 }
 
@@ -398,6 +399,7 @@ absl::Status ShardCore::PushAsync(const PartHeader& header, ByteChunks grad, Par
     ApplyPush(p, grad, header.rank, absl::MakeSpan(WritableValue(p)), lr);
   }
   ++p->version;
+  p->async_pushed_on[header.rank] = header.version;
   Applied(p->version, 1);
   MaybeCheckpoint(header.id, p);
   Answer(header.id, p, reply_to);

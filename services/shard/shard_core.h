@@ -37,6 +37,19 @@ class PartSink {
   virtual void Send(PartId id, int64_t version, absl::Span<const float> value, PinCount* pin) = 0;
 };
 
+// A part's whole state, for a shard that becomes its backup while training goes on (it came
+// back into the job after a death): what its updates build on.
+struct PartCopy {
+  int share = -1;  // whose share of the model the part is (the partition map's shard)
+  const ShardConfig* config = nullptr;  // the leader's settings
+  OptimizerState optimizer;             // none for an auxiliary part
+  // By rank, the version of the latest push the value holds (-1: none): a worker's push sent
+  // again to the backup once it leads is answered, not applied twice.
+  std::vector<int64_t> pushed_on_by_rank;
+  // dist_async auxiliary parts: each rank's latest push, whose mean the value is.
+  std::vector<std::vector<float>> latest_pushes;
+};
+
 // One update of a part as the shard leading it made it, for the part's backup on another shard
 // to make the same (chain replication): the backup runs its own copy of the update rule on the
 // same input, block by block as the leader did, and so stays bitwise equal to it, optimizer
@@ -53,6 +66,8 @@ struct ReplicaUpdate {
   // version they were computed on.
   int rank = -1;
   int64_t pushed_on = 0;
+  // Not null: no update but the whole part (values is its value at `version`).
+  const PartCopy* copy = nullptr;
 };
 
 // Where a part's updates go to its backup (a stream to another shard; a fake in tests).
@@ -64,6 +79,8 @@ class ReplicaLink {
   // update, or when the link gave up on it (the backup is gone: the part goes on without).
   // One part's updates are forwarded in order, under its lock.
   virtual void Forward(const ReplicaUpdate& update, std::function<void()> done) = 0;
+  // Whether the link gave up (every later update is given up at once).
+  virtual bool broken() const = 0;
 };
 
 // Where a shard's parts go at checkpoint steps (shard_checkpointer.h writes them).
@@ -167,10 +184,19 @@ class ShardCore {
   // backup holds the update, so that no answered step is lost with this shard. Null: the part
   // goes on without a backup (answers held for an update in flight go when its done runs).
   absl::Status SetBackup(PartId id, ReplicaLink* link);
+  // The shard leads these parts of a share, and a shard that came back backs them up from now
+  // on while training goes on: each part's copy (PartCopy) goes through link, then its updates
+  // (a backup it had before is replaced). copied runs once link's done ran for every copy.
+  absl::Status AddBackup(absl::Span<const PartId> parts, int share, ReplicaLink* link,
+                         std::function<void()> copied);
+  // Every part goes on without a backup (the job ended).
+  void DropBackups();
   // The shard backs the part up: it takes the leader's update (the next version, or refused
   // naming both versions). Once it leads the part itself (its leader died), a worker's push
   // that an update taken so held already is answered with the current value, not applied
   // again: the leader may have died between its backup's update and its answer.
+  // A copy (update.copy) sets the part up whole, the shard configured by its settings first
+  // if rank 0 never initialised it (it came back into the job).
   absl::Status ApplyReplica(const ReplicaUpdate& update);
   // Forgets every waiting reply to sink (its stream ended).
   void Detach(PartSink* sink);
@@ -214,6 +240,9 @@ class ShardCore {
     // By rank, the version of its latest push that an update taken from the leader held (-1:
     // none, or the rank has pushed to this shard since); empty until the first such update.
     std::vector<int64_t> replicated_pushes ABSL_GUARDED_BY(mu);
+    // dist_async: by rank, the version its latest push applied here was computed on (-1:
+    // none), for a copy's PartCopy::pushed_on_by_rank.
+    std::vector<int64_t> async_pushed_on ABSL_GUARDED_BY(mu);
   };
   // Floats per block of a push applied in place (16 KiB: stays in cache).
   static constexpr size_t kBlockFloats = 4096;
@@ -275,6 +304,10 @@ class ShardCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // The backup holds version `version`: its held answers go, with the part's current value.
   void SendHeldAnswers(PartId id, PartState* p, int64_t version) ABSL_LOCKS_EXCLUDED(p->mu);
+  // ApplyReplica of a copy: the part, created if the shard does not hold it, takes it whole.
+  absl::Status TakeCopy(const ReplicaUpdate& update);
+  // The part as a copy for a new backup.
+  PartCopy CopyOf(const PartState& p, int share) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.mu);
   // A push an update taken from the leader held already: answered at once with the current
   // value (true), not applied again. A push from a rank applied here clears its mark.
   bool AnsweredAsReplicated(const PartHeader& header, PartState* p, PartSink* reply_to)

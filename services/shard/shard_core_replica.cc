@@ -3,6 +3,9 @@
 // copy of the update rule, and, once it leads the part, answers the pushes it held already.
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +18,111 @@ absl::Status ShardCore::SetBackup(PartId id, ReplicaLink* link) {
   ASSIGN_OR_RETURN(PartState * p, FindPart(id, "backup"));
   absl::MutexLock lock(&p->mu);
   p->backup = link;
+  return absl::OkStatus();
+}
+
+absl::Status ShardCore::AddBackup(absl::Span<const PartId> parts, int share, ReplicaLink* link,
+                                  std::function<void()> copied) {
+  std::vector<PartState*> found;
+  for (PartId id : parts) {
+    ASSIGN_OR_RETURN(PartState * p, FindPart(id, "copy"));
+    found.push_back(p);
+  }
+  if (found.empty()) {
+    copied();
+    return absl::OkStatus();
+  }
+  auto left = std::make_shared<std::atomic<size_t>>(found.size());
+  auto done = std::make_shared<std::function<void()>>(std::move(copied));
+  for (size_t i = 0; i < found.size(); ++i) {
+    PartState* p = found[i];
+    absl::MutexLock lock(&p->mu);
+    const PartCopy copy = CopyOf(*p, share);
+    // Under the part's lock: its next update is forwarded after the copy, to the same link.
+    p->backup = link;
+    link->Forward(ReplicaUpdate{parts[i], p->version, 0, p->value->data, -1, 0, &copy},
+                  [left, done] {
+                    if (left->fetch_sub(1) == 1) (*done)();
+                  });
+  }
+  return absl::OkStatus();
+}
+
+void ShardCore::DropBackups() {
+  absl::ReaderMutexLock lock(&mu_);
+  for (auto& [id, p] : parts_) {
+    absl::MutexLock part_lock(&p->mu);
+    p->backup = nullptr;
+  }
+}
+
+PartCopy ShardCore::CopyOf(const PartState& p, int share) const {
+  PartCopy copy;
+  copy.share = share;
+  copy.config = &p.settings->config;
+  if (p.optimizer != nullptr) copy.optimizer = p.optimizer->SaveState(0);
+  if (p.settings->config.mode == KVStoreMode::kDistAsync) {
+    copy.pushed_on_by_rank = p.async_pushed_on;
+    if (p.optimizer == nullptr) copy.latest_pushes = p.slots;
+  } else {
+    // dist_sync: version v holds every push computed on the versions before it.
+    copy.pushed_on_by_rank.assign(p.settings->config.num_workers, p.version - 1);
+  }
+  return copy;
+}
+
+absl::Status ShardCore::TakeCopy(const ReplicaUpdate& u) {
+  const PartCopy& copy = *u.copy;
+  const std::string where = absl::StrCat("shard ", shard_rank_.load(), ": the copy of key ",
+                                         u.id.key, " part ", u.id.part, " at version ", u.version);
+  PartState* p = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!configured_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, " came before the job's settings"));
+    }
+    auto it = parts_.find(u.id);
+    if (it == parts_.end()) {
+      auto created = std::make_unique<PartState>();
+      absl::MutexLock part_lock(&created->mu);
+      created->settings = settings_;
+      created->value = std::make_unique<PinnedValue>();
+      if (!auxiliary_keys_.contains(u.id.key)) {
+        const OptimizerSpec& spec = settings_->config.optimizer;
+        created->optimizer = *MakeOptimizer(spec.optimizer, spec.optimizer_options);
+      }
+      it = parts_.emplace(u.id, std::move(created)).first;
+      ++expected_parts_;
+    }
+    p = it->second.get();
+  }
+  absl::MutexLock lock(&p->mu);
+  const ShardConfig& config = p->settings->config;
+  if (p->backup != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, " came from another shard, but this one leads the part"));
+  }
+  const size_t workers = static_cast<size_t>(config.num_workers);
+  const bool async_auxiliary =
+      config.mode == KVStoreMode::kDistAsync && p->optimizer == nullptr;
+  if (copy.pushed_on_by_rank.size() != workers ||
+      (async_auxiliary && copy.latest_pushes.size() != workers)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " names the pushes of ", copy.pushed_on_by_rank.size(), " ranks; the job has ",
+        workers, " workers"));
+  }
+  WritableValue(p).assign(u.values.begin(), u.values.end());
+  p->version = u.version;
+  if (p->optimizer != nullptr) {
+    const absl::Status loaded =
+        p->optimizer->LoadState(0, static_cast<int64_t>(u.values.size()), copy.optimizer);
+    if (!loaded.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", loaded.message()));
+  }
+  ResetPushes(p);
+  if (async_auxiliary) p->slots = copy.latest_pushes;
+  if (config.mode == KVStoreMode::kDistAsync) p->async_pushed_on = copy.pushed_on_by_rank;
+  p->replicated_pushes = copy.pushed_on_by_rank;
   return absl::OkStatus();
 }
 
@@ -51,6 +159,7 @@ void ShardCore::SendHeldAnswers(PartId id, PartState* p, int64_t version) {
 }
 
 absl::Status ShardCore::ApplyReplica(const ReplicaUpdate& u) {
+  if (u.copy != nullptr) return TakeCopy(u);
   ASSIGN_OR_RETURN(PartState * p, FindPart(u.id, "replica"));
   absl::MutexLock lock(&p->mu);
   const ShardConfig& config = p->settings->config;
@@ -98,6 +207,7 @@ absl::Status ShardCore::ApplyReplica(const ReplicaUpdate& u) {
     std::fill(p->replicated_pushes.begin(), p->replicated_pushes.end(), u.pushed_on);
   } else {
     p->replicated_pushes[u.rank] = u.pushed_on;
+    p->async_pushed_on[u.rank] = u.pushed_on;
   }
   Applied(p->version, 0);  // the version only: no push of a worker came here
   MaybeCheckpoint(u.id, p);

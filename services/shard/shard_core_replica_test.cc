@@ -4,6 +4,7 @@
 // of applying them twice.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,7 @@ class QueuedLink final : public ReplicaLink {
   void Forward(const ReplicaUpdate& update, std::function<void()> done) override {
     absl::MutexLock lock(&mu_);
     queue_.push_back({update, {update.values.begin(), update.values.end()}, std::move(done)});
+    if (update.copy != nullptr) queue_.back().copy = *update.copy;
   }
   // Every update forwarded so far reaches backup in order; with `acknowledge`, each one's done
   // runs after (without, the leader is taken to have died before hearing back).
@@ -40,11 +42,13 @@ class QueuedLink final : public ReplicaLink {
     }
     for (Pending& p : taken) {
       p.update.values = p.values;
+      if (p.copy.has_value()) p.update.copy = &*p.copy;
       const absl::Status applied = backup->ApplyReplica(p.update);
       EXPECT_TRUE(applied.ok()) << applied;
       if (acknowledge) p.done();
     }
   }
+  bool broken() const override { return false; }
   size_t pending() {
     absl::MutexLock lock(&mu_);
     return queue_.size();
@@ -55,6 +59,7 @@ class QueuedLink final : public ReplicaLink {
     ReplicaUpdate update;
     std::vector<float> values;
     std::function<void()> done;
+    std::optional<PartCopy> copy;
   };
   absl::Mutex mu_;
   std::vector<Pending> queue_ ABSL_GUARDED_BY(mu_);
@@ -216,6 +221,62 @@ TEST(ShardCoreReplicaTest, AnAsyncBackupAppliesEachPushOnce) {
   PushBoth(&alone, 0, 0, 0, &alone_sink);
   PushBoth(&alone, 1, 0, 0, &alone_sink);
   for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&backup, id), Held(&alone, id));
+}
+
+// A leader that lost its backup trains on alone; a shard that came back (never initialised by
+// rank 0) becomes its backup mid-training: it takes the parts' copies (value, version,
+// optimizer state, whose pushes they hold; dist_async's auxiliary part: each rank's latest
+// push), then the updates, and stays bitwise equal to a shard that never failed. The leader
+// dies before it answers a step: the workers' pushes of that step are answered by the new
+// backup from what it holds, the next step applied as usual.
+TEST(ShardCoreReplicaTest, AShardThatCameBackTakesACopyMidTrainingAndCanLeadFromIt) {
+  for (const KVStoreMode mode : {KVStoreMode::kDistSync, KVStoreMode::kDistAsync}) {
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      SCOPED_TRACE(absl::StrCat(KVStoreModeName(mode), " ", optimizer));
+      const ShardConfig config = TwoPartConfig(2, mode, optimizer);
+      ShardCore leader(0), alone(2), joiner(3);
+      Start(&leader, config);
+      Start(&alone, config);
+      ShardConfig settings = config;
+      settings.num_parts = 0;  // the copies bring them
+      ASSERT_TRUE(joiner.Configure(settings).ok());
+      std::vector<RecordingSink> sinks(2), alone_sinks(2), lost(2);
+      // Each worker pushes on the version its last answer brought (dist_async: they differ).
+      std::vector<int64_t> seen(2, 0);
+      auto step = [&](ShardCore* to, int s, std::vector<RecordingSink>& answers) {
+        for (int r = 0; r < 2; ++r) {
+          PushBoth(to, r, s, seen[r], &answers[r]);
+          PushBoth(&alone, r, s, seen[r], &alone_sinks[r]);
+          if (mode == KVStoreMode::kDistAsync) seen[r] = alone_sinks[r].versions.back();
+        }
+        if (mode == KVStoreMode::kDistSync) seen.assign(2, alone_sinks[0].versions.back());
+      };
+      for (int s = 0; s < 3; ++s) step(&leader, s, sinks);
+      QueuedLink link;
+      bool copied = false;
+      ASSERT_TRUE(leader.AddBackup({kWeights, kStats}, 0, &link, [&] { copied = true; }).ok());
+      EXPECT_EQ(link.pending(), 2u);
+      link.Deliver(&joiner);
+      EXPECT_TRUE(copied);
+      for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&joiner, id), Held(&alone, id));
+      for (int s = 3; s < 5; ++s) {
+        step(&leader, s, sinks);
+        link.Deliver(&joiner);
+      }
+      for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&joiner, id), Held(&alone, id));
+      // Step 5 reaches the joiner, but the leader dies before answering it.
+      const std::vector<int64_t> before = seen;
+      step(&leader, 5, lost);
+      link.Deliver(&joiner, /*acknowledge=*/false);
+      const size_t answered = sinks[0].versions.size();
+      for (int r = 0; r < 2; ++r) PushBoth(&joiner, r, 5, before[r], &sinks[r]);
+      EXPECT_EQ(sinks[0].versions.size(), answered + 2);  // at once, from what it holds
+      for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&joiner, id), Held(&alone, id));
+      step(&joiner, 6, sinks);
+      for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&joiner, id), Held(&alone, id));
+      EXPECT_EQ(sinks[1].values.back(), alone_sinks[1].values.back());
+    }
+  }
 }
 
 // Updates a backup cannot take are refused, naming the part, the versions and why.

@@ -30,6 +30,7 @@
 #include "services/shard/shard_metrics.h"
 #include "services/shard/shard_rollback.h"
 #include "services/shard/shard_service.h"
+#include "services/shard/share_copier.h"
 #include "services/shard/shm_push_server.h"
 #include "services/wire/shm_rendezvous.h"
 #include "trainer/cli/args.h"
@@ -172,7 +173,10 @@ int main(int argc, char** argv) {
   cohort::ShardMetrics metrics(process);
   core.set_metrics(&metrics);
   rollback.SetUp(rank, (*session)->num_shards(), &metrics);
-  if (!checkpoints.resume.empty()) {
+  // Back in a job of replicated shards: no checkpoint of its own to resume or write (its
+  // shares are copied from their leaders, which write theirs).
+  const bool backup = (*session)->joins_as_backup();
+  if (!checkpoints.resume.empty() && !backup) {
     if (absl::Status s = rollback.Resume(checkpoints.resume); !s.ok()) {
       std::cerr << s.message() << "\n";
       (*session)->Leave(s);
@@ -180,7 +184,7 @@ int main(int argc, char** argv) {
     }
   }
   std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
-  if (checkpoints.checkpoint_every > 0) {
+  if (checkpoints.checkpoint_every > 0 && !backup) {
     checkpointer = std::make_unique<cohort::ShardCheckpointer>(
         cohort::ShardCheckpointerOptions{checkpoint_dir, checkpoints.checkpoint_keep, rank,
                                          (*session)->num_shards(),
@@ -190,6 +194,23 @@ int main(int argc, char** argv) {
     rollback.set_checkpointer(checkpointer.get());
   }
   set_up.Notify();
+  if (backup) {
+    absl::StatusOr<cohort::ShardsView> view = (*session)->WaitForShards(absl::Minutes(1));
+    absl::Status copied = view.status();
+    if (copied.ok()) {
+      copied = cohort::CopyShares(
+          *view, rank, service,
+          [&security](const std::string& address) {
+            return cohort::v1::Shard::NewStub(cohort::MakeChannel(address, *security));
+          },
+          &std::cout);
+    }
+    if (!copied.ok()) {
+      std::cerr << "shard " << rank << ": error: " << copied.message() << "\n";
+      (*session)->Leave(copied);
+      return 1;
+    }
+  }
   const int served = ServeUntilEnded(session->get(), *server, process, security);
   service.CloseReplication();  // before the server goes: the backups' leaders hear it left
   if (served != 0) return 1;

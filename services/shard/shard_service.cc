@@ -8,6 +8,8 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/base/status_macros.h"
 #include "services/common/count_text.h"
 #include "services/common/grpc_util.h"
 #include "services/common/log_safe.h"
@@ -18,6 +20,9 @@
 
 namespace cohort {
 namespace {
+
+// How long a Back waits for its copies to be held.
+constexpr absl::Duration kCopyWait = absl::Minutes(1);
 
 // One worker's PushPull stream. Reads a message of parts, hands them to the core (PushHandler),
 // reads the next; answers (which the core sends from whichever stream's thread completed an
@@ -169,6 +174,8 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
     if (!part.ok()) return ToGrpcStatus(part.status());
     if (absl::Status s = core_->AddPart(part->id, value); !s.ok()) return ToGrpcStatus(s);
     if (!message.backup()) led.push_back(part->id);
+    absl::MutexLock lock(&link_mu_);
+    shares_[message.part_set()].insert(part->id);
   }
   if (!core_->ready()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -181,11 +188,12 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
                           "without a way to reach its backup");
     }
     absl::MutexLock lock(&link_mu_);
-    link_ = make_link_(config->backup_address);
+    links_.push_back(make_link_(config->backup_address));
     for (PartId id : led) {
-      if (absl::Status s = core_->SetBackup(id, link_.get()); !s.ok()) return ToGrpcStatus(s);
+      if (absl::Status s = core_->SetBackup(id, links_.back().get()); !s.ok()) {
+        return ToGrpcStatus(s);
+      }
     }
-    led_ = led;
     std::cerr << absl::StrCat("shard ", core_->rank(), ": its backup at ",
                               LogSafe(config->backup_address, 128), " keeps the ",
                               Count(led.size(), "part"), " it leads; it backs up ",
@@ -213,18 +221,11 @@ grpc::Status ShardService::Replicate(
   v1::ReplicaBatch batch;
   v1::ReplicaAck ack;
   while (stream->Read(&batch)) {
+    if (batch.has_config()) {
+      if (grpc::Status s = ConfigureFromCopy(batch.config()); !s.ok()) return s;
+    }
     for (const v1::ReplicaUpdate& u : batch.updates()) {
-      const std::string& bytes = u.values();
-      if (bytes.size() % sizeof(float) != 0) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("replica of key ", u.key(), " part ", u.part(), ": ",
-                                         bytes.size(), " bytes are no F32 values"));
-      }
-      // Read in place: protobuf's string is aligned for any scalar (it comes from operator new).
-      const absl::Span<const float> values(reinterpret_cast<const float*>(bytes.data()),
-                                           bytes.size() / sizeof(float));
-      const absl::Status taken = core_->ApplyReplica(
-          {{u.key(), u.part()}, u.version(), u.lr(), values, u.rank(), u.pushed_on()});
+      const absl::Status taken = TakeReplica(u);
       if (!taken.ok()) {
         std::cerr << absl::StrCat(taken.message(), " (from ", LogSafe(context->peer(), 128),
                                   "); the leader's parts go on without this backup\n");
@@ -237,18 +238,126 @@ grpc::Status ShardService::Replicate(
   return grpc::Status::OK;
 }
 
-void ShardService::CloseReplication() {
-  std::unique_ptr<ReplicaLink> link;
-  std::vector<PartId> led;
+namespace {
+
+// Floats from a message's bytes, read in place: protobuf's string is aligned for any scalar
+// (it comes from operator new).
+absl::StatusOr<absl::Span<const float>> FloatsOf(const std::string& bytes,
+                                                 const v1::ReplicaUpdate& u) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("replica of key ", u.key(), " part ",
+                                                   u.part(), ": ", bytes.size(),
+                                                   " bytes are no F32 values"));
+  }
+  return absl::Span<const float>(reinterpret_cast<const float*>(bytes.data()),
+                                 bytes.size() / sizeof(float));
+}
+
+}  // namespace
+
+absl::Status ShardService::TakeReplica(const v1::ReplicaUpdate& u) {
+  ASSIGN_OR_RETURN(const absl::Span<const float> values, FloatsOf(u.values(), u));
+  ReplicaUpdate update{{u.key(), u.part()}, u.version(), u.lr(), values, u.rank(), u.pushed_on()};
+  if (!u.copy()) return core_->ApplyReplica(update);
+  const std::optional<ShardConfig> config = core_->config();
+  PartCopy copy;
+  copy.share = u.part_set();
+  copy.config = config.has_value() ? &*config : nullptr;
+  for (const auto& [name, bytes] : u.optimizer()) {
+    ASSIGN_OR_RETURN(const absl::Span<const float> tensor, FloatsOf(bytes, u));
+    copy.optimizer.tensors[name].assign(tensor.begin(), tensor.end());
+  }
+  copy.optimizer.updates = u.optimizer_updates();
+  copy.pushed_on_by_rank.assign(u.pushed_on_by_rank().begin(), u.pushed_on_by_rank().end());
+  for (const std::string& bytes : u.latest_pushes()) {
+    ASSIGN_OR_RETURN(const absl::Span<const float> push, FloatsOf(bytes, u));
+    copy.latest_pushes.emplace_back(push.begin(), push.end());
+  }
+  update.copy = &copy;
+  RETURN_IF_ERROR(core_->ApplyReplica(update));
+  absl::MutexLock lock(&link_mu_);
+  shares_[copy.share].insert(update.id);
+  return absl::OkStatus();
+}
+
+grpc::Status ShardService::ConfigureFromCopy(const v1::InitMessage::Config& message) {
+  absl::StatusOr<ShardConfig> config = FromProto(message);
+  if (!config.ok()) return ToGrpcStatus(config.status());
+  // Copies from two leaders may come at once: the first configures.
+  absl::MutexLock lock(&link_mu_);
+  if (core_->config().has_value()) return grpc::Status::OK;
+  config->num_parts = 0;  // the copies add them
+  config->backup_address.clear();
+  return ToGrpcStatus(core_->Configure(*config));
+}
+
+grpc::Status ShardService::Back(grpc::ServerContext*, const v1::BackRequest* request,
+                                v1::BackReply* reply) {
+  if (grpc::Status set_up = WaitForSetUp("back"); !set_up.ok()) return set_up;
+  const std::string who = absl::StrCat("shard ", request->rank(), " at ",
+                                       LogSafe(request->address(), 128));
+  if (make_link_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("shard ", core_->rank(), " was started without a way to "
+                                     "reach a backup; ", who, " cannot back it up"));
+  }
+  std::vector<PartId> parts;
+  ReplicaLink* link = nullptr;
   {
     absl::MutexLock lock(&link_mu_);
-    link = std::move(link_);
-    led.swap(led_);
+    if (leaving_) return grpc::Status::CANCELLED;
+    auto it = shares_.find(request->part_set());
+    if (it == shares_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("shard ", core_->rank(), " holds no part of share ",
+                                       request->part_set(), ", which ", who, " was to back up"));
+    }
+    parts.assign(it->second.begin(), it->second.end());
+    links_.push_back(make_link_(request->address()));
+    link = links_.back().get();
+  }
+  const absl::Time start = absl::Now();
+  auto copied = std::make_shared<absl::Notification>();
+  if (absl::Status s = core_->AddBackup(parts, request->part_set(), link,
+                                        [copied] { copied->Notify(); });
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (!copied->WaitForNotificationWithTimeout(kCopyWait)) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        absl::StrCat("shard ", core_->rank(), ": the copy of share ",
+                                     request->part_set(), " to ", who, " was not held within ",
+                                     absl::FormatDuration(kCopyWait)));
+  }
+  if (link->broken()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("shard ", core_->rank(), ": the copy of share ",
+                                     request->part_set(), " did not reach ", who,
+                                     " (see this shard's log)"));
+  }
+  std::cerr << absl::StrFormat("shard %d: %s backs up share %d (%s) from now on, copied in %.0f ms\n",
+                               core_->rank(), who, request->part_set(), Count(parts.size(), "part"),
+                               absl::ToDoubleMilliseconds(absl::Now() - start));
+  reply->set_parts(static_cast<int>(parts.size()));
+  return grpc::Status::OK;
+}
+
+int ShardService::PartsOfShare(int share) const {
+  absl::MutexLock lock(&link_mu_);
+  auto it = shares_.find(share);
+  return it == shares_.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+void ShardService::CloseReplication() {
+  std::vector<std::unique_ptr<ReplicaLink>> links;
+  {
+    absl::MutexLock lock(&link_mu_);
+    links.swap(links_);
     leaving_ = true;
     for (grpc::ServerContext* context : replicating_) context->TryCancel();
   }
-  // Its parts stop forwarding before the link goes: no update reaches it afterwards.
-  for (PartId id : led) core_->SetBackup(id, nullptr).IgnoreError();
+  // The parts stop forwarding before the links go: no update reaches them afterwards.
+  core_->DropBackups();
 }
 
 grpc::Status ShardService::WaitForSetUp(absl::string_view call) const {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
@@ -53,9 +54,16 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaBatch>* stream) override;
 
-  // The job is over: the link to the backup ends, and so do the Replicate streams of the
+  // A shard that came back into the job asks for a copy of a share this one leads, and backs
+  // it up from then on (ShardCore::AddBackup); answered once the copies are held there.
+  grpc::Status Back(grpc::ServerContext* context, const v1::BackRequest* request,
+                    v1::BackReply* reply) override;
+
+  // The job is over: the links to the backups end, and so do the Replicate streams of the
   // shards this one backs up, cancelled (which tells their leaders it left: they say nothing).
   void CloseReplication();
+  // How many parts of the share (a shard rank's part of the model) this shard holds.
+  int PartsOfShare(int share) const;
 
  private:
   ShardCore* const core_;
@@ -66,13 +74,21 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   std::unique_ptr<ShardRollback> no_checkpoints_;  // without a rollback given
   ShardRollback* const rollback_;
   const ReplicaLinkFactory make_link_;
-  absl::Mutex link_mu_;
+  // The job's settings from a leader's first copy, for a shard rank 0 never initialised.
+  grpc::Status ConfigureFromCopy(const v1::InitMessage::Config& config)
+      ABSL_LOCKS_EXCLUDED(link_mu_);
+  // One update, or copy, from the Replicate stream into the core.
+  absl::Status TakeReplica(const v1::ReplicaUpdate& u) ABSL_LOCKS_EXCLUDED(link_mu_);
+
+  mutable absl::Mutex link_mu_;
   // The Replicate streams being served, until CloseReplication cancels them.
   absl::flat_hash_set<grpc::ServerContext*> replicating_ ABSL_GUARDED_BY(link_mu_);
   bool leaving_ ABSL_GUARDED_BY(link_mu_) = false;
-  // To the backup of the parts this shard leads, from Init on until CloseReplication.
-  std::unique_ptr<ReplicaLink> link_ ABSL_GUARDED_BY(link_mu_);
-  std::vector<PartId> led_ ABSL_GUARDED_BY(link_mu_);  // the parts forwarded through it
+  // To the backups of the parts this shard leads (Init's, then one a Back), until
+  // CloseReplication.
+  std::vector<std::unique_ptr<ReplicaLink>> links_ ABSL_GUARDED_BY(link_mu_);
+  // The parts held, by share: what a Back copies.
+  absl::flat_hash_map<int, absl::flat_hash_set<PartId>> shares_ ABSL_GUARDED_BY(link_mu_);
 };
 
 }  // namespace cohort

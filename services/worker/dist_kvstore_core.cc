@@ -444,7 +444,7 @@ std::vector<InitialPart> DistKVStoreCore::InitialParts(int shard,
                      placeholder.empty()
                          ? absl::MakeConstSpan(keys_[p.key]->initial).subspan(p.offset, p.elements)
                          : placeholder.first(p.elements),
-                     backup});
+                     backup, p.shard});
   }
   return parts;
 }

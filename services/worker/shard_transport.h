@@ -41,6 +41,7 @@ struct InitialPart {
   PartId id;
   absl::Span<const float> value;
   bool backup = false;  // replicated shards: another shard leads it, this one backs it up
+  int share = 0;        // the shard whose share of the model it is (the partition map's)
 };
 
 // The worker's data path to the parameter shards, without the kvstore's logic: the gRPC streams

@@ -82,12 +82,8 @@ absl::Status ConfigureJob(const LaunchFlags& f, const std::string& user_dir, Lau
   ASSIGN_OR_RETURN(const JobSpec spec, o.scheduler.ToJobSpec());
   o.scheduler.job_id = spec.job_id;  // a new one when none was given
   const bool checkpoints = f.checkpoints.checkpoint_every > 0;
-  if (o.restart_failed_shards && o.scheduler.shard_replicas > 1) {
-    return Usage("--shard_replicas=2 keeps a dead shard's parts on its backup, which leads them "
-                 "from then on: a restarted shard has no place in the job, so give "
-                 "--restart_failed_shards or --shard_replicas=2, not both");
-  }
-  if (o.restart_failed_shards && !checkpoints) {
+  // With replicas a restarted shard copies its shares from their leaders: no checkpoint needed.
+  if (o.restart_failed_shards && !checkpoints && o.scheduler.shard_replicas < 2) {
     return Usage("--restart_failed_shards restarts a shard from its checkpoint: give "
                  "--checkpoint_dir DIR and --checkpoint_every N");
   }

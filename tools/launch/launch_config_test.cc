@@ -211,10 +211,6 @@ TEST_F(LaunchConfigTest, UsageErrorsInTheOrderTheyAreChecked) {
   flags_.checkpoints.checkpoint_every = 0;
   flags_.restart_failed_shards = true;
   flags_.num_shards = 2;
-  flags_.job.shard_replicas = 2;
-  EXPECT_THAT(UsageError(), StartsWith("--shard_replicas=2 keeps a dead shard's parts on its "
-                                       "backup"));
-  flags_.job.shard_replicas = 1;
   flags_.num_shards.reset();
   EXPECT_THAT(UsageError(), StartsWith("--restart_failed_shards restarts a shard from its"));
   flags_.restart_failed_shards = false;

@@ -321,7 +321,8 @@ class Job : public ProcessTable {
     for (int rank : restarts.shards) {
       ForgetMetricsPort(Role::kShard, rank);
       if (!Spawn(Role::kShard, rank, o_.shard_binary,
-                 ShardArgv(o_, scheduler_address_, rank, /*resume=*/true))) {
+                 ShardArgv(o_, scheduler_address_, rank,
+                           /*resume=*/o_.scheduler.shard_replicas < 2))) {
         return supervisor_.Abort(absl::Now());
       }
     }

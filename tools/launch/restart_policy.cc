@@ -94,23 +94,35 @@ RestartDecision RestartPolicy::Scheduler(const MemberEnd& end,
 }
 
 RestartDecision RestartPolicy::Shard(const MemberEnd& end) {
-  if (rules_.shard_replicas > 1) {
-    return {Action::kGoOnWithout, -1,
-            absl::StrCat(end.description, " ", DescribeWaitStatus(end.wait_status),
-                         "; its backup leads its parts (--shard_replicas=", rules_.shard_replicas,
-                         "): the job goes on without it")};
+  const bool replicated = rules_.shard_replicas > 1;
+  const std::string died = absl::StrCat(end.description, " ", DescribeWaitStatus(end.wait_status));
+  const std::string taken =
+      absl::StrCat("; its backup leads its parts (--shard_replicas=", rules_.shard_replicas, ")");
+  if (!rules_.restart_failed_shards) {
+    if (!replicated) return {};
+    return {Action::kGoOnWithout, -1, absl::StrCat(died, taken, ": the job goes on without it")};
   }
-  if (!rules_.restart_failed_shards) return {};
   int& restarts = shard_restarts_[end.rank];
   if (restarts >= rules_.max_shard_restarts) {
+    if (replicated) {
+      return {Action::kGoOnWithout, -1,
+              absl::StrCat(died, taken, "; it was restarted ", restarts,
+                           " times already, the most --restart_failed_shards allows: the job "
+                           "goes on without it")};
+    }
     return {Action::kGiveUp, -1, GiveUp(end, restarts, "--restart_failed_shards")};
   }
   ++restarts;
+  const std::string restart =
+      absl::StrCat(" (restart ", restarts, " of at most ", rules_.max_shard_restarts, ")");
+  if (replicated) {
+    return {Action::kRestart, -1,
+            absl::StrCat(died, taken, "; restarting it to back up the shares left without a "
+                         "backup, copied from their leaders", restart)};
+  }
   return {Action::kRestart, -1,
-          absl::StrCat(end.description, " ", DescribeWaitStatus(end.wait_status),
-                       "; restarting it from the newest complete checkpoint in ",
-                       rules_.checkpoint_dir, " (restart ", restarts, " of at most ",
-                       rules_.max_shard_restarts, ")")};
+          absl::StrCat(died, "; restarting it from the newest complete checkpoint in ",
+                       rules_.checkpoint_dir, restart)};
 }
 
 RestartDecision RestartPolicy::Worker(const MemberEnd& end) {

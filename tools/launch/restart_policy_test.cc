@@ -47,6 +47,26 @@ TEST(RestartPolicyTest, AReplicatedJobGoesOnWithoutADeadShard) {
   EXPECT_EQ(policy.OnEnd(End(Role::kWorker, 0, kKilled), "").action, Action::kNone);
 }
 
+// --shard_replicas=2 --restart_failed_shards: a dead shard comes back as the backup of the
+// shares left without one, as often as the limit allows; after that the job goes on without it.
+TEST(RestartPolicyTest, AReplicatedJobRestartsADeadShardAsABackupUpToTheLimit) {
+  RestartRules rules;
+  rules.shard_replicas = 2;
+  rules.restart_failed_shards = true;
+  rules.max_shard_restarts = 1;
+  RestartPolicy policy(rules);
+  const RestartDecision d = policy.OnEnd(End(Role::kShard, 1, kKilled), "");
+  EXPECT_EQ(d.action, Action::kRestart);
+  EXPECT_THAT(d.message, HasSubstr("its backup leads its parts (--shard_replicas=2); restarting "
+                                   "it to back up the shares left without a backup, copied "
+                                   "from their leaders (restart 1 of at most 1)"));
+  const RestartDecision again = policy.OnEnd(End(Role::kShard, 1, kKilled), "");
+  EXPECT_EQ(again.action, Action::kGoOnWithout);
+  EXPECT_THAT(again.message, HasSubstr("it was restarted 1 times already, the most "
+                                       "--restart_failed_shards allows: the job goes on without "
+                                       "it"));
+}
+
 TEST(RestartPolicyTest, OnlyADeathIsRestarted) {
   RestartRules rules;
   rules.restart_failed_shards = true;
