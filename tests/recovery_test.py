@@ -190,6 +190,30 @@ class RecoveryTest(job_fixture.JobTestCase):
             self.assertIsNone(launcher.poll(), self.log(name))
             worker = worker or member_target(targets, "worker", 0)
             time.sleep(0.001)
+        self.kill_and_time_next_step(name, job, worker, killed)
+        self.assertEqual(launcher.wait(timeout=600), 0, self.log(name))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log(name)
+        for rank in killed:
+            backup = (rank + 1) % shards
+            self.assertRegex(out, rf"launch: shard {rank} \(pid \d+\) was killed by signal 9 "
+                                  rf"\(Killed\); its backup leads its parts "
+                                  rf"\(--shard_replicas=2\): the job goes on without it")
+            self.assertRegex(out, rf"\[scheduler\] scheduler: warning: shard {rank} \(host .*\) "
+                                  rf"died \(.*\): shard {backup} \(host .*\) leads share "
+                                  rf"{rank} from now on \(no roll back\)")
+            for worker_rank in (0, 1):
+                self.assertRegex(out, rf"\[worker {worker_rank}\] worker {worker_rank}: shard "
+                                      rf"{rank} at [\d.:]+ died; its backup at [\d.:]+ leads its "
+                                      rf"parts now \(\d+ sent to it again\)")
+        self.assertNotRegex(out, r"rolling back|rolled back|back to step")
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        self.assertEqual(self.model_bytes(model), want)
+
+    def kill_and_time_next_step(self, name, job, worker, killed):
+        """SIGKILLs the shards `killed`, 50 ms apart, and waits for worker 0 (its metrics at
+        `worker`) to complete the first step begun after the first kill: printed, and under
+        1 s."""
         victims = [self.member(job, "shard", rank) for rank in killed]
         os.kill(victims[0], signal.SIGKILL)
         first_kill = time.monotonic()
@@ -207,21 +231,51 @@ class RecoveryTest(job_fixture.JobTestCase):
               f"{at_kill + 2}, the first begun after the kill, {took * 1000:.0f} ms later",
               file=sys.stderr)
         self.assertLess(took, 1.0)
+
+    def test_a_restarted_shard_backs_up_its_shares_again_and_leads_them_at_the_next_death(self):
+        """Two shards, --shard_replicas=2 --restart_failed_shards: shard 1 is killed at step
+        150 and shard 0 leads both shares; the launcher restarts shard 1, which copies both
+        from shard 0 while training goes on and says so to the scheduler; shard 0 is killed
+        next and shard 1 leads both shares from its copies. The job ends with the
+        uninterrupted model bit for bit, with no roll back, each kill's next step within 1 s."""
+        case, name = LENET_LONGER, "comeback"
+        want = self.uninterrupted(case)
+        job = self.job(name)
+        targets = os.path.join(self.dir, "targets.json")
+        model = os.path.join(self.dir, f"{name}.safetensors")
+        launcher = self.start(name, [
+            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", "--shard_replicas=2",
+            "--restart_failed_shards", f"--metrics_targets={targets}", "--", *case.worker,
+            f"--output={model}"])
+        deadline = time.monotonic() + 300
+        worker = None
+        while worker is None or (steps_done(worker) or 0) < 150:
+            self.assertLess(time.monotonic(), deadline, self.log(name))
+            self.assertIsNone(launcher.poll(), self.log(name))
+            worker = worker or member_target(targets, "worker", 0)
+            time.sleep(0.001)
+        self.kill_and_time_next_step(name, job, worker, [1])
+        held = r"scheduler: warning: shard 1 holds its copy of share 1 \(led by shard 0\)"
+        while not re.search(held, self.log(name)):
+            self.assertLess(time.monotonic(), deadline, self.log(name))
+            self.assertIsNone(launcher.poll(), self.log(name))
+            time.sleep(0.01)
+        self.kill_and_time_next_step(name, job, worker, [0])
         self.assertEqual(launcher.wait(timeout=600), 0, self.log(name))
         self.assertEqual(wait_job_gone(job, 5), [])
         out = self.log(name)
-        for rank in killed:
-            backup = (rank + 1) % shards
-            self.assertRegex(out, rf"launch: shard {rank} \(pid \d+\) was killed by signal 9 "
-                                  rf"\(Killed\); its backup leads its parts "
-                                  rf"\(--shard_replicas=2\): the job goes on without it")
-            self.assertRegex(out, rf"\[scheduler\] scheduler: warning: shard {rank} \(host .*\) "
-                                  rf"died \(.*\): its backup, shard {backup} \(host .*\), leads "
-                                  rf"its parts from now on \(no roll back\)")
-            for worker_rank in (0, 1):
-                self.assertRegex(out, rf"\[worker {worker_rank}\] worker {worker_rank}: shard "
-                                      rf"{rank} at [\d.:]+ died; its backup at [\d.:]+ leads its "
-                                      rf"parts now \(\d+ sent to it again\)")
+        self.assertRegex(out, r"launch: shard 1 \(pid \d+\) was killed by signal 9 \(Killed\); "
+                              r"its backup leads its parts \(--shard_replicas=2\); restarting "
+                              r"it to back up the shares left without a backup, copied from "
+                              r"their leaders \(restart 1 of at most 3\)")
+        self.assertRegex(out, r"shard 1 is back \(host .*\) [\d.]+ s after its death; it backs "
+                              r"up shares 0 \(led by shard 0\), 1 \(led by shard 0\), copying "
+                              r"them from their leaders while training goes on")
+        for share in (0, 1):
+            self.assertRegex(out, rf"\[shard 1\] shard 1: backs up share {share} \(\d+ parts?\) "
+                                  rf"led by shard 0 at [\d.:]+, copied in \d+ ms")
+        self.assertRegex(out, r"shard 0 \(host .*\) died \(.*\): shard 1 \(host .*\) leads "
+                              r"share 0, shard 1 \(host .*\) leads share 1 from now on")
         self.assertNotRegex(out, r"rolling back|rolled back|back to step")
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
         self.assertEqual(self.model_bytes(model), want)

@@ -84,6 +84,9 @@ class MemberSession final : public JobMembership {
 
   // Workers: how far training is; sent with the following heartbeats.
   void SetProgress(const v1::Progress& progress) { core_.SetProgress(progress); }
+  // Shards that came back into a job of replicated shards: the shares whose copies they hold;
+  // sent with the following heartbeats.
+  void SetCopiesHeld(std::vector<int> shares) { core_.SetCopiesHeld(std::move(shares)); }
 
   int OnEnd(std::function<void()> f) override { return core_.OnEnd(std::move(f)); }
   int OnGenerationChange(std::function<void(int64_t)> f) override {

@@ -44,6 +44,11 @@ void MembershipCore::SetProgress(const v1::Progress& progress) {
   progress_ = progress;
 }
 
+void MembershipCore::SetCopiesHeld(std::vector<int> shares) {
+  absl::MutexLock lock(&mu_);
+  copies_held_ = std::move(shares);
+}
+
 int MembershipCore::OnEnd(std::function<void()> f) {
   absl::MutexLock listeners(&listeners_mu_);
   const int id = next_listener_++;
@@ -152,6 +157,7 @@ std::string MembershipCore::RunControlStream() {
         break;
       }
       if (progress_.has_value()) *heartbeat.mutable_progress() = *progress_;
+      heartbeat.mutable_holds_copies_of()->Assign(copies_held_.begin(), copies_held_.end());
       mu_.Unlock();
       const bool written = !reader_done.HasBeenNotified() && stream->Write(heartbeat);
       mu_.Lock();

@@ -69,6 +69,7 @@ class MembershipCore {
 
   // Sent with the following heartbeats.
   void SetProgress(const v1::Progress& progress);
+  void SetCopiesHeld(std::vector<int> shares);
 
   // Calls f once when the job ends (at once if it already has); f must not block. Returns an
   // id for RemoveEndListener, after which the listener is not running and is never called.
@@ -119,6 +120,7 @@ class MembershipCore {
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::Progress> progress_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> copies_held_ ABSL_GUARDED_BY(mu_);
   std::thread heartbeat_;
 };
 

@@ -234,12 +234,15 @@ bool SchedulerCore::Active(int rank) const {
 void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
   Member& m = Members(role)[rank];
   m.dead = true;
-  if (role == MemberRole::kShard && state_ == JobState::kRunning) {
-    if (std::optional<std::string> moved = HandOverShares(rank)) {
-      m.died_at = clock_->Now();
-      notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "): ", *moved));
+  if (role == MemberRole::kShard && state_ == JobState::kRunning && !share_leaders_.empty()) {
+    const absl::StatusOr<std::string> moved = HandOverShares(rank);
+    if (!moved.ok()) {
+      Fail(absl::StrCat(Describe(role, rank), " is dead: ", why, "; ", moved.status().message()));
       return;
     }
+    m.died_at = clock_->Now();
+    notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "): ", *moved));
+    return;
   }
   if (role == MemberRole::kShard && spec_.shard_restart_grace > absl::ZeroDuration() &&
       state_ == JobState::kRunning && spec_.max_shard_restarts > 0 &&

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "services/common/clock.h"
 #include "services/scheduler/job_journal.h"
 #include "services/scheduler/job_status.h"
@@ -111,6 +112,9 @@ class SchedulerCore {
   SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal = nullptr);
 
   const JobSpec& spec() const { return spec_; }
+  // A shard that came back into a job of replicated shards holds the copies of these shares
+  // (its heartbeat says): it may lead them once their leader dies (pid as for Heartbeat).
+  void CopiesHeld(int shard, int64_t pid, absl::Span<const int> shares);
   // Whether the shard at this rank came back into the running job as a backup of replicated
   // shards (it copies its shares from their leaders rather than waiting for rank 0).
   bool JoinedAsBackup(int shard) const;
@@ -231,9 +235,9 @@ class SchedulerCore {
   // backed up by the next one round the ring on another host (ShardsView::BackupOf).
   void PlaceShares() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replicated shards: dead shard `rank`'s shares go to their backups, and the shares it
-  // backed up go on without one; what changed, for a notice. Nothing moves, and nullopt
-  // returns, when a share it led has no backup (the only copy died with it).
-  std::optional<std::string> HandOverShares(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // backed up go on without one; what changed, for a notice. Nothing moves, and DataLoss says
+  // why, when a share it led has no backup holding its copy (the only copy died with it).
+  absl::StatusOr<std::string> HandOverShares(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A restarted shard registers again under its rank: the workers roll back to its checkpoint,
   // or, with replicas, it backs up the shares that have no backup (BackUpShares).
   absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -298,6 +302,8 @@ class SchedulerCore {
   // Replicated shards, by share: the rank leading it and the rank backing it up (-1: none).
   std::vector<int> share_leaders_ ABSL_GUARDED_BY(mu_);
   std::vector<int> share_backups_ ABSL_GUARDED_BY(mu_);
+  // By share: its backup holds the copy (a shard that came back says so once it does).
+  std::vector<char> share_copied_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);  // by registered rank
   // The membership generation, its workers (registered ranks, ascending: their ranks in it)
   // and what started it.

@@ -2,7 +2,6 @@
 // replicated shards, who leads and who backs up each shard's share of the model as shards die
 // and come back.
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +53,7 @@ absl::StatusOr<int> SchedulerCore::BackUpShares(const MemberRegistration& r) {
   for (size_t share = 0; share < share_backups_.size(); ++share) {
     if (share_backups_[share] >= 0 || share_leaders_[share] == rank) continue;
     share_backups_[share] = rank;
+    share_copied_[share] = 0;
     backed.push_back(absl::StrCat(share, " (led by shard ", share_leaders_[share], ")"));
   }
   notices_.push_back(absl::StrFormat(
@@ -65,6 +65,19 @@ absl::StatusOr<int> SchedulerCore::BackUpShares(const MemberRegistration& r) {
                                                 absl::ToDoubleSeconds(clock_->Now() - died_at)),
       backed.size() == 1 ? "" : "s", backed.empty() ? "none" : absl::StrJoin(backed, ", ")));
   return rank;
+}
+
+void SchedulerCore::CopiesHeld(int shard, int64_t pid, absl::Span<const int> shares) {
+  absl::MutexLock lock(&mu_);
+  if (FindProcess(MemberRole::kShard, shard, pid) == nullptr) return;
+  for (int share : shares) {
+    if (share >= 0 && share < static_cast<int>(share_backups_.size()) &&
+        share_backups_[share] == shard && !share_copied_[share]) {
+      share_copied_[share] = 1;
+      notices_.push_back(absl::StrCat("shard ", shard, " holds its copy of share ", share,
+                                      " (led by shard ", share_leaders_[share], ")"));
+    }
+  }
 }
 
 bool SchedulerCore::JoinedAsBackup(int shard) const {
@@ -88,13 +101,25 @@ void SchedulerCore::PlaceShares() {
   for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
     share_leaders_.push_back(share);
     share_backups_.push_back(placed.BackupOf(share));
+    share_copied_.push_back(1);  // rank 0 gives each backup its copy before the job trains
   }
 }
 
-std::optional<std::string> SchedulerCore::HandOverShares(int rank) {
-  if (share_leaders_.empty()) return std::nullopt;
+absl::StatusOr<std::string> SchedulerCore::HandOverShares(int rank) {
   for (size_t share = 0; share < share_leaders_.size(); ++share) {
-    if (share_leaders_[share] == rank && share_backups_[share] < 0) return std::nullopt;
+    if (share_leaders_[share] != rank) continue;
+    if (share_backups_[share] < 0) {
+      return absl::DataLossError(absl::StrCat(
+          "share ", share, " it led had no backup left (its backup died before it), so the "
+          "job's only copy of it died with it; run with --checkpoint_every to resume from a "
+          "checkpoint"));
+    }
+    if (!share_copied_[share]) {
+      return absl::DataLossError(absl::StrCat(
+          "share ", share, " it led was still being copied to its new backup, shard ",
+          share_backups_[share], ", so the job's only copy of it died with it; run with "
+          "--checkpoint_every to resume from a checkpoint"));
+    }
   }
   std::vector<std::string> moved;
   int unbacked = 0;

@@ -129,6 +129,10 @@ TEST(SchedulerCoreTest, DeadShardsHandTheirSharesToTheirBackupsAndComeBackAsBack
   EXPECT_TRUE(absl::StrContains(notices[0], "it backs up shares 0 (led by shard 0), 1 (led by "
                                             "shard 2), copying them from their leaders"))
       << notices[0];
+  // Until shard 1 holds its copies, a leader's death loses the share: shard 2's would.
+  core.CopiesHeld(1, 3001, {0, 1});
+  EXPECT_TRUE(absl::StrContains(core.TakeNotices().at(1), "shard 1 holds its copy of share 1 "
+                                                          "(led by shard 2)"));
   const ClusterView backed = *core.WaitForCluster();
   EXPECT_EQ(backed.shard_addresses, after.shard_addresses);
   EXPECT_EQ(backed.shard_incarnations, after.shard_incarnations);
@@ -148,7 +152,31 @@ TEST(SchedulerCoreTest, DeadShardsHandTheirSharesToTheirBackupsAndComeBackAsBack
 
   core.ControlStreamEnded(MemberRole::kShard, 0, "connection lost");
   EXPECT_EQ(core.state(), JobState::kFailed);
-  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 0 (host host-0, pid 1000) is dead"))
+  EXPECT_TRUE(absl::StrContains(core.reason(), "shard 0 (host host-0, pid 1000) is dead: its "
+                                               "control stream ended (connection lost) without "
+                                               "a stop; share 2 it led had no backup left"))
+      << core.reason();
+}
+
+// A shard that came back dies, or its share's leader does, before it holds the copy: the
+// share's only copy was the leader's, and its death fails the job saying so.
+TEST(SchedulerCoreTest, ALeaderDyingBeforeItsNewBackupHoldsTheCopyFailsTheJob) {
+  FakeClock clock;
+  JobSpec spec = Spec(2, 2);
+  spec.shard_replicas = 2;
+  SchedulerCore core(spec, &clock);
+  Form(&core);
+  core.ControlStreamEnded(MemberRole::kShard, 1, "connection lost");
+  MemberRegistration back = Member(MemberRole::kShard, 1, "10.0.0.1:8");
+  back.pid = 3001;
+  ASSERT_TRUE(core.Register(back).ok());
+  core.CopiesHeld(1, 1001, {0, 1});  // the dead process's word counts for nothing
+  core.CopiesHeld(1, 3001, {0});
+  core.ControlStreamEnded(MemberRole::kShard, 0, "connection lost");
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "share 1 it led was still being copied to its "
+                                               "new backup, shard 1, so the job's only copy of "
+                                               "it died with it"))
       << core.reason();
 }
 

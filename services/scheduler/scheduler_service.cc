@@ -166,6 +166,9 @@ class ControlReactor final : public grpc::ServerBidiReactor<v1::Heartbeat, v1::C
     } else {
       state = core_->Heartbeat(role_, rank_, nullptr, pid_);
     }
+    if (heartbeat_.holds_copies_of_size() > 0) {
+      core_->CopiesHeld(rank_, pid_, heartbeat_.holds_copies_of());
+    }
     const bool ended = state == JobState::kDone || state == JobState::kFailed;
     Send(state, core_->generation(), ended ? core_->reason() : std::string());
     StartRead(&heartbeat_);

@@ -231,8 +231,10 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
   const auto dial = [](const std::string& address) -> std::unique_ptr<v1::Shard::StubInterface> {
     return v1::Shard::NewStub(MakeChannel(address));
   };
-  const absl::Status copied = CopyShares(view, 3, joiner_service, dial, &said);
-  ASSERT_TRUE(copied.ok()) << copied;
+  const absl::StatusOr<std::vector<int>> copied =
+      CopyShares(view, 3, joiner_service, dial, &said);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(*copied, std::vector<int>{0});
   EXPECT_TRUE(absl::StrContains(said.str(), "shard 3: backs up share 0 (1 part) led by shard 0 "
                                             "at 127.0.0.1:"))
       << said.str();
@@ -255,7 +257,7 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
   view.share_backups = {-1, 3};
   view.addresses[1] = view.addresses[0];
   view.share_backup_addresses[1] = "127.0.0.1:1";
-  const absl::Status unreached = CopyShares(view, 3, joiner_service, dial, &said);
+  const absl::Status unreached = CopyShares(view, 3, joiner_service, dial, &said).status();
   EXPECT_TRUE(absl::StrContains(unreached.message(), "did not copy share 1 here: shard 0: the "
                                                      "copy of share 1 did not reach shard 3 at "
                                                      "127.0.0.1:1"))

@@ -196,8 +196,9 @@ int main(int argc, char** argv) {
   set_up.Notify();
   if (backup) {
     absl::StatusOr<cohort::ShardsView> view = (*session)->WaitForShards(absl::Minutes(1));
-    absl::Status copied = view.status();
-    if (copied.ok()) {
+    absl::StatusOr<std::vector<int>> copied =
+        view.ok() ? absl::StatusOr<std::vector<int>>(std::vector<int>()) : view.status();
+    if (view.ok()) {
       copied = cohort::CopyShares(
           *view, rank, service,
           [&security](const std::string& address) {
@@ -206,10 +207,11 @@ int main(int argc, char** argv) {
           &std::cout);
     }
     if (!copied.ok()) {
-      std::cerr << "shard " << rank << ": error: " << copied.message() << "\n";
-      (*session)->Leave(copied);
+      std::cerr << "shard " << rank << ": error: " << copied.status().message() << "\n";
+      (*session)->Leave(copied.status());
       return 1;
     }
+    (*session)->SetCopiesHeld(*std::move(copied));  // it may lead them from now on
   }
   const int served = ServeUntilEnded(session->get(), *server, process, security);
   service.CloseReplication();  // before the server goes: the backups' leaders hear it left

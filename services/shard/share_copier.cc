@@ -8,8 +8,10 @@
 
 namespace cohort {
 
-absl::Status CopyShares(const ShardsView& view, int rank, const ShardService& held,
-                        const ShardDialer& dial, std::ostream* out) {
+absl::StatusOr<std::vector<int>> CopyShares(const ShardsView& view, int rank,
+                                            const ShardService& held, const ShardDialer& dial,
+                                            std::ostream* out) {
+  std::vector<int> copied;
   for (size_t share = 0; share < view.share_backups.size(); ++share) {
     if (view.share_backups[share] != rank) continue;
     const std::string leader = absl::StrCat("shard ", view.share_leaders.at(share), " at ",
@@ -36,8 +38,9 @@ absl::Status CopyShares(const ShardsView& view, int rank, const ShardService& he
                             rank, share, Count(reply.parts(), "part"), leader,
                             absl::ToDoubleMilliseconds(absl::Now() - start))
          << std::flush;
+    copied.push_back(static_cast<int>(share));
   }
-  return absl::OkStatus();
+  return copied;
 }
 
 }  // namespace cohort

@@ -6,7 +6,9 @@
 #include <ostream>
 #include <string>
 
-#include "absl/status/status.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "proto/shard.grpc.pb.h"
 #include "services/membership/job_membership.h"
 #include "services/shard/shard_service.h"
@@ -18,9 +20,9 @@ using ShardDialer = std::function<std::unique_ptr<v1::Shard::StubInterface>(cons
 
 // A shard that came back into a running job of replicated shards leads nothing: for each share
 // the scheduler gave it to back up (view.share_backups), it asks the shard leading that share
-// for a copy (Shard.Back), after which the share's updates come as they do to any backup. OK
-// once every copy is held by `held`; says each on out.
-absl::Status CopyShares(const ShardsView& view, int rank, const ShardService& held,
+// for a copy (Shard.Back), after which the share's updates come as they do to any backup.
+// Returns the shares copied, once every copy is held by `held`; says each on out.
+absl::StatusOr<std::vector<int>> CopyShares(const ShardsView& view, int rank, const ShardService& held,
                         const ShardDialer& dial, std::ostream* out);
 
 }  // namespace cohort
