@@ -77,7 +77,11 @@ absl::Status ConfigureJob(const LaunchFlags& f, const std::string& user_dir, Lau
   o.restart_failed_workers = f.restart_failed_workers;
   if (o.restart_failed_shards) {
     o.scheduler.shard_restart_grace_s = absl::ToDoubleSeconds(kShardRestartGrace);
-    o.scheduler.max_shard_restarts = kMaxShardRestarts;
+    if (f.max_shard_restarts < 1) {
+      return Usage(absl::StrCat("--max_shard_restarts=", f.max_shard_restarts,
+                                ": a shard rank is restarted at least once (1 or more)"));
+    }
+    o.scheduler.max_shard_restarts = f.max_shard_restarts;
   }
   ASSIGN_OR_RETURN(const JobSpec spec, o.scheduler.ToJobSpec());
   o.scheduler.job_id = spec.job_id;  // a new one when none was given

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "tools/launch/launch_options.h"
+#include "tools/launch/restart_policy.h"
 
 namespace cohort::launch {
 
@@ -41,6 +42,7 @@ struct LaunchFlags {
   // The shards' (COHORT_DEFINE_CHECKPOINT_FLAGS).
   CheckpointOptions checkpoints;
   bool restart_failed_shards = false;
+  int max_shard_restarts = kMaxShardRestarts;
   bool restart_failed_workers = false;
   bool restart_scheduler = false;
   std::string scheduler_binary;

@@ -213,6 +213,9 @@ TEST_F(LaunchConfigTest, UsageErrorsInTheOrderTheyAreChecked) {
   flags_.num_shards = 2;
   flags_.num_shards.reset();
   EXPECT_THAT(UsageError(), StartsWith("--restart_failed_shards restarts a shard from its"));
+  flags_.max_shard_restarts = 0;
+  EXPECT_THAT(UsageError(), StartsWith("--max_shard_restarts=0: a shard rank is restarted"));
+  flags_.max_shard_restarts = 3;
   flags_.restart_failed_shards = false;
   flags_.num_workers = 0;
   EXPECT_EQ(UsageError(), "give the number of workers with -n N (at least 1)");

@@ -73,7 +73,11 @@ COHORT_DEFINE_JOB_FLAGS();
 COHORT_DEFINE_CHECKPOINT_FLAGS();
 ABSL_FLAG(bool, restart_failed_shards, false,
           "restart a shard that dies from the newest complete checkpoint (needs "
-          "--checkpoint_dir and --checkpoint_every); the workers roll back to it and go on");
+          "--checkpoint_dir and --checkpoint_every); the workers roll back to it and go on. With "
+          "--shard_replicas=2 the restarted shard backs up the shares left without a backup, "
+          "copied from their leaders (no checkpoint, no roll back)");
+ABSL_FLAG(int, max_shard_restarts, cohort::launch::kMaxShardRestarts,
+          "--restart_failed_shards: how often a shard rank is restarted at most");
 ABSL_FLAG(bool, restart_failed_workers, false,
           "elastic: start a new worker in place of one that dies; it joins the running job");
 ABSL_FLAG(bool, restart_scheduler, false,
@@ -143,6 +147,7 @@ cohort::launch::LaunchFlags ReadFlags() {
   cohort::JobFlagsInto(&f.job);
   f.checkpoints = cohort::CheckpointOptionsFromFlags();
   f.restart_failed_shards = absl::GetFlag(FLAGS_restart_failed_shards);
+  f.max_shard_restarts = absl::GetFlag(FLAGS_max_shard_restarts);
   f.restart_failed_workers = absl::GetFlag(FLAGS_restart_failed_workers);
   f.restart_scheduler = absl::GetFlag(FLAGS_restart_scheduler);
   f.scheduler_binary = absl::GetFlag(FLAGS_scheduler_binary);

@@ -46,8 +46,9 @@ struct LaunchOptions {
   std::string scheduler_binary;
   std::string shard_binary;
   // Every shard's checkpoints, paths resolved. A shard that dies is started again from
-  // checkpoints.folder() (CheckpointOptions::ToArgsForRestart; up to kMaxShardRestarts times
-  // per rank, restart_policy.h) and the scheduler waits for it (--shard_restart_grace).
+  // checkpoints.folder() (CheckpointOptions::ToArgsForRestart; up to
+  // scheduler.max_shard_restarts times per rank) and the scheduler waits for it
+  // (--shard_restart_grace); with replicas it backs up the shares left without a backup.
   CheckpointOptions checkpoints;
   bool restart_failed_shards = false;
   // A scheduler that dies while the job runs is started again at its address (up to

@@ -94,6 +94,7 @@ RestartRules RestartRulesOf(const LaunchOptions& o) {
   rules.restart_failed_shards = o.restart_failed_shards;
   rules.shard_replicas = o.scheduler.shard_replicas;
   rules.checkpoint_dir = o.checkpoints.folder();
+  if (o.restart_failed_shards) rules.max_shard_restarts = o.scheduler.max_shard_restarts;
   rules.elastic = o.scheduler.elastic();
   rules.restart_failed_workers = o.restart_failed_workers;
   rules.num_workers = o.scheduler.num_workers;

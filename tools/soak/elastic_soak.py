@@ -19,36 +19,15 @@ import argparse
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from soak_common import members, report_rss, sample_rss
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
-from job_processes import environ_of, job_pids, kill_job, wait_job_gone  # noqa: E402
-
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def members(job):
-    """{pid: "role rank"} of the job's scheduler, shards and workers."""
-    out = {}
-    for pid in job_pids(job):
-        env = environ_of(pid)
-        role = env.get("COHORT_ROLE")
-        if role in ("scheduler", "shard", "worker"):
-            out[pid] = f"{role} {env.get('COHORT_RANK', '')}".strip()
-    return out
+from job_processes import kill_job, wait_job_gone  # noqa: E402
 
 
 def start_worker(job, work, worker, samples, number):
@@ -122,10 +101,7 @@ def main():
                 joins.pop(0)
                 joiners.append(start_worker(job, work, args.worker, samples, 3 + len(joiners)))
             live = members(job)
-            for pid, name in live.items():
-                kib = rss_kib(pid)
-                if kib is not None:
-                    rss.setdefault(pid, (name, now, []))[2].append((now, kib))
+            sample_rss(rss, live, now)
             if now >= next_worker_kill and now - started < args.minutes * 60:
                 workers = sorted((int(n.split()[1]), pid) for pid, n in live.items()
                                  if n.startswith("worker"))
@@ -177,21 +153,7 @@ def main():
           f"for a restarted shard |")
     print(f"| no lost update | every element {value}; steps in the history {steps} |")
     print(f"| orphans | {len(orphans)} |")
-    print("\n| process | lived (min) | RSS at warm-up end (MiB) | max after (MiB) | growth |")
-    print("|---|---|---|---|---|")
-    for pid, (name, first, samples_) in sorted(rss.items(), key=lambda x: x[1][0]):
-        lived = samples_[-1][0] - first
-        warm = [k for t, k in samples_ if first + args.warmup <= t < first + args.warmup + 10]
-        after = [k for t, k in samples_ if t >= first + args.warmup + 10]
-        if lived < args.warmup + 120 or not warm or not after:
-            continue
-        base = statistics.median(warm)
-        growth = max(after) / base - 1
-        flag = "" if growth <= 0.10 else " (over 10%)"
-        if growth > 0.10:
-            failures.append(f"{name} (pid {pid}) RSS grew {growth:.1%}")
-        print(f"| {name} (pid {pid}) | {lived / 60:.1f} | {base / 1024:.1f} | "
-              f"{max(after) / 1024:.1f} | {growth:+.1%}{flag} |")
+    report_rss(rss, args.warmup, failures)
     print("\nsoak: " + ("PASSED" if not failures else "FAILED: " + "; ".join(failures)))
     return 0 if not failures else 1
 

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""The replica soak: a job of 2 counting workers (counting_worker_main.cc) on 3 replicated
+shards (--shard_replicas=2 --restart_failed_shards, checkpoints beside) for at least --minutes,
+with a shard chosen at random SIGKILLed every --kill_every seconds; each time its backups lead
+its shares, the launcher restarts it and it backs up the shares left without a backup, copied
+from their leaders. It checks:
+  - no lost step and no roll back: the job's history is one stretch, so every element ends at
+    exactly the number of steps in the job (each worker also checks that every step adds 1),
+    and no roll back is logged;
+  - every kill was taken over: one hand-over a kill in the scheduler's log;
+  - memory: the RSS of every process that lived through the warm-up stays within 10% of its
+    RSS at the end of the warm-up;
+  - no orphan: nothing of the job is left once the launcher exits.
+It prints a report (markdown) and exits non-zero when a check fails.
+
+  tools/soak/replica_soak.sh [--minutes 10]
+"""
+
+import argparse
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from soak_common import members, report_rss, sample_rss
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
+from job_processes import kill_job, wait_job_gone  # noqa: E402
+
+SHARDS = 3
+ROLL_BACK = r"rolling back|rolled back|back to step|every shard is back at step"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--launch", required=True)
+    p.add_argument("--worker", required=True)
+    p.add_argument("--minutes", type=float, default=10)
+    p.add_argument("--kill_every", type=float, default=30, help="seconds between shard kills")
+    p.add_argument("--warmup", type=float, default=60, help="seconds of a process's warm-up")
+    p.add_argument("--samples", type=int, default=0, help="the workers' --samples (0: fit --minutes)")
+    p.add_argument("--seed", type=int, default=0, help="which shards die (0: a new choice)")
+    args = p.parse_args()
+
+    seed = args.seed or random.SystemRandom().randrange(1, 1 << 30)
+    chooser = random.Random(seed)
+    work = tempfile.mkdtemp(prefix="cohort-replica-soak-")
+    job = f"replica-soak-{os.getpid()}"
+    # ~27 ms a step of 200 samples (2 workers) on 2 cores.
+    samples = args.samples or int(args.minutes * 60 / 0.027 * 200 * 1.2)
+    log_path = os.path.join(work, "job.log")
+    kills_planned = int(args.minutes * 60 / args.kill_every)
+    command = [args.launch, f"--job_id={job}", "-n", "2", "-s", str(SHARDS), "--shard_replicas=2",
+               "--restart_failed_shards", f"--max_shard_restarts={kills_planned + 1}",
+               f"--checkpoint_dir={work}/ckpt", "--checkpoint_every=1000", "--checkpoint_keep=2",
+               "--", args.worker, f"--samples={samples}", f"--result={work}/result"]
+    print(f"soak: {' '.join(command)}\nsoak: log in {log_path}; seed {seed}", flush=True)
+    with open(log_path, "wb") as log:
+        launcher = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    started = time.monotonic()
+    next_kill = started + args.kill_every
+    rss = {}  # pid -> (name, first seen, [(t, KiB)])
+    kills = []
+    try:
+        while launcher.poll() is None:
+            now = time.monotonic()
+            live = members(job)
+            sample_rss(rss, live, now)
+            if now >= next_kill and now - started < args.minutes * 60:
+                shards = sorted((n, pid) for pid, n in live.items() if n.startswith("shard"))
+                if shards:
+                    name, pid = chooser.choice(shards)
+                    os.kill(pid, signal.SIGKILL)
+                    kills.append((round(now - started), name))
+                next_kill += args.kill_every
+            time.sleep(1)
+        seconds = time.monotonic() - started
+        rc = launcher.returncode
+        orphans = wait_job_gone(job, 10)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        kill_job(job)
+
+    with open(log_path, errors="replace") as f:
+        log = f.read()
+    final = re.search(r"every element of every key is ([\d.]+) after step (\d+)", log)
+    value, steps = (float(final.group(1)), int(final.group(2))) if final else (None, None)
+    handed = len(re.findall(r"scheduler: warning: shard \d+ \(host .*\) died \(.*\): ", log))
+    copies = re.findall(r"shard \d+: backs up share \d+ \(\d+ parts?\) led by shard \d+ at \S+, "
+                        r"copied in (\d+) ms", log)
+    roll_backs = len(re.findall(ROLL_BACK, log))
+    failures = []
+    if rc != 0:
+        failures.append(f"the launcher exited with {rc}")
+    if seconds < args.minutes * 60:
+        failures.append(f"the job ran {seconds:.0f} s, less than {args.minutes} minutes")
+    if value is None or value != steps:
+        failures.append(f"every element is {value}, the job has {steps} steps")
+    if roll_backs:
+        failures.append(f"{roll_backs} roll backs logged")
+    if handed != len(kills):
+        failures.append(f"{len(kills)} shards killed, {handed} hand-overs logged")
+    if orphans:
+        failures.append(f"processes left: {orphans}")
+    copy_ms = sorted(int(c) for c in copies)
+    print(f"\n| | |\n|---|---|\n| job | {seconds / 60:.1f} min, launcher exit {rc} |")
+    print(f"| kills (s into the job) | {', '.join(f'{n} at {t}' for t, n in kills)} |")
+    print(f"| hand-overs | {handed}; {len(copies)} shares copied to a restarted shard"
+          + (f" in {copy_ms[0]}-{copy_ms[-1]} ms" if copy_ms else "") + " |")
+    print(f"| roll backs | {roll_backs} |")
+    print(f"| no lost step | every element {value}; steps in the job {steps} |")
+    print(f"| orphans | {len(orphans)} |")
+    report_rss(rss, args.warmup, failures)
+    print("\nsoak: " + ("PASSED" if not failures else "FAILED: " + "; ".join(failures)))
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""What the soaks share: the job's processes, their memory over time, and the memory check."""
+
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
+from job_processes import environ_of, job_pids  # noqa: E402
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def members(job):
+    """{pid: "role rank"} of the job's scheduler, shards and workers."""
+    out = {}
+    for pid in job_pids(job):
+        env = environ_of(pid)
+        role = env.get("COHORT_ROLE")
+        if role in ("scheduler", "shard", "worker"):
+            out[pid] = f"{role} {env.get('COHORT_RANK', '')}".strip()
+    return out
+
+
+def sample_rss(rss, live, now):
+    """Adds each live member's RSS now to rss ({pid: (name, first seen, [(t, KiB)])})."""
+    for pid, name in live.items():
+        kib = rss_kib(pid)
+        if kib is not None:
+            rss.setdefault(pid, (name, now, []))[2].append((now, kib))
+
+
+def report_rss(rss, warmup, failures):
+    """Prints, for every process that lived past its warm-up and 2 minutes more, its RSS at the
+    end of the warm-up and the most after; a growth past 10% is a failure."""
+    print("\n| process | lived (min) | RSS at warm-up end (MiB) | max after (MiB) | growth |")
+    print("|---|---|---|---|---|")
+    for pid, (name, first, samples) in sorted(rss.items(), key=lambda x: x[1][0]):
+        lived = samples[-1][0] - first
+        warm = [k for t, k in samples if first + warmup <= t < first + warmup + 10]
+        after = [k for t, k in samples if t >= first + warmup + 10]
+        if lived < warmup + 120 or not warm or not after:
+            continue
+        base = statistics.median(warm)
+        growth = max(after) / base - 1
+        flag = "" if growth <= 0.10 else " (over 10%)"
+        if growth > 0.10:
+            failures.append(f"{name} (pid {pid}) RSS grew {growth:.1%}")
+        print(f"| {name} (pid {pid}) | {lived / 60:.1f} | {base / 1024:.1f} | "
+              f"{max(after) / 1024:.1f} | {growth:+.1%}{flag} |")
