@@ -18,6 +18,7 @@ Usage: recovery_test.py LAUNCH JOB_PROCESSES_PY
 import collections
 import json
 import os
+import random
 import re
 import signal
 import sys
@@ -167,16 +168,11 @@ class RecoveryTest(job_fixture.JobTestCase):
         self.assertNotIn("is gone", out)
         self.assertEqual(self.model_bytes(model), want)
 
-    def check_backups_take_over(self, name, shards, killed, flags=(), moment=None):
-        """A LENET_LONGER job with --shard_replicas=2 (and `flags`) on `shards` shards (on this
-        host each is backed up by the next): once worker 0 has done 150 steps, or at the moment
-        moment() first returns true, the shards `killed` are SIGKILLed 50 ms apart; their
-        backups lead their parts from the next push on, the workers send them what the dead
-        shards had not answered, and the job ends with the uninterrupted model bit for bit,
-        with no roll back. The time from the (first) kill to the first step begun after it is
-        printed, and under 1 s."""
-        case = LENET_LONGER
-        want = self.uninterrupted(case)
+    def start_replicated(self, name, case, shards, flags=(), moment=None):
+        """Starts a `case` job of 2 workers on `shards` shards with --shard_replicas=2 (and
+        `flags`) and waits until worker 0 has done 150 steps, or until moment() is true;
+        returns the launcher, the job's id, worker 0's metrics address and the model's
+        path."""
         job = self.job(name)
         targets = os.path.join(self.dir, "targets.json")
         model = os.path.join(self.dir, f"{name}.safetensors")
@@ -190,6 +186,19 @@ class RecoveryTest(job_fixture.JobTestCase):
             self.assertIsNone(launcher.poll(), self.log(name))
             worker = worker or member_target(targets, "worker", 0)
             time.sleep(0.001)
+        return launcher, job, worker, model
+
+    def check_backups_take_over(self, name, shards, killed, flags=(), moment=None):
+        """A LENET_LONGER job with --shard_replicas=2 (and `flags`) on `shards` shards (on this
+        host each is backed up by the next): once worker 0 has done 150 steps, or at the moment
+        moment() first returns true, the shards `killed` are SIGKILLed 50 ms apart; their
+        backups lead their parts from the next push on, the workers send them what the dead
+        shards had not answered, and the job ends with the uninterrupted model bit for bit,
+        with no roll back. The time from the (first) kill to the first step begun after it is
+        printed, and under 1 s."""
+        want = self.uninterrupted(LENET_LONGER)
+        launcher, job, worker, model = self.start_replicated(name, LENET_LONGER, shards, flags,
+                                                             moment)
         self.kill_and_time_next_step(name, job, worker, killed)
         self.assertEqual(launcher.wait(timeout=600), 0, self.log(name))
         self.assertEqual(wait_job_gone(job, 5), [])
@@ -238,22 +247,11 @@ class RecoveryTest(job_fixture.JobTestCase):
         from shard 0 while training goes on and says so to the scheduler; shard 0 is killed
         next and shard 1 leads both shares from its copies. The job ends with the
         uninterrupted model bit for bit, with no roll back, each kill's next step within 1 s."""
-        case, name = LENET_LONGER, "comeback"
-        want = self.uninterrupted(case)
-        job = self.job(name)
-        targets = os.path.join(self.dir, "targets.json")
-        model = os.path.join(self.dir, f"{name}.safetensors")
-        launcher = self.start(name, [
-            LAUNCH, f"--job_id={job}", "-n", "2", "-s", "2", "--shard_replicas=2",
-            "--restart_failed_shards", f"--metrics_targets={targets}", "--", *case.worker,
-            f"--output={model}"])
+        name = "comeback"
+        want = self.uninterrupted(LENET_LONGER)
+        launcher, job, worker, model = self.start_replicated(name, LENET_LONGER, 2,
+                                                             ["--restart_failed_shards"])
         deadline = time.monotonic() + 300
-        worker = None
-        while worker is None or (steps_done(worker) or 0) < 150:
-            self.assertLess(time.monotonic(), deadline, self.log(name))
-            self.assertIsNone(launcher.poll(), self.log(name))
-            worker = worker or member_target(targets, "worker", 0)
-            time.sleep(0.001)
         self.kill_and_time_next_step(name, job, worker, [1])
         held = r"scheduler: warning: shard 1 holds its copy of share 1 \(led by shard 0\)"
         while not re.search(held, self.log(name)):
@@ -276,6 +274,95 @@ class RecoveryTest(job_fixture.JobTestCase):
                                   rf"led by shard 0 at [\d.:]+, copied in \d+ ms")
         self.assertRegex(out, r"shard 0 \(host .*\) died \(.*\): shard 1 \(host .*\) leads "
                               r"share 0, shard 1 \(host .*\) leads share 1 from now on")
+        self.assertNotRegex(out, r"rolling back|rolled back|back to step")
+        self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
+        self.assertEqual(self.model_bytes(model), want)
+
+    def test_a_primary_killed_while_a_restarted_shard_copies_its_shares_is_taken_over(self):
+        """Four shards, --shard_replicas=2 --restart_failed_shards: shard 1 is killed at step
+        150 (shard 2 leads share 1); as soon as the scheduler says the restarted shard 1 is
+        back, before or while it copies shares 0 and 1, shard 3 is killed: its backup, shard 0,
+        leads share 3 and the copies go on. The job ends with the uninterrupted model bit for
+        bit, with no roll back."""
+        name = "copying"
+        want = self.uninterrupted(LENET_LONGER)
+        launcher, job, worker, model = self.start_replicated(name, LENET_LONGER, 4,
+                                                             ["--restart_failed_shards"])
+        deadline = time.monotonic() + 300
+        self.kill_and_time_next_step(name, job, worker, [1])
+        while "scheduler: warning: shard 1 is back" not in self.log(name):
+            self.assertLess(time.monotonic(), deadline, self.log(name))
+            time.sleep(0.001)
+        self.kill_and_time_next_step(name, job, worker, [3])
+        self.assertEqual(launcher.wait(timeout=600), 0, self.log(name))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log(name)
+        self.assertRegex(out, r"shard 3 \(host .*\) died \(.*\): shard 0 \(host .*\) leads "
+                              r"share 3 from now on \(no roll back\)")
+        for share in (0, 1):
+            self.assertRegex(out, rf"\[shard 1\] shard 1: backs up share {share} \(\d+ parts?\) "
+                                  rf"led by shard {share * 2} at [\d.:]+, copied in \d+ ms")
+        self.assertNotRegex(out, r"rolling back|rolled back|back to step")
+        self.assertEqual(self.model_bytes(model), want)
+
+    def test_ten_shard_kills_at_random_moments_keep_the_model_bitwise(self):
+        """Three shards, --shard_replicas=2 --restart_failed_shards, LeNet for 2000 steps: ten
+        times, at a random moment (mid-push, mid-answer, mid-update: whatever the moment
+        holds) 20-300 ms after the restarted shard holds its copies, a random shard is
+        SIGKILLed; its shares go to their backups and it comes back as their backup. The job
+        ends with the uninterrupted model bit for bit, with no roll back, each kill's next step
+        within 1 s. The seed is printed."""
+        case = LENET._replace(worker=[*LENET.worker[:-2], "--epochs=20", "--log_interval=100"],
+                              total_steps=2000)
+        name = "random-kills"
+        seed = random.SystemRandom().randrange(1 << 30)
+        print(f"\nseed {seed}", file=sys.stderr)
+        chooser = random.Random(seed)
+        want = self.uninterrupted(case)
+        launcher, job, worker, model = self.start_replicated(
+            name, case, 3, ["--restart_failed_shards", "--max_shard_restarts=10"])
+        deadline = time.monotonic() + 300
+        for _ in range(10):
+            time.sleep(chooser.uniform(0.02, 0.3))
+            rank = chooser.randrange(3)
+            seen = len(self.log(name))
+            self.kill_and_time_next_step(name, job, worker, [rank])
+            # Back, it copies the shares left without a backup; the next kill waits for that.
+            back = rf"scheduler: warning: shard {rank} is back .*; it backs up shares? ([^,]+(?:, [^,]+)*), copying"
+            while not re.search(back, self.log(name)[seen:]):
+                self.assertLess(time.monotonic(), deadline, self.log(name))
+                time.sleep(0.002)
+            shares = re.findall(r"(\d+) \(led by", re.search(back, self.log(name)[seen:]).group(1))
+            for share in shares:
+                held = f"scheduler: warning: shard {rank} holds its copy of share {share} "
+                while held not in self.log(name)[seen:]:
+                    self.assertLess(time.monotonic(), deadline, self.log(name))
+                    time.sleep(0.002)
+        self.assertEqual(launcher.wait(timeout=600), 0, self.log(name))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log(name)
+        self.assertEqual(len(re.findall(r"scheduler: warning: shard \d+ \(host .*\) died \(.*\): ",
+                                        out)), 10, out)
+        self.assertNotRegex(out, r"rolling back|rolled back|back to step")
+        self.assertEqual(self.model_bytes(model), want)
+
+    def test_a_scheduler_restarted_after_a_takeover_runs_the_job_on(self):
+        """--shard_replicas=2 --restart_scheduler: shard 1 is killed at step 150 and shard 0
+        leads its share; then the scheduler is killed. The restarted scheduler reads from its
+        journal that shard 1 is dead and shard 0 leads share 1: the live members join it again
+        and the job ends with the uninterrupted model bit for bit, with no roll back."""
+        name = "takeover-rescheduled"
+        want = self.uninterrupted(LENET_LONGER)
+        launcher, job, worker, model = self.start_replicated(name, LENET_LONGER, 2,
+                                                             ["--restart_scheduler"])
+        self.kill_and_time_next_step(name, job, worker, [1])
+        os.kill(self.member(job, "scheduler"), signal.SIGKILL)
+        self.assertEqual(launcher.wait(timeout=300), 0, self.log(name))
+        self.assertEqual(wait_job_gone(job, 5), [])
+        out = self.log(name)
+        for member in ("shard 0", "worker 0", "worker 1"):
+            self.assertRegex(out, rf"\[scheduler\] scheduler: warning: {member} \(host .*\) "
+                                  rf"joined again: this scheduler took over a running job")
         self.assertNotRegex(out, r"rolling back|rolled back|back to step")
         self.assertIn("[scheduler] scheduler: job DONE: all 2 workers finished", out)
         self.assertEqual(self.model_bytes(model), want)

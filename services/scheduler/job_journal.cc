@@ -29,6 +29,25 @@ void Apply(const std::string& line, JournalState* state) {
   } else if (entry.contains("finished") && entry["finished"].is_number_integer()) {
     state->finished_workers[entry["finished"].get<int>()] = {entry.value("host", ""),
                                                              entry.value("pid", int64_t{0})};
+  } else if (entry.contains("shares") && entry["shares"].is_object()) {
+    const nlohmann::json& s = entry["shares"];
+    JournalShares shares;
+    const auto ints = [&s](const char* name, std::vector<int>* out) {
+      if (!s.contains(name) || !s[name].is_array()) return false;
+      for (const nlohmann::json& v : s[name]) {
+        if (!v.is_number_integer()) return false;
+        out->push_back(v.get<int>());
+      }
+      return true;
+    };
+    std::vector<int> copied;
+    if (ints("leaders", &shares.leaders) && ints("backups", &shares.backups) &&
+        ints("copied", &copied) && ints("dead", &shares.dead) &&
+        shares.backups.size() == shares.leaders.size() &&
+        copied.size() == shares.leaders.size()) {
+      shares.copied.assign(copied.begin(), copied.end());
+      state->shares = std::move(shares);
+    }
   } else if (entry.contains("end") && entry["end"].is_string()) {
     state->end = entry["end"] == JobStateName(JobState::kDone) ? JobState::kDone
                                                                : JobState::kFailed;
@@ -84,6 +103,15 @@ JobJournal::~JobJournal() { close(fd_); }
 
 absl::Status JobJournal::RecordFinished(int rank, const std::string& host, int64_t pid) {
   return Append(nlohmann::json{{"finished", rank}, {"host", host}, {"pid", pid}});
+}
+
+absl::Status JobJournal::RecordShares(const JournalShares& shares) {
+  const std::vector<int> copied(shares.copied.begin(), shares.copied.end());
+  return Append(nlohmann::json{{"shares",
+                                {{"leaders", shares.leaders},
+                                 {"backups", shares.backups},
+                                 {"copied", copied},
+                                 {"dead", shares.dead}}}});
 }
 
 absl::Status JobJournal::RecordEnd(JobState state, const std::string& reason) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -15,8 +16,19 @@
 
 namespace cohort {
 
+// Replicated shards as the last change left them: by share (a shard rank's part of the model),
+// the rank leading it, the rank backing it up (-1: none) and whether that one holds its copy;
+// and the shard ranks dead now (they will not register again).
+struct JournalShares {
+  std::vector<int> leaders;
+  std::vector<int> backups;
+  std::vector<bool> copied;
+  std::vector<int> dead;
+};
+
 // What a scheduler that took over a running job must know and no member can tell it again: the
-// workers that already finished (they have left) and how the job ended.
+// workers that already finished (they have left), who leads and backs up each share of a job
+// of replicated shards, and how the job ended.
 struct JournalState {
   std::string job_id;  // whose journal it is
   struct Finished {
@@ -24,6 +36,7 @@ struct JournalState {
     int64_t pid = 0;
   };
   std::map<int, Finished> finished_workers;  // by registered rank
+  std::optional<JournalShares> shares;       // the latest, once a replicated shard died
   std::optional<JobState> end;               // kDone or kFailed, once the job ended
   std::string reason;                        // why it ended
 };
@@ -43,6 +56,7 @@ class JobJournal {
   const JournalState& state() const { return state_; }
   absl::Status RecordFinished(int rank, const std::string& host, int64_t pid);
   absl::Status RecordEnd(JobState state, const std::string& reason);
+  absl::Status RecordShares(const JournalShares& shares);
 
  private:
   JobJournal(std::string path, int fd, JournalState state)

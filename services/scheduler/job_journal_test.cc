@@ -31,6 +31,8 @@ TEST(JobJournalTest, WhatOneSchedulerRecordedTheNextReads) {
   EXPECT_EQ(held.finished_workers.at(1).host, "node\n2");
   EXPECT_EQ(held.finished_workers.at(1).pid, 77);
   EXPECT_EQ(DescribeJournal(held), "worker 1 finished");
+  ASSERT_TRUE((*again)->RecordShares({{0, 0}, {-1, 0}, {false, true}, {1}}).ok());
+  ASSERT_TRUE((*again)->RecordShares({{0, 0}, {1, 0}, {false, true}, {}}).ok());
   ASSERT_TRUE((*again)->RecordFinished(0, "node1", 5).ok());
   ASSERT_TRUE((*again)->RecordEnd(JobState::kDone, "all 2 workers finished").ok());
 
@@ -38,6 +40,10 @@ TEST(JobJournalTest, WhatOneSchedulerRecordedTheNextReads) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->job_id, "job-a");
   EXPECT_EQ(read->finished_workers.size(), 2u);
+  ASSERT_TRUE(read->shares.has_value());  // the latest
+  EXPECT_EQ(read->shares->backups, (std::vector<int>{1, 0}));
+  EXPECT_EQ(read->shares->copied, (std::vector<bool>{false, true}));
+  EXPECT_TRUE(read->shares->dead.empty());
   ASSERT_TRUE(read->end.has_value());
   EXPECT_EQ(*read->end, JobState::kDone);
   EXPECT_EQ(DescribeJournal(*read), "the job ended DONE (all 2 workers finished)");

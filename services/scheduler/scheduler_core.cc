@@ -51,6 +51,18 @@ void SchedulerCore::TakeOver(const JournalState& journal) {
     m.pid = finished.pid;
     m.last_heartbeat = clock_->Now();
   }
+  if (journal.shares.has_value() && journal.shares->leaders.size() == shards_.size()) {
+    // The replicated shards as the scheduler before left them: a dead one will not register.
+    share_leaders_ = journal.shares->leaders;
+    share_backups_ = journal.shares->backups;
+    share_copied_.assign(journal.shares->copied.begin(), journal.shares->copied.end());
+    for (int rank : journal.shares->dead) {
+      if (rank < 0 || rank >= static_cast<int>(shards_.size())) continue;
+      Member& m = shards_[rank];
+      m.registered = m.dead = true;
+      m.host = "(dead before this scheduler started)";
+    }
+  }
   if (journal.end.has_value()) {
     state_ = *journal.end;
     reason_ = journal.reason;
@@ -290,7 +302,7 @@ absl::Status SchedulerCore::CheckReachable(const MemberRegistration& r, int rank
     const std::vector<Member>& members = role == MemberRole::kShard ? shards_ : workers_;
     for (size_t i = 0; i < members.size(); ++i) {
       const Member& m = members[i];
-      if (!m.registered || m.host.empty() || m.host == r.host) continue;
+      if (!m.registered || m.dead || m.host.empty() || m.host == r.host) continue;
       if (r.role == MemberRole::kShard && loopback(r.address)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "shard ", rank, " on host ", r.host, " would be dialled at ", r.address,

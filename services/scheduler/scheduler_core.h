@@ -242,6 +242,8 @@ class SchedulerCore {
   // or, with replicas, it backs up the shares that have no backup (BackUpShares).
   absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int> BackUpShares(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records who leads and backs up each share, and the dead shards, in the journal.
+  void RecordShares() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The registration's process takes the member's place.
   void Enroll(Member& m, const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a member in at `rank`; the job runs once every member is in.

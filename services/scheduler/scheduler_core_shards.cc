@@ -64,6 +64,7 @@ absl::StatusOr<int> SchedulerCore::BackUpShares(const MemberRegistration& r) {
                               : absl::StrFormat(" %.1f s after its death",
                                                 absl::ToDoubleSeconds(clock_->Now() - died_at)),
       backed.size() == 1 ? "" : "s", backed.empty() ? "none" : absl::StrJoin(backed, ", ")));
+  RecordShares();
   return rank;
 }
 
@@ -76,8 +77,19 @@ void SchedulerCore::CopiesHeld(int shard, int64_t pid, absl::Span<const int> sha
       share_copied_[share] = 1;
       notices_.push_back(absl::StrCat("shard ", shard, " holds its copy of share ", share,
                                       " (led by shard ", share_leaders_[share], ")"));
+      RecordShares();
     }
   }
+}
+
+void SchedulerCore::RecordShares() {
+  if (journal_ == nullptr) return;
+  JournalShares shares{share_leaders_, share_backups_,
+                       std::vector<bool>(share_copied_.begin(), share_copied_.end()), {}};
+  for (int rank = 0; rank < static_cast<int>(shards_.size()); ++rank) {
+    if (shards_[rank].dead) shares.dead.push_back(rank);
+  }
+  Journalled(journal_->RecordShares(shares));
 }
 
 bool SchedulerCore::JoinedAsBackup(int shard) const {
@@ -134,6 +146,7 @@ absl::StatusOr<std::string> SchedulerCore::HandOverShares(int rank) {
       ++unbacked;
     }
   }
+  RecordShares();
   std::string said = moved.empty() ? std::string("it led no share")
                                    : absl::StrCat(absl::StrJoin(moved, ", "),
                                                   " from now on (no roll back)");

@@ -328,6 +328,46 @@ TEST(SchedulerCoreTest, ARestartedSchedulerKnowsFromTheJournalWhoFinished) {
   EXPECT_FALSE(third.Register(Member(MemberRole::kShard, 0)).ok());  // a new one is not
 }
 
+// Replicated shards: shard 1 died and shard 2 leads its share when the scheduler is killed. The
+// restarted scheduler reads who leads and backs up each share from the journal: the job forms
+// again without the dead shard, the cluster still names shard 2 at shard 1's place, and shard
+// 1 coming back later backs up the shares left without a backup.
+TEST(SchedulerCoreTest, ARestartedSchedulerKnowsFromTheJournalWhoLeadsEachShare) {
+  FakeClock clock;
+  const std::string path = TmpDir() + "/shares.journal";
+  std::remove(path.c_str());
+  JobSpec spec = Spec(2, 3);
+  spec.shard_replicas = 2;
+  ClusterView before;
+  {
+    auto journal = JobJournal::Open(path, "job-test");
+    ASSERT_TRUE(journal.ok()) << journal.status();
+    SchedulerCore first(spec, &clock, journal->get());
+    Form(&first);
+    first.ControlStreamEnded(MemberRole::kShard, 1, "connection lost");
+    before = *first.WaitForCluster();
+  }  // the scheduler is killed
+  auto journal = JobJournal::Open(path, "job-test");
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  SchedulerCore after(spec, &clock, journal->get());
+  for (int s : {0, 2}) {
+    MemberRegistration r = Member(MemberRole::kShard, s, absl::StrCat("10.0.0.", s, ":7"));
+    r.rejoin = true;
+    ASSERT_TRUE(after.Register(r).ok());
+  }
+  for (int w : {0, 1}) ASSERT_TRUE(after.Register(Rejoining(MemberRole::kWorker, w)).ok());
+  EXPECT_EQ(after.state(), JobState::kRunning);
+  const ClusterView view = *after.WaitForCluster();
+  EXPECT_EQ(view.share_leaders, (std::vector<int>{0, 2, 2}));
+  EXPECT_EQ(view.share_backups, (std::vector<int>{-1, -1, 0}));
+  EXPECT_EQ(view.shard_addresses, before.shard_addresses);
+  MemberRegistration back = Member(MemberRole::kShard, 1, "10.0.0.1:8");
+  back.pid = 3001;
+  ASSERT_TRUE(after.Register(back).ok());
+  EXPECT_TRUE(after.JoinedAsBackup(1));
+  EXPECT_EQ(after.WaitForCluster()->share_backups, (std::vector<int>{1, 1, 0}));
+}
+
 TEST(SchedulerCoreTest, AWorkerFinishingBeforeItJoinedAFreshSchedulerAgainKeepsItForming) {
   FakeClock clock;
   SchedulerCore core(Spec(2, 1), &clock);
