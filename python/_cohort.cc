@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,49 @@ namespace py = pybind11;
 
 namespace cohort {
 namespace {
+
+// A Python worker's membership lasts until its process exits, and its exit status is its
+// verdict: only status 0 finishes it; any other (an exception that reached the top, sys.exit(n))
+// fails the job with the status and the exception's last line. Every worker joined is held here
+// from the start, whenever Python lets its store go. A process killed outside Python's control
+// (a signal, os._exit) says nothing: the scheduler finds it dead.
+class ExitVerdict {
+ public:
+  static void Hold(std::shared_ptr<WorkerProcess> worker) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!registered_) {
+      on_exit(&ExitVerdict::OnExit, nullptr);
+      registered_ = true;
+    }
+    held_.push_back(std::move(worker));
+  }
+  // What failed, said with a status other than 0 (the exception's last line).
+  static void SetReason(std::string reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reason_ = std::move(reason);
+  }
+
+ private:
+  static void OnExit(int status, void*) {
+    std::vector<std::shared_ptr<WorkerProcess>> held;
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held.swap(held_);
+      reason = reason_;
+    }
+    const absl::Status verdict =
+        status == 0 ? absl::OkStatus()
+                    : absl::AbortedError(absl::StrCat("the program exited with status ", status,
+                                                      reason.empty() ? "" : ": ", reason));
+    for (std::shared_ptr<WorkerProcess>& worker : held) worker->member()->Leave(verdict);
+  }
+
+  static inline std::mutex mu_;
+  static inline bool registered_ = false;
+  static inline std::vector<std::shared_ptr<WorkerProcess>> held_;
+  static inline std::string reason_;
+};
 
 // cohort.Error, a RuntimeError: what every failed call raises.
 class Error : public std::runtime_error {
@@ -97,14 +141,15 @@ std::unique_ptr<BorrowedArray> Borrow(const py::object& array, bool writable, in
 class PyKVStore {
  public:
   // worker: the job membership and metrics of a distributed store (null for "local").
-  PyKVStore(std::unique_ptr<WorkerProcess> worker, std::unique_ptr<KVStore> store)
-      : worker_(std::move(worker)), store_(std::move(store)) {}
-  // The store ends first; then the worker tells the scheduler it finished (a program that
-  // failed exits non-zero, and the launcher fails the job).
+  PyKVStore(std::shared_ptr<WorkerProcess> worker, std::unique_ptr<KVStore> store)
+      : worker_(std::move(worker)), store_(std::move(store)) {
+    if (worker_ != nullptr) ExitVerdict::Hold(worker_);
+  }
+  // The store ends; the worker says how the program ended when the process exits
+  // (ExitVerdict).
   ~PyKVStore() {
     py::gil_scoped_release release;
     store_.reset();
-    if (worker_ != nullptr) worker_->member()->Leave(absl::OkStatus());
   }
 
   std::string type() const { return std::string(store_->type()); }
@@ -222,7 +267,7 @@ class PyKVStore {
   // of its pushpulls in flight are let go.
   std::map<int64_t, std::unique_ptr<InFlight>> in_flight_;  // under the GIL
   std::mutex mu_;                                           // one call at a time
-  std::unique_ptr<WorkerProcess> worker_;
+  std::shared_ptr<WorkerProcess> worker_;
   std::unique_ptr<KVStore> store_;
 };
 
@@ -275,4 +320,6 @@ PYBIND11_MODULE(_cohort, m) {
            py::arg("images"), py::arg("step_seconds"), py::arg("comm_seconds"),
            py::arg("loss"), py::arg("lr"))
       .def_property_readonly("metrics_port", &PyKVStore::metrics_port);
+  m.def("set_exit_reason", &cohort::ExitVerdict::SetReason, py::arg("reason"),
+        "The exception ending the program (its last line), said with its exit status.");
 }

@@ -2,9 +2,11 @@
 """Python programs as a job's workers (`launch -n 2 -s 2 -- python3 script.py`), on the cohort
 package: the numpy example finds the weights its data came from, both ranks holding the same
 values; a shard SIGKILLed mid-training ends each Python worker with cohort.Error naming the
-shard; a call that waits releases the GIL (tests/gil_probe.py); Ctrl-C (SIGINT to the
-launcher) stops every process of the job.
+shard; a call that waits releases the GIL (tests/gil_probe.py); a program that raises or
+exits non-zero fails the job naming the worker, its host and the exception
+(tests/failing_program.py); Ctrl-C (SIGINT to the launcher) stops every process of the job.
 Usage: python_job_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY NUMPY_EXAMPLE GIL_PROBE
+       FAILING_PROGRAM
 """
 
 import os
@@ -14,8 +16,8 @@ import sys
 import time
 import unittest
 
-LAUNCH, JOB_PROCESSES, COHORT_INIT, NUMPY_EXAMPLE, GIL_PROBE = (
-    os.path.abspath(p) for p in sys.argv[1:6])
+LAUNCH, JOB_PROCESSES, COHORT_INIT, NUMPY_EXAMPLE, GIL_PROBE, FAILING_PROGRAM = (
+    os.path.abspath(p) for p in sys.argv[1:7])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
@@ -65,6 +67,30 @@ class PythonJobTest(job_fixture.JobTestCase):
         self.assertNotEqual(p.wait(timeout=30), 0)
         out = self.log("output")
         self.assertRegex(out, r"\[worker \d\] numpy_kvstore: error: .*shard 1", out)
+        self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
+
+    def test_an_exception_in_a_python_worker_fails_the_job_naming_it(self):
+        """Rank 1 raises at step 5: the job fails naming worker 1, its host and the exception's
+        last line; rank 0's wait ends with an error; nothing is left running."""
+        p = self.launch(FAILING_PROGRAM, "--raise_at=5")
+        self.assertEqual(p.wait(timeout=60), 1, self.log("output"))
+        out = self.log("output")
+        verdict = (r"worker 1 \(host [^,]+, pid \d+\) failed: the program exited with status 1: "
+                   r"ValueError: boom at step 5 \(failing_program.py, line \d+\)")
+        self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: " + verdict)
+        self.assertRegex(out, r"\[worker 0\] cohort._cohort.Error: ")  # its wait ended
+        self.assertNotIn("job DONE", out)
+        self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
+
+    def test_a_python_worker_exiting_non_zero_after_its_last_step_fails_the_job(self):
+        """Rank 1 trains to the end and calls sys.exit(3): only status 0 finishes a worker, so
+        the job fails naming it and the status, although rank 0 finished."""
+        p = self.launch(FAILING_PROGRAM, "--exit=3")
+        self.assertEqual(p.wait(timeout=60), 3, self.log("output"))
+        out = self.log("output")
+        self.assertRegex(out, r"\[worker 0\] rank 0: 20 steps")
+        self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: worker 1 \(host [^,]+, pid "
+                              r"\d+\) failed: the program exited with status 3")
         self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
 
     def test_a_waiting_call_lets_the_programs_other_threads_run(self):

@@ -12,6 +12,10 @@ place (no copies): an array handed to pushpull belongs to the kvstore until its 
 returns. Errors raise cohort.Error with the message of the C++ side.
 """
 
+import os
+import sys
+import traceback
+
 from cohort import _cohort
 from cohort._cohort import Error
 
@@ -104,10 +108,35 @@ class KVStore:
         return self._store.start_step()
 
 
+def _say_why_the_program_ends():
+    """An exception that reaches the top ends the program with status 1: its last line (and
+    where it was raised) goes with the job's verdict, which names this worker."""
+    previous = sys.excepthook
+    if getattr(previous, "cohort_says_why", False):
+        return
+
+    def hook(kind, value, tb):
+        where = traceback.extract_tb(tb)[-1] if tb is not None else None
+        line = traceback.format_exception_only(kind, value)[-1].strip()
+        if where is not None:
+            line += f" ({os.path.basename(where.filename)}, line {where.lineno})"
+        _cohort.set_exit_reason(line)
+        previous(kind, value, tb)
+
+    hook.cohort_says_why = True
+    sys.excepthook = hook
+
+
 def create(type="dist_sync"):
     """A kvstore: "local" (this process), or "dist_sync"/"dist_async", which join the job the
-    launcher describes in COHORT_* variables (launch -n W -s S -- python3 script.py)."""
-    return KVStore(_cohort.create(type))
+    launcher describes in COHORT_* variables (launch -n W -s S -- python3 script.py). A
+    distributed store's worker finishes when the process exits with status 0; any other status
+    (an exception that reached the top, sys.exit(n)) fails the job, naming the worker and the
+    exception's last line."""
+    store = _cohort.create(type)
+    if type != "local":
+        _say_why_the_program_ends()
+    return KVStore(store)
 
 
 __all__ = ["Error", "Handle", "KVStore", "create"]
