@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """A worker for python_job_test that fails as told, on rank 1 only: --raise_at=N raises
-ValueError at step N; --exit=S exits with status S after its last step (rank 0 finishes)."""
+ValueError at step N (N = --steps: after its last step); --exit=S exits with status S after
+its last step (rank 0 finishes)."""
 
 import argparse
 import sys
@@ -25,5 +26,7 @@ for step in range(args.steps):
         raise ValueError(f"boom at step {step}")
     kv.pushpull(0, np.ones_like(w), out=w).wait()
 print(f"rank {kv.rank}: {args.steps} steps, w[0] {w[0]}", flush=True)
+if kv.rank == 1 and args.raise_at == args.steps:
+    raise ValueError("boom after the last step")
 if kv.rank == 1:
     sys.exit(args.exit)

@@ -82,16 +82,22 @@ class PythonJobTest(job_fixture.JobTestCase):
         self.assertNotIn("job DONE", out)
         self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
 
-    def test_a_python_worker_exiting_non_zero_after_its_last_step_fails_the_job(self):
-        """Rank 1 trains to the end and calls sys.exit(3): only status 0 finishes a worker, so
-        the job fails naming it and the status, although rank 0 finished."""
-        p = self.launch(FAILING_PROGRAM, "--exit=3")
-        self.assertEqual(p.wait(timeout=60), 3, self.log("output"))
-        out = self.log("output")
-        self.assertRegex(out, r"\[worker 0\] rank 0: 20 steps")
-        self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: worker 1 \(host [^,]+, pid "
-                              r"\d+\) failed: the program exited with status 3")
-        self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
+    def test_a_python_worker_failing_after_its_last_step_fails_the_job(self):
+        """Rank 1 trains to the end, then raises, or calls sys.exit(3): only status 0 finishes a
+        worker, so the job fails naming it and why, although rank 0 finished."""
+        for flag, status, why in (("--raise_at=20", 1, r": ValueError: boom after the last step "
+                                                      r"\(failing_program.py, line \d+\)"),
+                                  ("--exit=3", 3, r"\n")):
+            with self.subTest(flag):
+                self.job_id = f"{self.job_id}-{status}"
+                p = self.launch(FAILING_PROGRAM, flag)
+                self.assertEqual(p.wait(timeout=60), status, self.log("output"))
+                out = self.log("output")
+                self.assertRegex(out, r"\[worker 0\] rank 0: 20 steps")
+                self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: worker 1 \(host "
+                                      rf"[^,]+, pid \d+\) failed: the program exited with "
+                                      rf"status {status}{why}", )
+                self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
 
     def test_a_waiting_call_lets_the_programs_other_threads_run(self):
         p = self.launch(GIL_PROBE)
