@@ -435,8 +435,8 @@ void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::str
   absl::MutexLock lock(&mu_);
   Member* m = FindProcess(role, rank, pid);
   if (m == nullptr) return;
+  m->stream_open = false;  // a dead member's too: the scheduler waits for no stream at the end
   if (m->restarting || m->dead) return;  // its death is known
-  m->stream_open = false;
   m->stream_end = detail;
   // A member closes its stream only after saying it stops, or once the job has ended (what the
   // shards do): anything else is a death, noticed at once rather than after the heartbeat

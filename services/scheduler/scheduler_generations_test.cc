@@ -310,6 +310,24 @@ TEST(SchedulerCoreTest, AMemberThatLeavesWithAnErrorIsADeathTheJobMayOutlive) {
   EXPECT_TRUE(absl::StrContains(core.reason(), "failed: stopped by SIGTERM")) << core.reason();
 }
 
+// A worker that leaves with an error fails the job; once every member's control stream ended,
+// its own included, nobody is left to wait for (the scheduler exits at once, not after the
+// heartbeat timeout).
+TEST(SchedulerCoreTest, TheStreamOfAMemberThatFailedIsNotWaitedForAtTheEnd) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  Form(&core);
+  core.Heartbeat(MemberRole::kShard, 0);
+  for (int w = 0; w < 2; ++w) core.Heartbeat(MemberRole::kWorker, w);
+  core.MemberStopped(MemberRole::kWorker, 1, "the program exited with status 1");
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_FALSE(core.WaitForMembersToLeave(absl::ZeroDuration()));
+  core.ControlStreamEnded(MemberRole::kShard, 0, "closed");
+  core.ControlStreamEnded(MemberRole::kWorker, 0, "closed");
+  core.ControlStreamEnded(MemberRole::kWorker, 1, "closed");
+  EXPECT_TRUE(core.WaitForMembersToLeave(absl::ZeroDuration()));
+}
+
 TEST(SchedulerCoreTest, StopEndsTheJobWithTheReasonGiven) {
   FakeClock clock;
   SchedulerCore core(Elastic(2, 1, 2), &clock);
