@@ -78,6 +78,7 @@ class PythonJobTest(job_fixture.JobTestCase):
         verdict = (r"worker 1 \(host [^,]+, pid \d+\) failed: the program exited with status 1: "
                    r"ValueError: boom at step 5 \(failing_program.py, line \d+\)")
         self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: " + verdict)
+        self.assertRegex(out, rf"launch: job {self.job_id} failed \(exit status 1\): " + verdict)
         self.assertRegex(out, r"\[worker 0\] cohort._cohort.Error: ")  # its wait ended
         self.assertNotIn("job DONE", out)
         self.assertEqual(wait_job_gone(self.job_id, 5), [], out)

@@ -205,7 +205,7 @@ class LaunchTest(LaunchTestCase):
         self.assertIn("/services/worker/worker_gpu --devices gpu:0 ", started)
         if rc != 0:
             self.assertIn("GPU 0 is not available", output)
-            self.assert_line(lines, f"launch: job {self.job_id} failed (exit status 1)")
+            self.assert_line_starting(lines, f"launch: job {self.job_id} failed (exit status 1)")
         self.assert_job_gone()
 
     def test_bad_worker_flags_are_said_once_before_anything_starts(self):

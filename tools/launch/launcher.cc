@@ -115,6 +115,10 @@ SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o, const std::string&
     const absl::StatusOr<JournalState> held = ReadJournal(journal);
     return held.ok() && held->end == JobState::kDone;
   };
+  s.failure_reason = [journal = absl::StrCat(folder, "/", kSchedulerJournal)] {
+    const absl::StatusOr<JournalState> held = ReadJournal(journal);
+    return held.ok() && held->end == JobState::kFailed ? held->reason : std::string();
+  };
   return s;
 }
 

@@ -156,7 +156,9 @@ int Supervisor::Finish() {
   } else if (status == 0) {
     Say(absl::StrCat("job ", o_.job_id, " finished"));
   } else {
-    Say(absl::StrCat("job ", o_.job_id, " failed (exit status ", status, ")"));
+    const std::string reason = o_.failure_reason();
+    Say(absl::StrCat("job ", o_.job_id, " failed (exit status ", status, ")",
+                     reason.empty() ? "" : ": ", reason));
   }
   return status;
 }

@@ -48,6 +48,9 @@ struct SupervisorOptions {
   // Whether the scheduler recorded the job DONE (its journal): a shard or scheduler that ends
   // after that, however, leaves the job's result as it is.
   std::function<bool()> job_done = [] { return false; };
+  // Why the scheduler recorded the job FAILED (its journal; "" when it did not): the launcher's
+  // last line says it too, so that both verdicts read the same.
+  std::function<std::string()> failure_reason = [] { return std::string(); };
 };
 
 // Which members to start again.

@@ -152,6 +152,17 @@ TEST_F(SupervisorTest, AMemberThatHangsOnStopIsKilledAfterTheGrace) {
   EXPECT_EQ(said_.back(), "job job-t failed (exit status 1)");
 }
 
+// The scheduler's journal says why the job failed: the launcher's last line says the same.
+TEST_F(SupervisorTest, TheLastLineSaysWhyTheSchedulerFailedTheJob) {
+  SupervisorOptions options;
+  options.failure_reason = [] { return std::string("worker 1 (host a, pid 7) failed: boom"); };
+  StartJob({}, options);
+  End(worker1_, Exited(1), absl::Seconds(1));
+  EXPECT_EQ(supervisor_->Finish(), 1);
+  EXPECT_EQ(said_.back(),
+            "job job-t failed (exit status 1): worker 1 (host a, pid 7) failed: boom");
+}
+
 TEST_F(SupervisorTest, RemoteMembersGetLongerToStop) {
   SupervisorOptions options;
   options.remote = true;
