@@ -496,7 +496,21 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
 
 void SchedulerCore::Stop(const std::string& reason) {
   absl::MutexLock lock(&mu_);
-  Fail(reason);
+  if (state_ != JobState::kForming) return Fail(reason);
+  // Stopped before the job ran: whoever had not joined is what a person looks at first.
+  Fail(absl::StrCat(reason, " while the job formed (missing ", absl::StrJoin(Unregistered(), ", "),
+                    ")"));
+}
+
+std::vector<std::string> SchedulerCore::Unregistered() const {
+  std::vector<std::string> missing;
+  for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
+    const std::vector<Member>& ms = role == MemberRole::kShard ? shards_ : workers_;
+    for (size_t r = 0; r < ms.size(); ++r) {
+      if (!ms[r].registered) missing.push_back(absl::StrCat(RoleName(role), " ", r));
+    }
+  }
+  return missing;
 }
 
 void SchedulerCore::CheckLiveness() {
@@ -504,16 +518,9 @@ void SchedulerCore::CheckLiveness() {
   const absl::Time now = clock_->Now();
   if (state_ == JobState::kForming) {
     if (now - started_ < spec_.form_timeout) return;
-    std::vector<std::string> missing;
-    for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
-      const std::vector<Member>& ms = Members(role);
-      for (size_t r = 0; r < ms.size(); ++r) {
-        if (!ms[r].registered) missing.push_back(absl::StrCat(RoleName(role), " ", r));
-      }
-    }
     Fail(absl::StrCat("job ", spec_.job_id, " did not form within ",
                       absl::FormatDuration(spec_.form_timeout), ": missing ",
-                      absl::StrJoin(missing, ", "),
+                      absl::StrJoin(Unregistered(), ", "),
                       "; start them with --scheduler=<this scheduler's address>"));
     return;
   }

@@ -256,6 +256,8 @@ class SchedulerCore {
   // The registered member at (role, rank) when pid is 0 or its process's; else null.
   Member* FindProcess(MemberRole role, int rank, int64_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShardRestarting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "shard 1", "worker 0": the members that have not registered.
+  std::vector<std::string> Unregistered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether WaitForCluster has its answer: the job ended, or runs with every shard up.
   bool ClusterSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<ClusterView> Cluster() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

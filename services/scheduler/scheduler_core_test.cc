@@ -110,7 +110,9 @@ TEST(SchedulerCoreTest, AWaitForTheClusterOfAJobThatFailsGetsItsReason) {
   core.Stop("the scheduler was stopped by SIGTERM");
   ASSERT_TRUE(view.has_value());
   EXPECT_EQ(view->status().code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(view->status().message(), "the scheduler was stopped by SIGTERM");
+  EXPECT_EQ(view->status().message(),
+            "the scheduler was stopped by SIGTERM while the job formed (missing shard 0, "
+            "worker 0)");
 }
 
 TEST(SchedulerCoreTest, SilentMemberFailsTheJobNamingItsHostAndLastError) {

@@ -338,5 +338,17 @@ TEST(SchedulerCoreTest, StopEndsTheJobWithTheReasonGiven) {
   EXPECT_TRUE(core.WaitUntilEnded(absl::ZeroDuration()));
 }
 
+// Stopped before every member joined (a worker's program failed before it did): the reason
+// names the missing members.
+TEST(SchedulerCoreTest, AStopWhileTheJobFormsNamesTheMembersMissing) {
+  FakeClock clock;
+  SchedulerCore core(Spec(2, 1), &clock);
+  ASSERT_TRUE(core.Register(Member(MemberRole::kShard, 0, "10.0.0.0:7")).ok());
+  ASSERT_TRUE(core.Register(Member(MemberRole::kWorker, 0)).ok());
+  core.Stop("the scheduler was stopped by SIGTERM");
+  EXPECT_EQ(core.reason(),
+            "the scheduler was stopped by SIGTERM while the job formed (missing worker 1)");
+}
+
 }  // namespace
 }  // namespace cohort

@@ -156,9 +156,9 @@ int Supervisor::Finish() {
   } else if (status == 0) {
     Say(absl::StrCat("job ", o_.job_id, " finished"));
   } else {
-    const std::string reason = o_.failure_reason();
+    if (!verdict_.has_value()) verdict_ = o_.failure_reason();
     Say(absl::StrCat("job ", o_.job_id, " failed (exit status ", status, ")",
-                     reason.empty() ? "" : ": ", reason));
+                     verdict_->empty() ? "" : ": ", *verdict_));
   }
   return status;
 }
@@ -184,6 +184,7 @@ void Supervisor::EndWithin(absl::Duration extra, std::string why, absl::Time now
 }
 
 void Supervisor::Terminate(absl::Duration grace, absl::Time now) {
+  if (!verdict_.has_value()) verdict_ = o_.failure_reason();
   for (int m : Running()) table_.Stop(m);
   phase_ = Phase::kTerminating;
   deadline_ = now + grace;

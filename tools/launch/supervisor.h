@@ -49,7 +49,8 @@ struct SupervisorOptions {
   // after that, however, leaves the job's result as it is.
   std::function<bool()> job_done = [] { return false; };
   // Why the scheduler recorded the job FAILED (its journal; "" when it did not): the launcher's
-  // last line says it too, so that both verdicts read the same.
+  // last line says it too, so that both verdicts read the same. Read before the launcher stops
+  // the members: a scheduler it stopped records only that.
   std::function<std::string()> failure_reason = [] { return std::string(); };
 };
 
@@ -132,6 +133,7 @@ class Supervisor {
   absl::Duration ending_wait_;          // how long the job has to end on its own
   std::string ending_why_;              // why, for messages
   std::optional<int> failure_;          // the job's exit status once something failed
+  std::optional<std::string> verdict_;  // the scheduler's, before any member was stopped
   int interrupted_ = 0;                 // the signal that interrupted the launcher
   Restarts restarts_;
 };

@@ -152,7 +152,9 @@ TEST_F(SupervisorTest, AMemberThatHangsOnStopIsKilledAfterTheGrace) {
   EXPECT_EQ(said_.back(), "job job-t failed (exit status 1)");
 }
 
-// The scheduler's journal says why the job failed: the launcher's last line says the same.
+// The scheduler's journal says why the job failed: the launcher's last line says the same,
+// unless the scheduler recorded its end only once the launcher stopped it (the line above it
+// names the member that failed).
 TEST_F(SupervisorTest, TheLastLineSaysWhyTheSchedulerFailedTheJob) {
   SupervisorOptions options;
   options.failure_reason = [] { return std::string("worker 1 (host a, pid 7) failed: boom"); };
@@ -161,6 +163,18 @@ TEST_F(SupervisorTest, TheLastLineSaysWhyTheSchedulerFailedTheJob) {
   EXPECT_EQ(supervisor_->Finish(), 1);
   EXPECT_EQ(said_.back(),
             "job job-t failed (exit status 1): worker 1 (host a, pid 7) failed: boom");
+}
+
+TEST_F(SupervisorTest, AVerdictTheSchedulerRecordedOnlyOnceStoppedIsNotRepeated) {
+  SupervisorOptions options;
+  std::string journal;  // nothing yet: worker 1 failed before it joined
+  options.failure_reason = [&journal] { return journal; };
+  StartJob({}, options);
+  End(worker1_, Exited(1), absl::Seconds(1));
+  supervisor_->Tick(t0_ + absl::Seconds(4));  // SIGTERM to the others
+  journal = "the scheduler was stopped by SIGTERM";
+  EXPECT_EQ(supervisor_->Finish(), 1);
+  EXPECT_EQ(said_.back(), "job job-t failed (exit status 1)");
 }
 
 TEST_F(SupervisorTest, RemoteMembersGetLongerToStop) {
