@@ -100,6 +100,29 @@ class PythonJobTest(job_fixture.JobTestCase):
                                       rf"status {status}{why}", )
                 self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
 
+    def test_a_python_worker_failing_before_it_joins_or_killed_fails_the_job_naming_it(self):
+        """Rank 1 raises before it joins the job: the launcher names it, and the scheduler, whose
+        members the launcher then stops, names it missing. Rank 1 SIGKILLed mid-training: the scheduler
+        finds its control stream ended and fails the job naming it. Nothing is left."""
+        p = self.launch(FAILING_PROGRAM, "--raise_at=-2")
+        self.assertEqual(p.wait(timeout=60), 1, self.log("output"))
+        out = self.log("output")
+        self.assertRegex(out, r"\[worker 1\] ValueError: boom before joining")
+        self.assertRegex(out, r"launch: worker 1 \(pid \d+\) exited with status 1")
+        self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: .*stopped by SIGTERM while "
+                              r"the job formed \(missing worker 1\)")
+        self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
+
+        self.job_id += "-killed"
+        p = self.launch(FAILING_PROGRAM, "--sleep_at=3")
+        self.wait_for_output(r"^\[worker 1\] rank 1: sleeping at step 3", timeout=60)
+        os.kill(self.member_pid("worker", 1), signal.SIGKILL)
+        self.assertEqual(p.wait(timeout=60), 137, self.log("output"))
+        out = self.log("output")
+        self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: worker 1 \(host [^,]+, pid "
+                              r"\d+\) is dead: its control stream ended")
+        self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
+
     def test_a_waiting_call_lets_the_programs_other_threads_run(self):
         p = self.launch(GIL_PROBE)
         self.assertEqual(p.wait(timeout=60), 0, self.log("output"))

@@ -115,7 +115,14 @@ std::string SchedulerCore::Describe(MemberRole role, int rank) const {
   return absl::StrFormat("%s %d (host %s, pid %d)", RoleName(role), rank, m.host, m.pid);
 }
 
-void SchedulerCore::Fail(const std::string& reason) { End(JobState::kFailed, reason); }
+void SchedulerCore::Fail(const std::string& reason) {
+  const std::vector<std::string> missing = Unregistered();
+  if (state_ != JobState::kForming || missing.empty()) return End(JobState::kFailed, reason);
+  // Before the job ran: whoever had not joined is what a person looks at first (a member whose
+  // program failed before it joined, and the launcher then stopped the others).
+  End(JobState::kFailed, absl::StrCat(reason, " while the job formed (missing ",
+                                      absl::StrJoin(missing, ", "), ")"));
+}
 
 absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   absl::MutexLock lock(&mu_);
@@ -496,10 +503,7 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
 
 void SchedulerCore::Stop(const std::string& reason) {
   absl::MutexLock lock(&mu_);
-  if (state_ != JobState::kForming) return Fail(reason);
-  // Stopped before the job ran: whoever had not joined is what a person looks at first.
-  Fail(absl::StrCat(reason, " while the job formed (missing ", absl::StrJoin(Unregistered(), ", "),
-                    ")"));
+  Fail(reason);
 }
 
 std::vector<std::string> SchedulerCore::Unregistered() const {
@@ -518,10 +522,11 @@ void SchedulerCore::CheckLiveness() {
   const absl::Time now = clock_->Now();
   if (state_ == JobState::kForming) {
     if (now - started_ < spec_.form_timeout) return;
-    Fail(absl::StrCat("job ", spec_.job_id, " did not form within ",
-                      absl::FormatDuration(spec_.form_timeout), ": missing ",
-                      absl::StrJoin(Unregistered(), ", "),
-                      "; start them with --scheduler=<this scheduler's address>"));
+    End(JobState::kFailed,
+        absl::StrCat("job ", spec_.job_id, " did not form within ",
+                     absl::FormatDuration(spec_.form_timeout), ": missing ",
+                     absl::StrJoin(Unregistered(), ", "),
+                     "; start them with --scheduler=<this scheduler's address>"));
     return;
   }
   if (state_ != JobState::kRunning) return;
