@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""The wheel (//python:wheel) as a user installs it: pip install --no-index into a fresh venv
+(with Debian's numpy and torch beside it) and into a folder of Debian's Python (--target), then
+`cohortrun -np 2 python numpy_kvstore.py` and `python -m cohort.run --nproc-per-node 2 ...` from
+a folder of the user's own: both jobs end DONE, the two ranks holding the same weights.
+Usage: wheel_test.py WHEEL NUMPY_EXAMPLE JOB_PROCESSES_PY
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+WHEEL, NUMPY_EXAMPLE, JOB_PROCESSES = (os.path.abspath(p) for p in sys.argv[1:4])
+sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
+from job_processes import wait_job_gone  # noqa: E402
+
+PYTHON = "/usr/bin/python3"  # Debian's
+
+
+class WheelTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.user = os.path.join(self.dir, "my-project")  # where the user's script lives
+        os.mkdir(self.user)
+        shutil.copy(NUMPY_EXAMPLE, self.user)
+
+    def run_job(self, command, job, **extra):
+        """Runs command in the user's folder, with nothing of the build in its environment."""
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COHORT_LAUNCH")}
+        env.update(extra, COHORT_JOB_ID=job, TMPDIR=self.dir)
+        done = subprocess.run(command, cwd=self.user, env=env, capture_output=True, text=True,
+                              timeout=180)
+        out = done.stdout + done.stderr
+        self.assertEqual(done.returncode, 0, out)
+        self.assertIn("job DONE: all 2 workers finished", out)
+        weights = re.findall(r"\] rank \d of 2: last batch loss .* w\[1\] (\S+)", out)
+        self.assertEqual(len(weights), 2, out)
+        self.assertEqual(weights[0], weights[1], out)
+        self.assertEqual(wait_job_gone(job, 5), [])
+
+    def test_cohortrun_from_a_venv(self):
+        venv = os.path.join(self.dir, "venv")
+        subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", venv], check=True)
+        subprocess.run([f"{venv}/bin/pip", "install", "--no-index", "-q", WHEEL], check=True)
+        self.run_job(["cohortrun", "-np", "2", "python", "numpy_kvstore.py"],
+                     f"wheel-venv-{os.getpid()}", PATH=f"{venv}/bin:{os.environ['PATH']}")
+
+    def test_python_m_cohort_run_from_a_target_folder(self):
+        target = os.path.join(self.dir, "site")
+        subprocess.run([PYTHON, "-m", "pip", "install", "--no-index", "-q", "--target", target,
+                        WHEEL], check=True)
+        self.run_job([PYTHON, "-m", "cohort.run", "--nproc-per-node", "2", "-s", "1", PYTHON,
+                      "numpy_kvstore.py"], f"wheel-target-{os.getpid()}", PYTHONPATH=target)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])
