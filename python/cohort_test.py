@@ -2,7 +2,7 @@
 """The cohort package on the local kvstore: values land in the caller's own memory; an array
 handed to pushpull stays the kvstore's (its memory held in place) until wait(); numpy arrays
 and CPU torch tensors both work; wrong dtypes, shapes, layouts and non-arrays are cohort.Error
-naming the key and what to do.
+naming the key and what to do. cohortrun's options become the launcher's command line.
 Usage: cohort_test.py PATH/TO/cohort/__init__.py
 """
 
@@ -14,6 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[1]))))
 import cohort  # noqa: E402
+from cohort import run  # noqa: E402
 
 try:
     import torch
@@ -94,6 +95,30 @@ class KVStoreTest(unittest.TestCase):
         torch.testing.assert_close(out, torch.arange(6.0).reshape(2, 3) - 0.5)
         with self.assertRaisesRegex(cohort.Error, "not C-contiguous"):
             self.kv.pull(7, torch.zeros(3, 2).t())
+
+
+
+class CohortrunTest(unittest.TestCase):
+    def test_horovod_and_torchrun_options_become_the_launchers(self):
+        launch = "/nowhere/bin/launch"
+        self.assertEqual(run.launch_command(["-np", "4", "python", "train.py", "-n", "3"], launch),
+                         [launch, "-n", "4", "--", "python", "train.py", "-n", "3"])
+        self.assertEqual(
+            run.launch_command(["--nproc-per-node", "2", "-H", "a,b:3", "--shard_replicas=2",
+                                "python", "t.py"], launch),
+            [launch, "-n", "4", "-H", "a:2,b:2", "--shard_replicas=2", "--", "python", "t.py"])
+        self.assertEqual(run.launch_command(["--nproc_per_node=3", "-s", "1", "t"], launch),
+                         [launch, "-n", "3", "-s", "1", "--", "t"])
+
+    def test_wrong_options_are_said(self):
+        for argv, said in ((["-np", "x", "t"], "-np x: a number of processes"),
+                           (["--verbose", "t"], "unknown option --verbose"),
+                           (["-np", "2"], "no program to run"),
+                           (["python", "t.py"], "how many workers?"),
+                           (["--hostfile", "/no/such", "t"], "--hostfile /no/such: no such file")):
+            with self.assertRaises(run.UsageError) as e:
+                run.launch_command(argv, "/nowhere/bin/launch")
+            self.assertIn(said, str(e.exception))
 
 
 if __name__ == "__main__":
