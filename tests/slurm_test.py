@@ -5,10 +5,14 @@ slurm-wlm and munge, started by the test in a folder of its own; tests/slurm_clu
 - a LeNet job (2 shards + 2 workers as 4 srun tasks, the scheduler in the batch script, mutual
   TLS and a token made for the job) trains into the local job's accuracy band and leaves nothing
   in its folder but its output and the model (the job's key and token are gone);
-- scancel mid-job: it reads as cancelled, and every process of the job is gone soon after.
+- scancel mid-job: it reads as cancelled, and every process of the job is gone soon after;
+- a Python program as the workers (`-- python3 numpy_kvstore.py`): it joins from the COHORT_*
+  variables the script sets (TLS included) and learns, both ranks holding the same weights; one
+  that raises fails the job naming its rank and the exception.
 
 Needs root and slurm-wlm + munge; skipped with a message otherwise.
-Usage: slurm_test.py SBATCH_SCRIPT JOB_PROCESSES_PY SCHEDULER SHARD WORKER
+Usage: slurm_test.py SBATCH_SCRIPT JOB_PROCESSES_PY SCHEDULER SHARD WORKER COHORT_INIT_PY
+       NUMPY_EXAMPLE FAILING_PROGRAM
 """
 
 import os
@@ -22,6 +26,7 @@ import unittest
 
 SBATCH, JOB_PROCESSES = (os.path.abspath(p) for p in sys.argv[1:3])
 BINARIES = [os.path.abspath(p) for p in sys.argv[3:6]]
+COHORT_INIT, NUMPY_EXAMPLE, FAILING_PROGRAM = (os.path.abspath(p) for p in sys.argv[6:9])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from job_processes import job_pids, kill_job  # noqa: E402
@@ -50,16 +55,17 @@ class SlurmTest(unittest.TestCase):
             os.symlink(path, os.path.join(cls.bin, os.path.basename(path)))
         cls.env = dict(cls.slurm.env, COHORT_HOME=HOME, COHORT_BIN=cls.bin)
 
-    def submit(self, name, *worker_flags):
+    def submit(self, name, *worker_flags, program=None, env=None):
+        """A job of 2 shards and 2 workers: the C++ worker training LeNet with worker_flags, or
+        `program` (a command)."""
         work = os.path.join(self.dir, name)
         os.mkdir(work)
         output = os.path.join(work, "out.txt")
+        workers = program or ["--model=lenet", "--dataset=fashion-mnist", *worker_flags]
         r = subprocess.run(
             ["sbatch", "--parsable", "--ntasks=4", f"--nodes={self.nodes}", f"--chdir={work}",
-             f"--output={output}",
-             SBATCH, "--shards", "2", "--", "--model=lenet", "--dataset=fashion-mnist",
-             *worker_flags],
-            env=self.env, capture_output=True, text=True, timeout=60)
+             f"--output={output}", SBATCH, "--shards", "2", "--", *workers],
+            env=dict(self.env, **(env or {})), capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         job = r.stdout.strip().split(";")[0]
         self.addCleanup(kill_job, f"slurm-{job}")
@@ -99,6 +105,28 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(os.path.dirname(output))),
                          [f"model-{job}.safetensors", "out.txt"])
 
+    def test_a_python_program_runs_as_the_workers(self):
+        python = {"PYTHONPATH": os.path.dirname(os.path.dirname(COHORT_INIT))}
+        job, output = self.submit("python", program=["/usr/bin/python3", NUMPY_EXAMPLE],
+                                  env=python)
+        self.assertTrue(self.wait_gone(job, 300), self.read(output) + self.slurm.logs())
+        out = self.read(output)
+        self.assertIn("job DONE: all 2 workers finished", out)
+        weights = re.findall(r"(?m)^\[worker\] \d: rank \d of 2: last batch loss .* w\[1\] (\S+)$",
+                             out)
+        self.assertEqual(len(weights), 2, out)
+        self.assertEqual(weights[0], weights[1], out)
+        self.assertIn("(with the job's token)", out)  # TLS and the token, from the variables
+        self.assertEqual(job_pids(f"slurm-{job}"), [], "processes of the job left")
+
+        job, output = self.submit("python-raises", env=python,
+                                  program=["/usr/bin/python3", FAILING_PROGRAM, "--raise_at=5"])
+        self.assertTrue(self.wait_gone(job, 300), self.read(output) + self.slurm.logs())
+        self.assertRegex(self.read(output), r"job FAILED: worker 1 \(host [^,]+, pid \d+\) "
+                                            r"failed: the program exited with status 1: "
+                                            r"ValueError: boom at step 5")
+        self.assertEqual(job_pids(f"slurm-{job}"), [], "processes of the job left")
+
     def test_scancel_mid_job_leaves_no_process(self):
         job, output = self.submit("cancel", "--epochs=50")
         deadline = time.monotonic() + 120
@@ -132,6 +160,7 @@ class SlurmTwoNodesTest(SlurmTest):
     # The one-node cases run once, above.
     test_lenet_job_trains_into_the_band = None
     test_scancel_mid_job_leaves_no_process = None
+    test_a_python_program_runs_as_the_workers = None
 
 
 if __name__ == "__main__":
