@@ -71,7 +71,8 @@ class PythonJobTest(job_fixture.JobTestCase):
 
     def test_an_exception_in_a_python_worker_fails_the_job_naming_it(self):
         """Rank 1 raises at step 5: the job fails naming worker 1, its host and the exception's
-        last line; rank 0's wait ends with an error; nothing is left running."""
+        last line, and so does rank 0's wait; the launcher's last line says the same; nothing is
+        left running."""
         p = self.launch(FAILING_PROGRAM, "--raise_at=5")
         self.assertEqual(p.wait(timeout=60), 1, self.log("output"))
         out = self.log("output")
@@ -79,7 +80,7 @@ class PythonJobTest(job_fixture.JobTestCase):
                    r"ValueError: boom at step 5 \(failing_program.py, line \d+\)")
         self.assertRegex(out, r"\[scheduler\] scheduler: job FAILED: " + verdict)
         self.assertRegex(out, rf"launch: job {self.job_id} failed \(exit status 1\): " + verdict)
-        self.assertRegex(out, r"\[worker 0\] cohort._cohort.Error: ")  # its wait ended
+        self.assertRegex(out, r"\[worker 0\] cohort._cohort.Error: the job failed: " + verdict)
         self.assertNotIn("job DONE", out)
         self.assertEqual(wait_job_gone(self.job_id, 5), [], out)
 

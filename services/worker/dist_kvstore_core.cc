@@ -135,7 +135,7 @@ absl::Status DistKVStoreCore::Wait(int64_t key) {
   if (!failure.ok()) {
     // The caller may free its tensors once this returns: nothing may touch them any more.
     StopStreams();
-    return failure;
+    return WithTheJobsVerdict(std::move(failure));
   }
   // Every answer is in, so the shard has read the whole push: the transport lets go of the
   // gradient's memory at once, if it has not already.
@@ -224,6 +224,10 @@ void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {
       return;
     }
   }
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (stream_error_.ok()) closed_by_shard_ = true;
+  }
   // A dead shard's stream ends Unavailable; a shard that refused a push ends it with the
   // refusal's code (Recover tells the two apart).
   StopOnFailure(shard, absl::Status(status.ok() ? absl::StatusCode::kUnavailable : status.code(),
@@ -236,6 +240,19 @@ void DistKVStoreCore::OnStreamEnd(int shard, const absl::Status& status) {
                                                      ? " (did the shard die?)"
                                                      : "")))
       .IgnoreError();  // kept for the wait it ends
+}
+
+absl::Status DistKVStoreCore::WithTheJobsVerdict(absl::Status failure) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_by_shard_) return failure;
+  }
+  // A shard closes its streams only as it leaves a job that ended.
+  for (const absl::Time deadline = absl::Now() + kVerdictWait; absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(10))) {
+    if (absl::Status end = membership_->end_status(); !end.ok()) return end;
+  }
+  return failure;
 }
 
 absl::Status DistKVStoreCore::StopOnFailure(int shard, absl::Status failure) {

@@ -152,6 +152,9 @@ class DistKVStoreCore : private AnswerReceiver {
   };
   // How long a worker waits for the scheduler to name the backup leading a dead shard's parts.
   static constexpr absl::Duration kTakeOverWait = absl::Seconds(30);
+  // How long a wait ended by a shard closing its stream (it leaves a job that ended) waits for
+  // this worker to hear the job's verdict, which says why (a heartbeat's answer).
+  static constexpr absl::Duration kVerdictWait = absl::Seconds(2);
 
   void OnAnswers(int shard, absl::Span<const Answer> answers) override;
   void OnStreamEnd(int shard, const absl::Status& status) override;
@@ -169,6 +172,9 @@ class DistKVStoreCore : private AnswerReceiver {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a wait ended early: a refused answer, a stream's end, the job's end.
   absl::Status Interrupted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A wait that a shard's clean close ended: the job's verdict once this worker hears it
+  // (within kVerdictWait), else `failure` as it is.
+  absl::Status WithTheJobsVerdict(absl::Status failure) ABSL_LOCKS_EXCLUDED(mu_);
   // The error of a wait for key k that saw no answer for answer_timeout.
   absl::Status TimedOut(int64_t key, const Key& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rank 0 says so when some shards hold no part (more shards than parts).
@@ -202,6 +208,7 @@ class DistKVStoreCore : private AnswerReceiver {
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);
+  bool closed_by_shard_ ABSL_GUARDED_BY(mu_) = false;  // stream_error_ is a clean close
   int64_t answers_ ABSL_GUARDED_BY(mu_) = 0;  // answers accepted so far: a wait's progress
   // The newest membership generation the scheduler spoke of (shards_'s, or one past it: the
   // store stops and regroups there).

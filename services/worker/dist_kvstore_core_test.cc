@@ -289,6 +289,21 @@ TEST_F(DistKVStoreCoreTest, TheJobEndingMidWaitEndsTheWaitWithItsReason) {
   ExpectStopped(transport_, kv_.get());
 }
 
+// A shard that leaves a job that failed closes its streams before this worker hears the end:
+// the wait ends with the job's verdict (its next heartbeat's), not with the closed stream.
+TEST_F(DistKVStoreCoreTest, AStreamClosedByAShardLeavingEndsTheWaitWithTheJobsVerdict) {
+  Make();
+  PushKey0();
+  absl::Status status;
+  std::thread waiter([&] { status = kv_->Wait(0); });
+  transport_->EndStream(1, absl::OkStatus());
+  absl::SleepFor(absl::Milliseconds(50));
+  membership_->End(absl::AbortedError("the job failed: worker 1 failed: ValueError: boom"));
+  waiter.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "ValueError: boom")) << status;
+}
+
 TEST_F(DistKVStoreCoreTest, PullWithNothingInFlightReadsTheShardsAndNamesAnUnreachableOne) {
   Make();
   Tensor out(Shape{6});
