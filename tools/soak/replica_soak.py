@@ -26,10 +26,7 @@ import sys
 import tempfile
 import time
 
-from soak_common import members, report_rss, sample_rss
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
-from job_processes import kill_job, wait_job_gone  # noqa: E402
+from soak_common import kill_job, members, report_rss, sample_rss, wait_job_gone
 
 SHARDS = 3
 ROLL_BACK = r"rolling back|rolled back|back to step|every shard is back at step"

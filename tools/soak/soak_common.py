@@ -1,11 +1,12 @@
-"""What the soaks share: the job's processes, their memory over time, and the memory check."""
+"""What the soaks share: the job's processes (and job_processes.py's helpers for them), their
+memory over time, and the memory check."""
 
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
-from job_processes import environ_of, job_pids  # noqa: E402
+from job_processes import environ_of, job_pids, kill_job, wait_job_gone  # noqa: E402,F401
 
 
 def rss_kib(pid):
