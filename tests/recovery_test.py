@@ -311,12 +311,12 @@ class RecoveryTest(job_fixture.JobTestCase):
         holds) 20-300 ms after the restarted shard holds its copies, a random shard is
         SIGKILLed; its shares go to their backups and it comes back as their backup. The job
         ends with the uninterrupted model bit for bit, with no roll back, each kill's next step
-        within 1 s. The seed is printed."""
+        within 1 s. The seed is printed (RANDOM_KILLS_SEED repeats it)."""
         case = LENET._replace(worker=[*LENET.worker[:-2], "--epochs=20", "--log_interval=100"],
                               total_steps=2000)
         name = "random-kills"
-        seed = random.SystemRandom().randrange(1 << 30)
-        print(f"\nseed {seed}", file=sys.stderr)
+        seed = int(os.environ.get("RANDOM_KILLS_SEED") or random.SystemRandom().randrange(1 << 30))
+        print(f"\nseed {seed} (RANDOM_KILLS_SEED={seed} repeats it)", file=sys.stderr)
         chooser = random.Random(seed)
         want = self.uninterrupted(case)
         launcher, job, worker, model = self.start_replicated(

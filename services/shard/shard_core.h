@@ -237,6 +237,9 @@ class ShardCore {
     };
     std::vector<HeldAnswer> held ABSL_GUARDED_BY(mu);
     std::vector<float> forwarded ABSL_GUARDED_BY(mu);
+    // The newest version the backup is known to hold (its acknowledgement, or the same Init):
+    // an answer of a version it holds goes at once.
+    int64_t backed_up_version ABSL_GUARDED_BY(mu) = -1;
     // By rank, the version of its latest push that an update taken from the leader held (-1:
     // none, or the rank has pushed to this shard since); empty until the first such update.
     std::vector<int64_t> replicated_pushes ABSL_GUARDED_BY(mu);
@@ -302,7 +305,8 @@ class ShardCore {
   // the version the pushes were computed on.
   void Forward(PartId id, PartState* p, float lr, int rank, int64_t pushed_on)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
-  // The backup holds version `version`: its held answers go, with the part's current value.
+  // The backup holds version `version` (or the link gave up on it): its held answers go, with
+  // the part's current value.
   void SendHeldAnswers(PartId id, PartState* p, int64_t version) ABSL_LOCKS_EXCLUDED(p->mu);
   // ApplyReplica of a copy: the part, created if the shard does not hold it, takes it whole.
   absl::Status TakeCopy(const ReplicaUpdate& update);

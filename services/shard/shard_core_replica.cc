@@ -18,6 +18,7 @@ absl::Status ShardCore::SetBackup(PartId id, ReplicaLink* link) {
   ASSIGN_OR_RETURN(PartState * p, FindPart(id, "backup"));
   absl::MutexLock lock(&p->mu);
   p->backup = link;
+  p->backed_up_version = p->version;  // rank 0 initialised both alike
   return absl::OkStatus();
 }
 
@@ -40,8 +41,12 @@ absl::Status ShardCore::AddBackup(absl::Span<const PartId> parts, int share, Rep
     const PartCopy copy = CopyOf(*p, share);
     // Under the part's lock: its next update is forwarded after the copy, to the same link.
     p->backup = link;
-    link->Forward(ReplicaUpdate{parts[i], p->version, 0, p->value->data, -1, 0, &copy},
-                  [left, done] {
+    p->backed_up_version = -1;
+    const PartId id = parts[i];
+    const int64_t version = p->version;
+    link->Forward(ReplicaUpdate{id, version, 0, p->value->data, -1, 0, &copy},
+                  [this, id, p, version, left, done] {
+                    SendHeldAnswers(id, p, version);
                     if (left->fetch_sub(1) == 1) (*done)();
                   });
   }
@@ -127,7 +132,7 @@ absl::Status ShardCore::TakeCopy(const ReplicaUpdate& u) {
 }
 
 void ShardCore::Answer(PartId id, PartState* p, PartSink* reply_to) {
-  if (p->backup == nullptr) {
+  if (p->backup == nullptr || p->backed_up_version >= p->version) {
     reply_to->Send(id, p->version, p->value->data, &p->value->readers);
     return;
   }
@@ -146,6 +151,7 @@ void ShardCore::Forward(PartId id, PartState* p, float lr, int rank, int64_t pus
 
 void ShardCore::SendHeldAnswers(PartId id, PartState* p, int64_t version) {
   absl::MutexLock lock(&p->mu);
+  p->backed_up_version = std::max(p->backed_up_version, version);
   // In the order they were held: dist_sync's rotation of who hears first stays.
   auto kept = p->held.begin();
   for (PartState::HeldAnswer& h : p->held) {

@@ -279,6 +279,33 @@ TEST(ShardCoreReplicaTest, AShardThatCameBackTakesACopyMidTrainingAndCanLeadFrom
   }
 }
 
+// The leader dies after its backup took step 0 but before it answered; the backup, leading now,
+// gets a new backup (a shard that came back) before the workers' step 0 comes again: those
+// pushes, answered from what the part holds, go as soon as the new backup holds the copy, not
+// after an update that would never come.
+TEST(ShardCoreReplicaTest, APushAnsweredFromWhatIsHeldWaitsOnlyForTheNewBackupsCopy) {
+  const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
+  Replicated shards(config);
+  std::vector<RecordingSink> lost(2), sinks(2);
+  for (int r = 0; r < 2; ++r) PushBoth(&shards.leader, r, 0, 0, &lost[r]);
+  shards.link.Deliver(&shards.backup, /*acknowledge=*/false);
+  ShardCore joiner(3);
+  ShardConfig settings = config;
+  settings.num_parts = 0;
+  ASSERT_TRUE(joiner.Configure(settings).ok());
+  QueuedLink to_joiner;
+  bool copied = false;
+  ASSERT_TRUE(
+      shards.backup.AddBackup({kWeights, kStats}, 0, &to_joiner, [&] { copied = true; }).ok());
+  PushBoth(&shards.backup, 0, 0, 0, &sinks[0]);
+  EXPECT_TRUE(sinks[0].versions.empty());  // the copy is not held yet
+  to_joiner.Deliver(&joiner);
+  EXPECT_TRUE(copied);
+  EXPECT_EQ(sinks[0].versions, (std::vector<int64_t>{1, 1}));
+  PushBoth(&shards.backup, 1, 0, 0, &sinks[1]);
+  EXPECT_EQ(sinks[1].versions, (std::vector<int64_t>{1, 1}));  // at once: the joiner holds it
+}
+
 // Updates a backup cannot take are refused, naming the part, the versions and why.
 TEST(ShardCoreReplicaTest, AnUpdateOutOfOrderOrForALeaderOrOfAnotherSizeIsRefused) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
