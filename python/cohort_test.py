@@ -102,11 +102,12 @@ class CohortrunTest(unittest.TestCase):
     def test_horovod_and_torchrun_options_become_the_launchers(self):
         launch = "/nowhere/bin/launch"
         self.assertEqual(run.launch_command(["-np", "4", "python", "train.py", "-n", "3"], launch),
-                         [launch, "-n", "4", "--", "python", "train.py", "-n", "3"])
+                         [launch, "-n", "4", "--", sys.executable, "train.py", "-n", "3"])
         self.assertEqual(
             run.launch_command(["--nproc-per-node", "2", "-H", "a,b:3", "--shard_replicas=2",
                                 "python", "t.py"], launch),
-            [launch, "-n", "4", "-H", "a:2,b:2", "--shard_replicas=2", "--", "python", "t.py"])
+            [launch, "-n", "4", "-H", "a:2,b:2", "--shard_replicas=2", "--", sys.executable,
+             "t.py"])
         self.assertEqual(run.launch_command(["--nproc_per_node=3", "-s", "1", "t"], launch),
                          [launch, "-n", "3", "-s", "1", "--", "t"])
 

@@ -7,7 +7,8 @@
     python -m cohort.run -np 2 python train.py             # the same, without the entry point
 
 It runs the launcher the package carries (the scheduler, the shards and the workers; the
-program after the options is each worker's). Options: -np N (workers), -H HOSTS, --hostfile
+program after the options is each worker's; `python` or `python3` there is the interpreter
+cohortrun runs in). Options: -np N (workers), -H HOSTS, --hostfile
 FILE, --nproc-per-node K (K workers on each host, or here), -s N / --num-shards N (default: one
 per worker); any other launcher option in its --name=value form (launch --help lists them),
 e.g. --shard_replicas=2 --restart_failed_shards.
@@ -84,6 +85,9 @@ def launch_command(argv, launcher):
     program = argv[i:]
     if not program:
         raise UsageError("no program to run: cohortrun [options] python train.py")
+    if program[0] in ("python", "python3"):
+        # The interpreter cohortrun runs in (a venv's, with the package), as torchrun does.
+        program = [sys.executable, *program[1:]]
     for name, v in (("-np", workers), ("--nproc-per-node", per_node), ("-s", shards)):
         if v is not None and (not v.isdigit() or int(v) < 1):
             raise UsageError(f"{name} {v}: a number of processes, at least 1")
