@@ -251,13 +251,9 @@ class RecoveryTest(job_fixture.JobTestCase):
         want = self.uninterrupted(LENET_LONGER)
         launcher, job, worker, model = self.start_replicated(name, LENET_LONGER, 2,
                                                              ["--restart_failed_shards"])
-        deadline = time.monotonic() + 300
         self.kill_and_time_next_step(name, job, worker, [1])
-        held = r"scheduler: warning: shard 1 holds its copy of share 1 \(led by shard 0\)"
-        while not re.search(held, self.log(name)):
-            self.assertLess(time.monotonic(), deadline, self.log(name))
-            self.assertIsNone(launcher.poll(), self.log(name))
-            time.sleep(0.01)
+        self.wait_for(name, launcher,
+                      r"scheduler: warning: shard 1 holds its copy of share 1 \(led by shard 0\)")
         self.kill_and_time_next_step(name, job, worker, [0])
         self.assertEqual(launcher.wait(timeout=600), 0, self.log(name))
         self.assertEqual(wait_job_gone(job, 5), [])
@@ -288,11 +284,8 @@ class RecoveryTest(job_fixture.JobTestCase):
         want = self.uninterrupted(LENET_LONGER)
         launcher, job, worker, model = self.start_replicated(name, LENET_LONGER, 4,
                                                              ["--restart_failed_shards"])
-        deadline = time.monotonic() + 300
         self.kill_and_time_next_step(name, job, worker, [1])
-        while "scheduler: warning: shard 1 is back" not in self.log(name):
-            self.assertLess(time.monotonic(), deadline, self.log(name))
-            time.sleep(0.001)
+        self.wait_for(name, launcher, "scheduler: warning: shard 1 is back")
         self.kill_and_time_next_step(name, job, worker, [3])
         self.assertEqual(launcher.wait(timeout=600), 0, self.log(name))
         self.assertEqual(wait_job_gone(job, 5), [])

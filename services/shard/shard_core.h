@@ -41,7 +41,7 @@ class PartSink {
 // back into the job after a death): what its updates build on.
 struct PartCopy {
   int share = -1;  // whose share of the model the part is (the partition map's shard)
-  const ShardConfig* config = nullptr;  // the leader's settings
+  const ShardConfig* config = nullptr;  // the leader's settings (sent with a link's first copy)
   OptimizerState optimizer;             // none for an auxiliary part
   // By rank, the version of the latest push the value holds (-1: none): a worker's push sent
   // again to the backup once it leads is answered, not applied twice.

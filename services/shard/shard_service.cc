@@ -259,10 +259,8 @@ absl::Status ShardService::TakeReplica(const v1::ReplicaUpdate& u) {
   ASSIGN_OR_RETURN(const absl::Span<const float> values, FloatsOf(u.values(), u));
   ReplicaUpdate update{{u.key(), u.part()}, u.version(), u.lr(), values, u.rank(), u.pushed_on()};
   if (!u.copy()) return core_->ApplyReplica(update);
-  const std::optional<ShardConfig> config = core_->config();
   PartCopy copy;
   copy.share = u.part_set();
-  copy.config = config.has_value() ? &*config : nullptr;
   for (const auto& [name, bytes] : u.optimizer()) {
     ASSIGN_OR_RETURN(const absl::Span<const float> tensor, FloatsOf(bytes, u));
     copy.optimizer.tensors[name].assign(tensor.begin(), tensor.end());

@@ -246,13 +246,12 @@ absl::Status DistKVStoreCore::WithTheJobsVerdict(absl::Status failure) {
   {
     absl::MutexLock lock(&mu_);
     if (!closed_by_shard_) return failure;
+    // A shard closes its streams only as it leaves a job that ended: the end listener says when
+    // this worker hears of it.
+    mu_.AwaitWithTimeout(absl::Condition(&job_ended_), kVerdictWait);
   }
-  // A shard closes its streams only as it leaves a job that ended.
-  for (const absl::Time deadline = absl::Now() + kVerdictWait; absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(10))) {
-    if (absl::Status end = membership_->end_status(); !end.ok()) return end;
-  }
-  return failure;
+  const absl::Status end = membership_->end_status();
+  return end.ok() ? failure : end;
 }
 
 absl::Status DistKVStoreCore::StopOnFailure(int shard, absl::Status failure) {

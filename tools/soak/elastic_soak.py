@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from soak_common import kill_job, members, report_rss, sample_rss, wait_job_gone
+from soak_common import finish, kill_job, members, sample_rss, wait_job_gone
 
 
 def start_worker(job, work, worker, samples, number):
@@ -150,9 +150,7 @@ def main():
           f"for a restarted shard |")
     print(f"| no lost update | every element {value}; steps in the history {steps} |")
     print(f"| orphans | {len(orphans)} |")
-    report_rss(rss, args.warmup, failures)
-    print("\nsoak: " + ("PASSED" if not failures else "FAILED: " + "; ".join(failures)))
-    return 0 if not failures else 1
+    return finish(rss, args.warmup, failures)
 
 
 if __name__ == "__main__":

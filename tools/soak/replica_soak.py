@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from soak_common import kill_job, members, report_rss, sample_rss, wait_job_gone
+from soak_common import finish, kill_job, members, sample_rss, wait_job_gone
 
 SHARDS = 3
 ROLL_BACK = r"rolling back|rolled back|back to step|every shard is back at step"
@@ -112,9 +112,7 @@ def main():
     print(f"| roll backs | {roll_backs} |")
     print(f"| no lost step | every element {value}; steps in the job {steps} |")
     print(f"| orphans | {len(orphans)} |")
-    report_rss(rss, args.warmup, failures)
-    print("\nsoak: " + ("PASSED" if not failures else "FAILED: " + "; ".join(failures)))
-    return 0 if not failures else 1
+    return finish(rss, args.warmup, failures)
 
 
 if __name__ == "__main__":

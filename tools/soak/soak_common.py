@@ -39,6 +39,13 @@ def sample_rss(rss, live, now):
             rss.setdefault(pid, (name, now, []))[2].append((now, kib))
 
 
+def finish(rss, warmup, failures):
+    """Reports memory (report_rss), then the verdict; the soak's exit status."""
+    report_rss(rss, warmup, failures)
+    print("\nsoak: " + ("PASSED" if not failures else "FAILED: " + "; ".join(failures)))
+    return 0 if not failures else 1
+
+
 def report_rss(rss, warmup, failures):
     """Prints, for every process that lived past its warm-up and 2 minutes more, its RSS at the
     end of the warm-up and the most after; a growth past 10% is a failure."""
