@@ -191,6 +191,9 @@ class ShardCore {
                          std::function<void()> copied);
   // Every part goes on without a backup (the job ended).
   void DropBackups();
+  // The parts still forwarding to link (one that gave up: the same as none) go on without a
+  // backup, so that the link may go.
+  void DropBackupLink(const ReplicaLink* link);
   // The shard backs the part up: it takes the leader's update (the next version, or refused
   // naming both versions). Once it leads the part itself (its leader died), a worker's push
   // that an update taken so held already is answered with the current value, not applied

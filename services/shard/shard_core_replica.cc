@@ -53,6 +53,14 @@ absl::Status ShardCore::AddBackup(absl::Span<const PartId> parts, int share, Rep
   return absl::OkStatus();
 }
 
+void ShardCore::DropBackupLink(const ReplicaLink* link) {
+  absl::ReaderMutexLock lock(&mu_);
+  for (auto& [id, p] : parts_) {
+    absl::MutexLock part_lock(&p->mu);
+    if (p->backup == link) p->backup = nullptr;
+  }
+}
+
 void ShardCore::DropBackups() {
   absl::ReaderMutexLock lock(&mu_);
   for (auto& [id, p] : parts_) {

@@ -306,6 +306,17 @@ TEST(ShardCoreReplicaTest, APushAnsweredFromWhatIsHeldWaitsOnlyForTheNewBackupsC
   EXPECT_EQ(sinks[1].versions, (std::vector<int64_t>{1, 1}));  // at once: the joiner holds it
 }
 
+// A link that gave up is dropped: its parts answer at once, as without a backup.
+TEST(ShardCoreReplicaTest, APartWhoseLinkIsDroppedGoesOnWithoutABackup) {
+  const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
+  Replicated shards(config);
+  shards.leader.DropBackupLink(&shards.link);
+  std::vector<RecordingSink> sinks(2);
+  for (int r = 0; r < 2; ++r) PushBoth(&shards.leader, r, 0, 0, &sinks[r]);
+  EXPECT_EQ(sinks[0].versions, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(shards.link.pending(), 0u);
+}
+
 // Updates a backup cannot take are refused, naming the part, the versions and why.
 TEST(ShardCoreReplicaTest, AnUpdateOutOfOrderOrForALeaderOrOfAnotherSizeIsRefused) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");

@@ -311,6 +311,16 @@ grpc::Status ShardService::Back(grpc::ServerContext*, const v1::BackRequest* req
                                        request->part_set(), ", which ", who, " was to back up"));
     }
     parts.assign(it->second.begin(), it->second.end());
+    // Links to backups that died go, with what they hold (a shard serves a Back at every
+    // comeback of another: they would pile up).
+    for (auto l = links_.begin(); l != links_.end();) {
+      if (!(*l)->broken()) {
+        ++l;
+        continue;
+      }
+      core_->DropBackupLink(l->get());
+      l = links_.erase(l);
+    }
     links_.push_back(make_link_(request->address()));
     link = links_.back().get();
   }
