@@ -9,7 +9,9 @@ from their leaders. It checks:
     and no roll back is logged;
   - every kill was taken over: one hand-over a kill in the scheduler's log;
   - memory: the RSS of every process that lived through the warm-up stays within 10% of its
-    RSS at the end of the warm-up;
+    RSS at the end of the warm-up in the same role: a shard's role is the shares it leads and
+    backs up (read from the log as the job runs), since leading a share adds the workers'
+    streams for it (with a pair of shared-memory rings each), a step, not a leak;
   - no orphan: nothing of the job is left once the launcher exits.
 It prints a report (markdown) and exits non-zero when a check fails.
 
@@ -29,7 +31,50 @@ import time
 from soak_common import finish, kill_job, members, sample_rss, wait_job_gone
 
 SHARDS = 3
+DIED = re.compile(r"scheduler: warning: shard (\d+) \(host .*\) died \(.*\): (.*)")
+LEADS = re.compile(r"shard (\d+) \(host [^)]*\) leads share (\d+)")
+BACKS = re.compile(r"^\[shard (\d+)\] shard \d+: backs up share (\d+) ")
 ROLL_BACK = r"rolling back|rolled back|back to step|every shard is back at step"
+
+
+class ShareRoles:
+    """What each shard rank leads and backs up, followed in the job's log as it grows: at first
+    shard r leads share r (its backup is the next shard's first share), a dead shard's shares
+    go to the ranks the scheduler names, and a shard that comes back leads nothing and backs up
+    what it says it copied."""
+
+    def __init__(self, log_path):
+        self.log_path, self.offset, self.rest = log_path, 0, b""
+        self.leads = {r: {r} for r in range(SHARDS)}
+        self.backs = {r: {(r - 1) % SHARDS} for r in range(SHARDS)}
+
+    def follow(self):
+        with open(self.log_path, "rb") as f:
+            f.seek(self.offset)
+            data = self.rest + f.read()
+            self.offset = f.tell()
+        *lines, self.rest = data.split(b"\n")
+        for line in lines:
+            self.read(line.decode(errors="replace"))
+
+    def read(self, line):
+        died = DIED.search(line)
+        if died:
+            dead = int(died.group(1))
+            self.leads[dead], self.backs[dead] = set(), set()
+            for rank, share in LEADS.findall(died.group(2)):
+                self.leads[int(rank)].add(int(share))
+                self.backs[int(rank)].discard(int(share))
+        backs = BACKS.search(line)
+        if backs:
+            self.backs[int(backs.group(1))].add(int(backs.group(2)))
+
+    def role(self, name):
+        if not name.startswith("shard "):
+            return None
+        rank = int(name.split()[1])
+        return (f"leads {','.join(map(str, sorted(self.leads[rank]))) or '-'}; "
+                f"backs up {','.join(map(str, sorted(self.backs[rank]))) or '-'}")
 
 
 def main():
@@ -60,13 +105,15 @@ def main():
         launcher = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=work)
     started = time.monotonic()
     next_kill = started + args.kill_every
-    rss = {}  # pid -> (name, first seen, [(t, KiB)])
+    rss = {}  # pid -> (name, first seen, [(t, KiB, role)])
+    roles = ShareRoles(log_path)
     kills = []
     try:
         while launcher.poll() is None:
             now = time.monotonic()
             live = members(job)
-            sample_rss(rss, live, now)
+            roles.follow()
+            sample_rss(rss, live, now, lambda pid: roles.role(live[pid]))
             if now >= next_kill and now - started < args.minutes * 60:
                 shards = sorted((n, pid) for pid, n in live.items() if n.startswith("shard"))
                 if shards:

@@ -31,12 +31,14 @@ def members(job):
     return out
 
 
-def sample_rss(rss, live, now):
-    """Adds each live member's RSS now to rss ({pid: (name, first seen, [(t, KiB)])})."""
+def sample_rss(rss, live, now, role_of=lambda pid: None):
+    """Adds each live member's RSS now, with its role, to rss ({pid: (name, first seen,
+    [(t, KiB, role)])}). A process's memory is compared only within one role: a shard that leads
+    another share holds the workers' streams (and rings) for it, a step that is not a leak."""
     for pid, name in live.items():
         kib = rss_kib(pid)
         if kib is not None:
-            rss.setdefault(pid, (name, now, []))[2].append((now, kib))
+            rss.setdefault(pid, (name, now, []))[2].append((now, kib, role_of(pid)))
 
 
 def finish(rss, warmup, failures):
@@ -46,21 +48,39 @@ def finish(rss, warmup, failures):
     return 0 if not failures else 1
 
 
-def report_rss(rss, warmup, failures):
+def report_rss(rss, warmup, failures, settle=10):
     """Prints, for every process that lived past its warm-up and 2 minutes more, its RSS at the
-    end of the warm-up and the most after; a growth past 10% is a failure."""
-    print("\n| process | lived (min) | RSS at warm-up end (MiB) | max after (MiB) | growth |")
-    print("|---|---|---|---|---|")
+    end of the warm-up and the most after, each in the same role; a growth past 10% is a
+    failure. A role's first samples (its first `settle` seconds, or the process's warm-up) are
+    its warm-up; its baseline is the median of the 10 s after."""
+    print("\n| process | lived (min) | role | RSS at warm-up end (MiB) | max after (MiB) | growth |")
+    print("|---|---|---|---|---|---|")
     for pid, (name, first, samples) in sorted(rss.items(), key=lambda x: x[1][0]):
         lived = samples[-1][0] - first
-        warm = [k for t, k in samples if first + warmup <= t < first + warmup + 10]
-        after = [k for t, k in samples if t >= first + warmup + 10]
-        if lived < warmup + 120 or not warm or not after:
+        if lived < warmup + 120:
             continue
-        base = statistics.median(warm)
-        growth = max(after) / base - 1
-        flag = "" if growth <= 0.10 else " (over 10%)"
-        if growth > 0.10:
-            failures.append(f"{name} (pid {pid}) RSS grew {growth:.1%}")
-        print(f"| {name} (pid {pid}) | {lived / 60:.1f} | {base / 1024:.1f} | "
-              f"{max(after) / 1024:.1f} | {growth:+.1%}{flag} |")
+        for role, settled in settled_by_role(samples, first + warmup, settle).items():
+            warm = [k for t, k in settled if t < settled[0][0] + 10]
+            after = [k for t, k in settled if t >= settled[0][0] + 10]
+            if not after:
+                continue
+            base = statistics.median(warm)
+            growth = max(after) / base - 1
+            flag = "" if growth <= 0.10 else " (over 10%)"
+            if growth > 0.10:
+                failures.append(f"{name} (pid {pid}, {role or 'its role'}) RSS grew {growth:.1%}")
+            print(f"| {name} (pid {pid}) | {lived / 60:.1f} | {role or ''} | {base / 1024:.1f} | "
+                  f"{max(after) / 1024:.1f} | {growth:+.1%}{flag} |")
+
+
+def settled_by_role(samples, warm_from, settle):
+    """{role: [(t, KiB)]}: the samples from warm_from on, less each role's first `settle`
+    seconds every time the process takes it on."""
+    out = {}
+    role, since = object(), None
+    for t, kib, r in samples:
+        if r != role:
+            role, since = r, t
+        if t >= warm_from and t >= since + settle:
+            out.setdefault(r, []).append((t, kib))
+    return out
