@@ -368,16 +368,55 @@ class RecoveryTest(job_fixture.JobTestCase):
 
     def test_a_shard_killed_while_it_writes_a_checkpoint_is_taken_over(self):
         """Shard 1 killed as the checkpoint at step 200 is being written (its folder is there):
-        taken over as at any other moment; the launcher names the newest complete checkpoint
-        (step 100, or 200 when shard 1 finished its files before it died: it writes none
-        after)."""
+        taken over as at any other moment; shard 0 writes both shares' checkpoints from then
+        on, so the launcher names the last step's as the newest complete checkpoint."""
         root = os.path.join(self.dir, "ckpt")
         self.check_backups_take_over(
             "checkpoint-takeover", 2, [1],
             flags=[f"--checkpoint_dir={root}", "--checkpoint_every=100"],
             moment=lambda: os.path.isdir(folder(root, 200)))
         self.assertRegex(self.log("checkpoint-takeover"),
-                         r"launch: newest complete checkpoint: step (100|200) ")
+                         r"launch: newest complete checkpoint: step 500 ")
+
+    def test_checkpoints_go_on_after_a_takeover_and_a_resume_of_them_is_bitwise(self):
+        """Shard 1 killed at step 150 of a replicated job with checkpoints every 40 steps:
+        shard 0 leads share 1 from then on and writes its checkpoints too (the restarted shard
+        1 backs it up and writes none), so the checkpoints after the death are complete; the
+        whole job killed once step 280's is, a replicated resume from the newest ends with the
+        uninterrupted model bit for bit."""
+        case = LENET_LONGER
+        want = self.uninterrupted(case)
+        root = os.path.join(self.dir, "ckpt")
+        launcher, job, worker, model = self.start_replicated(
+            "ckpt-after-takeover", case, 2, flags=[
+                f"--checkpoint_dir={root}", f"--checkpoint_every={case.every}",
+                "--checkpoint_keep=5", "--restart_failed_shards"])
+        os.kill(self.member(job, "shard", 1), signal.SIGKILL)
+        deadline = time.monotonic() + 300
+        while not [step for step in complete_steps(root) if step >= 280]:
+            self.assertLess(time.monotonic(), deadline, self.log("ckpt-after-takeover"))
+            self.assertIsNone(launcher.poll(), self.log("ckpt-after-takeover"))
+            time.sleep(0.02)
+        kill_job(job)
+        launcher.kill()
+        launcher.wait()
+        self.assertEqual(wait_job_gone(job, 5), [])
+        self.assertFalse(os.path.exists(model), "the job ended before it was killed")
+        out = self.log("ckpt-after-takeover")
+        taken_over = re.findall(r"\[shard 0\] shard 0: checkpoint of share 1 at step (\d+) written",
+                                out)
+        self.assertTrue(taken_over and min(map(int, taken_over)) > 150, out)
+        self.assertRegex(out, r"\[shard 1\] shard 1: backs up share 0 \(\d+ parts?\) led by shard 0")
+        back = out[out.index("[scheduler] scheduler: warning: shard 1 is back"):]
+        self.assertNotIn("[shard 1] shard 1: checkpoint", back)  # the new shard 1 leads nothing
+        newest = max(complete_steps(root))
+        resumed = os.path.join(self.dir, "resumed.safetensors")
+        out = self.run_job("resumed", "--shard_replicas=2", f"--resume={root}", model=resumed,
+                           case=case)
+        for shard in (0, 1):
+            self.assertIn(f"[shard {shard}] shard {shard}: resuming from step {newest} "
+                          f"({folder(root, newest)})", out)
+        self.assertEqual(self.model_bytes(resumed), want)
 
     def test_killed_lenet_job_resumes_bitwise(self):
         self.check_killed_job_resumes_bitwise(LENET)

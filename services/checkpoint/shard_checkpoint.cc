@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -176,9 +177,31 @@ absl::StatusOr<ShardCheckpoint> ReadShardCheckpoint(const std::string& root, int
   return c;
 }
 
+// The files of `shares` at step as one checkpoint of the first share's rank, each part once
+// (a file of an older replicated job also held the share its shard backed up); manifests,
+// when given, one per share as in `shares`.
+absl::StatusOr<ShardCheckpoint> ReadShares(const std::string& root, int64_t step,
+                                           absl::Span<const int> shares, int num_shards,
+                                           const std::vector<Manifest>* manifests) {
+  ShardCheckpoint merged;
+  absl::flat_hash_set<PartId> held;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    ASSIGN_OR_RETURN(ShardCheckpoint c,
+                     ReadShardCheckpoint(root, step, shares[i], num_shards,
+                                         manifests != nullptr ? &(*manifests)[i] : nullptr));
+    std::vector<PartCheckpoint> parts = std::move(c.parts);
+    if (i == 0) merged = std::move(c);
+    for (PartCheckpoint& part : parts) {
+      if (held.insert(part.id).second) merged.parts.push_back(std::move(part));
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
-absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
+absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root,
+                                                      absl::Span<const int> shares,
                                                       int num_shards) {
   // Checkpoints of another number of shards lack this job's manifests, which reads as damage.
   for (int64_t version : CheckpointVersions(root)) {  // newest first
@@ -199,31 +222,34 @@ absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, i
   ASSIGN_OR_RETURN(LatestCheckpoint latest,
                    FindLatestCheckpoint(root, ShardCheckpointManifests(num_shards)));
   ResumePoint point;
-  ASSIGN_OR_RETURN(point.checkpoint,
-                   ReadShardCheckpoint(root, latest.version, shard_rank, num_shards,
-                                       /*manifest=*/nullptr));  // verified whole already
+  ASSIGN_OR_RETURN(point.checkpoint, ReadShares(root, latest.version, shares, num_shards,
+                                                /*manifests=*/nullptr));  // verified whole
   point.refused = std::move(latest.refused);
   point.damaged = std::move(latest.damaged);
   return point;
 }
 
 absl::StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& root, int64_t step,
-                                                    int shard_rank, int num_shards) {
-  ASSIGN_OR_RETURN(const Manifest manifest, VerifyManifest(root, step,
-                                                          ShardCheckpointManifest(shard_rank),
-                                                          Check::kSizes));
-  return ReadShardCheckpoint(root, step, shard_rank, num_shards, &manifest);
+                                                    absl::Span<const int> shares,
+                                                    int num_shards) {
+  std::vector<Manifest> manifests;
+  for (int share : shares) {
+    ASSIGN_OR_RETURN(manifests.emplace_back(),
+                     VerifyManifest(root, step, ShardCheckpointManifest(share), Check::kSizes));
+  }
+  return ReadShares(root, step, shares, num_shards, &manifests);
 }
 
-std::vector<int64_t> ShardCheckpointSteps(const std::string& root, int shard_rank) {
+std::vector<int64_t> ShardCheckpointSteps(const std::string& root, absl::Span<const int> shares) {
   std::vector<int64_t> steps;
   for (int64_t version : CheckpointVersions(root)) {  // newest first
-    std::error_code error;
-    if (std::filesystem::exists(absl::StrCat(CheckpointFolder(root, version), "/",
-                                             ShardCheckpointManifest(shard_rank)),
-                                error)) {
-      steps.push_back(version);
-    }
+    const bool held = std::all_of(shares.begin(), shares.end(), [&](int share) {
+      std::error_code error;
+      return std::filesystem::exists(
+          absl::StrCat(CheckpointFolder(root, version), "/", ShardCheckpointManifest(share)),
+          error);
+    });
+    if (held) steps.push_back(version);
   }
   std::reverse(steps.begin(), steps.end());
   return steps;

@@ -7,14 +7,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "services/wire/part_id.h"
 #include "trainer/optim/optimizer.h"
 
 namespace cohort {
 
-// A shard's share of a checkpoint: its parts' values and optimizer state at one agreed step.
-// Under the checkpoint's folder (checkpoint_files.h) shard r writes shard-<r>.safetensors, then
-// shard-<r>.manifest; the checkpoint is complete when every shard's manifest verifies.
+// A share of a checkpoint (the parts the partition map gives shard r): their values and
+// optimizer state at one agreed step. Under the checkpoint's folder (checkpoint_files.h) the
+// shard leading share r writes shard-<r>.safetensors, then shard-<r>.manifest; the checkpoint
+// is complete when every share's manifest verifies. Shard r leads share r, and with replicated
+// shards also the shares whose shards died while it backed them up.
 //
 // The safetensors file holds, for each part "<key>.<part>" (F32, 1-D), its value under that name
 // and each optimizer tensor under "<key>.<part>.<name>" ("velocity"; "m", "v"). Its metadata
@@ -57,25 +60,30 @@ absl::StatusOr<ShardCheckpoint> DecodeShardCheckpoint(absl::string_view bytes,
 absl::StatusOr<int64_t> WriteShardCheckpoint(const std::string& root, const ShardCheckpoint& checkpoint);
 
 // The newest complete checkpoint under root (every one of num_shards manifests verifies) and
-// this shard's share of it, with a line for each newer checkpoint refused (naming the file and
-// why). NotFound when none is complete.
+// the parts of `shares` in it (the shard's own first; with replicated shards also those it
+// backs up), as one checkpoint of the first share's rank, with a line for each newer
+// checkpoint refused (naming the file and why). NotFound when none is complete.
 struct ResumePoint {
   ShardCheckpoint checkpoint;
   std::vector<std::string> refused;
   std::vector<int64_t> damaged;  // the newer versions refused for a file that does not match
 };
-absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root, int shard_rank,
+absl::StatusOr<ResumePoint> LoadLatestShardCheckpoint(const std::string& root,
+                                                      absl::Span<const int> shares,
                                                       int num_shards);
 
-// This shard's share of the checkpoint at `step` under root, its manifest and checksum
-// verified (a roll back: the other shards' files are not read). DataLoss naming the file when
-// it is damaged or says another step or shard; NotFound when it is missing.
+// The parts of `shares` in the checkpoint at `step` under root (as LoadLatestShardCheckpoint),
+// their manifests and checksums verified (a roll back: the other shares' files are not read).
+// DataLoss naming the file when it is damaged or says another step or shard; NotFound when it
+// is missing.
 absl::StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& root, int64_t step,
-                                                    int shard_rank, int num_shards);
+                                                    absl::Span<const int> shares,
+                                                    int num_shards);
 
-// The steps of the checkpoints under root that hold this shard's manifest, oldest first (what
-// it could roll back to; LoadShardCheckpoint verifies the one chosen).
-std::vector<int64_t> ShardCheckpointSteps(const std::string& root, int shard_rank);
+// The steps of the checkpoints under root that hold the manifests of all of `shares`, oldest
+// first (what a shard holding them could roll back to; LoadShardCheckpoint verifies the one
+// chosen).
+std::vector<int64_t> ShardCheckpointSteps(const std::string& root, absl::Span<const int> shares);
 
 // Removes this shard's files (its manifest first) from every checkpoint newer than `step`
 // under root: a job resumed at `step` writes those steps again, and a folder must never mix

@@ -84,7 +84,7 @@ TEST(ShardCheckpointTest, RefusesAnotherSafetensorsFileNamingIt) {
 TEST(ShardCheckpointTest, LoadsTheNewestCompleteOneNamingTheDamagedFile) {
   const std::string root = absl::StrCat(TmpDir(), "/shard-ckpt-load");
   std::filesystem::remove_all(root);
-  EXPECT_EQ(LoadLatestShardCheckpoint(root, 0, 2).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadLatestShardCheckpoint(root, {0}, 2).status().code(), absl::StatusCode::kNotFound);
   for (int64_t step : {10, 20}) {
     for (int shard = 0; shard < 2; ++shard) {
       ASSERT_TRUE(WriteShardCheckpoint(root, Example(step, shard)).ok());
@@ -98,7 +98,7 @@ TEST(ShardCheckpointTest, LoadsTheNewestCompleteOneNamingTheDamagedFile) {
   ASSERT_TRUE(WriteFileDurably(damaged, bytes).ok());
 
   for (int shard = 0; shard < 2; ++shard) {
-    auto point = LoadLatestShardCheckpoint(root, shard, 2);
+    auto point = LoadLatestShardCheckpoint(root, {shard}, 2);
     ASSERT_TRUE(point.ok()) << point.status();
     ExpectSame(point->checkpoint, Example(10, shard));
     ASSERT_EQ(point->refused.size(), 2u);
@@ -107,7 +107,7 @@ TEST(ShardCheckpointTest, LoadsTheNewestCompleteOneNamingTheDamagedFile) {
     EXPECT_TRUE(absl::StrContains(point->refused[1], damaged)) << point->refused[1];
   }
   // A job with another number of shards is told the number the checkpoints were written by.
-  const absl::Status other = LoadLatestShardCheckpoint(root, 0, 3).status();
+  const absl::Status other = LoadLatestShardCheckpoint(root, {0}, 3).status();
   EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(other.message(),
                                 absl::StrCat("the checkpoints in ", root,
@@ -115,19 +115,19 @@ TEST(ShardCheckpointTest, LoadsTheNewestCompleteOneNamingTheDamagedFile) {
                                              "3: resume with -s 2")))
       << other;
   // A roll back to a given step reads this shard's file only: shard 0's of step 20 is whole.
-  auto at20 = LoadShardCheckpoint(root, 20, 0, 2);
+  auto at20 = LoadShardCheckpoint(root, 20, {0}, 2);
   ASSERT_TRUE(at20.ok()) << at20.status();
   ExpectSame(*at20, Example(20, 0));
-  const absl::Status refused = LoadShardCheckpoint(root, 20, 1, 2).status();
+  const absl::Status refused = LoadShardCheckpoint(root, 20, {1}, 2).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(refused.message(), damaged)) << refused;
-  EXPECT_EQ(LoadShardCheckpoint(root, 40, 0, 2).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadShardCheckpoint(root, 40, {0}, 2).status().code(), absl::StatusCode::kNotFound);
 
   // Resumed at step 10, shard 0 takes its files out of steps 20 and 30; shard 1's stay, and
   // the folder of step 30, which held shard 0's files only, goes.
-  EXPECT_EQ(ShardCheckpointSteps(root, 1), (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(ShardCheckpointSteps(root, {1}), (std::vector<int64_t>{10, 20}));
   ASSERT_TRUE(RemoveShardFilesAfter(root, 0, 10).ok());
-  EXPECT_EQ(ShardCheckpointSteps(root, 0), (std::vector<int64_t>{10}));
+  EXPECT_EQ(ShardCheckpointSteps(root, {0}), (std::vector<int64_t>{10}));
   EXPECT_EQ(CheckpointVersions(root), (std::vector<int64_t>{20, 10}));
   EXPECT_FALSE(std::filesystem::exists(CheckpointFolder(root, 20) + "/" + ShardCheckpointFile(0)));
   EXPECT_TRUE(std::filesystem::exists(damaged));

@@ -1,6 +1,7 @@
 #ifndef COHORT_SERVICES_MEMBERSHIP_MEMBER_SESSION_H_
 #define COHORT_SERVICES_MEMBERSHIP_MEMBER_SESSION_H_
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,6 +61,8 @@ class MemberSession final : public JobMembership {
   const std::string& mode() const { return reply_.mode(); }
   // A shard that came back into a running job of replicated shards as a backup.
   bool joins_as_backup() const { return reply_.joins_as_backup(); }
+  // Copies of every parameter part (2: each has a backup on another shard).
+  int shard_replicas() const { return std::max(1, reply_.shard_replicas()); }
   const std::string& scheduler_address() const { return options_.scheduler_address; }
   // "worker 1", "shard 0": how messages name this member.
   std::string name() const override;

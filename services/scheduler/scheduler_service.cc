@@ -93,6 +93,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   reply->set_num_shards(spec.num_shards);
   reply->set_mode(std::string(KVStoreModeName(spec.mode)));
   reply->set_joins_as_backup(r.role == MemberRole::kShard && core_->JoinedAsBackup(*rank));
+  reply->set_shard_replicas(core_->spec().shard_replicas);
   // Said only where it differs from the members' default, so that one may beat faster.
   if (spec.heartbeat_interval != JobSpec().heartbeat_interval) {
     reply->set_heartbeat_interval_ms(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -9,6 +10,14 @@
 #include "services/checkpoint/checkpoint_files.h"
 
 namespace cohort {
+namespace {
+
+template <typename Map, typename Predicate>
+void EraseIf(Map& map, Predicate erase) {
+  for (auto it = map.begin(); it != map.end();) it = erase(*it) ? map.erase(it) : std::next(it);
+}
+
+}  // namespace
 
 ShardCheckpointer::ShardCheckpointer(ShardCheckpointerOptions options, ShardMetrics* metrics,
                                      std::ostream* log)
@@ -39,34 +48,54 @@ void ShardCheckpointer::Configured(const ShardConfig& config) {
   config_ = config;
 }
 
-void ShardCheckpointer::RolledBack(int64_t step) {
+void ShardCheckpointer::Holds(int share) {
   absl::MutexLock lock(&mu_);
-  gathering_.erase(gathering_.upper_bound(step), gathering_.end());
-  queued_.erase(queued_.upper_bound(step), queued_.end());
+  ++share_parts_[share];
 }
 
-void ShardCheckpointer::Add(int64_t step, PartCheckpoint part) {
+void ShardCheckpointer::RolledBack(int64_t step) {
   absl::MutexLock lock(&mu_);
-  ShardCheckpoint& c = gathering_[step];
+  const auto after = [step](auto& steps) {
+    EraseIf(steps, [step](const auto& entry) { return entry.first.first > step; });
+  };
+  after(gathering_);
+  after(queued_);
+}
+
+void ShardCheckpointer::Add(int64_t step, int share, PartCheckpoint part) {
+  absl::MutexLock lock(&mu_);
+  ShardCheckpoint& c = gathering_[{step, share}];
   c.parts.push_back(std::move(part));
-  if (static_cast<int>(c.parts.size()) < config_.num_parts) return;
+  if (static_cast<int>(c.parts.size()) < share_parts_[share]) return;
   c.step = step;
-  c.shard_rank = options_.shard_rank;
+  c.shard_rank = share;
   c.num_shards = options_.num_shards;
   c.mode = std::string(KVStoreModeName(config_.mode));
   c.num_workers = config_.num_workers;
   c.steps_per_epoch = config_.optimizer.lr_schedule.steps_per_epoch;
   c.partition_fingerprint = config_.partition_fingerprint;
-  for (const auto& [older, dropped] : queued_) {
+  // The share's older steps: queued ones are dropped, and ones still missing parts (taken
+  // over between two checkpoint steps) will never have them.
+  for (auto it = queued_.begin(); it != queued_.end();) {
+    if (it->first.second != share || it->first.first > step) {
+      ++it;
+      continue;
+    }
     *log_ << absl::StrFormat(
-        "shard %d: checkpoint at step %d not written: the one before it is still being written "
-        "and step %d is complete (a slower disk than checkpoint_every allows)\n",
-        options_.shard_rank, older, step) << std::flush;
+        "shard %d: checkpoint%s at step %d not written: the one before it is still being "
+        "written and step %d is complete (a slower disk than checkpoint_every allows)\n",
+        options_.shard_rank, OfShare(share), it->first.first, step) << std::flush;
     if (metrics_ != nullptr) metrics_->checkpoints_dropped.Increment();
+    it = queued_.erase(it);
   }
-  queued_.clear();
-  queued_.emplace(step, std::move(c));
-  gathering_.erase(step);
+  queued_.emplace(std::make_pair(step, share), std::move(c));
+  EraseIf(gathering_, [step, share](const auto& entry) {
+    return entry.first.second == share && entry.first.first <= step;
+  });
+}
+
+std::string ShardCheckpointer::OfShare(int share) const {
+  return share == options_.shard_rank ? "" : absl::StrCat(" of share ", share);
 }
 
 void ShardCheckpointer::Flush() {
@@ -112,10 +141,11 @@ void ShardCheckpointer::Write(ShardCheckpoint c) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!bytes.ok()) {
     *log_ << absl::StrFormat(
-        "shard %d: error: checkpoint at step %d not written to %s: %s; training goes on, the "
-        "newest complete checkpoint stays the one before (is --checkpoint_dir writable, with "
-        "space?)\n",
-        c.shard_rank, c.step, CheckpointFolder(options_.root, c.step), bytes.status().message())
+        "shard %d: error: checkpoint%s at step %d not written to %s: %s; training goes on, "
+        "the newest complete checkpoint stays the one before (is --checkpoint_dir writable, "
+        "with space?)\n",
+        options_.shard_rank, OfShare(c.shard_rank), c.step,
+        CheckpointFolder(options_.root, c.step), bytes.status().message())
           << std::flush;
     if (metrics_ != nullptr) metrics_->checkpoint_failures.Increment();
     failed_since_.push_back(c.step);
@@ -123,9 +153,9 @@ void ShardCheckpointer::Write(ShardCheckpoint c) {
   }
   newest_written_ = c.step;
   failed_since_.clear();
-  *log_ << absl::StrFormat("shard %d: checkpoint at step %d written to %s (%.1f MB in %.2f s)\n",
-                           c.shard_rank, c.step, CheckpointFolder(options_.root, c.step),
-                           *bytes / 1e6, seconds)
+  *log_ << absl::StrFormat("shard %d: checkpoint%s at step %d written to %s (%.1f MB in %.2f s)\n",
+                           options_.shard_rank, OfShare(c.shard_rank), c.step,
+                           CheckpointFolder(options_.root, c.step), *bytes / 1e6, seconds)
         << std::flush;
   if (metrics_ != nullptr) {
     metrics_->checkpoint_seconds.Observe(seconds);
@@ -136,7 +166,7 @@ void ShardCheckpointer::Write(ShardCheckpoint c) {
   const absl::Status s =
       PruneCheckpoints(options_.root, ShardCheckpointManifests(c.num_shards), options_.keep);
   if (!s.ok()) {
-    *log_ << "shard " << c.shard_rank << ": error: pruning old checkpoints: " << s.message()
+    *log_ << "shard " << options_.shard_rank << ": error: pruning old checkpoints: " << s.message()
           << "\n" << std::flush;
   }
 }

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -27,11 +28,14 @@ struct ShardCheckpointerOptions {
 };
 
 // Writes a shard's checkpoints on its own thread, so that training never waits for the disk:
-// the core hands over each part's copy as it reaches the checkpoint step (a copy of the part
-// under its lock: memory speed); once every part of a step is in, the writer thread encodes
-// and writes the shard's file and manifest, then prunes to the newest `keep` complete
-// checkpoints. When a write is still queued as the next step completes, the older one is
-// dropped (said on log): a slow disk costs checkpoints, never training time. A failed write
+// the core hands over each part it leads as it reaches the checkpoint step (a copy of the part
+// under its lock: memory speed); once every part of a share is in for a step, the writer
+// thread encodes and writes the share's file and manifest (shard-<share>: the shard's own, and
+// with replicated shards each share it took over from a dead shard), then prunes to the newest
+// `keep` complete checkpoints. When a write of a share is still queued as its next step
+// completes, the older one is dropped (said on log): a slow disk costs checkpoints, never
+// training time. A share whose parts were taken over between two of their checkpoint steps
+// gives none at that step (the dead leader's parts of it were not handed over). A failed write
 // (disk full) is said with the folder and counted; training goes on, the previous checkpoint
 // stays the newest complete one, and the next step's is tried as usual (once space returns,
 // checkpoints resume). The destructor writes what is queued and says when the last writes
@@ -43,7 +47,8 @@ class ShardCheckpointer final : public CheckpointSink {
   ~ShardCheckpointer() override;
 
   void Configured(const ShardConfig& config) override;
-  void Add(int64_t step, PartCheckpoint part) override;
+  void Holds(int share) override;
+  void Add(int64_t step, int share, PartCheckpoint part) override;
   void RolledBack(int64_t step) override;
 
   // Returns once every step completed so far is written (or dropped); for tests and shutdown.
@@ -52,6 +57,8 @@ class ShardCheckpointer final : public CheckpointSink {
  private:
   void WriteLoop();
   void Write(ShardCheckpoint checkpoint);
+  // How the log names a share's checkpoint: nothing for the shard's own, " of share N" else.
+  std::string OfShare(int share) const;
 
   const ShardCheckpointerOptions options_;
   ShardMetrics* const metrics_;
@@ -59,8 +66,10 @@ class ShardCheckpointer final : public CheckpointSink {
 
   absl::Mutex mu_;
   ShardConfig config_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, ShardCheckpoint> gathering_ ABSL_GUARDED_BY(mu_);  // steps missing parts
-  std::map<int64_t, ShardCheckpoint> queued_ ABSL_GUARDED_BY(mu_);     // complete, to write
+  std::map<int, int> share_parts_ ABSL_GUARDED_BY(mu_);  // the parts held, by share
+  // By (step, share): shares missing parts, and complete ones to write.
+  std::map<std::pair<int64_t, int>, ShardCheckpoint> gathering_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, int>, ShardCheckpoint> queued_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The writer thread's: whether it has written before, the newest step it wrote, and the

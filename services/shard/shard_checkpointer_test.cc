@@ -85,7 +85,7 @@ TEST(ShardCheckpointerTest, ShardsWriteCompleteCheckpointsAndResumeFromThem) {
 
   // Shards resumed at step 9 take step 9 as the originals did.
   for (int shard = 0; shard < 2; ++shard) {
-    auto point = LoadLatestShardCheckpoint(root, shard, 2);
+    auto point = LoadLatestShardCheckpoint(root, {shard}, 2);
     ASSERT_TRUE(point.ok()) << point.status();
     ShardCore resumed(shard);
     resumed.ResumeFrom(point->checkpoint);
@@ -124,6 +124,52 @@ TEST(ShardCheckpointerTest, AFailedWriteIsSaidAndTrainingGoesOn) {
                                                           "/ckpt/v00000000000", step)))
         << log.str();
   }
+}
+
+// Shard 0 of 2 leads its own share (keys 0, 1) and, after shard 1 died, share 1 (keys 2, 3),
+// whose key 2 it led only from after step 3: each share is written to its own file once every
+// one of its parts is in (step 3 of share 1 never is, and does not hold step 6 back), and a
+// shard resumed on both shares reads both files as one checkpoint.
+TEST(ShardCheckpointerTest, EachShareLedIsWrittenToItsOwnFileOnceWhole) {
+  const std::string root = absl::StrCat(TmpDir(), "/shares");
+  std::filesystem::remove_all(root);
+  const auto part = [](int key, int64_t step) {
+    return PartCheckpoint{{key, 0}, step, {1.0f * key, 0.5f * step}, {}};
+  };
+  std::ostringstream log;
+  {
+    ShardCheckpointer writer({root, /*keep=*/5, /*shard_rank=*/0, /*num_shards=*/2}, nullptr,
+                             &log);
+    writer.Configured(Config());
+    for (int share : {0, 0, 1, 1}) writer.Holds(share);
+    for (int64_t step : {3, 6}) {
+      for (int key : {0, 1}) writer.Add(step, 0, part(key, step));
+      if (step == 6) writer.Add(step, 1, part(2, step));
+      writer.Add(step, 1, part(3, step));
+      writer.Flush();
+    }
+  }
+  EXPECT_EQ(CheckpointVersions(root), (std::vector<int64_t>{6, 3})) << log.str();
+  ASSERT_TRUE(VerifyManifest(root, 3, ShardCheckpointManifest(0)).ok());
+  EXPECT_EQ(VerifyManifest(root, 3, ShardCheckpointManifest(1)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(log.str(), "shard 0: checkpoint at step 6 written to "))
+      << log.str();
+  EXPECT_TRUE(absl::StrContains(log.str(), "shard 0: checkpoint of share 1 at step 6 written to "))
+      << log.str();
+  auto latest = FindLatestCheckpoint(root, ShardCheckpointManifests(2));
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->version, 6);
+
+  auto both = LoadLatestShardCheckpoint(root, {1, 0}, 2);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->checkpoint.shard_rank, 1);
+  std::vector<int64_t> keys;
+  for (const PartCheckpoint& p : both->checkpoint.parts) {
+    keys.push_back(p.id.key);
+    EXPECT_EQ(p.value, part(p.id.key, 6).value);
+  }
+  EXPECT_EQ(keys, (std::vector<int64_t>{2, 3, 0, 1}));
 }
 
 }  // namespace

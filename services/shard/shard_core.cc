@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "trainer/base/status_macros.h"
@@ -87,7 +88,8 @@ absl::Status ShardCore::CheckStepsMeanTheSame(const ShardCheckpoint& c,
       "--train_samples) the checkpoint was written with"));
 }
 
-absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
+absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value, int share,
+                                bool leads) {
   absl::MutexLock lock(&mu_);
   if (!configured_) {
     return absl::FailedPreconditionError(
@@ -101,6 +103,9 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value) {
   {
     absl::MutexLock part_lock(&p->mu);
     p->settings = settings_;
+    p->share = share >= 0 ? share : shard_rank_.load();
+    p->leads = leads;
+    if (checkpoints_ != nullptr) checkpoints_->Holds(p->share);
     p->value = std::make_unique<PinnedValue>();
     p->value->data.assign(value.begin(), value.end());
     if (!auxiliary_keys_.contains(id.key)) {
@@ -204,8 +209,20 @@ void ShardCore::CheckpointNow() {
   absl::MutexLock lock(&mu_);
   for (auto& [id, p] : parts_) {
     absl::MutexLock part_lock(&p->mu);
-    AddCheckpoint(id, p.get());
+    if (p->leads) AddCheckpoint(id, p.get());
   }
+}
+
+std::vector<int> ShardCore::Shares() const {
+  const int own = shard_rank_.load();
+  std::set<int> others;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [id, p] : parts_) {
+    if (p->share != own) others.insert(p->share);
+  }
+  std::vector<int> shares = {own};
+  shares.insert(shares.end(), others.begin(), others.end());
+  return shares;
 }
 
 bool ShardCore::resumed() const {
@@ -262,13 +279,13 @@ absl::Status ShardCore::Restore(PartId id, PartState* p) {
 }
 
 void ShardCore::MaybeCheckpoint(PartId id, PartState* p) {
-  if (checkpoint_every_ <= 0) return;
+  if (checkpoint_every_ <= 0 || !p->leads) return;
   if (p->version % (checkpoint_every_ * PushesPerStep(p->settings->config)) != 0) return;
   AddCheckpoint(id, p);
 }
 
 void ShardCore::AddCheckpoint(PartId id, PartState* p) {
-  checkpoints_->Add(p->version / PushesPerStep(p->settings->config),
+  checkpoints_->Add(p->version / PushesPerStep(p->settings->config), p->share,
                     {id, p->version, p->value->data,
                      p->optimizer != nullptr ? p->optimizer->SaveState(0) : OptimizerState{}});
 }
@@ -307,6 +324,7 @@ absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink
   ASSIGN_OR_RETURN(PartState * p, FindPart(header.id, "push"));
   absl::MutexLock lock(&p->mu);
   RETURN_IF_ERROR(CheckPush(header, grad, *p));
+  p->leads = true;  // a worker pushes here: the part's leader died, if it was another shard
   // Compressed pushes are decoded into this thread's buffer and go on as F32.
   thread_local std::vector<float> decoded;
   absl::Span<const char> decoded_bytes;

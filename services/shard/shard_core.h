@@ -87,11 +87,15 @@ class ReplicaLink {
 class CheckpointSink {
  public:
   virtual ~CheckpointSink() = default;
-  // Once, when the shard is configured: the parts every checkpoint holds and the job's settings.
+  // When the shard is configured (and at each regeneration): the job's settings.
   virtual void Configured(const ShardConfig& config) = 0;
-  // One part's state at checkpoint step `step`. Called under the part's lock, on the thread
-  // that updated it: it must only keep the part, never wait for a write.
-  virtual void Add(int64_t step, PartCheckpoint part) = 0;
+  // The shard holds one more part of `share` (the shard rank whose share of the model it is):
+  // a checkpoint of that share holds every one of them.
+  virtual void Holds(int share) = 0;
+  // One part's state at checkpoint step `step`, from the shard leading it (a backup gives
+  // none: the leader writes the share). Called under the part's lock, on the thread that
+  // updated it: it must only keep the part, never wait for a write.
+  virtual void Add(int64_t step, int share, PartCheckpoint part) = 0;
   // The parts went back to `step` (ShardCore::RollBack): steps after it that are not written
   // yet are forgotten (their parts come again).
   virtual void RolledBack(int64_t step) = 0;
@@ -144,8 +148,11 @@ class ShardCore {
 
   // Once, before any push: the update rule and the number of parts that will be added.
   absl::Status Configure(const ShardConfig& config);
-  // A part's initial value (part ids unique).
-  absl::Status AddPart(PartId id, absl::Span<const float> value);
+  // A part's initial value (part ids unique), of `share` (-1: this shard's own); `leads`:
+  // false for a part this shard backs up for the shard leading it (it leads it from the first
+  // worker push it takes, once that shard died).
+  absl::Status AddPart(PartId id, absl::Span<const float> value, int share = -1,
+                       bool leads = true);
   // True once every announced part has been added.
   bool ready() const;
 
@@ -171,6 +178,9 @@ class ShardCore {
   int64_t start_step() const;
   // Whether the parts started from a checkpoint (ResumeFrom) rather than the initial values.
   bool resumed() const;
+  // The shares (shard ranks' shares of the model) the shard holds parts of: its own first,
+  // then those it backs up or took over, in order. Its own alone before it holds any part.
+  std::vector<int> Shares() const;
   // The settings pushes are judged by (the latest generation's); none before Configure.
   std::optional<ShardConfig> config() const;
   // How many times the shard rolled back: a stream opened before the last one carries pushes
@@ -218,6 +228,10 @@ class ShardCore {
   struct PartState {
     absl::Mutex mu;
     std::shared_ptr<const Settings> settings ABSL_GUARDED_BY(mu);
+    int share = 0;  // the shard rank whose share of the model the part is; set once
+    // Whether this shard leads the part (a backup's leads from the first worker push it takes):
+    // only the leader gives its checkpoints.
+    bool leads ABSL_GUARDED_BY(mu) = false;
     std::unique_ptr<PinnedValue> value ABSL_GUARDED_BY(mu);
     // Earlier values that replies still read; freed once they are done.
     std::vector<std::unique_ptr<PinnedValue>> retired ABSL_GUARDED_BY(mu);
@@ -274,7 +288,8 @@ class ShardCore {
   absl::Status Restore(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, p->mu);
   // No push of the part's current version has come (and nobody waits for one).
   void ResetPushes(PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
-  // Gives the sink a copy of the part when its version is a checkpoint step.
+  // Gives the sink a copy of the part when its version is a checkpoint step and this shard
+  // leads it.
   void MaybeCheckpoint(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // Gives the sink a copy of the part at its step.
   void AddCheckpoint(PartId id, PartState* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);

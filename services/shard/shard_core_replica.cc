@@ -100,6 +100,8 @@ absl::Status ShardCore::TakeCopy(const ReplicaUpdate& u) {
       auto created = std::make_unique<PartState>();
       absl::MutexLock part_lock(&created->mu);
       created->settings = settings_;
+      created->share = copy.share;
+      if (checkpoints_ != nullptr) checkpoints_->Holds(copy.share);
       created->value = std::make_unique<PinnedValue>();
       if (!auxiliary_keys_.contains(u.id.key)) {
         const OptimizerSpec& spec = settings_->config.optimizer;

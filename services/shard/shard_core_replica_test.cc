@@ -4,6 +4,7 @@
 // of applying them twice.
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -72,11 +73,23 @@ ShardConfig TwoPartConfig(int workers, KVStoreMode mode, const std::string& opti
   return c;
 }
 
-void Start(ShardCore* core, const ShardConfig& config, CheckpointSink* checkpoints = nullptr) {
+// leads: false for a backup of shard 0's parts (as Init adds them on the shard backing up).
+void Start(ShardCore* core, const ShardConfig& config, CheckpointSink* checkpoints = nullptr,
+           bool leads = true) {
   if (checkpoints != nullptr) core->set_checkpoints(2, checkpoints);
   ASSERT_TRUE(core->Configure(config).ok());
-  ASSERT_TRUE(core->AddPart(kWeights, Gradient(7, 1, kWeightsSize)).ok());
-  ASSERT_TRUE(core->AddPart(kStats, Gradient(8, 2, kStatsSize)).ok());
+  ASSERT_TRUE(core->AddPart(kWeights, Gradient(7, 1, kWeightsSize), /*share=*/0, leads).ok());
+  ASSERT_TRUE(core->AddPart(kStats, Gradient(8, 2, kStatsSize), /*share=*/0, leads).ok());
+}
+
+void ExpectSameCheckpoint(const ShardCheckpoint& got, const ShardCheckpoint& want) {
+  ASSERT_EQ(got.parts.size(), want.parts.size());
+  for (size_t i = 0; i < want.parts.size(); ++i) {
+    EXPECT_EQ(got.parts[i].id, want.parts[i].id);
+    EXPECT_EQ(got.parts[i].version, want.parts[i].version);
+    EXPECT_EQ(got.parts[i].value, want.parts[i].value);
+    EXPECT_EQ(got.parts[i].optimizer.tensors, want.parts[i].optimizer.tensors);
+  }
 }
 
 std::pair<std::vector<float>, int64_t> Held(ShardCore* core, PartId id) {
@@ -108,18 +121,19 @@ struct Replicated {
 
 // Three workers train six steps on a leader whose backup takes every update: the answers of
 // each step wait for the backup; the backup ends bitwise equal to the leader, and the leader
-// to a shard without a backup; the backup's checkpoints (values and optimizer state) are the
-// leader's.
+// to a shard without a backup. Only the leader gives checkpoints; once the leader died and the
+// backup leads (two more steps), the backup's checkpoint (values and optimizer state) is the
+// one the shard without a backup gives.
 TEST(ShardCoreReplicaTest, ABackupStaysBitwiseEqualToItsLeader) {
   for (KVStoreMode mode : {KVStoreMode::kDistSync, KVStoreMode::kDistAsync}) {
     for (const std::string optimizer : {"sgd", "adam"}) {
       SCOPED_TRACE(absl::StrCat(KVStoreModeName(mode), " ", optimizer));
       const ShardConfig config = TwoPartConfig(3, mode, optimizer);
-      MemoryCheckpoints leader_checkpoints, backup_checkpoints;
+      MemoryCheckpoints leader_checkpoints, backup_checkpoints, alone_checkpoints;
       ShardCore leader(0), backup(1), alone(2);
       Start(&leader, config, &leader_checkpoints);
-      Start(&backup, config, &backup_checkpoints);
-      Start(&alone, config);
+      Start(&backup, config, &backup_checkpoints, /*leads=*/false);
+      Start(&alone, config, &alone_checkpoints);
       QueuedLink link;
       ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
       ASSERT_TRUE(leader.SetBackup(kStats, &link).ok());
@@ -155,18 +169,23 @@ TEST(ShardCoreReplicaTest, ABackupStaysBitwiseEqualToItsLeader) {
         EXPECT_EQ(Held(&leader, id), Held(&alone, id));
       }
       for (int r = 0; r < 3; ++r) EXPECT_EQ(sinks[r].values, alone_sinks[r].values);
-      ASSERT_EQ(backup_checkpoints.steps.size(), leader_checkpoints.steps.size());
       ASSERT_EQ(leader_checkpoints.steps.size(), 4u);  // steps 0, 2, 4, 6
       for (const auto& [step, saved] : leader_checkpoints.steps) {
-        const ShardCheckpoint& copy = backup_checkpoints.steps.at(step);
-        ASSERT_EQ(copy.parts.size(), saved.parts.size());
-        for (size_t i = 0; i < saved.parts.size(); ++i) {
-          EXPECT_EQ(copy.parts[i].id, saved.parts[i].id);
-          EXPECT_EQ(copy.parts[i].version, saved.parts[i].version);
-          EXPECT_EQ(copy.parts[i].value, saved.parts[i].value);
-          EXPECT_EQ(copy.parts[i].optimizer.tensors, saved.parts[i].optimizer.tensors);
+        ExpectSameCheckpoint(saved, alone_checkpoints.steps.at(step));
+      }
+      EXPECT_TRUE(backup_checkpoints.steps.empty()) << "a backup gave checkpoints";
+      EXPECT_EQ(backup_checkpoints.held, (std::map<int, int>{{0, 2}}));
+      // The leader died with every update held by its backup: the workers push to it.
+      for (int step = 6; step < 8; ++step) {
+        for (int r = 0; r < 3; ++r) {
+          const int64_t on = mode == KVStoreMode::kDistSync ? step : sinks[r].versions.back();
+          PushBoth(&backup, r, step, on, &sinks[r]);
+          PushBoth(&alone, r, step, on, &alone_sinks[r]);
         }
       }
+      ASSERT_EQ(backup_checkpoints.steps.size(), 1u);  // step 8, the first after it led
+      ExpectSameCheckpoint(backup_checkpoints.steps.at(8), alone_checkpoints.steps.at(8));
+      EXPECT_EQ(backup_checkpoints.shares.at(8), (std::vector<int>{0, 0}));
     }
   }
 }

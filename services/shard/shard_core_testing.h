@@ -57,7 +57,11 @@ inline std::vector<float> Gradient(int rank, int step, size_t n) {
 class MemoryCheckpoints final : public CheckpointSink {
  public:
   void Configured(const ShardConfig& config) override { configured = config; }
-  void Add(int64_t step, PartCheckpoint part) override {
+  void Holds(int share) override {
+    absl::MutexLock lock(&mu);
+    ++held[share];
+  }
+  void Add(int64_t step, int share, PartCheckpoint part) override {
     absl::MutexLock lock(&mu);
     ShardCheckpoint& c = steps[step];
     c.step = step;
@@ -65,14 +69,18 @@ class MemoryCheckpoints final : public CheckpointSink {
     c.num_workers = configured.num_workers;
     c.partition_fingerprint = configured.partition_fingerprint;
     c.parts.push_back(std::move(part));
+    shares[step].push_back(share);
   }
   void RolledBack(int64_t step) override {
     absl::MutexLock lock(&mu);
     steps.erase(steps.upper_bound(step), steps.end());
+    shares.erase(shares.upper_bound(step), shares.end());
   }
   ShardConfig configured;
   absl::Mutex mu;
-  std::map<int64_t, ShardCheckpoint> steps;
+  std::map<int, int> held;                        // parts held, by share
+  std::map<int64_t, ShardCheckpoint> steps;        // every part given, by step
+  std::map<int64_t, std::vector<int>> shares;      // the share of each of them, in order
 };
 
 }  // namespace cohort

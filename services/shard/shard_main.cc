@@ -33,6 +33,7 @@
 #include "services/shard/share_copier.h"
 #include "services/shard/shm_push_server.h"
 #include "services/wire/shm_rendezvous.h"
+#include "trainer/base/status_macros.h"
 #include "trainer/cli/args.h"
 
 ABSL_FLAG(std::string, scheduler, "", "the job's scheduler, HOST:PORT (required)");
@@ -115,6 +116,18 @@ int ServeUntilEnded(cohort::MemberSession* session, const cohort::RunningServer&
   return 0;
 }
 
+// The shares a shard resumes: its own, and with replicated shards those it backs up as the
+// workers place them (ShardsView::BackupOf), known once every shard has joined.
+absl::StatusOr<std::vector<int>> StartingShares(cohort::MemberSession* session, int rank) {
+  std::vector<int> shares = {rank};
+  if (session->shard_replicas() < 2) return shares;
+  ASSIGN_OR_RETURN(const cohort::ShardsView view, session->WaitForShards());
+  for (int share = 0; share < static_cast<int>(view.addresses.size()); ++share) {
+    if (share != rank && view.BackupOf(share) == rank) shares.push_back(share);
+  }
+  return shares;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,18 +186,21 @@ int main(int argc, char** argv) {
   cohort::ShardMetrics metrics(process);
   core.set_metrics(&metrics);
   rollback.SetUp(rank, (*session)->num_shards(), &metrics);
-  // Back in a job of replicated shards: no checkpoint of its own to resume or write (its
-  // shares are copied from their leaders, which write theirs).
+  // Back in a job of replicated shards: nothing to resume (its shares are copied from their
+  // leaders); it writes the checkpoints of the shares it comes to lead.
   const bool backup = (*session)->joins_as_backup();
   if (!checkpoints.resume.empty() && !backup) {
-    if (absl::Status s = rollback.Resume(checkpoints.resume); !s.ok()) {
+    absl::StatusOr<std::vector<int>> shares = StartingShares(session->get(), rank);
+    absl::Status s = shares.status();
+    if (s.ok()) s = rollback.Resume(checkpoints.resume, *shares);
+    if (!s.ok()) {
       std::cerr << s.message() << "\n";
       (*session)->Leave(s);
       return 1;
     }
   }
   std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
-  if (checkpoints.checkpoint_every > 0 && !backup) {
+  if (checkpoints.checkpoint_every > 0) {
     checkpointer = std::make_unique<cohort::ShardCheckpointer>(
         cohort::ShardCheckpointerOptions{checkpoint_dir, checkpoints.checkpoint_keep, rank,
                                          (*session)->num_shards(),

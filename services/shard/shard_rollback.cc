@@ -30,8 +30,8 @@ void ShardRollback::set_checkpointer(ShardCheckpointer* checkpointer) {
   checkpointer_ = checkpointer;
 }
 
-absl::Status ShardRollback::Resume(const std::string& folder) {
-  absl::StatusOr<ResumePoint> point = LoadLatestShardCheckpoint(folder, rank_, num_shards_);
+absl::Status ShardRollback::Resume(const std::string& folder, absl::Span<const int> shares) {
+  absl::StatusOr<ResumePoint> point = LoadLatestShardCheckpoint(folder, shares, num_shards_);
   if (!point.ok()) {
     return absl::Status(point.status().code(),
                         absl::StrCat("shard ", rank_, ": cannot resume from ", folder, ": ",
@@ -58,7 +58,7 @@ absl::Status ShardRollback::RollBack(int64_t step, const std::optional<Regenerat
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(KeepsCheckpoints());
   ASSIGN_OR_RETURN(ShardCheckpoint checkpoint,
-                   LoadShardCheckpoint(checkpoint_dir_, step, rank_, num_shards_));
+                   LoadShardCheckpoint(checkpoint_dir_, step, core_->Shares(), num_shards_));
   RETURN_IF_ERROR(core_->RollBack(std::move(checkpoint), next));
   // No write of a later step after this one.
   FlushCheckpoints();
@@ -93,7 +93,7 @@ ShardCheckpoints ShardRollback::Checkpoints() {
   }
   if (checkpoint_dir_.empty()) return held;
   FlushCheckpoints();  // a checkpoint handed over counts once written
-  held.steps = ShardCheckpointSteps(checkpoint_dir_, rank_);
+  held.steps = ShardCheckpointSteps(checkpoint_dir_, core_->Shares());
   absl::MutexLock undone_lock(&undone_mu_);
   if (undone_.has_value()) {
     const int64_t after = undone_->after;

@@ -47,11 +47,12 @@ class ShardRollback {
 
   // OK when the shard keeps checkpoints to roll back to; else RollBack's refusal.
   absl::Status KeepsCheckpoints() const;
-  // Before the core is configured: the parts start from the newest complete checkpoint under
+  // Before the core is configured: the parts of `shares` (the shard's own first; with
+  // replicated shards also those it backs up) start from the newest complete checkpoint under
   // `folder` (a damaged or partial newer one is named on err and skipped). The error names
   // the shard and the folder.
-  absl::Status Resume(const std::string& folder);
-  // The parts go back to the checkpoint at `step`; with `next`, they go on under its
+  absl::Status Resume(const std::string& folder, absl::Span<const int> shares);
+  // The parts (of every share the shard holds) go back to the checkpoint at `step`; with `next`, they go on under its
   // generation from its step, and the shard writes its state at once as that generation's
   // first checkpoint, so that a later roll back never lands on a step numbered for another
   // number of workers. FailedPrecondition when the shard keeps no checkpoints.

@@ -141,12 +141,12 @@ TEST_F(ShardRollbackTest, AShardStartedAgainResumesFromTheNewestCompleteCheckpoi
   Configure();
   Train(0, 7);
   const std::vector<float> at6 = [&] {
-    auto checkpoint = LoadShardCheckpoint(root_, 6, 0, 1);
+    auto checkpoint = LoadShardCheckpoint(root_, 6, {0}, 1);
     EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
     return checkpoint->parts.at(0).value;
   }();
   Start(root_);
-  ASSERT_TRUE(rollback_->Resume(root_).ok()) << err_.str();
+  ASSERT_TRUE(rollback_->Resume(root_, {0}).ok()) << err_.str();
   // Before rank 0 sets it up again, it says how its checkpoint numbers its steps: an elastic
   // job's rank 0 sets a shard that restarted in a regroup up so.
   const ShardCheckpoints before = rollback_->Checkpoints();
@@ -166,7 +166,7 @@ TEST_F(ShardRollbackTest, ADamagedNewerCheckpointIsNamedAndSkipped) {
   std::ofstream(CheckpointFolder(root_, 6) + "/" + ShardCheckpointFile(0), std::ios::trunc)
       << "damaged";
   Start(root_);
-  ASSERT_TRUE(rollback_->Resume(root_).ok()) << err_.str();
+  ASSERT_TRUE(rollback_->Resume(root_, {0}).ok()) << err_.str();
   Configure();
   EXPECT_EQ(Value().second, 4);
   EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: skipping a newer checkpoint: ")) << err_.str();
@@ -189,7 +189,7 @@ TEST_F(ShardRollbackTest, ADamagedNewerCheckpointIsNamedAndSkipped) {
 TEST_F(ShardRollbackTest, ResumingFromAFolderWithoutCheckpointsNamesTheShardAndTheFolder) {
   const std::string empty = absl::StrCat(TmpDir(), "/no-checkpoints");
   std::filesystem::create_directories(empty);
-  const absl::Status s = rollback_->Resume(empty);
+  const absl::Status s = rollback_->Resume(empty, {0});
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("shard 0: cannot resume from ", empty)))
       << s;

@@ -172,7 +172,10 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
   while (reader->Read(&message)) {
     absl::StatusOr<PartHeader> part = DecodePart(message.part(), &value);
     if (!part.ok()) return ToGrpcStatus(part.status());
-    if (absl::Status s = core_->AddPart(part->id, value); !s.ok()) return ToGrpcStatus(s);
+    if (absl::Status s = core_->AddPart(part->id, value, message.part_set(), !message.backup());
+        !s.ok()) {
+      return ToGrpcStatus(s);
+    }
     if (!message.backup()) led.push_back(part->id);
     absl::MutexLock lock(&link_mu_);
     shares_[message.part_set()].insert(part->id);

@@ -130,7 +130,7 @@ int Run() {
     Steps(checkpointing, *map, steps / 4, &at_checkpoint, &between);
   }
   const auto load_start = Clock::now();
-  auto point = LoadLatestShardCheckpoint(dir, 0, map->num_shards);
+  auto point = LoadLatestShardCheckpoint(dir, {0}, map->num_shards);
   const double load = std::chrono::duration<double>(Clock::now() - load_start).count();
   std::printf("checkpoint_cost: %s, %lld parameters (%.1f MB), %d shards, %zu parts of <= 1 MiB\n",
               model_name.c_str(), static_cast<long long>((*model)->num_parameter_elements()),
