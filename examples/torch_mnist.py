@@ -128,7 +128,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     rank, workers = 0, 1
     if args.kv_store != "none":
-        ct.init(args.kv_store)
+        ct.init(kv_store=args.kv_store)
         rank, workers = ct.rank(), ct.size()
         optimizer = ct.DistributedOptimizer(optimizer, model.named_parameters(),
                                             server_optimizer=args.server_optimizer,

@@ -214,6 +214,17 @@ class PyKVStore {
     Call([&] { return store_->Barrier(); });
   }
 
+  // What every worker brought (bytes), by rank, once every one has called it.
+  std::vector<py::bytes> Exchange(const py::bytes& payload) {
+    std::string mine = payload;  // with the GIL
+    absl::StatusOr<std::vector<std::string>> all;
+    Call([&] {
+      all = store_->Exchange(std::move(mine));
+      return all.status();
+    });
+    return std::vector<py::bytes>(all->begin(), all->end());
+  }
+
   // One training step for the worker's metrics (cohort_worker_*, the dashboards' images/sec
   // and Comm%) and the scheduler's status page; nothing for the local store.
   void RecordStep(int64_t step, int64_t epoch, int64_t images, double step_seconds,
@@ -315,6 +326,7 @@ PYBIND11_MODULE(_cohort, m) {
       .def("pushpull", &PyKVStore::PushPull, py::arg("key"), py::arg("grad"), py::arg("out"))
       .def("wait", &PyKVStore::Wait, py::arg("key"))
       .def("barrier", &PyKVStore::Barrier)
+      .def("exchange", &PyKVStore::Exchange, py::arg("payload"))
       .def("start_step", &PyKVStore::StartStep)
       .def("record_step", &PyKVStore::RecordStep, py::arg("step"), py::arg("epoch"),
            py::arg("images"), py::arg("step_seconds"), py::arg("comm_seconds"),

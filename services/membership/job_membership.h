@@ -67,6 +67,11 @@ class JobMembership {
   // MembershipChangedError when the job is (or moves) past that generation first.
   virtual absl::StatusOr<uint64_t> Barrier(const std::string& name, uint64_t fingerprint,
                                            int64_t generation = 0) = 0;
+  // A barrier that gathers: once every worker of `generation` reached `name`, each gets what
+  // every one brought (payload), by rank in the generation. Errors as Barrier's.
+  virtual absl::StatusOr<std::vector<std::string>> Exchange(const std::string& name,
+                                                            std::string payload,
+                                                            int64_t generation = 0) = 0;
   // Calls f once when the job ends (at once, before returning, if it already has); f must not
   // block. Returns an id for RemoveEndListener.
   virtual int OnEnd(std::function<void()> f) = 0;

@@ -206,8 +206,33 @@ absl::StatusOr<uint64_t> MemberSession::Barrier(const std::string& name, uint64_
   return result;
 }
 
+absl::StatusOr<std::vector<std::string>> MemberSession::Exchange(const std::string& name,
+                                                                 std::string payload,
+                                                                 int64_t generation) {
+  absl::Notification released;
+  absl::StatusOr<std::vector<std::string>> result;
+  CallBarrier(name, 0, generation, std::move(payload), [&](absl::StatusOr<v1::BarrierReply> r) {
+    result = r.ok() ? absl::StatusOr<std::vector<std::string>>(std::vector<std::string>(
+                          r->payloads().begin(), r->payloads().end()))
+                    : r.status();
+    released.Notify();
+  });
+  released.WaitForNotification();
+  return result;
+}
+
 void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
                                  int64_t generation, BarrierDone done) {
+  CallBarrier(name, fingerprint, generation, "",
+              [done = std::move(done)](absl::StatusOr<v1::BarrierReply> reply) {
+                if (!reply.ok()) return done(reply.status());
+                done(reply->partition_fingerprint());
+              });
+}
+
+void MemberSession::CallBarrier(const std::string& name, uint64_t fingerprint,
+                                int64_t generation, std::string payload,
+                                std::function<void(absl::StatusOr<v1::BarrierReply>)> done) {
   struct Call {  // what gRPC reads and writes until the call is done
     grpc::ClientContext context;
     v1::BarrierRequest request;
@@ -218,6 +243,7 @@ void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
   call->request.set_name(name);
   call->request.set_partition_fingerprint(fingerprint);
   call->request.set_generation(generation);
+  call->request.set_payload(std::move(payload));
   stub_->async()->Barrier(
       &call->context, &call->request, &call->reply,
       [call, done = std::move(done)](const grpc::Status& status) {
@@ -226,7 +252,7 @@ void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
           return done(MembershipChangedError(call->reply.membership_changed_to(),
                                              call->reply.membership_change()));
         }
-        done(call->reply.partition_fingerprint());
+        done(std::move(call->reply));
       });
 }
 

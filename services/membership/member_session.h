@@ -77,6 +77,8 @@ class MemberSession final : public JobMembership {
   using BarrierDone = std::function<void(absl::StatusOr<uint64_t>)>;
   void BarrierAsync(const std::string& name, uint64_t fingerprint, int64_t generation,
                     BarrierDone done);
+  absl::StatusOr<std::vector<std::string>> Exchange(const std::string& name, std::string payload,
+                                                    int64_t generation = 0) override;
   // Tells the scheduler this member leaves (OK: finished; else failed with the status's
   // message), waiting at most `timeout` for its answer, and stops the heartbeat.
   void Leave(const absl::Status& status, absl::Duration timeout = absl::Seconds(5));
@@ -106,6 +108,11 @@ class MemberSession final : public JobMembership {
                 v1::RegisterReply reply);
   // Registers again under this member's rank (MembershipCore::Rejoiner).
   absl::Status Rejoin();
+  // One Barrier call bringing payload; done gets the scheduler's reply (a change of membership
+  // as MembershipChangedError) on one of gRPC's threads.
+  void CallBarrier(const std::string& name, uint64_t fingerprint, int64_t generation,
+                   std::string payload,
+                   std::function<void(absl::StatusOr<v1::BarrierReply>)> done);
 
   const MemberSessionOptions options_;
   const std::unique_ptr<v1::Scheduler::Stub> stub_;

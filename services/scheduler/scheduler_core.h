@@ -147,12 +147,22 @@ class SchedulerCore {
   // `generation` is not the current one or the generation moves on while it waits.
   absl::StatusOr<uint64_t> Barrier(int rank, const std::string& name, uint64_t fingerprint,
                                    int64_t generation = 0);
-  // Barrier without a thread waiting: `done` gets its result once the barrier releases (or at
-  // once). It runs under the core's lock, from whichever call released the barrier: it must not
-  // call the core, only hand the result on (the service's reactor finishes the call).
-  using BarrierDone = std::function<void(absl::StatusOr<uint64_t>)>;
+  // What passing a barrier gives each worker: the fingerprint agreed on, and the bytes every
+  // worker brought to it, by rank in the generation (an exchange: the collectives of a Python
+  // worker's allreduce, allgather and broadcast of small tensors and objects).
+  struct BarrierPassed {
+    uint64_t fingerprint = 0;
+    std::shared_ptr<const std::vector<std::string>> payloads;
+  };
+  // The most bytes the workers together bring to one barrier (its answer is one message).
+  static constexpr size_t kMaxExchangeBytes = 12 << 20;
+  // Barrier without a thread waiting, bringing `payload`: `done` gets its result once the
+  // barrier releases (or at once). It runs under the core's lock, from whichever call released
+  // the barrier: it must not call the core, only hand the result on (the service's reactor
+  // finishes the call). Payloads past kMaxExchangeBytes together fail the job, saying so.
+  using BarrierDone = std::function<void(absl::StatusOr<BarrierPassed>)>;
   void BarrierAsync(int rank, const std::string& name, uint64_t fingerprint, int64_t generation,
-                    BarrierDone done);
+                    std::string payload, BarrierDone done);
   // The membership generation: 0, moved on by each change of an elastic job's workers.
   int64_t generation() const;
   // Told each new generation and the job's end at once (the members then hear it without
@@ -272,7 +282,8 @@ class SchedulerCore {
   // After a worker on `host` registered: a notice if the workers there now oversubscribe it.
   void CheckHostThreads(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every worker waiting at the barrier gets `result`.
-  void ReleaseBarrier(const absl::StatusOr<uint64_t>& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == JobState::kDone || state_ == JobState::kFailed;
   }
@@ -317,6 +328,9 @@ class SchedulerCore {
   // The barrier in progress: its name, arrivals, and the callers waiting for its release.
   std::string barrier_name_ ABSL_GUARDED_BY(mu_);
   int barrier_arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  // By rank in the generation, what each worker brought to it, and their bytes together.
+  std::vector<std::string> barrier_payloads_ ABSL_GUARDED_BY(mu_);
+  size_t barrier_payload_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<BarrierDone> barrier_waiters_ ABSL_GUARDED_BY(mu_);
   std::vector<ClusterDone> cluster_waiters_ ABSL_GUARDED_BY(mu_);
   ChangeListener change_listener_;

@@ -3,6 +3,9 @@
 
 #include "services/scheduler/scheduler_core.h"
 
+#include <algorithm>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,8 +20,8 @@ absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& nam
                                                 uint64_t fingerprint, int64_t generation) {
   absl::Notification released;
   absl::StatusOr<uint64_t> result;
-  BarrierAsync(rank, name, fingerprint, generation, [&](absl::StatusOr<uint64_t> r) {
-    result = std::move(r);
+  BarrierAsync(rank, name, fingerprint, generation, "", [&](absl::StatusOr<BarrierPassed> r) {
+    result = r.ok() ? absl::StatusOr<uint64_t>(r->fingerprint) : r.status();
     released.Notify();
   });
   released.WaitForNotification();
@@ -26,7 +29,7 @@ absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& nam
 }
 
 void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fingerprint,
-                                 int64_t generation, BarrierDone done) {
+                                 int64_t generation, std::string payload, BarrierDone done) {
   absl::MutexLock lock(&mu_);
   if (Find(MemberRole::kWorker, rank) == nullptr) {
     return done(absl::FailedPreconditionError(
@@ -60,17 +63,34 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
       return done(absl::AbortedError(reason_));
     }
   }
-  if (barrier_arrived_ == 0) barrier_started_ = clock_->Now();
+  if (barrier_arrived_ == 0) {
+    barrier_started_ = clock_->Now();
+    barrier_payloads_.assign(active_.size(), std::string());
+    barrier_payload_bytes_ = 0;
+  }
+  barrier_payload_bytes_ += payload.size();
+  if (barrier_payload_bytes_ > kMaxExchangeBytes) {
+    Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " brought ", payload.size(),
+                      " bytes to '", name, "', past the ", kMaxExchangeBytes >> 20,
+                      " MiB the workers may bring to one exchange together: allreduce, "
+                      "allgather and broadcast there are for small tensors and objects; send "
+                      "parameters and gradients through the kvstore"));
+    return done(absl::AbortedError(reason_));
+  }
+  const auto place = std::lower_bound(active_.begin(), active_.end(), rank);
+  barrier_payloads_[place - active_.begin()] = std::move(payload);
   barrier_waiters_.push_back(std::move(done));
   if (++barrier_arrived_ < static_cast<int>(active_.size())) return;
   barrier_arrived_ = 0;
   barrier_waits_.push_back(clock_->Now() - barrier_started_);
-  ReleaseBarrier(fingerprint_);
+  ReleaseBarrier(BarrierPassed{
+      fingerprint_, std::make_shared<const std::vector<std::string>>(std::move(barrier_payloads_))});
 }
 
-void SchedulerCore::ReleaseBarrier(const absl::StatusOr<uint64_t>& result) {
+void SchedulerCore::ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result) {
   std::vector<BarrierDone> waiters;
   waiters.swap(barrier_waiters_);
+  barrier_payloads_.clear();
   for (BarrierDone& w : waiters) w(result);
 }
 

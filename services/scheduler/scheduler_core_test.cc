@@ -399,6 +399,41 @@ TEST(SchedulerCoreTest, BarrierReleasesEveryWorkerWithTheAgreedFingerprint) {
   }
 }
 
+// An exchange: every worker gets what each brought, by rank, whatever the order they came in;
+// bytes past the limit fail the job saying what to use instead.
+TEST(SchedulerCoreTest, AnExchangeGivesEveryWorkerWhatEachBrought) {
+  FakeClock clock;
+  SchedulerCore core(Spec(3, 1), &clock);
+  Form(&core);
+  std::vector<absl::StatusOr<SchedulerCore::BarrierPassed>> got(3);
+  absl::Mutex mu;
+  for (int r : {2, 0, 1}) {
+    core.BarrierAsync(r, "metric", 0, 0, absl::StrCat("from ", r, std::string(1, '\0')),
+                      [&, r](absl::StatusOr<SchedulerCore::BarrierPassed> passed) {
+                        absl::MutexLock lock(&mu);
+                        got[r] = std::move(passed);
+                      });
+  }
+  const std::vector<std::string> want = {std::string("from 0\0", 7), std::string("from 1\0", 7),
+                                         std::string("from 2\0", 7)};
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(got[r].ok()) << got[r].status();
+    EXPECT_EQ(*got[r]->payloads, want);
+  }
+
+  absl::StatusOr<SchedulerCore::BarrierPassed> refused;
+  core.BarrierAsync(0, "huge", 0, 0, std::string(SchedulerCore::kMaxExchangeBytes + 1, 'x'),
+                    [&](absl::StatusOr<SchedulerCore::BarrierPassed> passed) {
+                      refused = std::move(passed);
+                    });
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(core.state(), JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "brought 12582913 bytes to 'huge'"))
+      << core.reason();
+  EXPECT_TRUE(absl::StrContains(core.reason(), "send parameters and gradients through the "
+                                               "kvstore")) << core.reason();
+}
+
 TEST(SchedulerCoreTest, DifferentPartitionMapsFailTheJobAndReleaseTheWaiters) {
   FakeClock clock;
   SchedulerCore core(Spec(2, 1), &clock);

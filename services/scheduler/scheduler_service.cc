@@ -276,14 +276,16 @@ grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*
   // The reply stays ours until Finish.
   core_->BarrierAsync(
       request->rank(), LogSafe(request->name(), 128), request->partition_fingerprint(),
-      request->generation(), [reactor, reply](const absl::StatusOr<uint64_t>& fingerprint) {
-        if (const std::optional<int64_t> changed = ChangedGeneration(fingerprint.status())) {
+      request->generation(), request->payload(),
+      [reactor, reply](const absl::StatusOr<SchedulerCore::BarrierPassed>& passed) {
+        if (const std::optional<int64_t> changed = ChangedGeneration(passed.status())) {
           reply->set_membership_changed_to(*changed);
-          reply->set_membership_change(std::string(fingerprint.status().message()));
+          reply->set_membership_change(std::string(passed.status().message()));
           return reactor->Finish(grpc::Status::OK);
         }
-        if (!fingerprint.ok()) return reactor->Finish(ToGrpcStatus(fingerprint.status()));
-        reply->set_partition_fingerprint(*fingerprint);
+        if (!passed.ok()) return reactor->Finish(ToGrpcStatus(passed.status()));
+        reply->set_partition_fingerprint(passed->fingerprint);
+        for (const std::string& payload : *passed->payloads) reply->add_payloads(payload);
         reactor->Finish(grpc::Status::OK);
       });
   return reactor;

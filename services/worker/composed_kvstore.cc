@@ -45,6 +45,12 @@ absl::Status DistKVStore::Barrier() {
   return core_.Barrier();
 }
 
+// Without a commit: keys may still be registered after an exchange (a Python worker's
+// collectives come before its DistributedOptimizer makes them).
+absl::StatusOr<std::vector<std::string>> DistKVStore::Exchange(std::string payload) {
+  return core_.Exchange(std::move(payload));
+}
+
 absl::StatusOr<int64_t> DistKVStore::StartStep() { return core_.StartStep(); }
 
 absl::Status DistKVStore::Recover(const absl::Status& failure) {

@@ -46,6 +46,7 @@ class DistKVStore : public KVStore {
   absl::Status Push(int64_t key, const Tensor& grad) override;
   absl::Status Pull(int64_t key, Tensor* out) override;
   absl::Status Barrier() override;
+  absl::StatusOr<std::vector<std::string>> Exchange(std::string payload) override;
   absl::StatusOr<int64_t> StartStep() override;
   absl::Status Recover(const absl::Status& failure) override;
 

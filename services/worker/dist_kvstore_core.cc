@@ -173,6 +173,11 @@ absl::Status DistKVStoreCore::Barrier() {
   return membership_->Barrier("user barrier", 0, shards_.generation).status();
 }
 
+absl::StatusOr<std::vector<std::string>> DistKVStoreCore::Exchange(std::string payload) {
+  transport_->Flush();  // as Barrier's
+  return membership_->Exchange("user exchange", std::move(payload), shards_.generation);
+}
+
 void DistKVStoreCore::OnAnswers(int shard, absl::Span<const Answer> answers) {
   // One lock to check and claim the message's answers and one to count them in: a waiting
   // caller wakes once a message, not once a part.

@@ -87,6 +87,7 @@ class DistKVStoreCore : private AnswerReceiver {
   absl::Status Push(int64_t key, const Tensor& grad);
   absl::Status Pull(int64_t key, Tensor* out);
   absl::Status Barrier();
+  absl::StatusOr<std::vector<std::string>> Exchange(std::string payload);
   // dist_sync: the version every part is at (Internal naming two parts that disagree: shards
   // resumed from different checkpoints); dist_async: the least part version / W.
   absl::StatusOr<int64_t> StartStep();

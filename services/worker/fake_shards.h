@@ -49,6 +49,13 @@ class FakeMembership final : public JobMembership {
     }
     return fingerprint;
   }
+  // Every worker is taken to bring what this one does.
+  absl::StatusOr<std::vector<std::string>> Exchange(const std::string& name, std::string payload,
+                                                    int64_t generation) override {
+    const absl::StatusOr<uint64_t> passed = Barrier(name, 0, generation);
+    if (!passed.ok()) return passed.status();
+    return std::vector<std::string>(num_workers_, payload);
+  }
   int OnGenerationChange(std::function<void(int64_t)> f) override {
     absl::MutexLock lock(&listeners_mu_);
     generation_listeners_.emplace_back(next_, std::move(f));

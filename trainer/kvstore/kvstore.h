@@ -5,6 +5,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -54,6 +56,12 @@ class KVStore {
   virtual absl::Status Pull(int64_t key, Tensor* out) = 0;
   // Returns when every worker has reached it.
   virtual absl::Status Barrier() = 0;
+  // A barrier that gathers: returns what every worker brought (payload), by rank, once every
+  // one has reached it. Meant for small things (a metric, an object, rank 0's optimizer
+  // state); the stores of one worker give the payload back.
+  virtual absl::StatusOr<std::vector<std::string>> Exchange(std::string payload) {
+    return std::vector<std::string>{std::move(payload)};
+  }
   // The step the values pulled after Init are at: 0 for a new job; for a job whose shards
   // resumed from a checkpoint, the checkpoint's step, where training goes on. Call after
   // pulling every key.

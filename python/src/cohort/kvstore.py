@@ -90,6 +90,11 @@ class KVStore:
         """Returns when every worker has reached it."""
         self._store.barrier()
 
+    def exchange(self, payload):
+        """A barrier that gathers: every worker's payload (bytes), by rank, once every worker
+        has called it (the workers together bring at most 12 MiB)."""
+        return self._store.exchange(payload)
+
     @property
     def metrics_port(self):
         """Where this worker serves /metrics (None for "local")."""

@@ -1,9 +1,12 @@
-"""Your PyTorch script on Cohort, as with Horovod or BytePS:
+"""Your PyTorch script on Cohort, as with Horovod or BytePS: a Horovod script runs with its
+import line changed to `import cohort.torch as hvd`.
 
-    import cohort.torch as ct
-    ct.init()                                     # joins the job (launch -n W -s S -- python3 ...)
-    optimizer = ct.DistributedOptimizer(optimizer, model.named_parameters())
-    ct.broadcast_parameters(model.state_dict())   # every rank starts from rank 0's values
+    import cohort.torch as hvd
+    hvd.init()                                    # joins the job (cohortrun -np W python ...)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    loss = hvd.allreduce(loss, name="avg_loss")    # a metric averaged over the ranks
 
 The optimizer pushes each gradient as autograd produces it (a hook per parameter), so the
 exchange overlaps the rest of backward; step() waits for the last ones. Two modes:
@@ -11,35 +14,60 @@ exchange overlaps the rest of backward; step() waits for the last ones. Two mode
 - gradient averaging (default, as Horovod): the shards average the workers' gradients (summed
   in rank order, so every rank gets the same bits) and the local optimizer steps on the mean;
 - server_optimizer=True (as MXNet's dist_sync): the shards run the optimizer (torch's SGD or
-  Adam, with its hyperparameters) and step() writes the values they produced into the
-  parameters; the local optimizer never steps.
+  Adam, with its hyperparameters and `lr_schedule`) and step() writes the values they produced
+  into the parameters; the local optimizer never steps.
 
-Every key is registered before the first exchange: create the DistributedOptimizer before
-broadcast_parameters. One backward per step; the gradients are the mean over each worker's
-local batch, as usual.
+Every key of the kvstore is registered before the first exchange: make every
+DistributedOptimizer before training. The gradients are the mean over each worker's local
+batch, as usual.
+allreduce, allgather, broadcast and the object calls are for small things (cohort.collectives);
+every rank makes them in the same order.
 """
 
+import os
+import socket
 import time
 
 import torch
 
 import cohort
+from cohort import collectives as _collectives
 from cohort import kvstore as _kvstore
+from cohort.collectives import Adasum, Average, Handle, Max, Min, Product, Sum  # noqa: F401
 
 _store = None
+_places = None  # local_rank, local_size, cross_rank, cross_size
 _next_key = 0
 
 
-def init(kv_store="dist_sync"):
-    """Joins the job the launcher describes (COHORT_* variables); "local" trains alone.
-    Called by the other functions when needed."""
-    global _store
+def init(comm=None, process_sets=None, kv_store="dist_sync"):
+    """Joins the job the launcher describes (COHORT_* variables); "local" trains alone. Every
+    rank calls it (it learns which ranks share its host). Called by the other functions when
+    needed."""
+    global _store, _places
+    if comm is not None or process_sets is not None:
+        raise cohort.Error("init(comm=, process_sets=): a Cohort job's workers are the ones its "
+                           "launcher started, all in one set")
     if _store is None:
-        _store = _kvstore.create(kv_store)
+        store = _kvstore.create(kv_store)
         # The kvstore wants an update rule before its first key; averaged keys use none, and a
         # DistributedOptimizer with server_optimizer=True sets its own.
-        _store.set_optimizer("sgd", lr=1.0)
+        store.set_optimizer("sgd", lr=1.0)
+        hosts = _collectives.gather_objects(store, socket.gethostname())
+        me = hosts[store.rank]
+        order = list(dict.fromkeys(hosts))  # hosts by their first rank
+        _places = (hosts[:store.rank].count(me), hosts.count(me), order.index(me), len(order))
+        _store = store
     return _store
+
+
+def is_initialized():
+    return _store is not None
+
+
+def shutdown():
+    """Nothing to stop: the worker leaves the job as the program exits (its exit status is its
+    verdict)."""
 
 
 def rank():
@@ -48,6 +76,125 @@ def rank():
 
 def size():
     return init().num_workers
+
+
+def local_rank():
+    """This worker's rank among the job's workers on its host (for torch.cuda.set_device)."""
+    init()
+    return _places[0]
+
+
+def local_size():
+    init()
+    return _places[1]
+
+
+def cross_rank():
+    """Its host's rank among the job's hosts, in the order of their first workers."""
+    init()
+    return _places[2]
+
+
+def cross_size():
+    init()
+    return _places[3]
+
+
+def barrier():
+    """Returns when every rank has called it (an exchange of nothing: it may come before the
+    DistributedOptimizer registers its keys)."""
+    init().exchange(b"")
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=None):
+    """The mean (op=Sum, Min, Max, Product: that) over the ranks of tensor, as a new tensor."""
+    return _collectives.allreduce(init(), tensor, average, op, prescale_factor,
+                                  postscale_factor, process_set)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=None):
+    with torch.no_grad():
+        tensor.copy_(allreduce(tensor, average, name, None, op, prescale_factor,
+                               postscale_factor, process_set))
+    return tensor
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=None):
+    return Handle(allreduce(tensor, average, name, None, op, prescale_factor, postscale_factor,
+                            process_set))
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=None):
+    return Handle(allreduce_(tensor, average, name, op, prescale_factor, postscale_factor,
+                             process_set))
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    return [allreduce(t, average, name, compression, op, prescale_factor, postscale_factor,
+                      process_set) for t in tensors]
+
+
+def allgather(tensor, name=None, process_set=None):
+    """Every rank's tensor concatenated along the first dimension, by rank."""
+    return _collectives.allgather(init(), tensor, process_set)
+
+
+def allgather_async(tensor, name=None, process_set=None):
+    return Handle(allgather(tensor, name, process_set))
+
+
+def allgather_object(obj, name=None, process_set=None):
+    """Every rank's obj (picklable), by rank."""
+    _collectives.check_no_process_set(process_set)
+    return _collectives.gather_objects(init(), obj)
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """root_rank's tensor, as a new tensor."""
+    return _collectives.broadcast(init(), tensor, root_rank, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    with torch.no_grad():
+        tensor.copy_(broadcast(tensor, root_rank, name, process_set))
+    return tensor
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    return Handle(broadcast(tensor, root_rank, name, process_set))
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    return Handle(broadcast_(tensor, root_rank, name, process_set))
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=None):
+    """root_rank's obj (picklable) on every rank."""
+    _collectives.check_no_process_set(process_set)
+    return _collectives.broadcast_object(init(), obj, root_rank)
+
+
+def synchronize(handle):
+    """The result of an asynchronous call (Cohort's are done when they return)."""
+    return handle.result
+
+
+def poll(handle):
+    return True
+
+
+class Compression:
+    """Horovod's gradient compression settings. Cohort compresses on the wire for the whole
+    job (cohortrun --gradient_compression=fp16|bf16, or COHORT_GRADIENT_COMPRESSION): a
+    DistributedOptimizer given fp16 or bf16 checks the job does."""
+    none = "none"
+    fp16 = "fp16"
+    bf16 = "bf16"
 
 
 def _keys(n):
@@ -62,27 +209,24 @@ def _register(store, key, value, auxiliary):
         store.init(key, value, auxiliary=auxiliary)
     except cohort.Error as e:
         if "after the first push or pull" in str(e):
-            raise cohort.Error(f"{e}: create every DistributedOptimizer before "
-                               "broadcast_parameters and before training") from None
+            raise cohort.Error(f"{e}: make every DistributedOptimizer before training") from None
         raise
 
 
-def broadcast_parameters(params):
-    """Sets every tensor of params (a state_dict, or (name, tensor) pairs) to rank 0's value.
-    Floating-point tensors only go through the kvstore (as float32); others are left alone."""
-    store = init()
+def broadcast_parameters(params, root_rank=0):
+    """Sets every tensor of params (a state_dict, or (name, tensor) pairs) to root_rank's
+    value, bit for bit, before or after the DistributedOptimizer is made."""
     items = sorted(params.items()) if hasattr(params, "items") else list(params)
-    tensors = [t for _, t in items if torch.is_tensor(t) and t.is_floating_point()]
-    keys = _keys(len(tensors))
-    buffers = []
-    for key, t in zip(keys, tensors):
-        buffer = t.detach().to(torch.float32).contiguous()
-        _register(store, key, buffer, auxiliary=True)
-        buffers.append(buffer)
-    for key, t, buffer in zip(keys, tensors, buffers):
-        store.pull(key, buffer)
-        with torch.no_grad():
-            t.copy_(buffer)
+    _collectives.broadcast_tensors(init(), [(n, t) for n, t in items if torch.is_tensor(t)],
+                                   root_rank)
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0, model=None):
+    """Gives every rank root_rank's optimizer state (its state_dict: hyperparameters, momenta,
+    step counts)."""
+    state = broadcast_object(optimizer.state_dict(), root_rank)
+    if rank() != root_rank:
+        optimizer.load_state_dict(state)
 
 
 def _update_rule(optimizer):
@@ -106,26 +250,42 @@ def _update_rule(optimizer):
                        f"{type(optimizer).__name__}")
 
 
-class DistributedOptimizer:
-    """Wraps a torch optimizer: step() after backward gives every rank the same update."""
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """What DistributedOptimizer adds to a torch optimizer's class (made as Horovod makes it:
+    a subclass of the wrapped optimizer's class over its parameter groups, so LR schedulers,
+    param_groups and state_dict are torch's)."""
 
-    def __init__(self, optimizer, named_parameters, server_optimizer=False, lr_schedule=None,
-                 batch_size=0):
-        """batch_size: this worker's batch, for the images/sec of its metrics."""
-        self.optimizer = optimizer
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 server_optimizer, lr_schedule, batch_size):
+        super(self.__class__, self).__init__(params)
+        if op != Average:
+            raise cohort.Error(f"DistributedOptimizer(op={op!r}): the shards average the "
+                               "gradients (op=hvd.Average)")
+        _check_compression(compression)
+        if backward_passes_per_step < 1:
+            raise cohort.Error("backward_passes_per_step must be at least 1")
         self.server_optimizer = server_optimizer
         self.batch_size = batch_size
+        self.backward_passes_per_step = backward_passes_per_step
         self._steps = 0
         self._last_step = time.monotonic()
         store = init()
         self._store = store
-        named = list(named_parameters)
-        names = [n for n, _ in named]
-        if len(set(names)) != len(names):
-            raise cohort.Error("named_parameters holds a name twice")
+        params = [p for group in self.param_groups for p in group["params"]]
+        if named_parameters is None:
+            named = [(f"param.{i}", p) for i, p in enumerate(params)]
+        else:
+            named = list(named_parameters)
+            names = [n for n, _ in named]
+            if len(set(names)) != len(names):
+                raise cohort.Error("named_parameters holds a name twice")
+            unnamed = {id(p) for p in params} - {id(p) for _, p in named}
+            if unnamed:
+                raise cohort.Error(f"{len(unnamed)} parameter(s) of the optimizer are not in "
+                                   "named_parameters")
         self._params = [p for _, p in named if p.requires_grad]
         if server_optimizer:
-            store.set_optimizer(**_update_rule(optimizer), **(lr_schedule or {}))
+            store.set_optimizer(**_update_rule(self), **(lr_schedule or {}))
         self._keys = list(_keys(len(self._params)))
         # What each key's exchange writes: the mean gradient, or the shards' new value.
         self._out = []
@@ -135,6 +295,9 @@ class DistributedOptimizer:
                       auxiliary=not server_optimizer)
             self._out.append(torch.empty_like(value))
         self._handles = {}
+        self._passes = [0] * len(self._params)  # backward passes since the last step
+        self._synchronized = False
+        self._should_synchronize = True
         self._accumulators = []
         for i, p in enumerate(self._params):
             # The gradient accumulator's hook runs once p.grad holds this backward's gradient.
@@ -144,22 +307,28 @@ class DistributedOptimizer:
 
     def _make_hook(self, i):
         def hook(*_):
-            self._start(i)
+            self._passes[i] += 1
+            if self._passes[i] > self.backward_passes_per_step:
+                raise cohort.Error(
+                    f"parameter {i}: {self._passes[i]} backward passes before step(); this "
+                    f"DistributedOptimizer takes backward_passes_per_step="
+                    f"{self.backward_passes_per_step}")
+            if self._passes[i] == self.backward_passes_per_step:
+                self._start(i)
         return hook
 
     def _start(self, i):
-        if i in self._handles:
-            raise cohort.Error(f"parameter {i}: a second backward before step(); Cohort's "
-                               "DistributedOptimizer takes one backward per step")
         p = self._params[i]
         grad = p.grad.detach()
         if grad.dtype != torch.float32 or not grad.is_contiguous():
             grad = grad.to(torch.float32).contiguous()
         self._handles[i] = (self._store.pushpull(self._keys[i], grad, self._out[i]), grad)
+        self._synchronized = False
 
     def synchronize(self):
-        """Waits for every exchange; parameters without a gradient this step push zeros.
-        Returns the seconds spent waiting."""
+        """Waits for every exchange (parameters without a gradient this step push zeros) and,
+        averaging gradients, writes each mean into its .grad. Returns the seconds spent
+        waiting."""
         for i, p in enumerate(self._params):
             if i not in self._handles:
                 if p.grad is None:
@@ -168,39 +337,88 @@ class DistributedOptimizer:
         start = time.monotonic()
         for i in range(len(self._params)):
             self._handles.pop(i)[0].wait()
-        return time.monotonic() - start
+        waited = time.monotonic() - start
+        if not self.server_optimizer:
+            with torch.no_grad():
+                for p, out in zip(self._params, self._out):
+                    p.grad.copy_(out)
+        self._synchronized = True
+        return waited
+
+    def skip_synchronize(self):
+        """A context in which step() does not synchronize: for a script that called
+        synchronize() itself (to clip the averaged gradients, say)."""
+        optimizer = self
+
+        class _Skip:
+            def __enter__(self):
+                optimizer._should_synchronize = False
+
+            def __exit__(self, *_):
+                optimizer._should_synchronize = True
+        return _Skip()
 
     def step(self, closure=None):
-        if closure is not None:
-            raise cohort.Error("DistributedOptimizer.step takes no closure")
-        waited = self.synchronize()
-        with torch.no_grad():
-            for p, out in zip(self._params, self._out):
-                if self.server_optimizer:
+        waited = 0.0
+        if self._should_synchronize and not self._synchronized:
+            waited = self.synchronize()
+        self._synchronized = False
+        self._passes = [0] * len(self._params)
+        loss = None
+        if self.server_optimizer:
+            if closure is not None:
+                raise cohort.Error("server_optimizer=True: step() takes no closure")
+            with torch.no_grad():
+                for p, out in zip(self._params, self._out):
                     p.copy_(out)
-                else:
-                    p.grad.copy_(out)
-        if not self.server_optimizer:
-            self.optimizer.step()
+        else:
+            loss = super(self.__class__, self).step(closure)
         now = time.monotonic()
         self._steps += 1
         self._store.record_step(self._steps, images=self.batch_size,
                                 step_seconds=now - self._last_step, comm_seconds=waited,
-                                lr=self.optimizer.param_groups[0]["lr"])
+                                lr=self.param_groups[0]["lr"])
         self._last_step = now
-
-    def zero_grad(self, set_to_none=False):
-        self.optimizer.zero_grad(set_to_none=set_to_none)
-
-    @property
-    def param_groups(self):
-        return self.optimizer.param_groups
-
-    def state_dict(self):
-        return self.optimizer.state_dict()
-
-    def load_state_dict(self, state):
-        self.optimizer.load_state_dict(state)
+        return loss
 
 
-__all__ = ["DistributedOptimizer", "broadcast_parameters", "init", "rank", "size"]
+def _check_compression(compression):
+    if compression in (None, Compression.none):
+        return
+    if compression not in (Compression.fp16, Compression.bf16):
+        raise cohort.Error(f"compression={compression!r}: Cohort has hvd.Compression.none, "
+                           "fp16 and bf16")
+    wire = os.environ.get("COHORT_GRADIENT_COMPRESSION", "none")
+    if wire != compression:
+        raise cohort.Error(
+            f"compression=hvd.Compression.{compression}: Cohort compresses the gradients on the "
+            f"wire for the whole job, and this job sends {wire}: start it with cohortrun "
+            f"--gradient_compression={compression}")
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None,
+                         server_optimizer=False, lr_schedule=None, batch_size=0):
+    """optimizer, over the job: step() after backward gives every rank the same update. A
+    torch.optim.Optimizer of optimizer's class, over its parameter groups (its state starts
+    empty, as Horovod's). backward_passes_per_step: the gradients of that many backward passes
+    accumulate before they are exchanged. batch_size: this worker's batch, for the images/sec
+    of its metrics."""
+    _collectives.check_no_process_set(process_set)
+    if gradient_predivide_factor != 1.0 or groups is not None or num_groups:
+        raise cohort.Error("gradient_predivide_factor, groups, num_groups: the shards average "
+                           "every gradient as it comes; leave them at their defaults")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, server_optimizer, lr_schedule, batch_size)
+
+
+__all__ = ["Adasum", "Average", "Compression", "DistributedOptimizer", "Handle", "Max", "Min",
+           "Product", "Sum", "allgather", "allgather_async", "allgather_object", "allreduce",
+           "allreduce_", "allreduce_async", "allreduce_async_", "barrier", "broadcast",
+           "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
+           "broadcast_optimizer_state", "broadcast_parameters", "cross_rank", "cross_size",
+           "grouped_allreduce", "init", "is_initialized", "local_rank", "local_size", "poll",
+           "rank", "shutdown", "size", "synchronize"]

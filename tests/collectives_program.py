@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Each rank of a job checks Horovod's collectives of cohort.torch against what every rank
+brought (rank r brings values made from r) and prints one line of what it got; any mismatch
+raises, which fails the job naming the rank.
+
+    launch -n 3 -s 1 -- python3 tests/collectives_program.py
+"""
+
+import hashlib
+
+import torch
+
+import cohort
+import cohort.torch as hvd
+
+
+def mine(r):
+    return torch.tensor([1.5 * r - 1, 2.0 ** -r, 3.0 + r])
+
+
+def main():
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    assert hvd.is_initialized()
+    assert (hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size()) == \
+        (r, n, 0, 1), "one host: local rank = rank"
+
+    every = [mine(k) for k in range(n)]
+    summed = every[0].clone()
+    for t in every[1:]:
+        summed += t
+    assert torch.equal(hvd.allreduce(mine(r), op=hvd.Sum), summed)
+    assert torch.equal(hvd.allreduce(mine(r)), summed / n)
+    assert torch.equal(hvd.allreduce(mine(r), average=False), summed)
+    assert torch.equal(hvd.allreduce(mine(r), op=hvd.Min), torch.stack(every).min(0).values)
+    assert torch.equal(hvd.allreduce(mine(r), op=hvd.Max), torch.stack(every).max(0).values)
+    inplace = mine(r)
+    hvd.synchronize(hvd.allreduce_async_(inplace, name="in place"))
+    assert torch.equal(inplace, summed / n)
+    assert torch.equal(hvd.allreduce(torch.tensor([r], dtype=torch.int64), op=hvd.Sum),
+                       torch.tensor([n * (n - 1) // 2]))
+    try:
+        hvd.allreduce(mine(r), op=hvd.Adasum)
+        raise AssertionError("Adasum was not refused")
+    except cohort.Error as e:
+        assert "use op=hvd.Average" in str(e), e
+
+    # The first dimension may differ between ranks.
+    gathered = hvd.allgather(torch.full((r + 1, 2), float(r)))
+    assert torch.equal(gathered, torch.cat([torch.full((k + 1, 2), float(k)) for k in range(n)]))
+    assert hvd.allgather_object({"rank": r}) == [{"rank": k} for k in range(n)]
+
+    last = n - 1
+    assert torch.equal(hvd.broadcast(mine(r), root_rank=last), mine(last))
+    assert hvd.broadcast_object(f"from {r}", root_rank=last) == f"from {last}"
+    params = {"w": torch.full((3, 4), float(r)), "step": torch.tensor(r),
+              "half": torch.full((2,), float(r), dtype=torch.bfloat16)}
+    hvd.broadcast_parameters(params, root_rank=last)
+    assert torch.equal(params["w"], torch.full((3, 4), float(last)))
+    assert params["step"].item() == last and params["half"][0].item() == last
+
+    model = torch.nn.Linear(4, 2)
+    with torch.no_grad():
+        model.weight.fill_(r)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1 * (r + 1), momentum=0.9)
+    model(torch.ones(1, 4)).sum().backward()
+    optimizer.step()  # momentum buffers that differ by rank
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    assert optimizer.param_groups[0]["lr"] == 0.1
+    state = optimizer.state_dict()["state"]
+    hvd.barrier()
+    digest = hashlib.sha256(pickle_state(state)).hexdigest()
+    assert len(set(hvd.allgather_object(digest))) == 1, "optimizer states differ"
+    print(f"collectives ok on rank {r} of {n}: sum {summed.tolist()}", flush=True)
+
+
+def pickle_state(state):
+    return b"".join(v.numpy().tobytes() for s in state.values() for v in s.values()
+                    if torch.is_tensor(v))
+
+
+if __name__ == "__main__":
+    main()

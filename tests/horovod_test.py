@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Horovod's PyTorch API on Cohort (cohort.torch as hvd):
+- the collectives (tests/collectives_program.py, 3 ranks): allreduce (each op, in place,
+  integers), allgather of tensors of differing first dimension and of objects, broadcast and
+  broadcast_object from the last rank, broadcast_parameters from it (bf16 and int64 included),
+  broadcast_optimizer_state; every rank checks what it got against what each brought;
+- a script written for Horovod (tests/horovod_mnist.py: local_rank, DistributedSampler,
+  broadcast_parameters and broadcast_optimizer_state before the DistributedOptimizer,
+  compression, backward_passes_per_step=2, StepLR, metrics averaged with allreduce) run
+  unchanged but for its import by `cohortrun -np 2`: every rank ends with the same parameters,
+  and its test accuracy is within 0.5 points of the same script on one process with the
+  global batch (and the learning rate Horovod's scaling gives the two ranks).
+Usage: horovod_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY COLLECTIVES_PROGRAM HOROVOD_MNIST
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+LAUNCH, JOB_PROCESSES, COHORT_INIT, COLLECTIVES, MNIST = (os.path.abspath(p)
+                                                          for p in sys.argv[1:6])
+sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_fixture  # noqa: E402
+from job_processes import wait_job_gone  # noqa: E402
+
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+
+
+def torch_missing():
+    r = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True)
+    return None if r.returncode == 0 else "needs Debian's python3-torch (tools/install_deps.sh)"
+
+
+@unittest.skipIf(torch_missing(), torch_missing())
+class HorovodTest(job_fixture.JobTestCase):
+    job_prefix = "hvd"
+
+    def env(self, **extra):
+        return super().env(PYTHONPATH=os.path.dirname(os.path.dirname(COHORT_INIT)),
+                           COHORT_LAUNCH=LAUNCH, **extra)
+
+    def cohortrun(self, name, *argv):
+        """`cohortrun ARGV` (its output in `name`), once it ended with status 0."""
+        p = self.start(name, [PYTHON, "-m", "cohort.run", f"--job_id={self.job_id}", *argv])
+        self.assertEqual(p.wait(timeout=600), 0, self.log(name))
+        self.assertEqual(wait_job_gone(self.job_id, 5), [])
+        return self.log(name)
+
+    def test_the_collectives_give_every_rank_what_each_brought(self):
+        out = self.cohortrun("collectives", "-np", "3", "-s", "1", "python", COLLECTIVES)
+        for rank in range(3):
+            self.assertIn(f"[worker {rank}] collectives ok on rank {rank} of 3: sum "
+                          "[1.5, 1.75, 12.0]", out)
+        self.assertIn("job DONE: all 3 workers finished", out)
+
+    def test_a_horovod_script_runs_with_its_import_changed(self):
+        two = self.cohortrun("two", "-np", "2", "-s", "2", "python", MNIST, "--epochs", "2",
+                             "--batch_size", "64", "--lr", "0.02")
+        one = self.cohortrun("one", "-np", "1", "-s", "1", "python", MNIST, "--epochs", "2",
+                             "--batch_size", "128", "--lr", "0.04")
+        digests = re.search(r"\[worker 0\] parameters of every rank: (\w+) (\w+)$", two, re.M)
+        self.assertIsNotNone(digests, two)
+        self.assertEqual(digests.group(1), digests.group(2), "the ranks' parameters differ")
+        accuracy = {}
+        for name, out in (("two", two), ("one", one)):
+            self.assertRegex(out, r"\[worker 0\] epoch 1: lr 0\.0100, ", out)  # StepLR
+            accuracy[name] = float(re.search(r"final test accuracy ([\d.]+)%", out).group(1))
+        print(f"{self.id()}: test accuracy 2 ranks {accuracy['two']:.2f}%, one process "
+              f"{accuracy['one']:.2f}%", file=sys.stderr)
+        self.assertGreater(accuracy["two"], 85.0, two)
+        self.assertLessEqual(abs(accuracy["two"] - accuracy["one"]), 0.5, accuracy)
+
+
+if __name__ == "__main__":
+    unittest.main()
