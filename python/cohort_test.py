@@ -95,6 +95,9 @@ class KVStoreTest(unittest.TestCase):
         torch.testing.assert_close(out, torch.arange(6.0).reshape(2, 3) - 0.5)
         with self.assertRaisesRegex(cohort.Error, "not C-contiguous"):
             self.kv.pull(7, torch.zeros(3, 2).t())
+        with self.assertRaisesRegex(cohort.Error, "a torch.bfloat16 tensor: the kvstore takes "
+                                                   "float32 \\(convert with .float\\(\\)"):
+            self.kv.pull(7, torch.zeros(2, 3, dtype=torch.bfloat16))
 
 
 

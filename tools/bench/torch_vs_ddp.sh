@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The PyTorch example's epoch time (LeNet on Fashion-MNIST, batch 32 per worker, 1 epoch) under
-# Cohort with 2 workers (2 shards, and 1; gradients averaged by the shards, or the shards
+# Cohort with 2 workers started by cohortrun (2 shards, and 1; gradients averaged by the shards, or the shards
 # running SGD) against the same script under torch.distributed DDP over gloo with 2 processes,
 # and alone with the global batch; ROUNDS rounds (default 3), the jobs interleaved so a noisy
 # neighbour hits all alike. Prints each job's epoch times, their median and test top-1.
@@ -9,14 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-3}
 bazel build --config=ci //python:cohort //tools:launch //services:scheduler //services:shard >&2
-export PYTHONPATH="$PWD/bazel-bin/python"
+export PYTHONPATH="$PWD/bazel-bin/python" COHORT_LAUNCH="$PWD/bazel-bin/tools/launch/launch"
 python=/usr/bin/python3
+cohortrun="$python -m cohort.run"
 example="$PWD/examples/torch_mnist.py"
 flags=(--epochs 1 --batch_size 32)
 declare -A command=(
-  ["cohort W=2 S=2 averaged"]="bazel-bin/tools/launch/launch -n 2 -s 2 -- $python $example ${flags[*]}"
-  ["cohort W=2 S=2 server SGD"]="bazel-bin/tools/launch/launch -n 2 -s 2 -- $python $example ${flags[*]} --server_optimizer"
-  ["cohort W=2 S=1 averaged"]="bazel-bin/tools/launch/launch -n 2 -s 1 -- $python $example ${flags[*]}"
+  ["cohort W=2 S=2 averaged"]="$cohortrun -np 2 -s 2 python $example ${flags[*]}"
+  ["cohort W=2 S=2 server SGD"]="$cohortrun -np 2 -s 2 python $example ${flags[*]} --server_optimizer"
+  ["cohort W=2 S=1 averaged"]="$cohortrun -np 2 -s 1 python $example ${flags[*]}"
   ["DDP gloo W=2"]="$python tools/bench/torch_ddp_mnist.py -W 2 -- ${flags[*]}"
   ["alone, batch 64"]="$python $example --kv_store none --epochs 1 --batch_size 64"
 )

@@ -26,6 +26,9 @@ def _array(x):
     if type(x).__module__.startswith("torch"):
         if x.device.type != "cpu":
             raise Error(f"a tensor on {x.device}: the kvstore takes CPU tensors")
+        if str(x.dtype) != "torch.float32":
+            raise Error(f"a {x.dtype} tensor: the kvstore takes float32 (convert with .float(); "
+                        "cohort.torch's DistributedOptimizer does)")
         return x.detach().numpy()
     return x
 
