@@ -291,7 +291,7 @@ std::unique_ptr<PyKVStore> Create(const std::string& type) {
   {
     py::gil_scoped_release release;
     absl::StatusOr<JobOptions> job = JobOptionsFromEnvironment();
-    worker = job.ok() ? WorkerProcess::Join(*job, /*metrics_port=*/0, /*threads=*/0)
+    worker = job.ok() ? WorkerProcess::Join(*job, /*threads=*/0)
                       : job.status();
     if (worker.ok()) {
       store = CreateDistKVStore(type, (*worker)->member(), *job);

@@ -33,7 +33,7 @@ from kubelet_pods import kubelet_pods  # noqa: E402
 from podman_store import PodmanStore  # noqa: E402
 
 # The plain-manifest base's overlays and their objects' counts; "jobset" is the JobSet's.
-OVERLAYS = {"cpu": 8, "gpu": 9, "gpu-resume": 9, "large": 8}
+OVERLAYS = {"cpu": 8, "gpu": 9, "gpu-resume": 9, "large": 8, "python": 4}
 MODULES = "/var/cache/cohort/k8s-validate/node_modules"
 
 
@@ -83,6 +83,12 @@ class ManifestTest(unittest.TestCase):
             code, out = validate(render(overlay), self.dir)
             self.assertEqual(code, 0, f"{overlay}: {out}")
             self.assertIn(f"{count} objects, 0 invalid", out, overlay)
+        # The Python worker's JobSet: the user's image, the program's args, the job in COHORT_*.
+        python = render("python")
+        self.assertIn("image: localhost/cohort-python-worker:latest", python)
+        self.assertIn("value: $(JOBSET_NAME)-scheduler-0-0.$(JOBSET_NAME):7000", python)
+        self.assertIn("- --epochs=2", python)
+        self.assertNotIn("--flagfile", python.split("name: workers")[1])
         code, out = validate(render("jobset"), self.dir)
         self.assertEqual(code, 0, out)
         self.assertIn("ok jobset.x-k8s.io/v1alpha2 JobSet cohort", out)

@@ -151,6 +151,13 @@ absl::StatusOr<JobOptions> JobOptionsFromEnvironment(
   if (const char* bind = std::getenv("COHORT_METRICS_BIND"); bind != nullptr && *bind != '\0') {
     o.metrics_bind = bind;
   }
+  int64_t metrics_port = 0;
+  RETURN_IF_ERROR(ReadInt64Variable("COHORT_METRICS_PORT", &metrics_port));
+  if (metrics_port < 0 || metrics_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "COHORT_METRICS_PORT=", metrics_port, ": a port, 0-65535 (0: one the system picks)"));
+  }
+  o.metrics_port = static_cast<int>(metrics_port);
   if (const char* path = std::getenv("COHORT_METRICS_PORT_FILE"); path != nullptr) {
     o.metrics_port_file = path;
   }

@@ -40,15 +40,17 @@ struct JobOptions {
   absl::Duration scheduler_grace = absl::Seconds(3);
   // How the scheduler and the shards are dialled.
   std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext();
-  // Where the worker serves /metrics, and writes the port it got (empty: nowhere).
+  // Where the worker serves /metrics (port 0: one the system picks), and writes the port it got
+  // (empty: nowhere).
   std::string metrics_bind = "0.0.0.0";
+  int metrics_port = 0;
   std::string metrics_port_file;
 };
 
 // The job the launcher hands a worker program in COHORT_* variables (Contracts, "Your own
 // training program"): COHORT_SCHEDULER, COHORT_RANK, COHORT_PART_BYTES, COHORT_FUSION_BYTES,
 // COHORT_FUSION_WAIT_US, COHORT_GRADIENT_COMPRESSION, COHORT_SHARED_MEMORY, COHORT_METRICS_BIND,
-// COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
+// COHORT_METRICS_PORT, COHORT_METRICS_PORT_FILE, and the transport's security: COHORT_TLS_DIR (with the worker's
 // certificate, worker.pem/worker.key) and COHORT_TOKEN_FILE, or COHORT_INSECURE=1 for
 // plaintext; one of the two must be given. The one place that reads the environment.
 // scheduler: the address given on the command line, if any; without it COHORT_SCHEDULER must

@@ -2,6 +2,7 @@
 
 #include "services/worker/dist_kvstore.h"
 
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -195,6 +196,25 @@ TEST(DistKVStoreTest, APartSizeBelowOneByteIsRefusedBeforeJoining) {
   EXPECT_EQ(kv.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(kv.status().message(), "--part_bytes=0 (or COHORT_PART_BYTES)"))
       << kv.status();
+}
+
+// A program's metrics port from COHORT_METRICS_PORT (a pod's fixed port for its probes and
+// scrapes); one that is no port is refused naming the variable.
+TEST(DistKVStoreTest, TheMetricsPortComesFromTheEnvironment) {
+  setenv("COHORT_SCHEDULER", "127.0.0.1:1", 1);
+  setenv("COHORT_INSECURE", "1", 1);
+  setenv("COHORT_METRICS_PORT", "7201", 1);
+  absl::StatusOr<JobOptions> job = JobOptionsFromEnvironment();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->metrics_port, 7201);
+  setenv("COHORT_METRICS_PORT", "70000", 1);
+  job = JobOptionsFromEnvironment();
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(job.status().message(), "COHORT_METRICS_PORT=70000: a port"))
+      << job.status();
+  for (const char* name : {"COHORT_SCHEDULER", "COHORT_INSECURE", "COHORT_METRICS_PORT"}) {
+    unsetenv(name);
+  }
 }
 
 }  // namespace

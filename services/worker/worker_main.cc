@@ -48,7 +48,8 @@ COHORT_DEFINE_MEMBER_FLAGS();
 ABSL_FLAG(std::string, metrics_bind, "",
           "address of the HTTP server for /metrics (default: COHORT_METRICS_BIND, else 0.0.0.0)");
 ABSL_FLAG(int, metrics_port, 0,
-          "port of the HTTP server for /metrics (0: the system picks one; it is printed)");
+          "port of the HTTP server for /metrics (default: COHORT_METRICS_PORT; 0: the system "
+          "picks one; it is printed)");
 ABSL_FLAG(std::string, metrics_port_file, "",
           "also write the metrics port to this file (default: COHORT_METRICS_PORT_FILE)");
 
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   job.scheduler_grace = cohort::SchedulerGraceFlag();
   job.connect_timeout = cohort::ConnectTimeoutFlag();
   if (!absl::GetFlag(FLAGS_metrics_bind).empty()) job.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
+  if (absl::GetFlag(FLAGS_metrics_port) != 0) job.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   if (!absl::GetFlag(FLAGS_metrics_port_file).empty()) {
     job.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   }
@@ -114,8 +116,7 @@ int main(int argc, char** argv) {
   // Stopped (SIGTERM/SIGINT): leaves the job and exits; the training loop is not waited for.
   static std::atomic<cohort::MemberSession*> joined{nullptr};
   cohort::LeaveOnTerminationSignal("worker", &joined);
-  auto worker = cohort::WorkerProcess::Join(job, absl::GetFlag(FLAGS_metrics_port),
-                                            cohort::ProcessComputeThreads());
+  auto worker = cohort::WorkerProcess::Join(job, cohort::ProcessComputeThreads());
   if (!worker.ok()) {
     std::cerr << "worker: error: " << worker.status().message() << "\n";
     return 1;

@@ -14,7 +14,6 @@ WorkerProcess::WorkerProcess(std::unique_ptr<MemberSession> session,
       }) {}
 
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Join(const JobOptions& job,
-                                                                  int metrics_port,
                                                                   int threads) {
   MemberSessionOptions options = job.SessionOptions();
   options.threads = threads;
@@ -23,7 +22,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Join(const JobOpti
   if (!session.ok()) return session.status();
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(*std::move(session), job.security));
   absl::StatusOr<std::unique_ptr<HttpServer>> http =
-      ServeMetrics(job.metrics_bind, metrics_port, job.metrics_port_file,
+      ServeMetrics(job.metrics_bind, job.metrics_port, job.metrics_port_file,
                    {worker->process_.Route()}, job.security);
   if (!http.ok()) {
     worker->session_->Leave(http.status());

@@ -19,10 +19,10 @@ namespace cohort {
 class WorkerProcess {
  public:
   // Joins the job as a worker (threads: its compute threads, for the scheduler's check of
-  // oversubscribed hosts) and serves /metrics on metrics_port (0: one the system picks).
+  // oversubscribed hosts) and serves /metrics on job.metrics_port (0: one the system picks).
   // An error says what failed; a member that joined leaves saying it.
   static absl::StatusOr<std::unique_ptr<WorkerProcess>> Join(const JobOptions& job,
-                                                            int metrics_port, int threads);
+                                                            int threads);
   ~WorkerProcess() = default;
 
   MemberSession* member() { return session_.get(); }
