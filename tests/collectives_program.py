@@ -71,6 +71,18 @@ def main():
     hvd.barrier()
     digest = hashlib.sha256(pickle_state(state)).hexdigest()
     assert len(set(hvd.allgather_object(digest))) == 1, "optimizer states differ"
+    # bf16 parameters: exchanged as float32 through the host, the means written back.
+    torch.manual_seed(0)
+    half = torch.nn.Linear(4, 2).to(torch.bfloat16)
+    distributed = hvd.DistributedOptimizer(torch.optim.SGD(half.parameters(), lr=0.5),
+                                           named_parameters=half.named_parameters())
+    half(torch.full((1, 4), float(r + 1), dtype=torch.bfloat16)).sum().backward()
+    distributed.step()
+    assert half.weight.dtype == torch.bfloat16
+    # Rank k's weight gradient is k + 1 in every element: the mean is (n + 1) / 2.
+    assert torch.equal(half.weight.grad, torch.full((2, 4), (n + 1) / 2, dtype=torch.bfloat16))
+    digest = hashlib.sha256(half.weight.detach().float().numpy().tobytes()).hexdigest()
+    assert len(set(hvd.allgather_object(digest))) == 1, "bf16 parameters differ"
     print(f"collectives ok on rank {r} of {n}: sum {summed.tolist()}", flush=True)
 
 

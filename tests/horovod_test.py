@@ -3,7 +3,8 @@
 - the collectives (tests/collectives_program.py, 3 ranks): allreduce (each op, in place,
   integers), allgather of tensors of differing first dimension and of objects, broadcast and
   broadcast_object from the last rank, broadcast_parameters from it (bf16 and int64 included),
-  broadcast_optimizer_state; every rank checks what it got against what each brought;
+  broadcast_optimizer_state, and a DistributedOptimizer over bf16 parameters; every rank
+  checks what it got against what each brought;
 - a script written for Horovod (tests/horovod_mnist.py: local_rank, DistributedSampler,
   broadcast_parameters and broadcast_optimizer_state before the DistributedOptimizer,
   compression, backward_passes_per_step=2, StepLR, metrics averaged with allreduce) run

@@ -290,7 +290,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # What each key's exchange writes: the mean gradient, or the shards' new value.
         self._out = []
         for key, p in zip(self._keys, self._params):
-            value = p.detach().to(torch.float32).contiguous()
+            value = p.detach().to("cpu", torch.float32).contiguous()
             _register(store, key, value if server_optimizer else torch.zeros_like(value),
                       auxiliary=not server_optimizer)
             self._out.append(torch.empty_like(value))
@@ -319,9 +319,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _start(self, i):
         p = self._params[i]
-        grad = p.grad.detach()
-        if grad.dtype != torch.float32 or not grad.is_contiguous():
-            grad = grad.to(torch.float32).contiguous()
+        # The kvstore reads float32 in host memory: other dtypes and devices (fp16, bf16, a
+        # GPU's tensors) go through a host copy; each mean or value comes back to the device.
+        grad = p.grad.detach().to("cpu", torch.float32).contiguous()
         self._handles[i] = (self._store.pushpull(self._keys[i], grad, self._out[i]), grad)
         self._synchronized = False
 
