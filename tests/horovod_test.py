@@ -16,7 +16,6 @@ Usage: horovod_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY COLLECTIVES_PROGRA
 
 import os
 import re
-import subprocess
 import sys
 import unittest
 
@@ -25,17 +24,11 @@ LAUNCH, JOB_PROCESSES, COHORT_INIT, COLLECTIVES, MNIST = (os.path.abspath(p)
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
+from job_fixture import PYTHON  # noqa: E402
 from job_processes import wait_job_gone  # noqa: E402
 
-PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 
-
-def torch_missing():
-    r = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True)
-    return None if r.returncode == 0 else "needs Debian's python3-torch (tools/install_deps.sh)"
-
-
-@unittest.skipIf(torch_missing(), torch_missing())
+@unittest.skipIf(job_fixture.torch_missing(), job_fixture.torch_missing())
 class HorovodTest(job_fixture.JobTestCase):
     job_prefix = "hvd"
 

@@ -13,6 +13,15 @@ import unittest
 from job_processes import environ_of, job_pids, kill_job
 
 
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-numpy and python3-torch
+
+
+def torch_missing():
+    """Why the torch tests cannot run here (None: they can)."""
+    r = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True)
+    return None if r.returncode == 0 else "needs Debian's python3-torch (tools/install_deps.sh)"
+
+
 def complete_steps(root, shards=2):
     """Steps of the checkpoints under root whose folder holds every shard's manifest."""
     steps = []

@@ -21,9 +21,9 @@ LAUNCH, JOB_PROCESSES, COHORT_INIT, NUMPY_EXAMPLE, GIL_PROBE, FAILING_PROGRAM = 
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
+from job_fixture import PYTHON  # noqa: E402
 from job_processes import wait_job_gone  # noqa: E402
 
-PYTHON = "/usr/bin/python3"  # Debian's, with python3-numpy and python3-torch
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(COHORT_INIT))
 
 

@@ -23,8 +23,7 @@ LAUNCH, JOB_PROCESSES, COHORT_INIT, EXAMPLE = (os.path.abspath(p) for p in sys.a
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
-
-PYTHON = "/usr/bin/python3"
+from job_fixture import PYTHON  # noqa: E402
 
 
 def metric(page, name):
@@ -32,12 +31,8 @@ def metric(page, name):
     return m.group(1) if m else None
 
 
-def torch_missing():
-    r = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True)
-    return None if r.returncode == 0 else "needs Debian's python3-torch (tools/install_deps.sh)"
 
-
-@unittest.skipIf(torch_missing(), torch_missing())
+@unittest.skipIf(job_fixture.torch_missing(), job_fixture.torch_missing())
 class TorchJobTest(job_fixture.JobTestCase):
     job_prefix = "torchjob"
 
