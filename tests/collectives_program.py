@@ -34,6 +34,8 @@ def main():
     assert torch.equal(hvd.allreduce(mine(r), average=False), summed)
     assert torch.equal(hvd.allreduce(mine(r), op=hvd.Min), torch.stack(every).min(0).values)
     assert torch.equal(hvd.allreduce(mine(r), op=hvd.Max), torch.stack(every).max(0).values)
+    grouped = hvd.grouped_allreduce([mine(r), 2 * mine(r)], op=hvd.Sum)
+    assert torch.equal(grouped[0], summed) and torch.equal(grouped[1], 2 * summed)
     inplace = mine(r)
     hvd.synchronize(hvd.allreduce_async_(inplace, name="in place"))
     assert torch.equal(inplace, summed / n)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Horovod's PyTorch API on Cohort (cohort.torch as hvd):
-- the collectives (tests/collectives_program.py, 3 ranks): allreduce (each op, in place,
+- the collectives (tests/collectives_program.py, 3 ranks): allreduce (each op, grouped, in place,
   integers), allgather of tensors of differing first dimension and of objects, broadcast and
   broadcast_object from the last rank, broadcast_parameters from it (bf16 and int64 included),
   broadcast_optimizer_state, and a DistributedOptimizer over bf16 parameters; every rank

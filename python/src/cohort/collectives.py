@@ -65,23 +65,35 @@ def _cpu(tensor):
     return tensor.detach().to("cpu")
 
 
-def allreduce(store, tensor, average=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-              process_set=None):
-    """The reduction over every rank of tensor (each rank's of the same shape and dtype), as a
-    new tensor on tensor's device."""
+def allreduce(store, tensors, average=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=None):
+    """The reduction over every rank of each of tensors (each rank's of the same shapes and
+    dtypes), in one exchange, as new tensors on their devices."""
     op = _op(average, op)
     check_no_process_set(process_set)
-    mine = _cpu(tensor)
+    mine = [_cpu(t) for t in tensors]
     if prescale_factor != 1.0:
-        mine = mine * prescale_factor
+        mine = [t * prescale_factor for t in mine]
     every = gather_objects(store, mine)
-    for rank, other in enumerate(every):
+    results = []
+    for i, t in enumerate(tensors):
+        result = _reduce(op, [theirs[i] for theirs in every], store.rank)
+        if postscale_factor != 1.0:
+            result = result * postscale_factor
+        results.append(result.to(t.device))
+    return results
+
+
+def _reduce(op, by_rank, rank):
+    """op over by_rank (one tensor of each rank) in rank order: the same bits on every rank."""
+    mine = by_rank[rank]
+    for r, other in enumerate(by_rank):
         if other.shape != mine.shape or other.dtype != mine.dtype:
-            raise Error(f"allreduce: rank {rank} brought {other.dtype} {tuple(other.shape)}, "
-                        f"rank {store.rank} {mine.dtype} {tuple(mine.shape)}: every rank "
-                        "reduces a tensor of the same shape and dtype")
-    result = every[0].clone()
-    for other in every[1:]:  # in rank order: the same bits on every rank
+            raise Error(f"allreduce: rank {r} brought {other.dtype} {tuple(other.shape)}, "
+                        f"rank {rank} {mine.dtype} {tuple(mine.shape)}: every rank reduces a "
+                        "tensor of the same shape and dtype")
+    result = by_rank[0].clone()
+    for other in by_rank[1:]:
         if op in (Average, Sum):
             result += other
         elif op == Min:
@@ -91,11 +103,9 @@ def allreduce(store, tensor, average=None, op=None, prescale_factor=1.0, postsca
         else:
             result *= other
     if op == Average:
-        result = (result / len(every) if result.is_floating_point()
-                  else torch.div(result, len(every), rounding_mode="floor"))
-    if postscale_factor != 1.0:
-        result = result * postscale_factor
-    return result.to(tensor.device)
+        result = (result / len(by_rank) if result.is_floating_point()
+                  else torch.div(result, len(by_rank), rounding_mode="floor"))
+    return result
 
 
 def allgather(store, tensor, process_set=None):
@@ -137,7 +147,8 @@ def broadcast_tensors(store, named, root_rank):
                     f"{store.rank} has {said[1]}: every rank builds the same model")
     mine = (torch.cat([_bytes_of(t) for _, t in named]) if store.rank == root_rank and named
             else None)
-    total = sum(_bytes_of(t).numel() for _, t in named)
+    sizes = [t.numel() * t.element_size() for _, t in named]
+    total = sum(sizes)
     received = bytearray()
     for start in range(0, total, SLICE_BYTES):
         piece = mine[start:start + SLICE_BYTES].numpy().tobytes() if mine is not None else b""
@@ -147,7 +158,6 @@ def broadcast_tensors(store, named, root_rank):
     flat = torch.frombuffer(received, dtype=torch.uint8)
     offset = 0
     with torch.no_grad():
-        for _, t in named:
-            n = _bytes_of(t).numel()
+        for (_, t), n in zip(named, sizes):
             t.copy_(flat[offset:offset + n].clone().view(t.dtype).view(t.shape))  # aligned
             offset += n

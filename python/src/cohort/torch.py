@@ -109,8 +109,8 @@ def barrier():
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=None):
     """The mean (op=Sum, Min, Max, Product: that) over the ranks of tensor, as a new tensor."""
-    return _collectives.allreduce(init(), tensor, average, op, prescale_factor,
-                                  postscale_factor, process_set)
+    return _collectives.allreduce(init(), [tensor], average, op, prescale_factor,
+                                  postscale_factor, process_set)[0]
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -135,8 +135,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    return [allreduce(t, average, name, compression, op, prescale_factor, postscale_factor,
-                      process_set) for t in tensors]
+    """Each of tensors reduced over the ranks, in one exchange."""
+    return _collectives.allreduce(init(), list(tensors), average, op, prescale_factor,
+                                  postscale_factor, process_set)
 
 
 def allgather(tensor, name=None, process_set=None):
