@@ -5,21 +5,27 @@ synthetic data, printed as one line such as
     torch resnet50 bs=128 bf16 eager: 2850.1 images/sec (44.9 ms/step, 50 steps)
 
 resnet50: torchvision's ImageNet ResNet-50 (no weights, 1000 classes, 224x224 inputs).
-resnet56: the CIFAR ResNet-56 of He et al. 2016 (3 stages of 9 basic blocks, 16/32/64
-channels, option-A shortcuts, 10 classes, 32x32 inputs).
+resnet56 and resnet20: the CIFAR ResNets of He et al. 2016 (3 stages of 9 or 3 basic blocks,
+16/32/64 channels, option-A shortcuts, 10 classes, 32x32 inputs).
+
+--device cpu runs on the host's cores in fp32 (the peer of //trainer:bench, whose figures it
+prints in the same form).
 
 Each step is a full training step: forward, cross-entropy, backward, SGD (momentum 0.9).
 Needs no network: the weights are initialised randomly.
 """
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=["resnet50", "resnet56"], default="resnet50")
+    p.add_argument("--model", choices=["resnet50", "resnet56", "resnet20"], default="resnet50")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="bf16")
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
@@ -29,10 +35,12 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1:
         p.error("--steps and --batch_size must be positive, --warmup not negative")
+    if args.device == "cpu" and (args.precision != "fp32" or args.mode != "eager"):
+        p.error("--device cpu measures fp32 eager: give --precision fp32 --mode eager")
     return args
 
 
-def build_resnet56(torch, num_classes=10):
+def build_cifar_resnet(torch, num_classes=10, blocks_per_stage=9):
     nn = torch.nn
     F = torch.nn.functional
 
@@ -56,7 +64,7 @@ def build_resnet56(torch, num_classes=10):
             return F.relu(out + x)
 
     class ResNetCifar(nn.Module):
-        def __init__(self, blocks_per_stage=9):
+        def __init__(self):
             super().__init__()
             self.conv = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
             self.bn = nn.BatchNorm2d(16)
@@ -85,15 +93,21 @@ def main(argv=None):
     # Imported after parsing so that --help works where torch is absent.
     import torch
 
-    if not torch.cuda.is_available():
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
         print("torch_resnet_bench: no CUDA device", file=sys.stderr)
         return 1
-    dev = torch.device("cuda")
-    torch.backends.cudnn.benchmark = True
-    # fp32 means true fp32; tf32 lets matmuls and convolutions use the tensor cores' tf32 mode.
-    tf32 = args.precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32 or args.precision in ("bf16", "fp16")
+    dev = torch.device(args.device)
+    if not cuda:
+        # Debian's build starts with one thread; use every core this process may run on, as
+        # //trainer:bench does.
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+        # fp32 means true fp32; tf32 lets matmuls and convolutions use the tensor cores' tf32 mode.
+        tf32 = args.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32 or args.precision in ("bf16", "fp16")
 
     if args.model == "resnet50":
         import torchvision
@@ -101,7 +115,7 @@ def main(argv=None):
         model = torchvision.models.resnet50(weights=None, num_classes=1000)
         shape, classes = (3, 224, 224), 1000
     else:
-        model = build_resnet56(torch)
+        model = build_cifar_resnet(torch, blocks_per_stage=9 if args.model == "resnet56" else 3)
         shape, classes = (3, 32, 32), 10
     fmt = torch.contiguous_format if args.no_channels_last else torch.channels_last
     model = model.to(dev, memory_format=fmt).train()
@@ -109,10 +123,10 @@ def main(argv=None):
     loss_fn = torch.nn.CrossEntropyLoss()
 
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
-    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
+    scaler = torch.cuda.amp.GradScaler(enabled=args.precision == "fp16")
     fwd = torch.compile(model) if args.mode == "compile" else model
 
-    # A few synthetic batches in rotation, already on the GPU: this measures the training step only.
+    # A few synthetic batches in rotation, already on the device: this measures the training step only.
     gen = torch.Generator(device=dev).manual_seed(0)
     batches = [
         (
@@ -122,38 +136,46 @@ def main(argv=None):
         for _ in range(4)
     ]
 
+    # CPU autocast takes only bf16 even when disabled: the CPU runs fp32 without it.
+    autocast = (lambda: torch.autocast("cuda", dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)) \
+        if cuda else contextlib.nullcontext
+
     def step(i):
         x, y = batches[i % len(batches)]
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+        with autocast():
             loss = loss_fn(fwd(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
         return loss
 
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
     t0 = time.perf_counter()
     for i in range(args.warmup):
         loss = step(i)
-    torch.cuda.synchronize()
+    sync()
     warm_s = time.perf_counter() - t0
     if args.warmup and not torch.isfinite(loss).item():
         print(f"torch_resnet_bench: non-finite loss after warm-up: {loss.item()}", file=sys.stderr)
         return 1
 
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
+    t0 = time.perf_counter()
     for i in range(args.steps):
         loss = step(i)
-    end.record()
-    end.synchronize()
-    ms = start.elapsed_time(end)
+    sync()
+    ms = (time.perf_counter() - t0) * 1e3
     ips = args.batch_size * args.steps / (ms / 1e3)
-    print(
-        f"# torch {torch.__version__}, cudnn {torch.backends.cudnn.version()}, "
-        f"{torch.cuda.get_device_name(0)}; warm-up {args.warmup} steps {warm_s:.1f} s; "
-        f"final loss {loss.item():.4f}; peak memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
-    )
+    if cuda:
+        where = (f"cudnn {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(0)}; "
+                 f"peak memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+    else:
+        where = f"{torch.get_num_threads()} threads, {'NCHW' if args.no_channels_last else 'channels_last'}"
+    print(f"# torch {torch.__version__}, {where}; warm-up {args.warmup} steps {warm_s:.1f} s; "
+          f"final loss {loss.item():.4f}")
     print(
         f"torch {args.model} bs={args.batch_size} {args.precision} {args.mode}: {ips:.1f} images/sec "
         f"({ms / args.steps:.2f} ms/step, {args.steps} steps)",
