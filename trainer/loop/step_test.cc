@@ -168,12 +168,16 @@ class HostCopyExchange final : public ParameterExchange {
 };
 
 // The CPU backend, but with its parameters kept apart from the kvstore as a device's are.
+// Everything else is the inner backend's, its activations' layout included.
 class ExchangingBackend final : public Backend {
  public:
   ExchangingBackend(Backend* inner, ExchangeCounts* counts) : inner_(inner), counts_(counts) {}
   absl::string_view name() const override { return inner_->name(); }
   DType dtype() const override { return inner_->dtype(); }
   void BindCallingThread() override { inner_->BindCallingThread(); }
+  const Tensor& ImportImages(const Tensor& images, Tensor* scratch) override {
+    return inner_->ImportImages(images, scratch);
+  }
   std::unique_ptr<ParameterExchange> MakeParameterExchange(
       std::vector<ParameterTensors> params) override {
     return std::make_unique<HostCopyExchange>(std::move(params), counts_);
@@ -184,6 +188,8 @@ class ExchangingBackend final : public Backend {
   std::unique_ptr<Op> GlobalAvgPool() override { return inner_->GlobalAvgPool(); }
   std::unique_ptr<Op> BatchNorm(const BatchNormSpec& s) override { return inner_->BatchNorm(s); }
   std::unique_ptr<Op> Add() override { return inner_->Add(); }
+  std::unique_ptr<Op> Concat() override { return inner_->Concat(); }
+  std::unique_ptr<Op> Flatten() override { return inner_->Flatten(); }
   std::unique_ptr<Op> Dropout(const DropoutSpec& s) override { return inner_->Dropout(s); }
   std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& s) override {
     return inner_->SubsamplePad(s);

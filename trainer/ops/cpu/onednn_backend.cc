@@ -15,10 +15,56 @@
 
 namespace cohort {
 
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+dnnl::memory::dims Dims(const Shape& s) { return dnnl::memory::dims(s.dims().begin(), s.dims().end()); }
+
+dnnl::memory::desc Md(const Shape& s, tag t, dt type = dt::f32) {
+  return dnnl::memory::desc(Dims(s), type, t);
+}
+
+tag PlainTag(int rank) { return rank == 4 ? tag::nchw : rank == 2 ? tag::nc : tag::x; }
+
+// The channel block of the layout oneDNN's convolutions pick for activations on this CPU (a
+// 3×3 convolution of 64 channels, as the ResNets have), or 0 when they pick a plain one.
+int ConvolutionChannelBlock(const dnnl::engine& engine) {
+  const dnnl::memory::desc any({8, 64, 16, 16}, dt::f32, tag::any);
+  const dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                      dnnl::algorithm::convolution_direct, any,
+                                      dnnl::memory::desc({64, 64, 3, 3}, dt::f32, tag::any),
+                                      dnnl::memory::desc(), any, {1, 1}, {1, 1}, {1, 1}),
+      engine);
+  for (int block : {16, 8}) {
+    if (pd.src_desc() == dnnl::memory::desc({8, 64, 16, 16}, dt::f32,
+                                            block == 16 ? tag::nChw16c : tag::nChw8c)) {
+      return block;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 struct OnednnBackend::Context {
+  explicit Context(ActivationLayout layout)
+      : block(layout == ActivationLayout::kBlocked ? ConvolutionChannelBlock(engine) : 0) {}
+
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  const int block;  // channels a block of a held activation holds; 0: all plain
   double primitive_seconds = 0;
+
+  bool Blocked(const Shape& s) const { return block > 0 && s.rank() == 4 && s[1] % block == 0; }
+
+  // How an activation of this shape is held (a 2-D or 1-D one plain).
+  dnnl::memory::desc ActivationMd(const Shape& s, dt type = dt::f32) const {
+    if (!Blocked(s)) return Md(s, PlainTag(s.rank()), type);
+    return Md(s, block == 16 ? tag::nChw16c : tag::nChw8c, type);
+  }
 
   // Runs a primitive to completion, adding its time to primitive_seconds.
   void Run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
@@ -28,6 +74,32 @@ struct OnednnBackend::Context {
     primitive_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+
+  // Copies src (laid out as from) into dst (laid out as to). The primitive comes from
+  // oneDNN's primitive cache after the first call with these descriptors.
+  void Reorder(const dnnl::memory::desc& from, const void* src, const dnnl::memory::desc& to,
+               void* dst) {
+    const dnnl::reorder r(dnnl::reorder::primitive_desc(engine, from, engine, to));
+    Run(r, {{DNNL_ARG_FROM, dnnl::memory(from, engine, const_cast<void*>(src))},
+            {DNNL_ARG_TO, dnnl::memory(to, engine, dst)}});
+  }
+
+  // An activation's plain form: t itself where it is held plain, else reordered into *scratch.
+  const Tensor* Plain(const Tensor* t, Tensor* scratch) {
+    if (!Blocked(t->shape())) return t;
+    scratch->Resize(t->shape());
+    Reorder(ActivationMd(t->shape()), t->raw(), Md(t->shape(), tag::nchw), scratch->raw());
+    return scratch;
+  }
+  // Brings a plain activation into held form in *t (nothing to do when both are t).
+  void Hold(const Tensor& plain, Tensor* t) {
+    if (&plain == t) return;
+    if (!Blocked(t->shape())) {
+      std::memcpy(t->raw(), plain.raw(), plain.nbytes());
+      return;
+    }
+    Reorder(Md(t->shape(), tag::nchw), plain.raw(), ActivationMd(t->shape()), t->raw());
+  }
 };
 
 namespace {
@@ -35,19 +107,11 @@ namespace {
 using Ctx = OnednnBackend::Context;
 using Ins = absl::Span<const Tensor* const>;
 using Outs = absl::Span<Tensor* const>;
-using dt = dnnl::memory::data_type;
-using tag = dnnl::memory::format_tag;
-
-dnnl::memory::dims Dims(const Shape& s) { return dnnl::memory::dims(s.dims().begin(), s.dims().end()); }
-
-dnnl::memory::desc Md(const Shape& s, tag t) { return dnnl::memory::desc(Dims(s), dt::f32, t); }
 
 // Wraps a host tensor (no copy) for one primitive call.
 dnnl::memory Mem(const Ctx& ctx, const dnnl::memory::desc& md, const Tensor* t) {
   return dnnl::memory(md, ctx.engine, const_cast<void*>(t->raw()));
 }
-
-tag ActivationTag(int rank) { return rank == 4 ? tag::nchw : rank == 2 ? tag::nc : tag::x; }
 
 // Rebuilds an op's primitives only when the input shape or mode changes (the first step,
 // the evaluation batch), so the steady-state step creates nothing.
@@ -71,23 +135,23 @@ dnnl::prop_kind Prop(Mode mode) {
                               : dnnl::prop_kind::forward_inference;
 }
 
-// A tensor argument of a primitive that picked its own layout (format_tag::any): the plain
-// tensor itself when the layouts agree, else a buffer in the primitive's layout and a reorder
-// between the two, so ops still take and give plain tensors.
+// A tensor argument of a primitive that picked its own layout (format_tag::any): the tensor
+// itself when that is the layout it is held in, else a buffer in the primitive's layout and a
+// reorder between the two, so that ops take and give tensors as the backend holds them.
 class StagedArg {
  public:
-  void Build(const Ctx& ctx, const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen,
+  void Build(const Ctx& ctx, const dnnl::memory::desc& held, const dnnl::memory::desc& chosen,
              bool is_input) {
-    plain_ = plain;
-    staged_ = plain != chosen;
+    held_ = held;
+    staged_ = held != chosen;
     if (!staged_) return;
     buffer_ = dnnl::memory(chosen, ctx.engine);
-    reorder_ = is_input ? dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, plain, ctx.engine, chosen))
-                        : dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, chosen, ctx.engine, plain));
+    reorder_ = is_input ? dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, held, ctx.engine, chosen))
+                        : dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, chosen, ctx.engine, held));
   }
   // An input: the memory to pass, with t's values in the primitive's layout.
   dnnl::memory In(Ctx& ctx, const Tensor* t) {
-    dnnl::memory m = Mem(ctx, plain_, t);
+    dnnl::memory m = Mem(ctx, held_, t);
     if (!staged_) return m;
     ctx.Run(reorder_, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, buffer_}});
     return buffer_;
@@ -95,23 +159,24 @@ class StagedArg {
   // An input already brought into the primitive's layout by In (with the same layout) since t
   // last changed: the memory to pass, without reordering again.
   dnnl::memory Staged(const Ctx& ctx, const Tensor* t) const {
-    return staged_ ? buffer_ : Mem(ctx, plain_, t);
+    return staged_ ? buffer_ : Mem(ctx, held_, t);
   }
   // An output: the memory the primitive writes; Finish brings it into t.
-  dnnl::memory Out(const Ctx& ctx, Tensor* t) const { return staged_ ? buffer_ : Mem(ctx, plain_, t); }
+  dnnl::memory Out(const Ctx& ctx, Tensor* t) const { return staged_ ? buffer_ : Mem(ctx, held_, t); }
   void Finish(Ctx& ctx, Tensor* t) {
-    if (staged_) ctx.Run(reorder_, {{DNNL_ARG_FROM, buffer_}, {DNNL_ARG_TO, Mem(ctx, plain_, t)}});
+    if (staged_) ctx.Run(reorder_, {{DNNL_ARG_FROM, buffer_}, {DNNL_ARG_TO, Mem(ctx, held_, t)}});
   }
 
  private:
-  dnnl::memory::desc plain_;
+  dnnl::memory::desc held_;
   bool staged_ = false;
   dnnl::memory buffer_;
   dnnl::primitive reorder_;
 };
 
 // Convolutions run in the blocked layouts oneDNN picks (several times faster than plain NCHW
-// here, reorders included); inputs and outputs stay plain.
+// here, reorders included). Activations held blocked are already in them; the weights, plain,
+// are reordered each step (they change every step).
 class Conv2dOnednn final : public Conv2dFrame {
  public:
   Conv2dOnednn(std::shared_ptr<Ctx> ctx, Conv2dSpec spec)
@@ -156,8 +221,8 @@ class Conv2dOnednn final : public Conv2dFrame {
  private:
   void Build(Mode mode, const Shape& x, const Shape& w, const Shape& y) {
     if (cache_.Matches(x, mode)) return;
-    const dnnl::memory::desc x_md = Md(x, tag::nchw), w_md = Md(w, tag::oihw),
-                             y_md = Md(y, tag::nchw);
+    const dnnl::memory::desc x_md = ctx_->ActivationMd(x), w_md = Md(w, tag::oihw),
+                             y_md = ctx_->ActivationMd(y);
     const dnnl::memory::desc x_any(Dims(x), dt::f32, tag::any), w_any(Dims(w), dt::f32, tag::any),
         y_any(Dims(y), dt::f32, tag::any);
     // A zero descriptor turns the bias off.
@@ -248,8 +313,9 @@ class Pool2dOnednn final : public Pool2dFrame {
             spec_.padding, (y_hw[d] - 1) * spec_.stride + spec_.kernel - x[2 + d] - spec_.padding);
       }
     }
-    x_md_ = Md(x, tag::nchw);
-    y_md_ = Md(Shape{x[0], x[1], y_hw[0], y_hw[1]}, tag::nchw);
+    x_md_ = ctx_->ActivationMd(x);
+    // A global pooling's (N, C, 1, 1) is the same bytes blocked or plain: the (N, C) output.
+    y_md_ = ctx_->ActivationMd(Shape{x[0], x[1], y_hw[0], y_hw[1]});
     const auto algo = kind_ == PoolKind::kMax ? dnnl::algorithm::pooling_max
                                           : dnnl::algorithm::pooling_avg_include_padding;
     dnnl::pooling_forward::primitive_desc fwd_pd(
@@ -335,7 +401,7 @@ class BatchNormOnednn final : public BatchNormFrame {
  private:
   void Build(Mode mode, const Shape& x) {
     if (cache_.Matches(x, mode)) return;
-    x_md_ = Md(x, tag::nchw);
+    x_md_ = ctx_->ActivationMd(x);
     c_md_ = Md(Shape{spec_.channels}, tag::x);
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     if (mode == Mode::kEval) flags = flags | dnnl::normalization_flags::use_global_stats;
@@ -367,7 +433,7 @@ class AddOnednn final : public AddFrame {
   void Forward(Mode mode, Ins in, Outs out) override {
     const Shape& x = in[0]->shape();
     if (!cache_.Matches(x, Mode::kEval)) {
-      md_ = Md(x, ActivationTag(x.rank()));
+      md_ = ctx_->ActivationMd(x);
       fwd_ = dnnl::binary(dnnl::binary::primitive_desc(
           dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), ctx_->engine));
       cache_.Set(x, Mode::kEval);
@@ -389,18 +455,27 @@ class AddOnednn final : public AddFrame {
   dnnl::primitive fwd_;
 };
 
-// oneDNN has no dropout primitive: a masked scale over the elements.
+// oneDNN has no dropout primitive: a masked scale over the elements. The mask is drawn in
+// plain order, as every backend draws it, and reordered as the activation is held.
 class DropoutOnednn final : public DropoutFrame {
  public:
-  explicit DropoutOnednn(DropoutSpec spec) : DropoutFrame(spec) {}
+  DropoutOnednn(std::shared_ptr<Ctx> ctx, DropoutSpec spec)
+      : DropoutFrame(spec), ctx_(std::move(ctx)) {}
 
   void Forward(Mode mode, Ins in, Outs out) override {
     if (mode == Mode::kEval) {
       std::memcpy(out[0]->raw(), in[0]->raw(), in[0]->nbytes());
       return;
     }
+    const Shape& x = in[0]->shape();
     mask_.resize(static_cast<size_t>(in[0]->numel()));
     DropoutMask(spec_, calls_++, absl::MakeSpan(mask_));
+    if (ctx_->Blocked(x)) {
+      plain_mask_.swap(mask_);
+      mask_.resize(plain_mask_.size());
+      ctx_->Reorder(Md(x, tag::nchw, dt::u8), plain_mask_.data(), ctx_->ActivationMd(x, dt::u8),
+                    mask_.data());
+    }
     Scale(in[0]->data<float>(), out[0]->data<float>());
   }
 
@@ -414,43 +489,152 @@ class DropoutOnednn final : public DropoutFrame {
     for (size_t i = 0; i < mask_.size(); ++i) y[i] = mask_[i] ? x[i] * keep_scale : 0.0f;
   }
 
+  std::shared_ptr<Ctx> ctx_;
   uint64_t calls_ = 0;
-  std::vector<uint8_t> mask_;  // of the last kTrain Forward
+  std::vector<uint8_t> mask_;        // of the last kTrain Forward, as the activation is held
+  std::vector<uint8_t> plain_mask_;  // drawn in plain order, for a blocked activation
 };
 
-// The option-A ResNet shortcut is a strided copy into the middle channels: a plain loop.
+// Where element (n, c, h, w) of an activation (N, C, H, W) lies as the backend holds it:
+// channel blocks of `block` (1: plain NCHW), each (H, W, block).
+class HeldIndex {
+ public:
+  HeldIndex(const Shape& s, int block) : blocks_(s[1] / block), h_(s[2]), w_(s[3]), block_(block) {}
+  int64_t operator()(int64_t n, int64_t c, int64_t h, int64_t w) const {
+    return (((n * blocks_ + c / block_) * h_ + h) * w_ + w) * block_ + c % block_;
+  }
+
+ private:
+  int64_t blocks_, h_, w_, block_;
+};
+
+// The option-A ResNet shortcut is a strided copy into the middle channels: a loop over the
+// input's elements, in whichever layouts input and output are held.
 class SubsamplePadOnednn final : public SubsamplePadFrame {
  public:
-  explicit SubsamplePadOnednn(SubsamplePadSpec spec) : SubsamplePadFrame(spec) {}
+  SubsamplePadOnednn(std::shared_ptr<Ctx> ctx, SubsamplePadSpec spec)
+      : SubsamplePadFrame(spec), ctx_(std::move(ctx)) {}
 
   void Forward(Mode, Ins in, Outs out) override {
     out[0]->SetZero();
-    const Shape &x = in[0]->shape(), &y = out[0]->shape();
-    const float* src = in[0]->data<float>();
-    float* dst = out[0]->data<float>();
-    for (int64_t n = 0; n < x[0]; ++n)
-      for (int64_t c = 0; c < x[1]; ++c) {
-        const float* xp = src + (n * x[1] + c) * x[2] * x[3];
-        float* yp = dst + (n * y[1] + c + spec_.pad_channels) * y[2] * y[3];
-        for (int64_t h = 0; h < y[2]; ++h)
-          for (int64_t w = 0; w < y[3]; ++w) yp[h * y[3] + w] = xp[(h * x[3] + w) * spec_.stride];
-      }
+    const float* x = in[0]->data<float>();
+    float* y = out[0]->data<float>();
+    ForEachPair(in[0]->shape(), out[0]->shape(), [&](int64_t xi, int64_t yi) { y[yi] = x[xi]; });
   }
 
   void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] == nullptr) return;
     grad_in[0]->SetZero();
-    const Shape &x = in[0]->shape(), &y = out[0]->shape();
     const float* dy = grad_out[0]->data<float>();
     float* dx = grad_in[0]->data<float>();
-    for (int64_t n = 0; n < x[0]; ++n)
-      for (int64_t c = 0; c < x[1]; ++c) {
-        float* xp = dx + (n * x[1] + c) * x[2] * x[3];
-        const float* yp = dy + (n * y[1] + c + spec_.pad_channels) * y[2] * y[3];
-        for (int64_t h = 0; h < y[2]; ++h)
-          for (int64_t w = 0; w < y[3]; ++w) xp[(h * x[3] + w) * spec_.stride] = yp[h * y[3] + w];
-      }
+    ForEachPair(in[0]->shape(), out[0]->shape(), [&](int64_t xi, int64_t yi) { dx[xi] = dy[yi]; });
   }
+
+ private:
+  // Calls f(offset in x, offset in y) for every element the shortcut copies.
+  template <typename F>
+  void ForEachPair(const Shape& x, const Shape& y, F f) const {
+    const HeldIndex xi(x, ctx_->Blocked(x) ? ctx_->block : 1);
+    const HeldIndex yi(y, ctx_->Blocked(y) ? ctx_->block : 1);
+    const int64_t s = spec_.stride, p = spec_.pad_channels;
+    for (int64_t n = 0; n < x[0]; ++n)
+      for (int64_t c = 0; c < x[1]; ++c)
+        for (int64_t h = 0; h < y[2]; ++h)
+          for (int64_t w = 0; w < y[3]; ++w) f(xi(n, c, h * s, w * s), yi(n, c + p, h, w));
+  }
+
+  std::shared_ptr<Ctx> ctx_;
+};
+
+// Runs a host op written for plain tensors (Flatten, a concatenation of parts held in
+// different layouts) on activations as the backend holds them: blocked inputs and output
+// gradients are reordered into plain scratch tensors first, and blocked outputs and input
+// gradients back from them.
+class OnPlainForms final : public Op {
+ public:
+  OnPlainForms(std::shared_ptr<Ctx> ctx, std::unique_ptr<Op> op)
+      : ctx_(std::move(ctx)), op_(std::move(op)) {}
+
+  absl::string_view name() const override { return op_->name(); }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    return op_->OutputShapes(in);
+  }
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    in_.resize(in.size());
+    out_.resize(out.size());
+    plain_in_ = PlainForms(in, absl::MakeSpan(in_));
+    plain_out_ = Scratch(out, absl::MakeSpan(out_));
+    op_->Forward(mode, plain_in_, plain_out_);
+    for (size_t k = 0; k < out.size(); ++k) ctx_->Hold(*plain_out_[k], out[k]);
+  }
+
+  // Follows Forward on the same inputs: their plain forms and the outputs' are still here.
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    dy_.resize(grad_out.size());
+    dx_.resize(grad_in.size());
+    const std::vector<const Tensor*> plain_dy = PlainForms(grad_out, absl::MakeSpan(dy_));
+    std::vector<Tensor*> plain_dx = Scratch(grad_in, absl::MakeSpan(dx_));
+    const std::vector<const Tensor*> plain_out(plain_out_.begin(), plain_out_.end());
+    op_->Backward(plain_in_, plain_out, plain_dy, plain_dx);
+    for (size_t i = 0; i < grad_in.size(); ++i) {
+      if (grad_in[i] != nullptr) ctx_->Hold(*plain_dx[i], grad_in[i]);
+    }
+  }
+
+ private:
+  std::vector<const Tensor*> PlainForms(Ins ts, absl::Span<Tensor> scratch) {
+    std::vector<const Tensor*> plain;
+    for (size_t i = 0; i < ts.size(); ++i) plain.push_back(ctx_->Plain(ts[i], &scratch[i]));
+    return plain;
+  }
+  // Where the op writes each of ts: a scratch tensor for a blocked one, else itself.
+  std::vector<Tensor*> Scratch(Outs ts, absl::Span<Tensor> scratch) {
+    std::vector<Tensor*> plain;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      Tensor* t = ts[i];
+      if (t != nullptr && ctx_->Blocked(t->shape())) {
+        scratch[i].Resize(t->shape());
+        t = &scratch[i];
+      }
+      plain.push_back(t);
+    }
+    return plain;
+  }
+
+  std::shared_ptr<Ctx> ctx_;
+  std::unique_ptr<Op> op_;
+  std::vector<Tensor> in_, out_, dy_, dx_;  // plain forms of blocked tensors
+  std::vector<const Tensor*> plain_in_;
+  std::vector<Tensor*> plain_out_;
+};
+
+// Concatenation along channels is block copies in either layout when every part is held as
+// the output is (blocked parts fill whole channel blocks of it); otherwise it runs on the
+// plain forms.
+class ConcatOnednn final : public ConcatFrame {
+ public:
+  ConcatOnednn(std::shared_ptr<Ctx> ctx, std::unique_ptr<Op> copies,
+               std::unique_ptr<Op> plain_copies)
+      : ctx_(std::move(ctx)),
+        copies_(std::move(copies)),
+        on_plain_forms_(ctx_, std::move(plain_copies)) {}
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    bool same = true;
+    for (const Tensor* x : in) same = same && ctx_->Blocked(x->shape()) == ctx_->Blocked(out[0]->shape());
+    op_ = same ? copies_.get() : static_cast<Op*>(&on_plain_forms_);
+    op_->Forward(mode, in, out);
+  }
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    op_->Backward(in, out, grad_out, grad_in);
+  }
+
+ private:
+  std::shared_ptr<Ctx> ctx_;
+  std::unique_ptr<Op> copies_;
+  OnPlainForms on_plain_forms_;
+  Op* op_ = nullptr;  // the one the last Forward ran
 };
 
 class ReluOnednn final : public ReluFrame {
@@ -472,7 +656,7 @@ class ReluOnednn final : public ReluFrame {
  private:
   void Build(Mode mode, const Shape& x) {
     if (cache_.Matches(x, mode)) return;
-    md_ = Md(x, ActivationTag(x.rank()));
+    md_ = ctx_->ActivationMd(x);
     dnnl::eltwise_forward::primitive_desc fwd_pd(
         dnnl::eltwise_forward::desc(Prop(mode), dnnl::algorithm::eltwise_relu, md_, 0.f, 0.f),
         ctx_->engine);
@@ -595,9 +779,32 @@ class SoftmaxCrossEntropyOnednn final : public SoftmaxCrossEntropyFrame {
 
 }  // namespace
 
-OnednnBackend::OnednnBackend(int threads)
-    : ctx_(std::make_shared<Context>()), threads_(threads) {}
+OnednnBackend::OnednnBackend(int threads, ActivationLayout layout)
+    : ctx_(std::make_shared<Context>(layout)), threads_(threads) {}
 OnednnBackend::~OnednnBackend() = default;
+
+int OnednnBackend::channel_block() const { return ctx_->block; }
+bool OnednnBackend::HoldsBlocked(const Shape& activation) const {
+  return ctx_->Blocked(activation);
+}
+
+void OnednnBackend::ActivationFromPlain(const Tensor& plain, Tensor* held) const {
+  held->Resize(plain.shape());
+  ctx_->Hold(plain, held);
+}
+
+void OnednnBackend::ActivationToPlain(const Tensor& held, Tensor* plain) const {
+  plain->Resize(held.shape());
+  Tensor scratch;
+  const Tensor* p = ctx_->Plain(&held, &scratch);
+  std::memcpy(plain->raw(), p->raw(), p->nbytes());
+}
+
+const Tensor& OnednnBackend::ImportImages(const Tensor& images, Tensor* scratch) {
+  if (!ctx_->Blocked(images.shape())) return images;
+  ActivationFromPlain(images, scratch);
+  return *scratch;
+}
 
 // oneDNN's OpenMP runtime sizes each parallel region by the calling thread's own setting.
 void OnednnBackend::BindCallingThread() {
@@ -620,11 +827,17 @@ std::unique_ptr<Op> OnednnBackend::BatchNorm(const BatchNormSpec& spec) {
   return std::make_unique<BatchNormOnednn>(ctx_, spec);
 }
 std::unique_ptr<Op> OnednnBackend::Add() { return std::make_unique<AddOnednn>(ctx_); }
+std::unique_ptr<Op> OnednnBackend::Concat() {
+  return std::make_unique<ConcatOnednn>(ctx_, Backend::Concat(), Backend::Concat());
+}
+std::unique_ptr<Op> OnednnBackend::Flatten() {
+  return std::make_unique<OnPlainForms>(ctx_, Backend::Flatten());
+}
 std::unique_ptr<Op> OnednnBackend::Dropout(const DropoutSpec& spec) {
-  return std::make_unique<DropoutOnednn>(spec);
+  return std::make_unique<DropoutOnednn>(ctx_, spec);
 }
 std::unique_ptr<Op> OnednnBackend::SubsamplePad(const SubsamplePadSpec& spec) {
-  return std::make_unique<SubsamplePadOnednn>(spec);
+  return std::make_unique<SubsamplePadOnednn>(ctx_, spec);
 }
 double OnednnBackend::primitive_seconds() const { return ctx_->primitive_seconds; }
 std::unique_ptr<Op> OnednnBackend::Relu() { return std::make_unique<ReluOnednn>(ctx_); }

@@ -9,24 +9,99 @@ namespace {
 
 using testing::OpCase;
 
-class OnednnOpTest : public ::testing::TestWithParam<OpCase> {};
+// Each op with activations whose channels fill blocks of 16 (and so of 8), which the backend
+// holds blocked, and between blocked and plain ones: first convolutions (3 channels in),
+// concatenations of parts held differently, the shortcut from a plain activation.
+std::vector<OpCase> BlockedOpCases() {
+  return {
+      {"b_conv_3x3", [](Backend& b) { return b.Conv2d({1, 1}); },
+       {{2, 16, 6, 5}, {16, 16, 3, 3}, {16}}},
+      {"b_conv_first_3x3", [](Backend& b) { return b.Conv2d({1, 1, false}); },
+       {{2, 3, 7, 6}, {16, 3, 3, 3}}},
+      {"b_conv_to_plain_stride2", [](Backend& b) { return b.Conv2d({2, 1}); },
+       {{2, 16, 7, 7}, {8, 16, 3, 3}, {8}}},
+      {"b_conv_1x1_stride2", [](Backend& b) { return b.Conv2d({2, 0, false}); },
+       {{2, 32, 6, 6}, {16, 32, 1, 1}}},
+      {"b_maxpool_3x3_stride2_pad1_ceil", [](Backend& b) { return b.MaxPool2d({3, 2, 1, true}); },
+       {{1, 16, 6, 7}}},
+      {"b_avgpool_2x2", [](Backend& b) { return b.AvgPool2d({2, 2, 0}); }, {{2, 16, 8, 8}}},
+      {"b_global_avg_pool", [](Backend& b) { return b.GlobalAvgPool(); }, {{3, 32, 5, 6}}},
+      {"b_batch_norm", [](Backend& b) { return b.BatchNorm({16}); }, {{4, 16, 5, 5}, {16}, {16}}},
+      {"b_relu", [](Backend& b) { return b.Relu(); }, {{3, 16, 5, 5}}},
+      {"b_add", [](Backend& b) { return b.Add(); }, {{2, 16, 4, 5}, {2, 16, 4, 5}}},
+      {"b_concat", [](Backend& b) { return b.Concat(); }, {{2, 16, 3, 4}, {2, 32, 3, 4}}},
+      {"b_concat_mixed", [](Backend& b) { return b.Concat(); },
+       {{2, 16, 3, 4}, {2, 8, 3, 4}, {2, 24, 3, 4}}},
+      {"b_concat_to_plain", [](Backend& b) { return b.Concat(); }, {{2, 16, 3, 3}, {2, 8, 3, 3}}},
+      {"b_dropout", [](Backend& b) { return b.Dropout({0.3f, 7}); }, {{3, 16, 5, 5}}},
+      {"b_subsample_pad", [](Backend& b) { return b.SubsamplePad({2, 8}); }, {{2, 16, 7, 6}}},
+      {"b_subsample_pad_from_plain", [](Backend& b) { return b.SubsamplePad({2, 4}); },
+       {{2, 8, 6, 6}}},
+      {"b_flatten", [](Backend& b) { return b.Flatten(); }, {{2, 16, 4, 4}}},
+  };
+}
+
+std::vector<OpCase> AllOpCases() {
+  std::vector<OpCase> cases = testing::StandardOpCases();
+  for (OpCase& c : BlockedOpCases()) cases.push_back(std::move(c));
+  return cases;
+}
+
+// Rank-4 tensors are activations, except a convolution's weights.
+bool IsActivation(const Op& op, size_t input, const Shape& shape) {
+  return shape.rank() == 4 && !(op.name() == "conv2d" && input == 1);
+}
+
+class OnednnOpTest : public ::testing::TestWithParam<std::tuple<OpCase, ActivationLayout>> {
+ public:
+  static std::string Name(const ::testing::TestParamInfo<ParamType>& info) {
+    return std::get<0>(info.param).label +
+           (std::get<1>(info.param) == ActivationLayout::kBlocked ? "_blocked" : "_plain");
+  }
+};
+
+// Plain tensors in the form the backend holds them in (activations only) and back.
+std::vector<Tensor> Held(const OnednnBackend& dnn, const Op& op, const std::vector<Tensor>& plain) {
+  std::vector<Tensor> held;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    held.emplace_back(plain[i].shape(), plain[i].dtype());
+    if (IsActivation(op, i, plain[i].shape())) {
+      dnn.ActivationFromPlain(plain[i], &held.back());
+    } else {
+      held.back().CopyFrom(plain[i]);
+    }
+  }
+  return held;
+}
+Tensor Plain(const OnednnBackend& dnn, const Tensor& held, bool activation) {
+  Tensor plain(held.shape(), held.dtype());
+  if (activation) {
+    dnn.ActivationToPlain(held, &plain);
+  } else {
+    plain.CopyFrom(held);
+  }
+  return plain;
+}
 
 // Forward and backward on fresh random inputs, against the double-precision reference.
 TEST_P(OnednnOpTest, MatchesReference) {
-  const OpCase& c = GetParam();
-  OnednnBackend dnn;
+  const auto& [c, layout] = GetParam();
+  OnednnBackend dnn(0, layout);
   ReferenceBackend ref;
   for (uint64_t seed : {11, 12, 13}) {
     for (Mode mode : {Mode::kEval, Mode::kTrain}) {
-      std::vector<Tensor> in = testing::RandomInputs(c, DType::kF32, seed);
-      std::vector<Tensor> in_ref = testing::ToReferenceInputs(in);
+      std::vector<Tensor> in_plain = testing::RandomInputs(c, DType::kF32, seed);
+      std::vector<Tensor> in_ref = testing::ToReferenceInputs(in_plain);
       auto op = c.make(dnn);
       auto op_ref = c.make(ref);
+      const std::vector<Tensor> in = Held(dnn, *op, in_plain);
       auto out = testing::RunForward(*op, in, mode, DType::kF32);
       auto out_ref = testing::RunForward(*op_ref, in_ref, mode, DType::kF64);
       ASSERT_EQ(out.size(), out_ref.size());
       for (size_t k = 0; k < out.size(); ++k) {
-        EXPECT_LT(testing::NormalizedMaxError(out[k], out_ref[k]), 1e-5)
+        EXPECT_LT(testing::NormalizedMaxError(Plain(dnn, out[k], out[k].shape().rank() == 4),
+                                              out_ref[k]),
+                  1e-5)
             << c.label << " forward output " << k << " seed " << seed;
       }
       if (mode == Mode::kEval) continue;
@@ -34,14 +109,22 @@ TEST_P(OnednnOpTest, MatchesReference) {
       std::vector<Tensor> dy, dy_ref;
       for (size_t k = 0; k < out.size(); ++k) {
         testing::OpCase up{"", nullptr, {out[k].shape()}};
-        dy.push_back(std::move(testing::RandomInputs(up, DType::kF32, seed + 100)[0]));
-        dy_ref.push_back(ConvertTo(dy.back(), DType::kF64));
+        Tensor r = std::move(testing::RandomInputs(up, DType::kF32, seed + 100)[0]);
+        dy_ref.push_back(ConvertTo(r, DType::kF64));
+        dy.emplace_back(r.shape());
+        if (r.shape().rank() == 4) {
+          dnn.ActivationFromPlain(r, &dy.back());
+        } else {
+          dy.back().CopyFrom(r);
+        }
       }
       auto grads = testing::RunBackward(*op, in, out, dy, DType::kF32);
       auto grads_ref = testing::RunBackward(*op_ref, in_ref, out_ref, dy_ref, DType::kF64);
       for (size_t i = 0; i < in.size(); ++i) {
         if (in[i].dtype() == DType::kI32) continue;
-        EXPECT_LT(testing::NormalizedMaxError(grads[i], grads_ref[i]), 1e-5)
+        EXPECT_LT(testing::NormalizedMaxError(
+                      Plain(dnn, grads[i], IsActivation(*op, i, in[i].shape())), grads_ref[i]),
+                  1e-5)
             << c.label << " gradient of input " << i << " seed " << seed;
       }
     }
@@ -49,15 +132,42 @@ TEST_P(OnednnOpTest, MatchesReference) {
 }
 
 // Central differences straight on the fp32 primitives (sampled coordinates; fp32 limits the
-// step and the tolerance).
+// step and the tolerance). The op is a function of its held inputs' elements, whatever their
+// order, so the held forms are differentiated as they are.
 TEST_P(OnednnOpTest, BackwardMatchesFiniteDifferences) {
-  OnednnBackend dnn;
-  EXPECT_LT(testing::FiniteDifferenceError(dnn, GetParam(), 21, 1e-3, 32), 1e-2)
-      << GetParam().label;
+  const auto& [c, layout] = GetParam();
+  OnednnBackend dnn(0, layout);
+  EXPECT_LT(testing::FiniteDifferenceError(dnn, c, 21, 1e-3, 32), 1e-2) << c.label;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllOps, OnednnOpTest, ::testing::ValuesIn(testing::StandardOpCases()),
-                         [](const auto& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(AllOps, OnednnOpTest,
+                         ::testing::Combine(::testing::ValuesIn(AllOpCases()),
+                                            ::testing::Values(ActivationLayout::kBlocked,
+                                                              ActivationLayout::kPlain)),
+                         OnednnOpTest::Name);
+
+// The blocked cases above hold blocked activations on this CPU: the layout is exercised.
+TEST(OnednnLayoutTest, ActivationsWhoseChannelsFillBlocksAreHeldBlocked) {
+  OnednnBackend dnn;
+  ASSERT_GT(dnn.channel_block(), 0) << "this CPU's convolutions pick a plain layout";
+  EXPECT_EQ(16 % dnn.channel_block(), 0);
+  EXPECT_TRUE(dnn.HoldsBlocked(Shape{2, 16, 3, 3}));
+  EXPECT_FALSE(dnn.HoldsBlocked(Shape{2, 3, 3, 3}));
+  EXPECT_FALSE(dnn.HoldsBlocked(Shape{2, 16}));
+  EXPECT_FALSE(OnednnBackend(0, ActivationLayout::kPlain).HoldsBlocked(Shape{2, 16, 3, 3}));
+  // Held blocked, an activation's bytes differ from its plain ones; back, they are its own.
+  Tensor plain(Shape{2, 16, 3, 3}), held, back;
+  for (int64_t i = 0; i < plain.numel(); ++i) plain.data<float>()[i] = static_cast<float>(i);
+  dnn.ActivationFromPlain(plain, &held);
+  EXPECT_EQ(held.data<float>()[1], 9.0f);  // (0, 1, 0, 0) follows (0, 0, 0, 0)
+  dnn.ActivationToPlain(held, &back);
+  EXPECT_EQ(testing::NormalizedMaxError(back, plain), 0.0);
+  // Images of 16 channels come in blocked; RGB ones as they are.
+  Tensor scratch;
+  EXPECT_EQ(dnn.ImportImages(plain, &scratch).data<float>()[1], 9.0f);
+  Tensor rgb(Shape{2, 3, 3, 3});
+  EXPECT_EQ(&dnn.ImportImages(rgb, &scratch), &rgb);
+}
 
 TEST(OnednnOpTest, ReusesBuffersAcrossSteps) {
   // Same shapes on every call: outputs land in the caller's buffers, nothing moves.

@@ -1,6 +1,7 @@
 // Proves the CPU fast path runs oneDNN primitives: a LeNet training step under ONEDNN_VERBOSE
-// must execute every primitive kind it needs, forward and backward. Its own test binary,
-// because oneDNN reads ONEDNN_VERBOSE once, at its first use.
+// must execute every primitive kind it needs, forward and backward; and that activations held
+// blocked are never reordered in a ResNet step. Its own test binary, because oneDNN reads
+// ONEDNN_VERBOSE once, at its first use.
 
 #include <cstdlib>
 #include <string>
@@ -14,22 +15,29 @@
 namespace cohort {
 namespace {
 
-TEST(OnednnVerboseTest, LenetStepRunsOnednnPrimitives) {
-  ASSERT_EQ(setenv("ONEDNN_VERBOSE", "1", 1), 0);
-  OnednnBackend dnn;
-  auto model = *BuildModel("lenet", &dnn, Shape{1, 28, 28}, 10);
+// oneDNN's verbose log of one training step of `name` on (batch, sample) images.
+std::string StepLog(OnednnBackend& dnn, const std::string& name, const Shape& sample,
+                    int64_t batch) {
+  EXPECT_EQ(setenv("ONEDNN_VERBOSE", "1", 1), 0);
+  auto model = *BuildModel(name, &dnn, sample, 10);
   model->InitParameters(1);
-  Tensor x(Shape{8, 1, 28, 28});
-  Tensor labels(Shape{8}, DType::kI32);
+  std::vector<int64_t> dims{batch};
+  dims.insert(dims.end(), sample.dims().begin(), sample.dims().end());
+  Tensor x{Shape(dims)};
+  Tensor labels(Shape{batch}, DType::kI32);
   Rng rng(4);
   for (float& v : x.span<float>()) v = static_cast<float>(rng.Uniform(-1, 1));
   for (int32_t& l : labels.span<int32_t>()) l = static_cast<int32_t>(rng.Below(10));
   SoftmaxCrossEntropyLoss loss(&dnn);
-
   ::testing::internal::CaptureStdout();
   loss.Forward(model->Forward(Mode::kTrain, x), labels);
   model->Backward(loss.Backward());
-  const std::string log = ::testing::internal::GetCapturedStdout();
+  return ::testing::internal::GetCapturedStdout();
+}
+
+TEST(OnednnVerboseTest, LenetStepRunsOnednnPrimitives) {
+  OnednnBackend dnn;
+  const std::string log = StepLog(dnn, "lenet", Shape{1, 28, 28}, 8);
 
   for (const char* kind :
        {"convolution", "pooling", "eltwise", "inner_product", "softmax"}) {
@@ -46,6 +54,29 @@ TEST(OnednnVerboseTest, LenetStepRunsOnednnPrimitives) {
       EXPECT_TRUE(found) << "no " << kind << " " << prop << " primitive ran; log:\n" << log;
     }
   }
+}
+
+// Reorders in a step whose problem has the batch (7, a size no weight of ResNet-20 has) as its
+// first dimension: an activation's or its gradient's.
+int ActivationReorders(const std::string& log) {
+  int count = 0;
+  for (size_t at = log.find(",exec,cpu,reorder,"); at != std::string::npos;
+       at = log.find(",exec,cpu,reorder,", at + 1)) {
+    const std::string line = log.substr(at, log.find('\n', at) - at);
+    const size_t dims = line.rfind(',', line.rfind(',') - 1) + 1;
+    if (line.compare(dims, 2, "7x") == 0) ++count;
+  }
+  return count;
+}
+
+// Held blocked from one op to the next, no activation of a ResNet step is reordered; plain,
+// every convolution reorders its input and output, and their gradients.
+TEST(OnednnVerboseTest, BlockedActivationsAreNeverReorderedInAResnetStep) {
+  OnednnBackend blocked;
+  ASSERT_GT(blocked.channel_block(), 0);
+  EXPECT_EQ(ActivationReorders(StepLog(blocked, "resnet20", Shape{3, 16, 16}, 7)), 0);
+  OnednnBackend plain(0, ActivationLayout::kPlain);
+  EXPECT_GT(ActivationReorders(StepLog(plain, "resnet20", Shape{3, 16, 16}, 7)), 50);
 }
 
 }  // namespace
