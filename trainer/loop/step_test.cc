@@ -197,6 +197,8 @@ class ExchangingBackend final : public Backend {
   std::unique_ptr<Op> Relu() override { return inner_->Relu(); }
   std::unique_ptr<Op> Linear() override { return inner_->Linear(); }
   std::unique_ptr<Op> SoftmaxCrossEntropy() override { return inner_->SoftmaxCrossEntropy(); }
+  std::unique_ptr<Op> FuseRelu(const Op& op) override { return inner_->FuseRelu(op); }
+
  private:
   Backend* inner_;
   ExchangeCounts* counts_;

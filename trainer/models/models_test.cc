@@ -232,6 +232,36 @@ TEST(ModelsTest, ConcatenatedBranchesStepMatchesReference) {
       sample, 4);
 }
 
+// A ReLU merges into the batch norm or sum before it only where it is that output's one reader:
+// here the first batch norm is read by its ReLU and by the sum, so only the sum takes its
+// ReLU (and the second batch norm its own), and the layers after read the merged ones.
+TEST(ModelsTest, ReluMergesOnlyIntoAnOutputItAloneReads) {
+  const Shape sample{3, 8, 8};
+  auto build = [&](Backend* backend) {
+    ModelBuilder b(backend, "fused", sample);
+    b.Conv2d("conv", 16, 3, 1, 1, false).BatchNorm("bn");
+    const int bn = b.current();
+    b.Relu("relu");
+    const int relu = b.current();
+    b.From(bn).Add("sum", relu).Relu("sum_relu");
+    b.Conv2d("conv2", 16, 3, 1, 1, false).BatchNorm("bn2").Relu("bn2_relu");
+    b.GlobalAvgPool("avgpool").Linear("fc", 5);
+    return b.Build();
+  };
+  OnednnBackend dnn;
+  ReferenceBackend ref;
+  auto fused = build(&dnn);
+  auto plain = build(&ref);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  std::vector<std::string> names;
+  for (int i = 0; i < (*fused)->num_layers(); ++i) names.push_back((*fused)->layer(i).name());
+  EXPECT_EQ(names, (std::vector<std::string>{"conv", "bn", "relu", "sum", "conv2", "bn2",
+                                             "avgpool", "fc"}));
+  EXPECT_EQ((*plain)->num_layers(), 10);
+  ExpectStepMatchesReference("fused", build, sample, 4);
+}
+
 // GoogLeNet's forward on both backends. (A training step's gradients are held to the reference
 // op by op and in the block above: at the sizes a test affords, GoogLeNet's last batch norms see
 // a handful of values per channel, where fp32 and double part at ReLU kinks.)

@@ -30,8 +30,24 @@ Layer::Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> pa
       xs_(inputs_.size(), nullptr),
       output_(Shape{0}, dtype, allocator),
       grad_input_ptrs_(inputs_.size(), nullptr) {
-  for (const OpState& s : op_->State()) state_.push_back({absl::StrCat(name_, ".", s.name), s.value});
+  ReadState();
   for (size_t i = 0; i < inputs_.size(); ++i) grad_inputs_.emplace_back(Shape{0}, dtype, allocator);
+}
+
+void Layer::ReadState() {
+  state_.clear();
+  for (const OpState& s : op_->State()) state_.push_back({absl::StrCat(name_, ".", s.name), s.value});
+}
+
+void Layer::ReplaceOp(std::unique_ptr<Op> op) {
+  op_ = std::move(op);
+  ReadState();
+}
+
+void Layer::RenumberInputs(const std::vector<int>& new_index) {
+  for (int& in : inputs_) {
+    if (in != kModelInput) in = new_index[in];
+  }
 }
 
 absl::StatusOr<Shape> Layer::OutputShape(absl::Span<const Shape> xs) const {

@@ -50,10 +50,16 @@ class Layer {
 
   const std::string& name() const { return name_; }
   const std::vector<int>& inputs() const { return inputs_; }
+  const Op& op() const { return *op_; }
   std::vector<Parameter>& parameters() { return params_; }
   std::vector<StateTensor>& state() { return state_; }
   // The output of the last Forward.
   const Tensor& output() const { return output_; }
+
+  // Before the first Forward: the op becomes one computing more (a fused ReLU) with the same
+  // inputs and parameters, and the inputs are renumbered (layers before it were merged).
+  void ReplaceOp(std::unique_ptr<Op> op);
+  void RenumberInputs(const std::vector<int>& new_index);
 
   // xs: the shapes of the data inputs.
   absl::StatusOr<Shape> OutputShape(absl::Span<const Shape> xs) const;
@@ -68,6 +74,8 @@ class Layer {
                                            absl::Span<const bool> need_input_grad);
 
  private:
+  void ReadState();  // state_ from the op's
+
   std::string name_;
   std::unique_ptr<Op> op_;
   std::vector<Parameter> params_;

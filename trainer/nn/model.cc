@@ -13,12 +13,51 @@ Shape WithBatchOfOne(const Shape& sample) {
   return Shape(dims);
 }
 
+// Merges each ReLU into the layer before it where the backend has that op with the ReLU fused
+// and the ReLU is the only reader of its output: the merged layer gives what the ReLU gave,
+// and the ReLU's readers read it. Layers that read an earlier one out of range are left for
+// Create to refuse.
+void FuseRelus(Backend* backend, std::vector<std::unique_ptr<Layer>>* layers) {
+  const int count = static_cast<int>(layers->size());
+  std::vector<int> readers(count, 0);
+  for (int i = 0; i < count; ++i) {
+    for (int in : (*layers)[i]->inputs()) {
+      if (in < Layer::kModelInput || in >= i) return;
+      if (in != Layer::kModelInput) ++readers[in];
+    }
+  }
+  std::vector<bool> merged(count, false);
+  std::vector<int> new_index(count);
+  int next = 0;
+  for (int i = 0; i < count; ++i) {
+    const Layer& layer = *(*layers)[i];
+    const int before = layer.inputs().size() == 1 ? layer.inputs()[0] : Layer::kModelInput;
+    if (layer.op().name() == "relu" && before != Layer::kModelInput && readers[before] == 1) {
+      if (std::unique_ptr<Op> fused = backend->FuseRelu((*layers)[before]->op())) {
+        (*layers)[before]->ReplaceOp(std::move(fused));
+        merged[i] = true;
+        new_index[i] = new_index[before];
+        continue;
+      }
+    }
+    new_index[i] = next++;
+  }
+  std::vector<std::unique_ptr<Layer>> kept;
+  for (int i = 0; i < count; ++i) {
+    if (merged[i]) continue;
+    (*layers)[i]->RenumberInputs(new_index);
+    kept.push_back(std::move((*layers)[i]));
+  }
+  *layers = std::move(kept);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape input_shape,
                                                      std::vector<std::unique_ptr<Layer>> layers,
                                                      Backend* backend) {
   if (layers.empty()) return absl::InvalidArgumentError(absl::StrCat("model ", name, " has no layers"));
+  FuseRelus(backend, &layers);
   const Shape input = WithBatchOfOne(input_shape);
   std::vector<Shape> shapes;
   std::vector<int> consumers(layers.size(), 0);

@@ -28,7 +28,8 @@ class Model {
 
   // input_shape: one sample, (C, H, W). Layers come in order: each reads only earlier ones.
   // Fails with the layer's name when shapes don't fit or an output goes unused. backend makes
-  // the adds that sum gradients where an output feeds several layers.
+  // the adds that sum gradients where an output feeds several layers, and fuses a ReLU into
+  // the layer before it where it can (Backend::FuseRelu): the two are then one layer.
   static absl::StatusOr<std::unique_ptr<Model>> Create(std::string name, Shape input_shape,
                                                        std::vector<std::unique_ptr<Layer>> layers,
                                                        Backend* backend);

@@ -158,6 +158,11 @@ class Backend {
   virtual std::unique_ptr<Op> Linear() = 0;
   virtual std::unique_ptr<Op> Flatten();
   virtual std::unique_ptr<Op> SoftmaxCrossEntropy() = 0;
+
+  // An op computing relu(op(...)) in one pass, with op's inputs, parameters and state, where
+  // this backend can fuse a ReLU into `op` (an op of its own, fresh); nullptr where it cannot.
+  // A model asks for it wherever a ReLU is the only reader of an op's output.
+  virtual std::unique_ptr<Op> FuseRelu(const Op& op) { return nullptr; }
 };
 
 // Shape rules shared by every backend (the errors name the op and the shapes).

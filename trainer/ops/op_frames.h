@@ -45,6 +45,7 @@ class BatchNormFrame : public Op {
   explicit BatchNormFrame(const BatchNormSpec& spec) : spec_(spec) {}
   absl::string_view name() const final { return "batch_norm"; }
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const final;
+  const BatchNormSpec& spec() const { return spec_; }
 
  protected:
   const BatchNormSpec spec_;

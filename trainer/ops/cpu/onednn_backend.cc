@@ -343,12 +343,15 @@ class Pool2dOnednn final : public Pool2dFrame {
 
 // Batch norm with scale (γ) and shift (β). oneDNN computes the batch statistics in kTrain
 // and reads the running ones in kEval (use_global_stats); it does not keep running
-// statistics, so the op folds each batch's into them.
+// statistics, so the op folds each batch's into them. With relu, the ReLU after it is fused
+// (fuse_norm_relu): y = max(0, batch_norm(x)), the forward keeping which elements passed
+// (the workspace) for the backward.
 class BatchNormOnednn final : public BatchNormFrame {
  public:
-  BatchNormOnednn(std::shared_ptr<Ctx> ctx, BatchNormSpec spec)
+  BatchNormOnednn(std::shared_ptr<Ctx> ctx, BatchNormSpec spec, bool relu)
       : BatchNormFrame(spec),
         ctx_(std::move(ctx)),
+        relu_(relu),
         running_mean_(Shape{spec.channels}),
         running_var_(Shape{spec.channels}),
         mean_(Shape{spec.channels}),
@@ -365,12 +368,15 @@ class BatchNormOnednn final : public BatchNormFrame {
     const Shape& x = in[0]->shape();
     Build(mode, x);
     const bool train = mode == Mode::kTrain;
-    ctx_->Run(fwd_, {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
-                     {DNNL_ARG_SCALE, Mem(*ctx_, c_md_, in[1])},
-                     {DNNL_ARG_SHIFT, Mem(*ctx_, c_md_, in[2])},
-                     {DNNL_ARG_MEAN, Mem(*ctx_, c_md_, train ? &mean_ : &running_mean_)},
-                     {DNNL_ARG_VARIANCE, Mem(*ctx_, c_md_, train ? &var_ : &running_var_)},
-                     {DNNL_ARG_DST, Mem(*ctx_, x_md_, out[0])}});
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
+        {DNNL_ARG_SCALE, Mem(*ctx_, c_md_, in[1])},
+        {DNNL_ARG_SHIFT, Mem(*ctx_, c_md_, in[2])},
+        {DNNL_ARG_MEAN, Mem(*ctx_, c_md_, train ? &mean_ : &running_mean_)},
+        {DNNL_ARG_VARIANCE, Mem(*ctx_, c_md_, train ? &var_ : &running_var_)},
+        {DNNL_ARG_DST, Mem(*ctx_, x_md_, out[0])}};
+    if (train && relu_) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
+    ctx_->Run(fwd_, args);
     if (!train) return;
     const float m = spec_.momentum;
     const double count = static_cast<double>(x[0] * x[2] * x[3]);
@@ -386,16 +392,19 @@ class BatchNormOnednn final : public BatchNormFrame {
   void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
     COHORT_CHECK(grad_in[0] != nullptr && grad_in[1] != nullptr && grad_in[2] != nullptr,
                  "batch_norm computes the gradients of x, gamma and beta together");
-    ctx_->Run(bwd_, {{DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
-                     {DNNL_ARG_MEAN, Mem(*ctx_, c_md_, &mean_)},
-                     {DNNL_ARG_VARIANCE, Mem(*ctx_, c_md_, &var_)},
-                     {DNNL_ARG_DIFF_DST, Mem(*ctx_, x_md_, grad_out[0])},
-                     {DNNL_ARG_SCALE, Mem(*ctx_, c_md_, in[1])},
-                     // oneDNN 2.6 asks for the shift in backward too when use_shift is set.
-                     {DNNL_ARG_SHIFT, Mem(*ctx_, c_md_, in[2])},
-                     {DNNL_ARG_DIFF_SRC, Mem(*ctx_, x_md_, grad_in[0])},
-                     {DNNL_ARG_DIFF_SCALE, Mem(*ctx_, c_md_, grad_in[1])},
-                     {DNNL_ARG_DIFF_SHIFT, Mem(*ctx_, c_md_, grad_in[2])}});
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, Mem(*ctx_, x_md_, in[0])},
+        {DNNL_ARG_MEAN, Mem(*ctx_, c_md_, &mean_)},
+        {DNNL_ARG_VARIANCE, Mem(*ctx_, c_md_, &var_)},
+        {DNNL_ARG_DIFF_DST, Mem(*ctx_, x_md_, grad_out[0])},
+        {DNNL_ARG_SCALE, Mem(*ctx_, c_md_, in[1])},
+        // oneDNN 2.6 asks for the shift in backward too when use_shift is set.
+        {DNNL_ARG_SHIFT, Mem(*ctx_, c_md_, in[2])},
+        {DNNL_ARG_DIFF_SRC, Mem(*ctx_, x_md_, grad_in[0])},
+        {DNNL_ARG_DIFF_SCALE, Mem(*ctx_, c_md_, grad_in[1])},
+        {DNNL_ARG_DIFF_SHIFT, Mem(*ctx_, c_md_, grad_in[2])}};
+    if (relu_) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
+    ctx_->Run(bwd_, args);
   }
 
  private:
@@ -405,10 +414,12 @@ class BatchNormOnednn final : public BatchNormFrame {
     c_md_ = Md(Shape{spec_.channels}, tag::x);
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     if (mode == Mode::kEval) flags = flags | dnnl::normalization_flags::use_global_stats;
+    if (relu_) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
     dnnl::batch_normalization_forward::primitive_desc fwd_pd(
         dnnl::batch_normalization_forward::desc(Prop(mode), x_md_, spec_.eps, flags), ctx_->engine);
     fwd_ = dnnl::batch_normalization_forward(fwd_pd);
     if (mode == Mode::kTrain) {
+      if (relu_) workspace_ = dnnl::memory(fwd_pd.workspace_desc(), ctx_->engine);
       bwd_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
           dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md_, x_md_,
                                                    spec_.eps, flags),
@@ -418,10 +429,12 @@ class BatchNormOnednn final : public BatchNormFrame {
   }
 
   std::shared_ptr<Ctx> ctx_;
+  const bool relu_;
   ShapeCache cache_;
   Tensor running_mean_, running_var_;
   Tensor mean_, var_;  // (C) batch statistics of the last kTrain Forward (variance biased)
   dnnl::memory::desc x_md_, c_md_;
+  dnnl::memory workspace_;  // with relu: which outputs of the last kTrain Forward passed
   dnnl::primitive fwd_, bwd_;
 };
 
@@ -453,6 +466,61 @@ class AddOnednn final : public AddFrame {
   ShapeCache cache_;  // one primitive serves both modes
   dnnl::memory::desc md_;
   dnnl::primitive fwd_;
+};
+
+// y = max(0, a + b): the sum with the ReLU after it as the binary primitive's post-op. Both
+// inputs' gradient is dy where y > 0, else 0 (oneDNN's ReLU backward from its output).
+class AddReluOnednn final : public Op {
+ public:
+  explicit AddReluOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
+
+  absl::string_view name() const override { return "add_relu"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
+    return std::vector<Shape>{y};
+  }
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    Build(in[0]->shape());
+    ctx_->Run(fwd_, {{DNNL_ARG_SRC_0, Mem(*ctx_, md_, in[0])},
+                     {DNNL_ARG_SRC_1, Mem(*ctx_, md_, in[1])},
+                     {DNNL_ARG_DST, Mem(*ctx_, md_, out[0])}});
+  }
+
+  void Backward(Ins, Ins out, Ins grad_out, Outs grad_in) override {
+    Tensor* first = grad_in[0] != nullptr ? grad_in[0] : grad_in[1];
+    if (first == nullptr) return;
+    ctx_->Run(bwd_, {{DNNL_ARG_DST, Mem(*ctx_, md_, out[0])},
+                     {DNNL_ARG_DIFF_DST, Mem(*ctx_, md_, grad_out[0])},
+                     {DNNL_ARG_DIFF_SRC, Mem(*ctx_, md_, first)}});
+    if (grad_in[1] != nullptr && grad_in[1] != first) {
+      std::memcpy(grad_in[1]->raw(), first->raw(), first->nbytes());
+    }
+  }
+
+ private:
+  void Build(const Shape& x) {
+    if (cache_.Matches(x, Mode::kTrain)) return;
+    md_ = ctx_->ActivationMd(x);
+    dnnl::post_ops relu;
+    relu.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(relu);
+    fwd_ = dnnl::binary(dnnl::binary::primitive_desc(
+        dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr, ctx_->engine));
+    const auto algo = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+    dnnl::eltwise_forward::primitive_desc hint(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algo, md_, 0.f, 0.f),
+        ctx_->engine);
+    bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+        dnnl::eltwise_backward::desc(algo, md_, md_, 0.f, 0.f), ctx_->engine, hint));
+    cache_.Set(x, Mode::kTrain);
+  }
+
+  std::shared_ptr<Ctx> ctx_;
+  ShapeCache cache_;  // one pair of primitives serves both modes
+  dnnl::memory::desc md_;
+  dnnl::primitive fwd_, bwd_;
 };
 
 // oneDNN has no dropout primitive: a masked scale over the elements. The mask is drawn in
@@ -824,7 +892,7 @@ std::unique_ptr<Op> OnednnBackend::GlobalAvgPool() {
   return std::make_unique<Pool2dOnednn>(ctx_, PoolKind::kGlobalAvg, Pool2dSpec{});
 }
 std::unique_ptr<Op> OnednnBackend::BatchNorm(const BatchNormSpec& spec) {
-  return std::make_unique<BatchNormOnednn>(ctx_, spec);
+  return std::make_unique<BatchNormOnednn>(ctx_, spec, /*relu=*/false);
 }
 std::unique_ptr<Op> OnednnBackend::Add() { return std::make_unique<AddOnednn>(ctx_); }
 std::unique_ptr<Op> OnednnBackend::Concat() {
@@ -839,6 +907,15 @@ std::unique_ptr<Op> OnednnBackend::Dropout(const DropoutSpec& spec) {
 std::unique_ptr<Op> OnednnBackend::SubsamplePad(const SubsamplePadSpec& spec) {
   return std::make_unique<SubsamplePadOnednn>(ctx_, spec);
 }
+std::unique_ptr<Op> OnednnBackend::FuseRelu(const Op& op) {
+  if (op.name() == "batch_norm") {
+    return std::make_unique<BatchNormOnednn>(ctx_, static_cast<const BatchNormFrame&>(op).spec(),
+                                             /*relu=*/true);
+  }
+  if (op.name() == "add") return std::make_unique<AddReluOnednn>(ctx_);
+  return nullptr;
+}
+
 double OnednnBackend::primitive_seconds() const { return ctx_->primitive_seconds; }
 std::unique_ptr<Op> OnednnBackend::Relu() { return std::make_unique<ReluOnednn>(ctx_); }
 std::unique_ptr<Op> OnednnBackend::Linear() { return std::make_unique<LinearOnednn>(ctx_); }

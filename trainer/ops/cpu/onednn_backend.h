@@ -66,6 +66,8 @@ class OnednnBackend final : public Backend {
   std::unique_ptr<Op> Relu() override;
   std::unique_ptr<Op> Linear() override;
   std::unique_ptr<Op> SoftmaxCrossEntropy() override;
+  // Batch norm (fuse_norm_relu) and sums (a post-op) take the ReLU after them.
+  std::unique_ptr<Op> FuseRelu(const Op& op) override;
 
   // Wall time spent inside oneDNN primitives by every op of this backend so far; the rest
   // of a step is framework overhead (the benchmark reports the share).

@@ -1,5 +1,7 @@
 #include "trainer/ops/cpu/onednn_backend.h"
 
+#include <functional>
+
 #include "gtest/gtest.h"
 #include "trainer/ops/op_testing.h"
 #include "trainer/ops/reference/reference_backend.h"
@@ -41,9 +43,64 @@ std::vector<OpCase> BlockedOpCases() {
   };
 }
 
+// relu(op(...)) as two ops, for a backend that fuses no ReLU into op (the reference).
+class ReluAfter final : public Op {
+ public:
+  ReluAfter(std::unique_ptr<Op> op, std::unique_ptr<Op> relu)
+      : op_(std::move(op)), relu_(std::move(relu)) {}
+  absl::string_view name() const override { return op_->name(); }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    return op_->OutputShapes(in);
+  }
+  void Forward(Mode mode, absl::Span<const Tensor* const> in,
+               absl::Span<Tensor* const> out) override {
+    mid_ = Tensor(out[0]->shape(), out[0]->dtype());
+    op_->Forward(mode, in, {&mid_});
+    const Tensor* mid = &mid_;
+    relu_->Forward(mode, {&mid, 1}, out);
+  }
+  void Backward(absl::Span<const Tensor* const> in, absl::Span<const Tensor* const> out,
+                absl::Span<const Tensor* const> grad_out,
+                absl::Span<Tensor* const> grad_in) override {
+    Tensor dmid(mid_.shape(), mid_.dtype());
+    const Tensor* mid = &mid_;
+    Tensor* dmid_ptr = &dmid;
+    relu_->Backward({&mid, 1}, out, grad_out, {&dmid_ptr, 1});
+    const Tensor* dmid_in = &dmid;
+    const Tensor* mid_out = &mid_;
+    op_->Backward(in, {&mid_out, 1}, {&dmid_in, 1}, grad_in);
+  }
+
+ private:
+  std::unique_ptr<Op> op_, relu_;
+  Tensor mid_;
+};
+
+// The op with the ReLU after it fused where the backend can, else the two in turn.
+std::function<std::unique_ptr<Op>(Backend&)> WithRelu(
+    std::function<std::unique_ptr<Op>(Backend&)> make) {
+  return [make](Backend& b) -> std::unique_ptr<Op> {
+    std::unique_ptr<Op> op = make(b);
+    if (std::unique_ptr<Op> fused = b.FuseRelu(*op)) return fused;
+    return std::make_unique<ReluAfter>(std::move(op), b.Relu());
+  };
+}
+
+std::vector<OpCase> FusedReluCases() {
+  auto bn = [](int64_t c) { return [c](Backend& b) { return b.BatchNorm({c}); }; };
+  auto add = [](Backend& b) { return b.Add(); };
+  return {
+      {"bn_relu", WithRelu(bn(3)), {{4, 3, 5, 5}, {3}, {3}}},
+      {"b_bn_relu", WithRelu(bn(16)), {{4, 16, 5, 5}, {16}, {16}}},
+      {"add_relu", WithRelu(add), {{2, 3, 4, 5}, {2, 3, 4, 5}}},
+      {"b_add_relu", WithRelu(add), {{2, 16, 4, 5}, {2, 16, 4, 5}}},
+  };
+}
+
 std::vector<OpCase> AllOpCases() {
   std::vector<OpCase> cases = testing::StandardOpCases();
   for (OpCase& c : BlockedOpCases()) cases.push_back(std::move(c));
+  for (OpCase& c : FusedReluCases()) cases.push_back(std::move(c));
   return cases;
 }
 
@@ -145,6 +202,19 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OnednnOpTest,
                                             ::testing::Values(ActivationLayout::kBlocked,
                                                               ActivationLayout::kPlain)),
                          OnednnOpTest::Name);
+
+// The fused cases above run fused ops on this backend, against the two ops on the reference.
+TEST(OnednnFusionTest, BatchNormAndSumsTakeTheReluAfterThem) {
+  OnednnBackend dnn;
+  ReferenceBackend ref;
+  for (const OpCase& c : FusedReluCases()) {
+    const std::unique_ptr<Op> fused = c.make(dnn);
+    EXPECT_EQ(dynamic_cast<ReluAfter*>(fused.get()), nullptr) << c.label;
+    EXPECT_NE(dynamic_cast<ReluAfter*>(c.make(ref).get()), nullptr) << c.label;
+  }
+  EXPECT_EQ(dnn.FuseRelu(*dnn.Relu()), nullptr);
+  EXPECT_EQ(dnn.FuseRelu(*dnn.Conv2d({1, 1})), nullptr);
+}
 
 // The blocked cases above hold blocked activations on this CPU: the layout is exercised.
 TEST(OnednnLayoutTest, ActivationsWhoseChannelsFillBlocksAreHeldBlocked) {
