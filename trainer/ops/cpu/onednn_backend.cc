@@ -176,7 +176,9 @@ class StagedArg {
 
 // Convolutions run in the blocked layouts oneDNN picks (several times faster than plain NCHW
 // here, reorders included). Activations held blocked are already in them; the weights, plain,
-// are reordered each step (they change every step).
+// are reordered each step (they change every step). oneDNN also picks the algorithm
+// (convolution_auto): Winograd for wide 3×3 problems with large batches on AVX-512, 6% of a
+// ResNet-20 step at batch 128 here; direct otherwise.
 class Conv2dOnednn final : public Conv2dFrame {
  public:
   Conv2dOnednn(std::shared_ptr<Ctx> ctx, Conv2dSpec spec)
@@ -228,7 +230,7 @@ class Conv2dOnednn final : public Conv2dFrame {
     // A zero descriptor turns the bias off.
     b_md_ = spec_.bias ? Md(Shape{w[0]}, tag::x) : dnnl::memory::desc();
     const dnnl::memory::dims strides{spec_.stride, spec_.stride}, pad{spec_.padding, spec_.padding};
-    const auto algo = dnnl::algorithm::convolution_direct;
+    const auto algo = dnnl::algorithm::convolution_auto;
     dnnl::convolution_forward::primitive_desc fwd_pd(
         dnnl::convolution_forward::desc(Prop(mode), algo, x_any, w_any, b_md_, y_any, strides,
                                         pad, pad),
