@@ -20,12 +20,20 @@ ABSL_FLAG(std::string, cases, "lenet:64,lenet:128,resnet20:64,resnet20:128,resne
           "comma-separated model:batch pairs");
 ABSL_FLAG(int, steps, 10, "timed steps per case (ResNet-50 runs a fifth of them, at least 2)");
 ABSL_FLAG(int, warmup_steps, 2, "untimed steps before timing");
+ABSL_FLAG(std::string, layout, "blocked",
+          "how activations are held between ops: blocked (oneDNN's nChw16c/nChw8c where the "
+          "channels fill blocks) or plain (NCHW, each convolution reordering its own)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Times CPU training steps (oneDNN) on synthetic data and the share of each step spent "
       "outside oneDNN primitives.\n  bazel run //trainer:bench");
   cohort::ParseCommandLine(argc, argv);
+  const std::string layout = absl::GetFlag(FLAGS_layout);
+  if (layout != "blocked" && layout != "plain") {
+    std::cerr << "bench: error: --layout is '" << layout << "'; give blocked or plain\n";
+    return 2;
+  }
   std::cout << absl::StrFormat("%d hardware threads\n", std::thread::hardware_concurrency());
   std::cout << absl::StrFormat("%-10s %6s %14s %10s %10s\n", "Model", "Batch", "Images/sec",
                                "Step(ms)", "Overhead");
@@ -46,6 +54,8 @@ int main(int argc, char** argv) {
     c.steps = sample.num_classes == 1000 ? std::max(2, absl::GetFlag(FLAGS_steps) / 5)
                                          : absl::GetFlag(FLAGS_steps);
     c.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+    c.layout = layout == "blocked" ? cohort::ActivationLayout::kBlocked
+                                   : cohort::ActivationLayout::kPlain;
     auto r = cohort::RunTrainingBenchmark(c);
     if (!r.ok()) {
       std::cerr << "bench: error: " << r.status().message() << "\n";

@@ -7,6 +7,7 @@ synthetic data, printed as one line such as
 resnet50: torchvision's ImageNet ResNet-50 (no weights, 1000 classes, 224x224 inputs).
 resnet56 and resnet20: the CIFAR ResNets of He et al. 2016 (3 stages of 9 or 3 basic blocks,
 16/32/64 channels, option-A shortcuts, 10 classes, 32x32 inputs).
+googlenet: torchvision's GoogLeNet without the auxiliary classifiers (1000 classes, 224x224).
 
 --device cpu runs on the host's cores in fp32 (the peer of //trainer:bench, whose figures it
 prints in the same form).
@@ -24,7 +25,7 @@ import time
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=["resnet50", "resnet56", "resnet20"], default="resnet50")
+    p.add_argument("--model", choices=["resnet50", "resnet56", "resnet20", "googlenet"], default="resnet50")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="bf16")
@@ -109,10 +110,14 @@ def main(argv=None):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32 or args.precision in ("bf16", "fp16")
 
-    if args.model == "resnet50":
+    if args.model in ("resnet50", "googlenet"):
         import torchvision
 
-        model = torchvision.models.resnet50(weights=None, num_classes=1000)
+        if args.model == "resnet50":
+            model = torchvision.models.resnet50(weights=None, num_classes=1000)
+        else:
+            model = torchvision.models.googlenet(weights=None, num_classes=1000, aux_logits=False,
+                                                 init_weights=True)
         shape, classes = (3, 224, 224), 1000
     else:
         model = build_cifar_resnet(torch, blocks_per_stage=9 if args.model == "resnet56" else 3)

@@ -11,7 +11,7 @@
 namespace cohort {
 
 absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c) {
-  OnednnBackend backend;
+  OnednnBackend backend(0, c.layout);
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    BuildModel(c.model, &backend, c.sample_shape, c.num_classes));
   model->InitParameters(1);

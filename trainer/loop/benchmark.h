@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "trainer/ops/cpu/onednn_backend.h"
 #include "trainer/tensor/tensor.h"
 
 namespace cohort {
@@ -16,6 +17,7 @@ struct BenchmarkCase {
   int64_t batch = 64;
   int warmup_steps = 2;  // untimed: primitive creation, first-touch of buffers
   int steps = 10;
+  ActivationLayout layout = ActivationLayout::kBlocked;  // how the CPU backend holds activations
 };
 
 struct BenchmarkResult {
