@@ -616,8 +616,38 @@ class SubsamplePadOnednn final : public SubsamplePadFrame {
   std::shared_ptr<Ctx> ctx_;
 };
 
-// Runs a host op written for plain tensors (Flatten, a concatenation of parts held in
-// different layouts) on activations as the backend holds them: blocked inputs and output
+// Flattening a blocked activation is a reorder into its plain form, which (N, C·H·W) is; a
+// plain one is the Backend's copy.
+class FlattenOnednn final : public Op {
+ public:
+  FlattenOnednn(std::shared_ptr<Ctx> ctx, std::unique_ptr<Op> copy)
+      : ctx_(std::move(ctx)), copy_(std::move(copy)) {}
+
+  absl::string_view name() const override { return copy_->name(); }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    return copy_->OutputShapes(in);
+  }
+
+  void Forward(Mode mode, Ins in, Outs out) override {
+    const Shape& x = in[0]->shape();
+    if (!ctx_->Blocked(x)) return copy_->Forward(mode, in, out);
+    ctx_->Reorder(ctx_->ActivationMd(x), in[0]->raw(), Md(x, tag::nchw), out[0]->raw());
+  }
+
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
+    const Shape& x = in[0]->shape();
+    if (!ctx_->Blocked(x)) return copy_->Backward(in, out, grad_out, grad_in);
+    if (grad_in[0] == nullptr) return;
+    ctx_->Reorder(Md(x, tag::nchw), grad_out[0]->raw(), ctx_->ActivationMd(x), grad_in[0]->raw());
+  }
+
+ private:
+  std::shared_ptr<Ctx> ctx_;
+  std::unique_ptr<Op> copy_;
+};
+
+// Runs a host op written for plain tensors (a concatenation of parts held in different
+// layouts) on activations as the backend holds them: blocked inputs and output
 // gradients are reordered into plain scratch tensors first, and blocked outputs and input
 // gradients back from them.
 class OnPlainForms final : public Op {
@@ -901,7 +931,7 @@ std::unique_ptr<Op> OnednnBackend::Concat() {
   return std::make_unique<ConcatOnednn>(ctx_, Backend::Concat(), Backend::Concat());
 }
 std::unique_ptr<Op> OnednnBackend::Flatten() {
-  return std::make_unique<OnPlainForms>(ctx_, Backend::Flatten());
+  return std::make_unique<FlattenOnednn>(ctx_, Backend::Flatten());
 }
 std::unique_ptr<Op> OnednnBackend::Dropout(const DropoutSpec& spec) {
   return std::make_unique<DropoutOnednn>(ctx_, spec);
