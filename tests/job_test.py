@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Whole jobs on this machine: the launcher's LeNet job learns and the numpy checker agrees
-(dist_sync, dist_async, two device contexts per worker);
+(dist_sync, dist_async, two device contexts per worker); each local worker runs on cores of its
+own;
 SIGKILL of a worker, a shard or the scheduler ends the job within 10 s with a message naming
 the member and leaves no process behind; a diverged training (NaN gradients) fails naming the
 worker; the three roles started by hand train; a user's own
@@ -31,9 +32,18 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
-from job_processes import wait_job_gone  # noqa: E402
+from job_processes import environ_of, wait_job_gone  # noqa: E402
 
 FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def environ_of_cpus(pid):
+    """The CPUs a job member's COHORT_CPUS names ("0-1,4" → [0, 1, 4])."""
+    cpus = []
+    for part in environ_of(pid)["COHORT_CPUS"].split(","):
+        first, _, last = part.partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return cpus
 
 
 class JobTestCase(job_fixture.JobTestCase):
@@ -151,6 +161,28 @@ class LauncherJobTest(JobTestCase):
         self.assertRegex(out, r"\[worker 0\] train: lenet .*kvstore dist_sync, backend onednn on cpu:2")
         top1 = float(re.search(r"\[worker 0\] Test top-1 ([\d.]+)%", out).group(1))
         self.assertGreaterEqual(top1, 80.0, out)  # the same job on one context: 86% (benchmarks.md)
+
+    def test_each_local_worker_runs_on_cores_of_its_own(self):
+        """Two workers on this machine's cores: each worker, every thread of it, stays on the
+        slice of the launcher's CPUs its COHORT_CPUS names, and the slices do not overlap."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("needs two CPUs")
+        p = self.launch("-n", "2", "-s", "1",
+                        worker=["--model=lenet", "--dataset=fashion-mnist", "--epochs=4",
+                                "--output="])
+        self.wait_for_output(r"\[worker 0\] +100 ", 120)  # both train (a step is a round)
+        half = len(cpus) // 2
+        seen = []
+        for rank in (0, 1):
+            pid = self.member_pid("worker", rank)
+            want = cpus[rank * half:(rank + 1) * half]
+            self.assertEqual(environ_of_cpus(pid), want)
+            for task in os.listdir(f"/proc/{pid}/task"):
+                self.assertEqual(os.sched_getaffinity(int(task)), set(want), (rank, task))
+            seen += want
+        self.assertEqual(len(seen), len(set(seen)))
+        self.assertEqual(p.wait(timeout=300), 0, self.output())
 
     def test_a_worker_port_held_by_hostile_clients_answers_health_while_it_trains(self):
         p = self.launch("-n", "1", "-s", "1",

@@ -2,12 +2,16 @@
 // the trainer's loop with a distributed kvstore. `bazel run //services:worker -- --help` lists
 // the flags; the launcher (//tools:launch) starts workers with the job in COHORT_* variables.
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "services/common/cpu_list.h"
 #include "services/common/data_path_tuning.h"
 #include "services/common/security_flags.h"
 #include "services/membership/leave_on_signal.h"
@@ -78,6 +82,19 @@ int main(int argc, char** argv) {
       return 2;
     }
     return 0;
+  }
+
+  // The launcher's slice of this host's CPUs for this worker: confined before any thread starts,
+  // its OpenMP team and every other thread of it stay off the other workers' cores.
+  if (const char* cpus = std::getenv("COHORT_CPUS"); cpus != nullptr && *cpus != '\0') {
+    auto list = cohort::ParseCpuList(cpus);
+    const absl::Status confined = list.ok() ? cohort::ConfineToCpus(*list) : list.status();
+    if (!confined.ok()) {
+      std::cerr << "worker: error: COHORT_CPUS: " << confined.message()
+                << " (unset it, or give CPUs this process may use: taskset -p " << getpid()
+                << ")\n";
+      return 2;
+    }
   }
 
   // The flags' security, else the job's from the environment (the launcher's).

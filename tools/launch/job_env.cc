@@ -7,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "services/common/cpu_list.h"
 
 namespace cohort::launch {
 namespace {
@@ -67,14 +69,22 @@ std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
   } else if (const int threads = UsersThreads(base); threads > 0) {
     // More compute threads than cores (or cores unknown): OpenMP threads that spin while they
     // wait would take the cores from the threads doing work.
-    if (spec.cores == 0 || threads * spec.num_workers > spec.cores) {
+    if (spec.cpus.empty() || threads * spec.num_workers > static_cast<int>(spec.cpus.size())) {
       defaults["OMP_WAIT_POLICY"] = "passive";
     }
-  } else if (spec.cores > 0) {
+  } else if (!spec.cpus.empty()) {
     // Threads that fit the cores keep OpenMP's own policy (spin briefly, then sleep): sleeping
     // at once between parallel regions makes every region wait for its threads to wake.
-    defaults["OMP_NUM_THREADS"] =
-        absl::StrCat(std::max(1, spec.cores / std::max(1, spec.num_workers)));
+    const int workers = std::max(1, spec.num_workers);
+    const int threads = std::max(1, static_cast<int>(spec.cpus.size()) / workers);
+    defaults["OMP_NUM_THREADS"] = absl::StrCat(threads);
+    // Each worker's threads on cores of their own: no worker's team waits on a core another
+    // one's holds.
+    if (threads * workers <= static_cast<int>(spec.cpus.size())) {
+      const auto slice = absl::MakeConstSpan(spec.cpus).subspan(
+          static_cast<size_t>((spec.rank % workers) * threads), static_cast<size_t>(threads));
+      defaults["COHORT_CPUS"] = FormatCpuList(slice);
+    }
   }
 
   std::vector<std::string> env;

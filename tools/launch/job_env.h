@@ -22,7 +22,9 @@ struct JobEnvSpec {
   int num_shards = 1;
   std::string mode;
   std::string scheduler_address;  // host:port; shards and workers (empty: not set)
-  int cores = 1;  // CPUs the launcher may use (sched_getaffinity); 0: the host decides (remote)
+  // The CPUs the launcher may use (sched_getaffinity), ascending; empty: the host decides
+  // (remote).
+  std::vector<int> cpus;
   // Where the process serves its /metrics and writes the port it got (empty: not set).
   std::string metrics_bind;
   std::string metrics_port_file;
@@ -40,9 +42,11 @@ struct JobEnvSpec {
 //   COHORT_METRICS_PORT_FILE (the worker binary reads them).
 // COHORT_JOB_ID is also the marker by which tests find a job's processes in /proc.
 // Processes on one machine must not each start a thread per core: unless `base` sets it,
-// OMP_NUM_THREADS = max(1, cores / num_workers) for workers (none when cores is 0: the remote
-// host divides its own) and 1 for the scheduler and shards (they do little compute). Workers
-// whose OMP_NUM_THREADS (the user's) oversubscribe the cores, or cores unknown, also get
+// OMP_NUM_THREADS = max(1, cores / num_workers) for workers (none when the cpus are unknown:
+// the remote host divides its own) and 1 for the scheduler and shards (they do little
+// compute). Where every worker gets whole cores, each also gets COHORT_CPUS, the slice of the
+// cpus of its rank (modulo num_workers), which the worker confines itself to. Workers whose
+// OMP_NUM_THREADS (the user's) oversubscribe the cores, or cores unknown, also get
 // OMP_WAIT_POLICY=passive unless `base` sets it; threads that fit keep OpenMP's default.
 std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
                                         const JobEnvSpec& spec);

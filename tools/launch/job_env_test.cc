@@ -9,6 +9,7 @@
 namespace cohort::launch {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::IsSupersetOf;
 using ::testing::Not;
@@ -23,7 +24,7 @@ JobEnvSpec Spec(Role role, int rank) {
   s.num_shards = 2;
   s.mode = "dist_sync";
   s.scheduler_address = "127.0.0.1:4242";
-  s.cores = 8;
+  s.cpus = {0, 1, 2, 3, 4, 5, 6, 7};
   return s;
 }
 
@@ -34,7 +35,8 @@ TEST(JobEnvironmentTest, WorkerLearnsTheJob) {
       env, IsSupersetOf({"PATH=/bin", "HOME=/root", "COHORT_JOB_ID=job-1", "COHORT_ROLE=worker",
                          "COHORT_RANK=2", "COHORT_NUM_WORKERS=3", "COHORT_NUM_SHARDS=2",
                          "COHORT_SCHEDULER=127.0.0.1:4242", "COHORT_MODE=dist_sync",
-                         "COHORT_INSECURE=1", "OMP_NUM_THREADS=2"}));  // 8 cores / 3 workers
+                         "COHORT_INSECURE=1", "OMP_NUM_THREADS=2",  // 8 cores / 3 workers
+                         "COHORT_CPUS=4-5"}));
   // Threads that fit the cores keep OpenMP's own wait policy.
   EXPECT_THAT(env, Not(Contains(StartsWith("OMP_WAIT_POLICY="))));
 }
@@ -46,7 +48,7 @@ TEST(JobEnvironmentTest, PassiveWaitsWhereTheUsersThreadsOversubscribe) {
   EXPECT_THAT(JobEnvironment({"OMP_NUM_THREADS=2"}, s),
               Not(Contains(StartsWith("OMP_WAIT_POLICY="))));
   JobEnvSpec remote = s;
-  remote.cores = 0;  // another host: it divides its cores itself, unless the user set threads
+  remote.cpus = {};  // another host: it divides its cores itself, unless the user set threads
   EXPECT_THAT(JobEnvironment({}, remote), Not(Contains(StartsWith("OMP_"))));
   EXPECT_THAT(JobEnvironment({"OMP_NUM_THREADS=1"}, remote), Contains("OMP_WAIT_POLICY=passive"));
 }
@@ -75,9 +77,30 @@ TEST(JobEnvironmentTest, ShardsGetOneThread) {
 
 TEST(JobEnvironmentTest, WorkersGetAtLeastOneThread) {
   JobEnvSpec s = Spec(Role::kWorker, 0);
-  s.cores = 2;
+  s.cpus = {0, 1};
   s.num_workers = 4;
   EXPECT_THAT(JobEnvironment({}, s), Contains("OMP_NUM_THREADS=1"));
+  // Two workers would share each core: none is confined.
+  EXPECT_THAT(JobEnvironment({}, s), Not(Contains(StartsWith("COHORT_CPUS="))));
+}
+
+// Each worker's threads on a slice of the launcher's CPUs of their own, by rank; the user's
+// thread count or CPU list wins.
+TEST(JobEnvironmentTest, WorkersGetCoresOfTheirOwn) {
+  JobEnvSpec s = Spec(Role::kWorker, 0);
+  s.cpus = {2, 3, 5, 6, 7};
+  s.num_workers = 2;
+  EXPECT_THAT(JobEnvironment({}, s), Contains("COHORT_CPUS=2-3"));
+  s.rank = 1;
+  EXPECT_THAT(JobEnvironment({}, s), Contains("COHORT_CPUS=5-6"));
+  s.rank = 3;  // a worker joining an elastic job takes its rank's turn
+  EXPECT_THAT(JobEnvironment({}, s), Contains("COHORT_CPUS=5-6"));
+  EXPECT_THAT(JobEnvironment({"COHORT_CPUS=7"}, s), AllOf(Contains("COHORT_CPUS=7"),
+                                                          Not(Contains("COHORT_CPUS=5-6"))));
+  EXPECT_THAT(JobEnvironment({"OMP_NUM_THREADS=2"}, s),
+              Not(Contains(StartsWith("COHORT_CPUS="))));
+  EXPECT_THAT(JobEnvironment({}, Spec(Role::kShard, 0)),
+              Not(Contains(StartsWith("COHORT_CPUS="))));
 }
 
 TEST(JobEnvironmentTest, KeepsTheUsersOpenMpSettings) {
@@ -104,8 +127,9 @@ TEST(JobEnvironmentTest, TlsFilesInsteadOfInsecureWhenTheJobHasThem) {
 
 TEST(JobEnvironmentTest, RemoteWorkersLeaveTheirThreadsToTheirHost) {
   JobEnvSpec s = Spec(Role::kWorker, 0);
-  s.cores = 0;
+  s.cpus = {};
   EXPECT_THAT(JobEnvironment({}, s), Not(Contains(StartsWith("OMP_NUM_THREADS="))));
+  EXPECT_THAT(JobEnvironment({}, s), Not(Contains(StartsWith("COHORT_CPUS="))));
 }
 
 TEST(JobEnvironmentTest, RemoteEnvironmentCarriesTheJobOpenMpAndForwardedNames) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "services/common/addresses.h"
+#include "services/common/cpu_list.h"
 #include "services/common/port_file.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/hosts.h"
@@ -283,7 +284,7 @@ LauncherProcess ThisLauncher(const char* const* environ) {
     launcher.runfiles_dirs.push_back(
         absl::StrCat(absl::string_view(exe, static_cast<size_t>(n)), ".runfiles"));
   }
-  launcher.cores = AvailableCores();
+  launcher.cpus = AllowedCpus();
   return launcher;
 }
 
@@ -322,7 +323,7 @@ absl::StatusOr<LaunchOptions> OptionsFromFlags(const LaunchFlags& flags,
   if (*ssh) {
     if (absl::Status s = ConfigureHosts(flags, o); !s.ok()) return s;
   }
-  o.cores = launcher.cores;
+  o.cpus = launcher.cpus;
   const std::string tmpdir = EnvValue(launcher.environment, "TMPDIR");
   o.temp_root = tmpdir.empty() ? "/tmp" : tmpdir;
   return o;

@@ -60,7 +60,7 @@ struct LauncherProcess {
   // Where the role binaries may be: the runfiles the launcher was started with (RUNFILES_DIR,
   // e.g. inside a test), then the ones beside its own binary (`bazel run`, or from bazel-bin).
   std::vector<std::string> runfiles_dirs;
-  int cores = 1;  // CPUs this process may run on
+  std::vector<int> cpus;  // the CPUs this process may run on
 };
 
 // The launcher as it runs now, from its environment (environ).

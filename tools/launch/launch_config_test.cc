@@ -48,7 +48,7 @@ class LaunchConfigTest : public ::testing::Test {
                              "TMPDIR=/var/tmp"};
     launcher_.current_dir = "/runfiles/cohort";
     launcher_.runfiles_dirs = {"", runfiles_};
-    launcher_.cores = 6;
+    launcher_.cpus = {0, 1, 2, 3, 4, 5};
     flags_.num_workers = 2;
   }
 
@@ -82,7 +82,7 @@ TEST_F(LaunchConfigTest, ALocalJob) {
   EXPECT_FALSE(o->tls);
   EXPECT_TRUE(o->hosts.empty());
   EXPECT_EQ(o->environment, launcher_.environment);
-  EXPECT_EQ(o->cores, 6);
+  EXPECT_EQ(o->cpus, launcher_.cpus);
   EXPECT_EQ(o->temp_root, "/var/tmp");
 }
 
@@ -385,7 +385,7 @@ TEST(LauncherProcessTest, EnvironmentAndDirectories) {
   ASSERT_EQ(launcher.runfiles_dirs.size(), 2u);
   EXPECT_EQ(launcher.runfiles_dirs[0], "/r");
   EXPECT_THAT(launcher.runfiles_dirs[1], HasSubstr("launch_config_test.runfiles"));
-  EXPECT_GE(launcher.cores, 1);
+  EXPECT_FALSE(launcher.cpus.empty());
   EXPECT_EQ(UserDir(launcher), launcher.current_dir);
   LauncherProcess under_bazel_run = launcher;
   under_bazel_run.environment.push_back("BUILD_WORKING_DIRECTORY=/home/u");

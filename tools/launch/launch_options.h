@@ -65,7 +65,7 @@ struct LaunchOptions {
 
   std::string working_dir;               // the children's; empty: the launcher's (local only)
   std::vector<std::string> environment;  // the launcher's, "NAME=value"; children inherit it
-  int cores = 1;                         // CPUs to share among the children (OpenMP threads)
+  std::vector<int> cpus;  // the CPUs to share among the local children (OpenMP threads)
   std::string temp_root = "/tmp";        // where the job's scratch folder goes
   absl::Duration start_timeout = absl::Seconds(30);  // for the scheduler's port file
   int output_fd = STDOUT_FILENO;  // children's prefixed lines and the launcher's own messages

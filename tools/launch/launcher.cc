@@ -483,10 +483,4 @@ int RunJob(const LaunchOptions& options) {
   return status;
 }
 
-int AvailableCores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
 }  // namespace cohort::launch

@@ -34,9 +34,6 @@ namespace cohort::launch {
 // forked them ends.
 int RunJob(const LaunchOptions& options);
 
-// The CPUs this process may run on (sched_getaffinity), at least 1.
-int AvailableCores();
-
 }  // namespace cohort::launch
 
 #endif  // COHORT_TOOLS_LAUNCH_LAUNCHER_H_

@@ -95,7 +95,7 @@ MemberCommand MemberCommandOf(const LaunchOptions& o, const std::string& scratch
   env.num_shards = o.scheduler.num_shards;
   env.mode = o.scheduler.mode;
   env.scheduler_address = scheduler_address;
-  env.cores = host < 0 ? o.cores : 0;
+  if (host < 0) env.cpus = o.cpus;
   env.metrics_bind = bind;
   env.metrics_port_file = metrics_port_file;
   env.tls_dir = tls_dir;

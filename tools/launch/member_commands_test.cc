@@ -30,7 +30,7 @@ LaunchOptions Local() {
   o.checkpoints.checkpoint_every = 5;
   o.environment = {"PATH=/usr/bin"};
   o.working_dir = "/home/u";
-  o.cores = 8;
+  o.cpus = {0, 1, 2, 3, 4, 5, 6, 7};
   return o;
 }
 
