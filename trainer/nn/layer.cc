@@ -91,10 +91,16 @@ absl::Span<const Tensor* const> Layer::Backward(const Tensor& dy,
   }
   absl::InlinedVector<const Tensor*, 4> in(xs_.begin(), xs_.end());
   absl::InlinedVector<Tensor*, 4> grad_in;
+  Tensor* shared = nullptr;  // the one gradient of every input, where the op says they share it
   for (size_t i = 0; i < xs_.size(); ++i) {
-    if (need_input_grad[i]) grad_inputs_[i].Resize(xs_[i]->shape());
-    grad_in.push_back(need_input_grad[i] ? &grad_inputs_[i] : nullptr);
-    grad_input_ptrs_[i] = grad_in.back();
+    if (need_input_grad[i] && (shared == nullptr || !op_->InputsShareOneGradient())) {
+      grad_inputs_[i].Resize(xs_[i]->shape());
+      grad_in.push_back(&grad_inputs_[i]);
+      shared = &grad_inputs_[i];
+    } else {
+      grad_in.push_back(nullptr);
+    }
+    grad_input_ptrs_[i] = need_input_grad[i] ? (grad_in.back() ? grad_in.back() : shared) : nullptr;
   }
   for (Parameter& p : params_) {
     in.push_back(&p.value);

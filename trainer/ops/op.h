@@ -52,6 +52,10 @@ class Op {
   // True when every input's gradient is the output's gradient itself (a sum): a caller may
   // hand grad_out on instead of calling Backward, which would only copy it.
   virtual bool InputGradientsAreOutputGradient() const { return false; }
+
+  // True when every input's gradient is one and the same tensor (a sum with a fused ReLU):
+  // Backward then writes only the first one asked for, and a caller hands it to every input.
+  virtual bool InputsShareOneGradient() const { return false; }
 };
 
 struct Conv2dSpec {

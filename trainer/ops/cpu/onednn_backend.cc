@@ -471,7 +471,8 @@ class AddOnednn final : public AddFrame {
 };
 
 // y = max(0, a + b): the sum with the ReLU after it as the binary primitive's post-op. Both
-// inputs' gradient is dy where y > 0, else 0 (oneDNN's ReLU backward from its output).
+// inputs' gradient is dy where y > 0, else 0 (oneDNN's ReLU backward from its output): one
+// tensor, which a layer hands to both.
 class AddReluOnednn final : public Op {
  public:
   explicit AddReluOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
@@ -489,14 +490,21 @@ class AddReluOnednn final : public Op {
                      {DNNL_ARG_DST, Mem(*ctx_, md_, out[0])}});
   }
 
+  bool InputsShareOneGradient() const override { return true; }
+
+  // Every input's gradient asked for gets it (a caller that shares one asks for one).
   void Backward(Ins, Ins out, Ins grad_out, Outs grad_in) override {
-    Tensor* first = grad_in[0] != nullptr ? grad_in[0] : grad_in[1];
-    if (first == nullptr) return;
-    ctx_->Run(bwd_, {{DNNL_ARG_DST, Mem(*ctx_, md_, out[0])},
-                     {DNNL_ARG_DIFF_DST, Mem(*ctx_, md_, grad_out[0])},
-                     {DNNL_ARG_DIFF_SRC, Mem(*ctx_, md_, first)}});
-    if (grad_in[1] != nullptr && grad_in[1] != first) {
-      std::memcpy(grad_in[1]->raw(), first->raw(), first->nbytes());
+    const Tensor* first = nullptr;
+    for (Tensor* g : grad_in) {
+      if (g == nullptr) continue;
+      if (first != nullptr) {
+        std::memcpy(g->raw(), first->raw(), first->nbytes());
+        continue;
+      }
+      ctx_->Run(bwd_, {{DNNL_ARG_DST, Mem(*ctx_, md_, out[0])},
+                       {DNNL_ARG_DIFF_DST, Mem(*ctx_, md_, grad_out[0])},
+                       {DNNL_ARG_DIFF_SRC, Mem(*ctx_, md_, g)}});
+      first = g;
     }
   }
 
