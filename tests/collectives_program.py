@@ -46,6 +46,22 @@ def main():
         raise AssertionError("Adasum was not refused")
     except cohort.Error as e:
         assert "use op=hvd.Average" in str(e), e
+    # In 16 bits on the wire: each rank's values rounded, the sum in the tensor's own dtype.
+    for compression, wire in ((hvd.Compression.fp16, torch.float16),
+                              (hvd.Compression.bf16, torch.bfloat16)):
+        thirds = [torch.tensor([0.1 * (k + 1), 1 / 3]) for k in range(n)]
+        got = hvd.allreduce(thirds[r], op=hvd.Sum, compression=compression)
+        want = thirds[0].to(wire).float()
+        for t in thirds[1:]:
+            want += t.to(wire).float()
+        assert got.dtype == torch.float32 and torch.equal(got, want), (compression, got, want)
+        assert not torch.equal(got, sum(thirds)), "nothing was rounded"
+    # Ranks whose calls differ are told so, each of them.
+    try:
+        hvd.allreduce(mine(r), name=f"metric of rank {r}")
+        raise AssertionError("different names were not refused")
+    except cohort.Error as e:
+        assert "rank 0 'metric of rank 0', rank 1 'metric of rank 1'" in str(e), e
 
     # The first dimension may differ between ranks.
     gathered = hvd.allgather(torch.full((r + 1, 2), float(r)))

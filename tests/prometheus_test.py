@@ -204,7 +204,7 @@ class PrometheusJobTest(JobTestCase):
         launcher = self.start("launch", [
             LAUNCH, f"--job_id={self.job_id}", "-n", "2", "-s", "2",
             f"--metrics_targets={targets}", "--", "--model=lenet", "--dataset=fashion-mnist",
-            "--epochs=6", "--output="])
+            "--epochs=12", "--output="])
         self.assertEqual(launcher.wait(timeout=300), 0, self.log("launch"))
         ended = time.time()
         # What the job's log says: rank 0's mean over the run, the evaluations between epochs

@@ -4,8 +4,9 @@ and each rank reduces what it got in rank order, so every rank holds the same bi
 
 For what a step needs (a metric, a flag, rank 0's optimizer state or epoch), not for
 gradients, which go through the shards (cohort.torch.DistributedOptimizer): the workers
-together bring at most 12 MiB to one call (broadcast_tensors sends a model in slices). Every rank makes the same calls in the
-same order (Horovod matches them by name; here the order is the name).
+together bring at most 12 MiB to one call (broadcast_tensors sends a model in slices). Every
+rank makes the same calls in the same order (Horovod matches them by name; here the order
+does, and an allreduce whose ranks gave different names fails naming them).
 """
 
 import pickle
@@ -65,19 +66,37 @@ def _cpu(tensor):
     return tensor.detach().to("cpu")
 
 
+_WIRE_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
 def allreduce(store, tensors, average=None, op=None, prescale_factor=1.0,
-              postscale_factor=1.0, process_set=None):
+              postscale_factor=1.0, process_set=None, compression=None, name=None):
     """The reduction over every rank of each of tensors (each rank's of the same shapes and
-    dtypes), in one exchange, as new tensors on their devices."""
+    dtypes), in one exchange, as new tensors on their devices. compression "fp16" or "bf16"
+    sends floating tensors in 16 bits (rounded), which are reduced in their own dtype."""
     op = _op(average, op)
     check_no_process_set(process_set)
+    if compression not in (None, "none", *_WIRE_DTYPES):
+        raise Error(f"allreduce: compression={compression!r}: Cohort has "
+                    "hvd.Compression.none, fp16 and bf16")
+    wire = _WIRE_DTYPES.get(compression)
     mine = [_cpu(t) for t in tensors]
     if prescale_factor != 1.0:
         mine = [t * prescale_factor for t in mine]
-    every = gather_objects(store, mine)
+    if wire is not None:
+        mine = [t.to(wire) if t.is_floating_point() else t for t in mine]
+    every = gather_objects(store, (name, mine))
+    names = [theirs[0] for theirs in every]
+    if any(n != name for n in names):
+        raise Error("allreduce: the ranks gave different names (" +
+                    ", ".join(f"rank {r} {n!r}" for r, n in enumerate(names)) +
+                    "): every rank makes the same calls in the same order")
     results = []
     for i, t in enumerate(tensors):
-        result = _reduce(op, [theirs[i] for theirs in every], store.rank)
+        by_rank = [theirs[1][i] for theirs in every]
+        if wire is not None and t.is_floating_point():
+            by_rank = [theirs.to(t.dtype) for theirs in by_rank]
+        result = _reduce(op, by_rank, store.rank)
         if postscale_factor != 1.0:
             result = result * postscale_factor
         results.append(result.to(t.device))

@@ -108,9 +108,10 @@ def barrier():
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=None):
-    """The mean (op=Sum, Min, Max, Product: that) over the ranks of tensor, as a new tensor."""
+    """The mean (op=Sum, Min, Max, Product: that) over the ranks of tensor, as a new tensor;
+    compression=Compression.fp16 or bf16 sends it in 16 bits."""
     return _collectives.allreduce(init(), [tensor], average, op, prescale_factor,
-                                  postscale_factor, process_set)[0]
+                                  postscale_factor, process_set, compression, name)[0]
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -137,7 +138,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=None, op=Non
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Each of tensors reduced over the ranks, in one exchange."""
     return _collectives.allreduce(init(), list(tensors), average, op, prescale_factor,
-                                  postscale_factor, process_set)
+                                  postscale_factor, process_set, compression, name)
 
 
 def allgather(tensor, name=None, process_set=None):
