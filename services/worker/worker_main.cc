@@ -2,8 +2,6 @@
 // the trainer's loop with a distributed kvstore. `bazel run //services:worker -- --help` lists
 // the flags; the launcher (//tools:launch) starts workers with the job in COHORT_* variables.
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
@@ -91,8 +89,8 @@ int main(int argc, char** argv) {
     const absl::Status confined = list.ok() ? cohort::ConfineToCpus(*list) : list.status();
     if (!confined.ok()) {
       std::cerr << "worker: error: COHORT_CPUS: " << confined.message()
-                << " (unset it, or give CPUs this process may use: taskset -p " << getpid()
-                << ")\n";
+                << " (unset it, or give some of the CPUs this process may use: "
+                << cohort::FormatCpuList(cohort::AllowedCpus()) << ")\n";
       return 2;
     }
   }

@@ -78,9 +78,9 @@ std::vector<std::string> JobEnvironment(const std::vector<std::string>& base,
     const int workers = std::max(1, spec.num_workers);
     const int threads = std::max(1, static_cast<int>(spec.cpus.size()) / workers);
     defaults["OMP_NUM_THREADS"] = absl::StrCat(threads);
-    // Each worker's threads on cores of their own: no worker's team waits on a core another
-    // one's holds.
-    if (threads * workers <= static_cast<int>(spec.cpus.size())) {
+    // Each worker's threads on cores of their own (where there is a core for every worker): no
+    // worker's team waits on a core another one's holds.
+    if (workers <= static_cast<int>(spec.cpus.size())) {
       const auto slice = absl::MakeConstSpan(spec.cpus).subspan(
           static_cast<size_t>((spec.rank % workers) * threads), static_cast<size_t>(threads));
       defaults["COHORT_CPUS"] = FormatCpuList(slice);

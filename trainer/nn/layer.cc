@@ -91,16 +91,17 @@ absl::Span<const Tensor* const> Layer::Backward(const Tensor& dy,
   }
   absl::InlinedVector<const Tensor*, 4> in(xs_.begin(), xs_.end());
   absl::InlinedVector<Tensor*, 4> grad_in;
-  Tensor* shared = nullptr;  // the one gradient of every input, where the op says they share it
+  const bool share = op_->InputsShareOneGradient();
+  Tensor* first = nullptr;  // the first gradient asked for: every input's, where they share one
   for (size_t i = 0; i < xs_.size(); ++i) {
-    if (need_input_grad[i] && (shared == nullptr || !op_->InputsShareOneGradient())) {
-      grad_inputs_[i].Resize(xs_[i]->shape());
-      grad_in.push_back(&grad_inputs_[i]);
-      shared = &grad_inputs_[i];
-    } else {
-      grad_in.push_back(nullptr);
+    Tensor* g = nullptr;
+    if (need_input_grad[i] && (first == nullptr || !share)) {
+      g = &grad_inputs_[i];
+      g->Resize(xs_[i]->shape());
+      if (first == nullptr) first = g;
     }
-    grad_input_ptrs_[i] = need_input_grad[i] ? (grad_in.back() ? grad_in.back() : shared) : nullptr;
+    grad_in.push_back(g);
+    grad_input_ptrs_[i] = need_input_grad[i] ? (g != nullptr ? g : first) : nullptr;
   }
   for (Parameter& p : params_) {
     in.push_back(&p.value);

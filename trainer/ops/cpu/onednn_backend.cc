@@ -177,8 +177,8 @@ class StagedArg {
 // Convolutions run in the blocked layouts oneDNN picks (several times faster than plain NCHW
 // here, reorders included). Activations held blocked are already in them; the weights, plain,
 // are reordered each step (they change every step). oneDNN also picks the algorithm
-// (convolution_auto): Winograd for wide 3×3 problems with large batches on AVX-512, 6% of a
-// ResNet-20 step at batch 128 here; direct otherwise.
+// (convolution_auto): Winograd for wide 3×3 problems with large batches on AVX-512 (ResNet-20's
+// at batch 128), direct otherwise.
 class Conv2dOnednn final : public Conv2dFrame {
  public:
   Conv2dOnednn(std::shared_ptr<Ctx> ctx, Conv2dSpec spec)
@@ -546,11 +546,12 @@ class DropoutOnednn final : public DropoutFrame {
       return;
     }
     const Shape& x = in[0]->shape();
-    mask_.resize(static_cast<size_t>(in[0]->numel()));
-    DropoutMask(spec_, calls_++, absl::MakeSpan(mask_));
-    if (ctx_->Blocked(x)) {
-      plain_mask_.swap(mask_);
-      mask_.resize(plain_mask_.size());
+    const bool blocked = ctx_->Blocked(x);
+    std::vector<uint8_t>& drawn = blocked ? plain_mask_ : mask_;
+    drawn.resize(static_cast<size_t>(in[0]->numel()));
+    mask_.resize(drawn.size());
+    DropoutMask(spec_, calls_++, absl::MakeSpan(drawn));
+    if (blocked) {
       ctx_->Reorder(Md(x, tag::nchw, dt::u8), plain_mask_.data(), ctx_->ActivationMd(x, dt::u8),
                     mask_.data());
     }
