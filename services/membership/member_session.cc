@@ -223,7 +223,7 @@ absl::StatusOr<std::vector<std::string>> MemberSession::Exchange(const std::stri
 
 void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
                                  int64_t generation, BarrierDone done) {
-  CallBarrier(name, fingerprint, generation, "",
+  CallBarrier(name, fingerprint, generation, std::nullopt,
               [done = std::move(done)](absl::StatusOr<v1::BarrierReply> reply) {
                 if (!reply.ok()) return done(reply.status());
                 done(reply->partition_fingerprint());
@@ -231,7 +231,7 @@ void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
 }
 
 void MemberSession::CallBarrier(const std::string& name, uint64_t fingerprint,
-                                int64_t generation, std::string payload,
+                                int64_t generation, std::optional<std::string> payload,
                                 std::function<void(absl::StatusOr<v1::BarrierReply>)> done) {
   struct Call {  // what gRPC reads and writes until the call is done
     grpc::ClientContext context;
@@ -243,7 +243,8 @@ void MemberSession::CallBarrier(const std::string& name, uint64_t fingerprint,
   call->request.set_name(name);
   call->request.set_partition_fingerprint(fingerprint);
   call->request.set_generation(generation);
-  call->request.set_payload(std::move(payload));
+  call->request.set_exchange(payload.has_value());
+  if (payload.has_value()) call->request.set_payload(*std::move(payload));
   stub_->async()->Barrier(
       &call->context, &call->request, &call->reply,
       [call, done = std::move(done)](const grpc::Status& status) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,10 +109,11 @@ class MemberSession final : public JobMembership {
                 v1::RegisterReply reply);
   // Registers again under this member's rank (MembershipCore::Rejoiner).
   absl::Status Rejoin();
-  // One Barrier call bringing payload; done gets the scheduler's reply (a change of membership
-  // as MembershipChangedError) on one of gRPC's threads.
+  // One Barrier call, an exchange bringing payload where one is given (nullopt: a plain
+  // barrier); done gets the scheduler's reply (a change of membership as
+  // MembershipChangedError) on one of gRPC's threads.
   void CallBarrier(const std::string& name, uint64_t fingerprint, int64_t generation,
-                   std::string payload,
+                   std::optional<std::string> payload,
                    std::function<void(absl::StatusOr<v1::BarrierReply>)> done);
 
   const MemberSessionOptions options_;

@@ -277,7 +277,8 @@ grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*
   core_->BarrierAsync(
       request->rank(), LogSafe(request->name(), 128), request->partition_fingerprint(),
       request->generation(), request->payload(),
-      [reactor, reply](const absl::StatusOr<SchedulerCore::BarrierPassed>& passed) {
+      [reactor, reply, exchange = request->exchange()](
+          const absl::StatusOr<SchedulerCore::BarrierPassed>& passed) {
         if (const std::optional<int64_t> changed = ChangedGeneration(passed.status())) {
           reply->set_membership_changed_to(*changed);
           reply->set_membership_change(std::string(passed.status().message()));
@@ -285,7 +286,11 @@ grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*
         }
         if (!passed.ok()) return reactor->Finish(ToGrpcStatus(passed.status()));
         reply->set_partition_fingerprint(passed->fingerprint);
-        for (const std::string& payload : *passed->payloads) reply->add_payloads(payload);
+        // Only an exchange's: a plain barrier's reply to each of N workers would carry N empty
+        // payloads.
+        if (exchange) {
+          for (const std::string& payload : *passed->payloads) reply->add_payloads(payload);
+        }
         reactor->Finish(grpc::Status::OK);
       });
   return reactor;

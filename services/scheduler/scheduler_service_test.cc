@@ -203,6 +203,17 @@ TEST_F(SchedulerServiceTest, ABarrierReturnsTheAgreedFingerprint) {
   v1::BarrierReply agreed;
   ASSERT_TRUE(stub_->Barrier(&context, request, &agreed).ok());
   EXPECT_EQ(agreed.partition_fingerprint(), 0xfeedu);
+  // A plain barrier's reply carries no payloads (an exchange's carries every worker's).
+  EXPECT_EQ(agreed.payloads_size(), 0);
+
+  request.set_name("user exchange");
+  request.set_exchange(true);
+  request.set_payload("bytes of rank 0");
+  grpc::ClientContext exchange_context;
+  v1::BarrierReply exchanged;
+  ASSERT_TRUE(stub_->Barrier(&exchange_context, request, &exchanged).ok());
+  ASSERT_EQ(exchanged.payloads_size(), 1);
+  EXPECT_EQ(exchanged.payloads(0), "bytes of rank 0");
 }
 
 }  // namespace

@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   const absl::Duration cpu_before = pid > 0 ? cohort::ProcessCpuTime(pid) : absl::ZeroDuration();
   absl::SleepFor(idle);
   const double idle_share =
-      pid > 0 ? absl::FDivDuration(cohort::ProcessCpuTime(pid) - cpu_before, idle) : 0;
+      pid > 0 && idle > absl::ZeroDuration() ? absl::FDivDuration(cohort::ProcessCpuTime(pid) - cpu_before, idle) : 0;
   const double resident = pid > 0 ? cohort::ProcessResidentBytes(pid) / 1048576.0 : 0;
   std::string pages;
   if (const std::string http = absl::GetFlag(FLAGS_scheduler_http); !http.empty()) {
@@ -274,9 +274,11 @@ int main(int argc, char** argv) {
       absl::StrCat(pid > 0 ? absl::StrFormat(", the scheduler's CPU %.1f ms each", barrier_cpu_ms)
                            : std::string(),
                    absl::StrFormat(", the simulator's %.1f ms", own_barrier_cpu_ms)),
-      pid > 0 ? absl::StrFormat("%.1f%% of a core over %.0f s, %.0f MiB resident",
-                                100 * idle_share, absl::ToDoubleSeconds(idle), resident)
-              : std::string("not measured (--scheduler_pid)"),
+      pid <= 0 ? std::string("not measured (--scheduler_pid)")
+      : idle > absl::ZeroDuration()
+          ? absl::StrFormat("%.1f%% of a core over %.0f s, %.0f MiB resident", 100 * idle_share,
+                            absl::ToDoubleSeconds(idle), resident)
+          : absl::StrFormat("not measured (--idle_s=0), %.0f MiB resident", resident),
       pages, data_path, changes, absl::ToDoubleSeconds(done));
   return 0;
 }
