@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Each rank of a job checks Horovod's collectives of cohort.torch against what every rank
-brought (rank r brings values made from r) and prints one line of what it got; any mismatch
-raises, which fails the job naming the rank.
+brought (rank r brings values made from r), and SyncBatchNorm against BatchNorm on the whole
+batch, and prints one line of what it got; any mismatch raises, which fails the job naming the
+rank.
 
     launch -n 3 -s 1 -- python3 tests/collectives_program.py
 """
@@ -101,7 +102,47 @@ def main():
     assert torch.equal(half.weight.grad, torch.full((2, 4), (n + 1) / 2, dtype=torch.bfloat16))
     digest = hashlib.sha256(half.weight.detach().float().numpy().tobytes()).hexdigest()
     assert len(set(hvd.allgather_object(digest))) == 1, "bf16 parameters differ"
+    check_sync_batch_norm(r, n)
     print(f"collectives ok on rank {r} of {n}: sum {summed.tolist()}", flush=True)
+
+
+def check_sync_batch_norm(r, n):
+    """Rank k holds k + 3 samples of one global batch: its SyncBatchNorm's output, input
+    gradient and running statistics are torch's BatchNorm2d's on the whole batch (float64), the
+    affine gradients summed over the ranks too, and every rank's running statistics the same
+    bits."""
+    sizes = [k + 3 for k in range(n)]
+    start, end = sum(sizes[:r]), sum(sizes[:r + 1])
+    torch.manual_seed(7)
+    x = torch.randn(sum(sizes), 4, 3, 3, dtype=torch.float64) * 2 + 1
+    weigh = torch.randn_like(x)  # the loss: sum(y * weigh), not symmetric in the samples
+    affine = torch.randn(2, 4, dtype=torch.float64)
+    whole = torch.nn.BatchNorm2d(4, momentum=0.3).double()
+    synced = hvd.SyncBatchNorm(4, momentum=0.3).double()
+    for layer in (whole, synced):
+        with torch.no_grad():
+            layer.weight.copy_(affine[0])
+            layer.bias.copy_(affine[1])
+    reference_in = x.clone().requires_grad_()
+    reference = whole(reference_in)
+    (reference * weigh).sum().backward()
+    part = x[start:end].clone().requires_grad_()
+    y = synced(part)
+    (y * weigh[start:end]).sum().backward()
+
+    def close(a, b, what):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12), (what, (a - b).abs().max())
+    close(y, reference[start:end], "output")
+    close(part.grad, reference_in.grad[start:end], "input gradient")
+    close(hvd.allreduce(synced.weight.grad, op=hvd.Sum), whole.weight.grad, "weight gradient")
+    close(hvd.allreduce(synced.bias.grad, op=hvd.Sum), whole.bias.grad, "bias gradient")
+    close(synced.running_mean, whole.running_mean, "running mean")
+    close(synced.running_var, whole.running_var, "running variance")
+    stats = torch.cat([synced.running_mean, synced.running_var]).numpy().tobytes()
+    assert len(set(hvd.allgather_object(stats))) == 1, "running statistics differ by rank"
+    synced.eval()
+    whole.eval()
+    close(synced(part.detach()), whole(x)[start:end], "evaluation")
 
 
 def pickle_state(state):

@@ -34,6 +34,7 @@ import cohort
 from cohort import collectives as _collectives
 from cohort import kvstore as _kvstore
 from cohort.collectives import Adasum, Average, Handle, Max, Min, Product, Sum  # noqa: F401
+from cohort.sync_batch_norm import SyncBatchNorm
 
 _store = None
 _places = None  # local_rank, local_size, cross_rank, cross_size
@@ -418,9 +419,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
 
 __all__ = ["Adasum", "Average", "Compression", "DistributedOptimizer", "Handle", "Max", "Min",
-           "Product", "Sum", "allgather", "allgather_async", "allgather_object", "allreduce",
-           "allreduce_", "allreduce_async", "allreduce_async_", "barrier", "broadcast",
-           "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
+           "Product", "Sum", "SyncBatchNorm", "allgather", "allgather_async", "allgather_object",
+           "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "barrier",
+           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
            "broadcast_optimizer_state", "broadcast_parameters", "cross_rank", "cross_size",
            "grouped_allreduce", "init", "is_initialized", "local_rank", "local_size", "poll",
            "rank", "shutdown", "size", "synchronize"]
