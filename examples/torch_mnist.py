@@ -69,7 +69,7 @@ class LeNet(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
-def train(model, optimizer, args, rank, workers):
+def train(model, optimizer, scheduler, args, rank, workers):
     """The training loop: rank's slice of every global batch; rank 0 prints each epoch's time
     and test accuracy (as "Epoch E: S s, N steps, test top-1 P%")."""
     train_x, train_y = load(args.data_dir, "train")
@@ -92,6 +92,8 @@ def train(model, optimizer, args, rank, workers):
             loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
             loss.backward()
             optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
             step += 1
             if rank == 0 and step % 100 == 0:
                 print(f"step {step}: loss {loss.item():.4f}", flush=True)
@@ -111,6 +113,9 @@ def arguments(argv=None):
     parser.add_argument("--batch_size", type=int, default=64, help="per worker")
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--lr_step", type=int, default=0,
+                        help="halve the learning rate every this many steps (torch's StepLR; "
+                        "0: never)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kv_store", default="dist_sync",
                         help="dist_sync, dist_async, local, or none (plain PyTorch, alone)")
@@ -134,8 +139,10 @@ def main():
                                             server_optimizer=args.server_optimizer,
                                             batch_size=args.batch_size)
         ct.broadcast_parameters(model.state_dict())
+    scheduler = (torch.optim.lr_scheduler.StepLR(optimizer, args.lr_step, gamma=0.5)
+                 if args.lr_step else None)
 
-    train(model, optimizer, args, rank, workers)
+    train(model, optimizer, scheduler, args, rank, workers)
     if rank == 0 and args.save:
         np.savez(args.save, **{n: t.detach().numpy() for n, t in model.state_dict().items()})
     return 0

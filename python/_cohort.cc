@@ -170,6 +170,10 @@ class PyKVStore {
     Call([&] { return store_->SetOptimizer(spec); });
   }
 
+  void SetLearningRate(double lr) {
+    Call([&] { return store_->SetLearningRate(static_cast<float>(lr)); });
+  }
+
   void Init(int64_t key, const py::object& value, bool auxiliary) {
     auto v = Borrow(value, false, key, "the initial value");
     Call([&] {
@@ -320,6 +324,7 @@ PYBIND11_MODULE(_cohort, m) {
            py::arg("momentum"), py::arg("wd"), py::arg("lr_schedule"), py::arg("epochs"),
            py::arg("steps_per_epoch"), py::arg("warmup_epochs"), py::arg("beta1"),
            py::arg("beta2"), py::arg("eps"))
+      .def("set_learning_rate", &PyKVStore::SetLearningRate, py::arg("lr"))
       .def("init", &PyKVStore::Init, py::arg("key"), py::arg("value"), py::arg("auxiliary"))
       .def("push", &PyKVStore::Push, py::arg("key"), py::arg("grad"))
       .def("pull", &PyKVStore::Pull, py::arg("key"), py::arg("out"))

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A PyTorch script on Cohort (examples/torch_mnist.py, cohort.torch): trained by
 `launch -n 2 -s 2` in dist_sync for 20 steps, in both modes (the shards averaging gradients for
-the local SGD; the shards running SGD), its parameters equal those of the same script in one
+the local SGD; the shards running SGD, at a constant rate and following torch's StepLR), its
+parameters equal those of the same script in one
 plain PyTorch process on the global batch to 1e-5 of each tensor's largest magnitude; one epoch
 reaches the accuracy band of Cohort's own LeNet job, its Python workers serving the worker
 metrics (steps, images, communication overhead) at the addresses the launcher lists.
@@ -54,11 +55,12 @@ class TorchJobTest(job_fixture.JobTestCase):
         self.assertEqual(p.wait(timeout=300), 0, self.log("output"))
         return self.log("output")
 
-    def assert_same_parameters(self, mode_flags):
+    def assert_same_parameters(self, mode_flags, flags=()):
         one = os.path.join(self.dir, "one.npz")
         two = os.path.join(self.dir, "two.npz")
-        self.alone("--steps", "20", "--batch_size", "64", "--save", one)
-        out = self.launched("--steps", "20", "--batch_size", "32", "--save", two, *mode_flags)
+        self.alone("--steps", "20", "--batch_size", "64", "--save", one, *flags)
+        out = self.launched("--steps", "20", "--batch_size", "32", "--save", two, *mode_flags,
+                            *flags)
         self.assertIn("job DONE: all 2 workers finished", out)
         a, b = np.load(one), np.load(two)
         self.assertEqual(sorted(a.files), sorted(b.files))
@@ -77,6 +79,10 @@ class TorchJobTest(job_fixture.JobTestCase):
 
     def test_the_shards_sgd_equals_one_process_on_the_global_batch(self):
         self.assert_same_parameters(["--server_optimizer"])
+
+    def test_the_shards_sgd_follows_a_torch_lr_scheduler(self):
+        """StepLR halves the rate every 4 of the 20 steps: the shards update at it each step."""
+        self.assert_same_parameters(["--server_optimizer"], ["--lr_step", "4"])
 
     def scrape_worker(self, targets, rank):
         """Worker rank's /metrics page, once the launcher lists it and it counted 10 steps."""

@@ -355,6 +355,15 @@ absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink
   return PushSync(header, grad, p, reply_to);
 }
 
+namespace {
+
+// How a message names a push's learning rate (PartHeader::lr).
+std::string RateWords(float lr) {
+  return lr >= 0 ? absl::StrCat("learning rate ", lr) : "the schedule's learning rate";
+}
+
+}  // namespace
+
 std::string ShardCore::PushWhere(const PartHeader& header) const {
   return absl::StrCat("shard ", shard_rank_.load(), ": worker ", header.rank, "'s push of key ",
                       header.id.key, " part ", header.id.part);
@@ -403,7 +412,9 @@ absl::Status ShardCore::PushAsync(const PartHeader& header, ByteChunks grad, Par
   const Settings& settings = *p->settings;
   // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
   const float lr =
-      static_cast<float>(settings.schedule.At(p->version / settings.config.num_workers));
+      header.lr >= 0
+          ? header.lr
+          : static_cast<float>(settings.schedule.At(p->version / settings.config.num_workers));
   // Stale pushes are what asynchronous training accepts; a version never produced is a bug.
   if (header.version > p->version) {
     return Refuse(Rejection::kFutureVersion,
@@ -429,7 +440,6 @@ absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, Part
                                  PartSink* reply_to) {
   const int rank = header.rank;
   const int num_workers = p->settings->config.num_workers;
-  const float lr = static_cast<float>(p->settings->schedule.At(p->version));
   if (header.version != p->version) {
     return Refuse(
         header.version < p->version ? Rejection::kStaleVersion : Rejection::kFutureVersion,
@@ -443,6 +453,16 @@ absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, Part
                   absl::FailedPreconditionError(absl::StrCat(
                       PushWhere(header), " came twice for version ", header.version)));
   }
+  if (p->arrived == 0) {
+    p->pushed_lr = header.lr;
+  } else if (header.lr != p->pushed_lr) {
+    return Refuse(Rejection::kMalformed,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      PushWhere(header), " asks for ", RateWords(header.lr), " but ",
+                      p->arrived, " push(es) of version ", header.version, " before it asked for ",
+                      RateWords(p->pushed_lr), ": every worker sets the same rate at the same "
+                      "step")));
+  }
   p->pushed[rank] = 1;
   p->waiting[rank] = reply_to;
   if (++p->arrived < num_workers) {
@@ -453,6 +473,8 @@ absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, Part
     return absl::OkStatus();
   }
   // The last push of the version is reduced and applied straight from its bytes.
+  const float lr = p->pushed_lr >= 0 ? p->pushed_lr
+                                    : static_cast<float>(p->settings->schedule.At(p->version));
   if (p->optimizer == nullptr) {
     AverageIntoValue(p, grad, rank, absl::MakeSpan(WritableValue(p)));
   } else {

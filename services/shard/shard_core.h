@@ -245,6 +245,7 @@ class ShardCore {
     std::vector<char> pushed ABSL_GUARDED_BY(mu);        // by rank, for the current version
     std::vector<PartSink*> waiting ABSL_GUARDED_BY(mu);  // by rank; null: nobody to answer
     int arrived ABSL_GUARDED_BY(mu) = 0;
+    float pushed_lr ABSL_GUARDED_BY(mu) = -1;  // the current version's pushes' (PartHeader::lr)
     // Replication: the backup the part's updates go to (null: none); answers waiting until it
     // holds the update of their version (null sink: its stream ended); the update forwarded.
     ReplicaLink* backup ABSL_GUARDED_BY(mu) = nullptr;

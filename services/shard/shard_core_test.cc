@@ -328,6 +328,55 @@ TEST(ShardCoreTest, AsyncAppliesEachPushAtOnceScaledByOneOverW) {
   EXPECT_EQ(read, (std::vector<float>{0.0f, -1.0f}));
 }
 
+// A push may carry its learning rate (a script's own LR scheduler): dist_sync's update runs at
+// it in place of the schedule's, 0 included; pushes of one version that ask for different
+// rates are refused; a negative one is the schedule's. dist_async applies each push at its own.
+TEST(ShardCoreTest, PushesCarryingALearningRateUpdateAtItInPlaceOfTheSchedule) {
+  const size_t n = 3;
+  ShardCore core(0);
+  ASSERT_TRUE(core.Configure(Config(2, KVStoreMode::kDistSync)).ok());
+  std::vector<float> weights = {1, -2, 3};
+  ASSERT_TRUE(core.AddPart({4, 0}, weights).ok());
+  auto sgd = *MakeOptimizer("sgd", {0.9, 0.01});
+  auto schedule = *LrSchedule::Create(Config(2, KVStoreMode::kDistSync).optimizer.lr_schedule);
+  const auto push = [&](int rank, int64_t version, float lr, RecordingSink* sink) {
+    const std::vector<float> g = Gradient(rank, static_cast<int>(version), n);
+    const absl::Span<const char> bytes(reinterpret_cast<const char*>(g.data()),
+                                       g.size() * sizeof(float));
+    return core.Push(PartHeader{{4, 0}, version, rank, 0, WireEncoding::kF32, 0, lr},
+                     ByteChunks(&bytes, 1), sink);
+  };
+  RecordingSink sinks[2];
+  const float rates[] = {0.125f, -1.0f, 0.0f, 3.0f};  // -1: the schedule's
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> mean = Gradient(0, step, n);
+    const std::vector<float> g1 = Gradient(1, step, n);
+    for (size_t i = 0; i < n; ++i) mean[i] = (mean[i] + g1[i]) * 0.5f;
+    sgd->Update(0, absl::MakeSpan(weights), mean,
+                rates[step] >= 0 ? rates[step] : static_cast<float>(schedule.At(step)));
+    ASSERT_TRUE(push(1, step, rates[step], &sinks[1]).ok());
+    ASSERT_TRUE(push(0, step, rates[step], &sinks[0]).ok());
+    EXPECT_EQ(sinks[0].values.back(), weights) << "step " << step;
+  }
+  ASSERT_TRUE(push(0, 4, 0.5f, &sinks[0]).ok());
+  EXPECT_EQ(push(1, 4, -1, &sinks[1]).message(),
+            "shard 0: worker 1's push of key 4 part 0 asks for the schedule's learning rate but 1 "
+            "push(es) of version 4 before it asked for learning rate 0.5: every worker sets the "
+            "same rate at the same step");
+
+  ShardCore async(0);
+  ShardConfig config = Config(2, KVStoreMode::kDistAsync);
+  config.optimizer.optimizer_options = {};
+  ASSERT_TRUE(async.Configure(config).ok());
+  ASSERT_TRUE(async.AddPart({0, 0}, std::vector<float>{1}).ok());
+  const std::vector<float> two = {2};
+  const absl::Span<const char> bytes(reinterpret_cast<const char*>(two.data()), sizeof(float));
+  RecordingSink sink;
+  ASSERT_TRUE(async.Push(PartHeader{{0, 0}, 0, 1, 0, WireEncoding::kF32, 0, 0.25f},
+                         ByteChunks(&bytes, 1), &sink).ok());
+  EXPECT_EQ(sink.values.back(), std::vector<float>{0.75f});  // 1 - 0.25 × 2/2
+}
+
 // W pushes make one step of the schedule: a schedule that ends after 2 steps still updates at
 // the 4th push of a 2-worker job, and at the 5th the rate has reached its end (0 for cosine).
 TEST(ShardCoreTest, AsyncScheduleAdvancesOneStepPerWPushes) {

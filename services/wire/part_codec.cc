@@ -28,6 +28,11 @@ void FillHeader(const PartHeader& p, size_t bytes, v1::PartHeader* h) {
   h->set_bytes(static_cast<int64_t>(bytes));
   h->set_rank(p.rank);
   h->set_threshold(p.threshold);
+  if (p.lr >= 0) {
+    h->set_lr(p.lr);
+  } else {
+    h->clear_lr();
+  }
 }
 
 // The header's fields, or InvalidArgument naming the part when they do not fit data_bytes.
@@ -51,6 +56,10 @@ absl::StatusOr<PartHeader> CheckedHeader(const v1::PartHeader& h, size_t data_by
   if (out.encoding == WireEncoding::kTwoBit && !(out.threshold > 0 && out.threshold < 1e30f)) {
     return absl::InvalidArgumentError(
         absl::StrCat(where(), ": 2-bit values with threshold ", out.threshold));
+  }
+  out.lr = h.has_lr() ? h.lr() : -1;
+  if (h.has_lr() && !(out.lr >= 0 && out.lr < 1e30f)) {
+    return absl::InvalidArgumentError(absl::StrCat(where(), ": learning rate ", out.lr));
   }
   if (h.generation() < 0) {
     return absl::InvalidArgumentError(

@@ -1,8 +1,10 @@
 #include "services/wire/part_codec.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "trainer/tensor/tensor.h"
 
@@ -47,6 +49,13 @@ TEST(PartCodecTest, InconsistentHeadersAreRejectedNamingThePart) {
   part.mutable_header()->set_generation(2);  // whether it is the current one is the shard's call
   ASSERT_TRUE(DecodePart(part, &out).ok());
   EXPECT_EQ(DecodePart(part, &out)->generation, 2);
+  for (float lr : {-1.0f, std::numeric_limits<float>::quiet_NaN(),
+                   std::numeric_limits<float>::infinity()}) {
+    part.mutable_header()->set_lr(lr);
+    EXPECT_EQ(DecodePart(part, &out).status().message(),
+              absl::StrCat("worker 0's key 5 part 2: learning rate ", lr))
+        << lr;
+  }
 }
 
 // A byte string cut into slices of the given sizes (cycled), as the transport delivers it.
@@ -96,7 +105,8 @@ TEST(PartCodecTest, FusedPartsRoundTripInEveryEncoding) {
   std::vector<OutgoingPart> parts;
   for (int i = 0; i < 5; ++i) {
     const bool two_bit = encodings[i] == WireEncoding::kTwoBit;
-    parts.push_back({PartHeader{{10 + i, i}, 40 + i, 1, 3, encodings[i], two_bit ? 8.0f : 0.0f},
+    parts.push_back({PartHeader{{10 + i, i}, 40 + i, 1, 3, encodings[i], two_bit ? 8.0f : 0.0f,
+                                i == 0 ? -1.0f : 0.25f * i},
                      i == 4 ? absl::MakeConstSpan(large) : absl::MakeConstSpan(small), &pin,
                      two_bit ? residual.data() : nullptr});
     pin.Pin();  // as the write queue does
@@ -123,6 +133,7 @@ TEST(PartCodecTest, FusedPartsRoundTripInEveryEncoding) {
       EXPECT_EQ(r.header(i).rank, 1);
       EXPECT_EQ(r.header(i).generation, 3);
       EXPECT_EQ(r.header(i).encoding, encodings[i]);
+      EXPECT_EQ(r.header(i).lr, i == 0 ? -1.0f : 0.25f * i);  // unset: the schedule's
     }
     EXPECT_EQ(Values(r, 0, small.size()), small);
     EXPECT_EQ(Values(r, 4, large.size()), large);

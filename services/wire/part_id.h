@@ -32,6 +32,9 @@ struct PartHeader {
   // How the values travel (--gradient_compression), and for kTwoBit what a code stands for.
   WireEncoding encoding = WireEncoding::kF32;
   float threshold = 0;
+  // A push: the learning rate to update with in place of the shards' schedule (negative: the
+  // schedule's).
+  float lr = -1;
 };
 
 // A part to send on the bulk path (the PushPull stream): its header (the encoding included),

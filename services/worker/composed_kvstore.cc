@@ -14,6 +14,8 @@ absl::Status DistKVStore::SetOptimizer(const OptimizerSpec& spec) {
   return core_.SetOptimizer(spec);
 }
 
+absl::Status DistKVStore::SetLearningRate(float lr) { return core_.SetLearningRate(lr); }
+
 absl::Status DistKVStore::Init(int64_t key, const Tensor& value) { return core_.Init(key, value); }
 
 absl::Status DistKVStore::InitAuxiliary(int64_t key, const Tensor& value) {

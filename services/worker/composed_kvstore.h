@@ -39,6 +39,7 @@ class DistKVStore : public KVStore {
   }
 
   absl::Status SetOptimizer(const OptimizerSpec& spec) override;
+  absl::Status SetLearningRate(float lr) override;
   absl::Status Init(int64_t key, const Tensor& value) override;
   absl::Status InitAuxiliary(int64_t key, const Tensor& value) override;
   absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out) override;

@@ -61,6 +61,12 @@ absl::Status DistKVStoreCore::SetOptimizer(const OptimizerSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status DistKVStoreCore::SetLearningRate(float lr) {
+  RETURN_IF_ERROR(CheckLearningRate(lr));
+  lr_ = lr;
+  return absl::OkStatus();
+}
+
 absl::Status DistKVStoreCore::Init(int64_t key, const Tensor& value) {
   if (partitioned_) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -305,6 +311,7 @@ absl::Status DistKVStoreCore::SendGradient(int64_t key, Key* k, const Tensor& gr
   }
   k->result_unread = false;
   k->gradient = grad.span<float>();
+  k->lr = lr_;
   if (options_.compression.encoding == WireEncoding::kTwoBit && k->residual.empty()) {
     k->residual.assign(k->gradient.size(), 0.0f);
   }
@@ -321,7 +328,7 @@ void DistKVStoreCore::SendPart(int64_t key, Key* k, const Part& p) {
   const bool two_bit = c.encoding == WireEncoding::kTwoBit;
   transport_->Send(p.shard, OutgoingPart{PartHeader{{key, p.index}, k->sent[p.index], rank(),
                                                     shards_.generation, c.encoding,
-                                                    two_bit ? c.threshold : 0.0f},
+                                                    two_bit ? c.threshold : 0.0f, k->lr},
                                          k->gradient.subspan(p.offset, p.elements), &k->pins,
                                          two_bit ? k->residual.data() + p.offset : nullptr});
 }

@@ -80,6 +80,7 @@ class DistKVStoreCore : private AnswerReceiver {
   // KVStore's calls, as documented there. Before the commit only SetOptimizer, Init and
   // InitAuxiliary; the others after a successful Partition.
   absl::Status SetOptimizer(const OptimizerSpec& spec);
+  absl::Status SetLearningRate(float lr);
   absl::Status Init(int64_t key, const Tensor& value);
   absl::Status InitAuxiliary(int64_t key, const Tensor& value);
   absl::Status PushPull(int64_t key, const Tensor& grad, Tensor* out);
@@ -150,6 +151,7 @@ class DistKVStoreCore : private AnswerReceiver {
     std::vector<float> residual;       // 2-bit compression: what was not sent yet
     bool result_unread = false;
     absl::Span<const float> gradient;  // the push in flight's values (the caller's, or a copy)
+    float lr = -1;                     // the push in flight's (PartHeader::lr)
   };
   // How long a worker waits for the scheduler to name the backup leading a dead shard's parts.
   static constexpr absl::Duration kTakeOverWait = absl::Seconds(30);
@@ -193,6 +195,7 @@ class DistKVStoreCore : private AnswerReceiver {
   JobMembership* const membership_;
   const std::unique_ptr<ShardTransport> transport_;
   const DistKVStoreOptions options_;
+  float lr_ = -1;  // SetLearningRate's, for the next pushes (the caller's thread)
   int end_listener_ = -1;
   OptimizerSpec optimizer_;
   bool has_optimizer_ = false;

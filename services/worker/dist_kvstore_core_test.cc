@@ -4,6 +4,7 @@
 
 #include "services/worker/dist_kvstore_core.h"
 
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -113,6 +114,30 @@ TEST_F(DistKVStoreCoreTest, AnswersDelayedAndReorderedLandInPlace) {
   std::vector<Pushed> next = PushKey0();
   for (const Pushed& p : next) EXPECT_EQ(p.version, 1);
   EXPECT_FALSE(transport_->closed());
+}
+
+// The rate SetLearningRate gives goes with every part of the pushes after it, until changed.
+TEST_F(DistKVStoreCoreTest, TheLearningRateSetGoesWithEveryPushUntilChanged) {
+  Make();
+  const auto step = [&] {
+    std::vector<Pushed> pushed = PushKey0();
+    for (const Pushed& p : pushed) transport_->AnswerCorrectly(p);
+    transport_->WrittenAll();
+    EXPECT_TRUE(kv_->Wait(0).ok());
+    std::vector<float> rates;
+    for (const Pushed& p : pushed) rates.push_back(p.lr);
+    return rates;
+  };
+  EXPECT_EQ(step(), std::vector<float>(3, -1.0f));  // the schedule's
+  ASSERT_TRUE(kv_->SetLearningRate(0.125f).ok());
+  EXPECT_EQ(step(), std::vector<float>(3, 0.125f));
+  EXPECT_EQ(step(), std::vector<float>(3, 0.125f));
+  EXPECT_EQ(kv_->SetLearningRate(std::numeric_limits<float>::infinity()).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(kv_->SetLearningRate(0).ok());
+  EXPECT_EQ(step(), std::vector<float>(3, 0.0f));
+  ASSERT_TRUE(kv_->SetLearningRate(-1).ok());
+  EXPECT_EQ(step(), std::vector<float>(3, -1.0f));
 }
 
 TEST_F(DistKVStoreCoreTest, ALostAnswerEndsTheWaitAfterTheTimeoutNamingThePart) {

@@ -153,6 +153,7 @@ struct Pushed {
   int rank;
   std::vector<float> values;
   int64_t generation;
+  float lr;
 };
 
 // The shards, played by the test: it records what the store sends (holding each push's pin, as
@@ -248,7 +249,7 @@ class FakeTransport final : public ShardTransport {
     part.pin->Pin();
     pins_.push_back(part.pin);
     pushed_.push_back(
-        {shard, h.id, h.version, h.rank, {values.begin(), values.end()}, h.generation});
+        {shard, h.id, h.version, h.rank, {values.begin(), values.end()}, h.generation, h.lr});
   }
   void Flush() override {
     absl::MutexLock lock(&mu_);

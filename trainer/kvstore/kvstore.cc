@@ -1,5 +1,6 @@
 #include "trainer/kvstore/kvstore.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -45,6 +46,12 @@ class LocalKVStore final : public KVStore {
     return absl::OkStatus();
   }
 
+  absl::Status SetLearningRate(float lr) override {
+    RETURN_IF_ERROR(CheckLearningRate(lr));
+    lr_ = lr;
+    return absl::OkStatus();
+  }
+
   absl::Status Push(int64_t key, const Tensor& grad) override {
     ASSIGN_OR_RETURN(Entry * e, Find(key, grad, "push"));
     if (e->auxiliary) {  // the mean of one worker's push
@@ -56,7 +63,7 @@ class LocalKVStore final : public KVStore {
           absl::StrCat("kvstore push of key ", key, " before SetOptimizer"));
     }
     optimizer_->Update(key, absl::MakeSpan(e->value), grad.span<float>(),
-                       static_cast<float>(schedule_->At(e->steps)));
+                       lr_ >= 0 ? lr_ : static_cast<float>(schedule_->At(e->steps)));
     ++e->steps;
     return absl::OkStatus();
   }
@@ -106,10 +113,17 @@ class LocalKVStore final : public KVStore {
 
   std::unique_ptr<Optimizer> optimizer_;  // null until SetOptimizer
   std::optional<LrSchedule> schedule_;
+  float lr_ = -1;  // SetLearningRate's (negative: the schedule's)
   absl::flat_hash_map<int64_t, Entry> entries_;
 };
 
 }  // namespace
+
+absl::Status CheckLearningRate(float lr) {
+  if (std::isfinite(lr)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kvstore: learning rate ", lr, "; give a finite rate (negative: the schedule's)"));
+}
 
 absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type) {
   const absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(type);

@@ -34,6 +34,10 @@ class KVStore {
   // The update rule, as MXNet's set_optimizer. Distributed stores send rank 0's spec to the
   // shards; every rank must call it with the same spec.
   virtual absl::Status SetOptimizer(const OptimizerSpec& spec) = 0;
+  // The learning rate of this worker's pushes from the next one on, in place of the update
+  // rule's schedule (negative: the schedule's again): for a program whose own scheduler sets
+  // the rate (a torch LR scheduler). Every worker sets the same rate at the same step.
+  virtual absl::Status SetLearningRate(float lr) = 0;
   // Registers a key with its initial value (the same shape for every later call). Distributed
   // stores keep rank 0's value; every rank pulls it before training.
   virtual absl::Status Init(int64_t key, const Tensor& value) = 0;
@@ -79,6 +83,9 @@ class KVStore {
   using UpdateRuleFor = std::function<absl::StatusOr<OptimizerSpec>(int num_workers)>;
   virtual void SetUpdateRuleFor(UpdateRuleFor rule) {}
 };
+
+// OK when lr can be a SetLearningRate's: not infinite or NaN.
+absl::Status CheckLearningRate(float lr);
 
 // Makes the kvstore a --kv_store value names.
 using KVStoreFactory =

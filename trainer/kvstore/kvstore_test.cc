@@ -1,5 +1,7 @@
 #include "trainer/kvstore/kvstore.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -24,8 +26,9 @@ Tensor Filled(const Shape& shape, float start) {
 }
 
 // Pushing gradients and pulling weights equals running the optimizer with the schedule's
-// learning rate of each key's step, as the single-process loop would.
-TEST(LocalKVStoreTest, PushPullEqualsOptimizerWithSchedule) {
+// learning rate of each key's step, as the single-process loop would, or with the rate
+// SetLearningRate gave (0 included; negative: the schedule's again).
+TEST(LocalKVStoreTest, PushPullEqualsOptimizerWithScheduleOrTheRateSet) {
   auto kv = CreateKVStore("local");
   ASSERT_TRUE(kv.ok()) << kv.status();
   ASSERT_TRUE((*kv)->SetOptimizer(Options()).ok());
@@ -39,11 +42,13 @@ TEST(LocalKVStoreTest, PushPullEqualsOptimizerWithSchedule) {
   want.push_back(Filled(Shape{4}, -3));
   for (int64_t k = 0; k < 2; ++k) ASSERT_TRUE((*kv)->Init(k, want[k]).ok());
   Tensor got;
+  const float rates[] = {-1, 0.125f, 0, 2, -1};
   for (int64_t step = 0; step < 5; ++step) {
+    ASSERT_TRUE((*kv)->SetLearningRate(rates[step]).ok());
     for (int64_t k = 0; k < 2; ++k) {
       const Tensor grad = Filled(want[k].shape(), static_cast<float>(step - k));
       sgd.Update(k, want[k].span<float>(), grad.span<float>(),
-                 static_cast<float>(schedule.At(step)));
+                 rates[step] >= 0 ? rates[step] : static_cast<float>(schedule.At(step)));
       got.Resize(want[k].shape());
       ASSERT_TRUE((*kv)->PushPull(k, grad, &got).ok());
       ASSERT_TRUE((*kv)->Wait(k).ok());
@@ -53,6 +58,8 @@ TEST(LocalKVStoreTest, PushPullEqualsOptimizerWithSchedule) {
     }
   }
   EXPECT_TRUE((*kv)->Barrier().ok());
+  EXPECT_EQ((*kv)->SetLearningRate(NAN).message(),
+            "kvstore: learning rate nan; give a finite rate (negative: the schedule's)");
 }
 
 // An auxiliary key of a one-worker store takes the push as it is, optimizer or not.

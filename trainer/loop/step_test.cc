@@ -88,6 +88,7 @@ class SlowWaitKVStore : public KVStore {
   absl::Status SetOptimizer(const OptimizerSpec& spec) override {
     return inner_->SetOptimizer(spec);
   }
+  absl::Status SetLearningRate(float lr) override { return inner_->SetLearningRate(lr); }
   absl::Status Init(int64_t key, const Tensor& value) override { return inner_->Init(key, value); }
   absl::Status InitAuxiliary(int64_t key, const Tensor& value) override {
     return inner_->InitAuxiliary(key, value);

@@ -68,6 +68,12 @@ class KVStore:
         self._store.set_optimizer(optimizer, lr, momentum, wd, lr_schedule, epochs,
                                   steps_per_epoch, warmup_epochs, beta1, beta2, eps)
 
+    def set_learning_rate(self, lr):
+        """The rate of this worker's pushes from the next one on, in place of the schedule's
+        (None: the schedule's again): for a script whose own scheduler sets it. Every rank sets
+        the same rate at the same step."""
+        self._store.set_learning_rate(-1.0 if lr is None else lr)
+
     def init(self, key, value, auxiliary=False):
         """Registers key with its initial value (rank 0's is kept). auxiliary: state the
         shards average without an optimizer (batch-norm statistics)."""

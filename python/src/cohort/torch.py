@@ -14,8 +14,10 @@ exchange overlaps the rest of backward; step() waits for the last ones. Two mode
 - gradient averaging (default, as Horovod): the shards average the workers' gradients (summed
   in rank order, so every rank gets the same bits) and the local optimizer steps on the mean;
 - server_optimizer=True (as MXNet's dist_sync): the shards run the optimizer (torch's SGD or
-  Adam, with its hyperparameters and `lr_schedule`) and step() writes the values they produced
-  into the parameters; the local optimizer never steps.
+  Adam, with its hyperparameters) and step() writes the values they produced into the
+  parameters; the local optimizer never steps. The shards update at the optimizer's learning
+  rate of each step, so a torch LR scheduler drives them, unless `lr_schedule` gives them a
+  schedule of their own.
 
 Every key of the kvstore is registered before the first exchange: make every
 DistributedOptimizer before training. The gradients are the mean over each worker's local
@@ -268,6 +270,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if backward_passes_per_step < 1:
             raise cohort.Error("backward_passes_per_step must be at least 1")
         self.server_optimizer = server_optimizer
+        self._lr_schedule = lr_schedule
+        self._sent_lr = None  # the learning rate the shards were last told
         self.batch_size = batch_size
         self.backward_passes_per_step = backward_passes_per_step
         self._steps = 0
@@ -321,12 +325,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _start(self, i):
+        if self.server_optimizer:
+            self._follow_lr()
         p = self._params[i]
         # The kvstore reads float32 in host memory: other dtypes and devices (fp16, bf16, a
         # GPU's tensors) go through a host copy; each mean or value comes back to the device.
         grad = p.grad.detach().to("cpu", torch.float32).contiguous()
         self._handles[i] = (self._store.pushpull(self._keys[i], grad, self._out[i]), grad)
         self._synchronized = False
+
+    def _follow_lr(self):
+        """The shards update this step at the torch learning rate (an LR scheduler moves it),
+        unless they run an lr_schedule of their own."""
+        lr = self.param_groups[0]["lr"]
+        if lr == self._sent_lr:
+            return
+        if self._lr_schedule:
+            if self._sent_lr is not None:
+                raise cohort.Error(
+                    f"server_optimizer=True with lr_schedule: the shards follow that schedule, "
+                    f"not the optimizer's learning rate (now {lr}, was {self._sent_lr}); drop "
+                    "lr_schedule= to have them follow a torch LR scheduler")
+        else:
+            self._store.set_learning_rate(lr)
+        self._sent_lr = lr
 
     def synchronize(self):
         """Waits for every exchange (parameters without a gradient this step push zeros) and,
