@@ -3,8 +3,11 @@
 - the collectives (tests/collectives_program.py, 3 ranks): allreduce (each op, grouped, in place,
   integers), allgather of tensors of differing first dimension and of objects, broadcast and
   broadcast_object from the last rank, broadcast_parameters from it (bf16 and int64 included),
-  broadcast_optimizer_state, and a DistributedOptimizer over bf16 parameters; every rank
-  checks what it got against what each brought;
+  broadcast_optimizer_state, a DistributedOptimizer over bf16 parameters and SyncBatchNorm;
+  every rank checks what it got against what each brought;
+- join() (tests/join_program.py, 3 ranks of 6, 4 and 2 steps, averaging gradients and with the
+  shards' SGD): the parameters of one process stepping on the mean with zeros for the ranks
+  that joined, the same on every rank, and nothing moving when every rank joins at once;
 - a script written for Horovod (tests/horovod_mnist.py: local_rank, DistributedSampler,
   broadcast_parameters and broadcast_optimizer_state before the DistributedOptimizer,
   compression, backward_passes_per_step=2, StepLR, metrics averaged with allreduce) run
@@ -12,6 +15,7 @@
   and its test accuracy is within 0.5 points of the same script on one process with the
   global batch (and the learning rate Horovod's scaling gives the two ranks).
 Usage: horovod_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY COLLECTIVES_PROGRAM HOROVOD_MNIST
+    JOIN_PROGRAM
 """
 
 import os
@@ -19,8 +23,8 @@ import re
 import sys
 import unittest
 
-LAUNCH, JOB_PROCESSES, COHORT_INIT, COLLECTIVES, MNIST = (os.path.abspath(p)
-                                                          for p in sys.argv[1:6])
+LAUNCH, JOB_PROCESSES, COHORT_INIT, COLLECTIVES, MNIST, JOIN = (os.path.abspath(p)
+                                                                for p in sys.argv[1:7])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
@@ -49,6 +53,12 @@ class HorovodTest(job_fixture.JobTestCase):
             self.assertIn(f"[worker {rank}] collectives ok on rank {rank} of 3: sum "
                           "[1.5, 1.75, 12.0]", out)
         self.assertIn("job DONE: all 3 workers finished", out)
+
+    def test_join_after_uneven_steps(self):
+        for mode, flags in (("averaging", []), ("server optimizer", ["--server_optimizer"])):
+            out = self.cohortrun(f"join{len(flags)}", "-np", "3", "-s", "1", "python", JOIN, *flags)
+            for rank in range(3):
+                self.assertIn(f"[worker {rank}] join ok on rank {rank} of 3 ({mode})", out)
 
     def test_a_horovod_script_runs_with_its_import_changed(self):
         two = self.cohortrun("two", "-np", "2", "-s", "2", "python", MNIST, "--epochs", "2",

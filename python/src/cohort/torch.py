@@ -41,6 +41,7 @@ from cohort.sync_batch_norm import SyncBatchNorm
 _store = None
 _places = None  # local_rank, local_size, cross_rank, cross_size
 _next_key = 0
+_optimizers = []  # every DistributedOptimizer made, for join()
 
 
 def init(comm=None, process_sets=None, kv_store="dist_sync"):
@@ -184,6 +185,22 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     return _collectives.broadcast_object(init(), obj, root_rank)
 
 
+def join(device=-1):
+    """This rank has no more data: until every rank has joined, it takes part in the others'
+    steps with zero gradients (each DistributedOptimizer's mean is over all ranks, as Horovod's)
+    and its parameters follow theirs. Returns the rank that joined last (the most steps done).
+    Collectives (allreduce of a metric, broadcast) wait for every rank: make them before a rank
+    joins or after join() returns."""
+    store = init()
+    mine = [o._steps for o in _optimizers]
+    # dist_async: no rank waits for another's gradients; dist_sync: step with the others.
+    if store.type != "dist_async":
+        while _optimizers and not all([o._step_joined() for o in _optimizers]):
+            pass
+    done = _collectives.gather_objects(store, mine)
+    return max(range(len(done)), key=lambda r: (done[r], r))
+
+
 def synchronize(handle):
     """The result of an asynchronous call (Cohort's are done when they return)."""
     return handle.result
@@ -291,6 +308,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise cohort.Error(f"{len(unnamed)} parameter(s) of the optimizer are not in "
                                    "named_parameters")
         self._params = [p for _, p in named if p.requires_grad]
+        # Whether this rank has joined (join()), exchanged with every step: the shards'
+        # mean of it tells each rank how many have.
+        self._joined = torch.zeros(1)
+        self._joined_mean = torch.zeros(1)
         if server_optimizer:
             store.set_optimizer(**_update_rule(self), **(lr_schedule or {}))
         self._keys = list(_keys(len(self._params)))
@@ -301,6 +322,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             _register(store, key, value if server_optimizer else torch.zeros_like(value),
                       auxiliary=not server_optimizer)
             self._out.append(torch.empty_like(value))
+        self._joined_key = next(iter(_keys(1)))
+        _register(store, self._joined_key, self._joined, auxiliary=True)
         self._handles = {}
         self._passes = [0] * len(self._params)  # backward passes since the last step
         self._synchronized = False
@@ -311,6 +334,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
             accumulator.register_hook(self._make_hook(i))
             self._accumulators.append(accumulator)  # keeps it (and its hook) alive
+        _optimizers.append(self)
 
     def _make_hook(self, i):
         def hook(*_):
@@ -354,14 +378,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Waits for every exchange (parameters without a gradient this step push zeros) and,
         averaging gradients, writes each mean into its .grad. Returns the seconds spent
         waiting."""
+        return self._synchronize(exchange_joined=True)
+
+    def _synchronize(self, exchange_joined):
         for i, p in enumerate(self._params):
             if i not in self._handles:
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
                 self._start(i)
+        joined = (self._store.pushpull(self._joined_key, self._joined, self._joined_mean)
+                  if exchange_joined else None)
         start = time.monotonic()
         for i in range(len(self._params)):
             self._handles.pop(i)[0].wait()
+        if joined is not None:
+            joined.wait()
         waited = time.monotonic() - start
         if not self.server_optimizer:
             with torch.no_grad():
@@ -369,6 +400,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.copy_(out)
         self._synchronized = True
         return waited
+
+    def _joined_ranks(self):
+        """How many ranks had joined at the last synchronize()."""
+        return round(float(self._joined_mean[0]) * self._store.num_workers)
+
+    def _step_joined(self):
+        """One step of a rank that joined: its flag alone first, so that when every rank has
+        joined nobody pushes a gradient (the shards make no update); while some rank trains,
+        zero gradients exchanged with its step and the local optimizer stepping on the mean,
+        as the training ranks' does. Returns whether every rank has joined."""
+        self._joined.fill_(1)
+        try:
+            self._store.pushpull(self._joined_key, self._joined, self._joined_mean).wait()
+        finally:
+            self._joined.fill_(0)
+        if self._joined_ranks() == self._store.num_workers:
+            return True
+        for p in self._params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            else:
+                p.grad.zero_()
+        self._handles.clear()
+        self._synchronize(exchange_joined=False)
+        self.step()
+        return False
 
     def skip_synchronize(self):
         """A context in which step() does not synchronize: for a script that called
@@ -445,5 +502,6 @@ __all__ = ["Adasum", "Average", "Compression", "DistributedOptimizer", "Handle",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "barrier",
            "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
            "broadcast_optimizer_state", "broadcast_parameters", "cross_rank", "cross_size",
-           "grouped_allreduce", "init", "is_initialized", "local_rank", "local_size", "poll",
+           "grouped_allreduce", "init", "is_initialized", "join", "local_rank", "local_size",
+           "poll",
            "rank", "shutdown", "size", "synchronize"]
