@@ -69,11 +69,13 @@ class LeNet(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
-def train(model, optimizer, scheduler, args, rank, workers):
+def train(model, optimizer, args, rank, workers):
     """The training loop: rank's slice of every global batch; rank 0 prints each epoch's time
     and test accuracy (as "Epoch E: S s, N steps, test top-1 P%")."""
     train_x, train_y = load(args.data_dir, "train")
     test_x, test_y = load(args.data_dir, "t10k")
+    scheduler = (torch.optim.lr_scheduler.StepLR(optimizer, args.lr_step, gamma=0.5)
+                 if args.lr_step else None)
     global_batch = args.batch_size * workers
     steps_per_epoch = len(train_x) // global_batch
     step = 0
@@ -139,10 +141,8 @@ def main():
                                             server_optimizer=args.server_optimizer,
                                             batch_size=args.batch_size)
         ct.broadcast_parameters(model.state_dict())
-    scheduler = (torch.optim.lr_scheduler.StepLR(optimizer, args.lr_step, gamma=0.5)
-                 if args.lr_step else None)
 
-    train(model, optimizer, scheduler, args, rank, workers)
+    train(model, optimizer, args, rank, workers)
     if rank == 0 and args.save:
         np.savez(args.save, **{n: t.detach().numpy() for n, t in model.state_dict().items()})
     return 0
