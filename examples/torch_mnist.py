@@ -144,8 +144,13 @@ def main():
 
     train(model, optimizer, args, rank, workers)
     if rank == 0 and args.save:
-        np.savez(args.save, **{n: t.detach().numpy() for n, t in model.state_dict().items()})
+        save(model, args.save)
     return 0
+
+
+def save(model, path):
+    """The model's parameters as a .npz, by name."""
+    np.savez(path, **{n: t.detach().numpy() for n, t in model.state_dict().items()})
 
 
 if __name__ == "__main__":

@@ -2,11 +2,12 @@
 """A PyTorch script on Cohort (examples/torch_mnist.py, cohort.torch): trained by
 `launch -n 2 -s 2` in dist_sync for 20 steps, in both modes (the shards averaging gradients for
 the local SGD; the shards running SGD, at a constant rate and following torch's StepLR), its
-parameters equal those of the same script in one
-plain PyTorch process on the global batch to 1e-5 of each tensor's largest magnitude; one epoch
+parameters equal those of the same script in one plain PyTorch process on the global batch
+(and, gradients averaged, those of the same script under torch.distributed DDP over gloo, the
+benchmark's baseline) to 1e-5 of each tensor's largest magnitude; one epoch
 reaches the accuracy band of Cohort's own LeNet job, its Python workers serving the worker
 metrics (steps, images, communication overhead) at the addresses the launcher lists.
-Usage: torch_job_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY TORCH_EXAMPLE
+Usage: torch_job_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY TORCH_EXAMPLE TORCH_DDP_MNIST
 """
 
 import json
@@ -20,7 +21,7 @@ import urllib.request
 
 import numpy as np
 
-LAUNCH, JOB_PROCESSES, COHORT_INIT, EXAMPLE = (os.path.abspath(p) for p in sys.argv[1:5])
+LAUNCH, JOB_PROCESSES, COHORT_INIT, EXAMPLE, DDP = (os.path.abspath(p) for p in sys.argv[1:6])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
@@ -55,10 +56,18 @@ class TorchJobTest(job_fixture.JobTestCase):
         self.assertEqual(p.wait(timeout=300), 0, self.log("output"))
         return self.log("output")
 
-    def assert_same_parameters(self, mode_flags, flags=()):
+    def assert_same_parameters(self, mode_flags, flags=(), ddp=False):
+        """2 workers of 32 equal one process of 64 (or DDP's 2 processes of 32)."""
         one = os.path.join(self.dir, "one.npz")
         two = os.path.join(self.dir, "two.npz")
-        self.alone("--steps", "20", "--batch_size", "64", "--save", one, *flags)
+        if ddp:
+            r = subprocess.run([PYTHON, DDP, "-W", "2", "--", "--steps", "20", "--batch_size",
+                                "32", "--save", one, *flags],
+                               env=self.env(GLOO_SOCKET_IFNAME="lo"), cwd=self.dir,
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        else:
+            self.alone("--steps", "20", "--batch_size", "64", "--save", one, *flags)
         out = self.launched("--steps", "20", "--batch_size", "32", "--save", two, *mode_flags,
                             *flags)
         self.assertIn("job DONE: all 2 workers finished", out)
@@ -79,6 +88,10 @@ class TorchJobTest(job_fixture.JobTestCase):
 
     def test_the_shards_sgd_equals_one_process_on_the_global_batch(self):
         self.assert_same_parameters(["--server_optimizer"])
+
+    def test_averaged_gradients_equal_ddp(self):
+        """The benchmark's DDP baseline (tools/bench/torch_ddp_mnist.py) trains the same model."""
+        self.assert_same_parameters([], ddp=True)
 
     def test_the_shards_sgd_follows_a_torch_lr_scheduler(self):
         """StepLR halves the rate every 4 of the 20 steps: the shards update at it each step."""

@@ -29,6 +29,8 @@ def run(rank, workers, rendezvous, argv):
     model = torch.nn.parallel.DistributedDataParallel(torch_mnist.LeNet())
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     torch_mnist.train(model, optimizer, args, rank, workers)
+    if rank == 0 and args.save:
+        torch_mnist.save(model.module, args.save)
     dist.destroy_process_group()
 
 
