@@ -322,7 +322,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             _register(store, key, value if server_optimizer else torch.zeros_like(value),
                       auxiliary=not server_optimizer)
             self._out.append(torch.empty_like(value))
-        self._joined_key = next(iter(_keys(1)))
+        self._joined_key = _keys(1)[0]
         _register(store, self._joined_key, self._joined, auxiliary=True)
         self._handles = {}
         self._passes = [0] * len(self._params)  # backward passes since the last step
@@ -422,7 +422,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = torch.zeros_like(p)
             else:
                 p.grad.zero_()
-        self._handles.clear()
         self._synchronize(exchange_joined=False)
         self.step()
         return False

@@ -625,56 +625,63 @@ class SubsamplePadOnednn final : public SubsamplePadFrame {
   std::shared_ptr<Ctx> ctx_;
 };
 
+// An op standing for `inner`, a host op written for plain tensors, on the activations as this
+// backend holds them: its name and output shapes are inner's.
+class WrapsOp : public Op {
+ public:
+  explicit WrapsOp(std::unique_ptr<Op> inner) : inner_(std::move(inner)) {}
+
+  absl::string_view name() const override { return inner_->name(); }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    return inner_->OutputShapes(in);
+  }
+
+ protected:
+  Op& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<Op> inner_;
+};
+
 // Flattening a blocked activation is a reorder into its plain form, which (N, C·H·W) is; a
 // plain one is the Backend's copy.
-class FlattenOnednn final : public Op {
+class FlattenOnednn final : public WrapsOp {
  public:
   FlattenOnednn(std::shared_ptr<Ctx> ctx, std::unique_ptr<Op> copy)
-      : ctx_(std::move(ctx)), copy_(std::move(copy)) {}
-
-  absl::string_view name() const override { return copy_->name(); }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    return copy_->OutputShapes(in);
-  }
+      : WrapsOp(std::move(copy)), ctx_(std::move(ctx)) {}
 
   void Forward(Mode mode, Ins in, Outs out) override {
     const Shape& x = in[0]->shape();
-    if (!ctx_->Blocked(x)) return copy_->Forward(mode, in, out);
+    if (!ctx_->Blocked(x)) return inner().Forward(mode, in, out);
     ctx_->Reorder(ctx_->ActivationMd(x), in[0]->raw(), Md(x, tag::nchw), out[0]->raw());
   }
 
   void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
     const Shape& x = in[0]->shape();
-    if (!ctx_->Blocked(x)) return copy_->Backward(in, out, grad_out, grad_in);
+    if (!ctx_->Blocked(x)) return inner().Backward(in, out, grad_out, grad_in);
     if (grad_in[0] == nullptr) return;
     ctx_->Reorder(Md(x, tag::nchw), grad_out[0]->raw(), ctx_->ActivationMd(x), grad_in[0]->raw());
   }
 
  private:
   std::shared_ptr<Ctx> ctx_;
-  std::unique_ptr<Op> copy_;
 };
 
 // Runs a host op written for plain tensors (a concatenation of parts held in different
 // layouts) on activations as the backend holds them: blocked inputs and output
 // gradients are reordered into plain scratch tensors first, and blocked outputs and input
 // gradients back from them.
-class OnPlainForms final : public Op {
+class OnPlainForms final : public WrapsOp {
  public:
   OnPlainForms(std::shared_ptr<Ctx> ctx, std::unique_ptr<Op> op)
-      : ctx_(std::move(ctx)), op_(std::move(op)) {}
-
-  absl::string_view name() const override { return op_->name(); }
-  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
-    return op_->OutputShapes(in);
-  }
+      : WrapsOp(std::move(op)), ctx_(std::move(ctx)) {}
 
   void Forward(Mode mode, Ins in, Outs out) override {
     in_.resize(in.size());
     out_.resize(out.size());
     plain_in_ = PlainForms(in, absl::MakeSpan(in_));
     plain_out_ = Scratch(out, absl::MakeSpan(out_));
-    op_->Forward(mode, plain_in_, plain_out_);
+    inner().Forward(mode, plain_in_, plain_out_);
     for (size_t k = 0; k < out.size(); ++k) ctx_->Hold(*plain_out_[k], out[k]);
   }
 
@@ -685,7 +692,7 @@ class OnPlainForms final : public Op {
     const std::vector<const Tensor*> plain_dy = PlainForms(grad_out, absl::MakeSpan(dy_));
     std::vector<Tensor*> plain_dx = Scratch(grad_in, absl::MakeSpan(dx_));
     const std::vector<const Tensor*> plain_out(plain_out_.begin(), plain_out_.end());
-    op_->Backward(plain_in_, plain_out, plain_dy, plain_dx);
+    inner().Backward(plain_in_, plain_out, plain_dy, plain_dx);
     for (size_t i = 0; i < grad_in.size(); ++i) {
       if (grad_in[i] != nullptr) ctx_->Hold(*plain_dx[i], grad_in[i]);
     }
@@ -712,7 +719,6 @@ class OnPlainForms final : public Op {
   }
 
   std::shared_ptr<Ctx> ctx_;
-  std::unique_ptr<Op> op_;
   std::vector<Tensor> in_, out_, dy_, dx_;  // plain forms of blocked tensors
   std::vector<const Tensor*> plain_in_;
   std::vector<Tensor*> plain_out_;
