@@ -13,11 +13,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "services/common/addresses.h"
 #include "services/worker/dist_kvstore.h"
 #include "services/worker/worker_process.h"
 #include "trainer/kvstore/kvstore.h"
@@ -209,9 +212,39 @@ class PyKVStore {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
       status = store_->Wait(key);
+      if (!status.ok()) last_failure_ = status;
     }
     in_flight_.erase(key);  // with the GIL: drops the arrays' references
     Check(status);
+  }
+
+  // After a call raised: the store recovers from its failure (KVStore::Recover: a shard came
+  // back, an elastic job's workers changed), or raises it again; with no failure since the
+  // last recovery, it joins the job's current generation (KVStore::CatchUp). Every worker of
+  // the generation calls it at once (cohort.torch.elastic's reset); then the caller pulls
+  // every key and goes on from StartStep().
+  void Recover() {
+    Call([&] {
+      const absl::Status failure = std::exchange(last_failure_, absl::OkStatus());
+      return failure.ok() ? store_->CatchUp() : store_->Recover(failure);
+    });
+    in_flight_.clear();  // the streams were stopped: nothing writes into these any more
+  }
+
+  // Whether the job's workers changed since the store's generation (its next call raises).
+  bool workers_changed() const { return store_->WorkersChanged(); }
+
+  // (rank, hosts): the host every worker of the job's current generation registered from, by
+  // rank, and this worker's rank there.
+  std::pair<int, std::vector<std::string>> WorkerHosts() {
+    if (worker_ == nullptr) return {0, {HostName()}};
+    absl::StatusOr<ShardsView> view;
+    {
+      py::gil_scoped_release release;
+      view = worker_->member()->WaitForShards(absl::InfiniteDuration());
+    }
+    Check(view.status());
+    return {view->rank, view->worker_hosts};
   }
 
   void Barrier() {
@@ -266,7 +299,8 @@ class PyKVStore {
     std::unique_ptr<BorrowedArray> out;
   };
 
-  // Runs one call of the store without the GIL, one thread at a time; raises its error.
+  // Runs one call of the store without the GIL, one thread at a time; raises its error (kept
+  // for Recover).
   template <typename F>
   void Call(F call) {
     absl::Status status;
@@ -274,6 +308,7 @@ class PyKVStore {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
       status = call();
+      if (!status.ok()) last_failure_ = status;
     }
     Check(status);
   }
@@ -282,6 +317,7 @@ class PyKVStore {
   // of its pushpulls in flight are let go.
   std::map<int64_t, std::unique_ptr<InFlight>> in_flight_;  // under the GIL
   std::mutex mu_;                                           // one call at a time
+  absl::Status last_failure_;                               // under mu_
   std::shared_ptr<WorkerProcess> worker_;
   std::unique_ptr<KVStore> store_;
 };
@@ -333,6 +369,9 @@ PYBIND11_MODULE(_cohort, m) {
       .def("barrier", &PyKVStore::Barrier)
       .def("exchange", &PyKVStore::Exchange, py::arg("payload"))
       .def("start_step", &PyKVStore::StartStep)
+      .def("recover", &PyKVStore::Recover)
+      .def_property_readonly("workers_changed", &PyKVStore::workers_changed)
+      .def("worker_hosts", &PyKVStore::WorkerHosts)
       .def("record_step", &PyKVStore::RecordStep, py::arg("step"), py::arg("epoch"),
            py::arg("images"), py::arg("step_seconds"), py::arg("comm_seconds"),
            py::arg("loss"), py::arg("lr"))

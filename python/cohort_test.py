@@ -100,6 +100,13 @@ class KVStoreTest(unittest.TestCase):
             self.kv.pull(7, torch.zeros(2, 3, dtype=torch.bfloat16))
 
 
+    def test_a_local_store_is_its_own_generation(self):
+        rank, hosts = self.kv.worker_hosts()
+        self.assertEqual((rank, len(hosts)), (0, 1))
+        self.assertFalse(self.kv.workers_changed)
+        self.kv.recover()
+        self.assertEqual(self.kv.start_step(), 0)
+
 
 class CohortrunTest(unittest.TestCase):
     def test_horovod_and_torchrun_options_become_the_launchers(self):
@@ -113,11 +120,16 @@ class CohortrunTest(unittest.TestCase):
              "t.py"])
         self.assertEqual(run.launch_command(["--nproc_per_node=3", "-s", "1", "t"], launch),
                          [launch, "-n", "3", "-s", "1", "--", "t"])
+        self.assertEqual(run.launch_command(["-np", "3", "--min-np", "2", "--max-np=4",
+                                             "--checkpoint_every=5", "t"], launch),
+                         [launch, "-n", "3", "--on_worker_failure=elastic", "--min_workers=2",
+                          "--max_workers=4", "--checkpoint_every=5", "--", "t"])
 
     def test_wrong_options_are_said(self):
         for argv, said in ((["-np", "x", "t"], "-np x: a number of processes"),
                            (["--verbose", "t"], "unknown option --verbose"),
                            (["-np", "2"], "no program to run"),
+                           (["-np", "2", "--min-np", "0", "t"], "--min-np 0: a number"),
                            (["python", "t.py"], "how many workers?"),
                            (["--hostfile", "/no/such", "t"], "--hostfile /no/such: no such file")):
             with self.assertRaises(run.UsageError) as e:

@@ -13,9 +13,14 @@
   compression, backward_passes_per_step=2, StepLR, metrics averaged with allreduce) run
   unchanged but for its import by `cohortrun -np 2`: every rank ends with the same parameters,
   and its test accuracy is within 0.5 points of the same script on one process with the
-  global batch (and the learning rate Horovod's scaling gives the two ranks).
+  global batch (and the learning rate Horovod's scaling gives the two ranks);
+- a Horovod elastic script (tests/elastic_mnist.py: TorchState, ElasticSampler,
+  @hvd.elastic.run) in an elastic job of 3 (`cohortrun --min-np 2`): rank 2 SIGKILLed mid-epoch,
+  the other two regroup and finish; with --restart_failed_workers the worker started in its
+  place joins and all three finish; every rank ends with the same parameters, trained to the
+  accuracy of a job nothing happened to.
 Usage: horovod_test.py LAUNCH JOB_PROCESSES_PY COHORT_INIT_PY COLLECTIVES_PROGRAM HOROVOD_MNIST
-    JOIN_PROGRAM
+    JOIN_PROGRAM ELASTIC_MNIST
 """
 
 import os
@@ -23,8 +28,8 @@ import re
 import sys
 import unittest
 
-LAUNCH, JOB_PROCESSES, COHORT_INIT, COLLECTIVES, MNIST, JOIN = (os.path.abspath(p)
-                                                                for p in sys.argv[1:7])
+LAUNCH, JOB_PROCESSES, COHORT_INIT, COLLECTIVES, MNIST, JOIN, ELASTIC = (
+    os.path.abspath(p) for p in sys.argv[1:8])
 sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import job_fixture  # noqa: E402
@@ -76,6 +81,35 @@ class HorovodTest(job_fixture.JobTestCase):
               f"{accuracy['one']:.2f}%", file=sys.stderr)
         self.assertGreater(accuracy["two"], 85.0, two)
         self.assertLessEqual(abs(accuracy["two"] - accuracy["one"]), 0.5, accuracy)
+
+    def test_an_elastic_script_goes_on_when_a_worker_dies_and_when_one_joins(self):
+        def run(name, *flags):
+            out = self.cohortrun(name, "-np", "3", "-s", "2", "--min-np", "2",
+                                 f"--checkpoint_dir={self.dir}/{name}-ckpt",
+                                 "--checkpoint_every=5", *flags, "python", ELASTIC,
+                                 *(["--die", "2:0:10", "--marker", f"{self.dir}/{name}-died"]
+                                   if name != "whole" else []))
+            done = re.search(r"\[worker 0\] parameters of all (\d) ranks: (.*)$", out, re.M)
+            self.assertIsNotNone(done, out)
+            self.assertEqual(len(set(done.group(2).split())), 1, "the ranks' parameters differ")
+            accuracy = float(re.search(r"final test accuracy ([\d.]+)%", out).group(1))
+            return out, int(done.group(1)), accuracy
+
+        out, workers, died = run("died")
+        self.assertIn("launch: worker 2 (pid ", out)
+        self.assertIn("[worker 0] regrouped: rank 0 of 2, local rank 0 of 2", out)
+        self.assertIn("job DONE: all 2 workers finished", out)
+        self.assertEqual(workers, 2)
+        out, workers, replaced = run("replaced", "--restart_failed_workers=true")
+        self.assertIn("starting worker 3 to join it", out)
+        self.assertIn("[worker 0] regrouped: rank 0 of 3, local rank 0 of 3", out)
+        self.assertIn("job DONE: all 3 workers finished", out)
+        self.assertEqual(workers, 3)
+        _, _, whole = run("whole")
+        print(f"{self.id()}: test accuracy {whole:.2f}% uninterrupted, {died:.2f}% with a "
+              f"worker killed, {replaced:.2f}% with it replaced", file=sys.stderr)
+        for accuracy in (died, replaced):
+            self.assertGreater(accuracy, whole - 5.0)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ struct ShardsView {
   int64_t generation = 0;
   int rank = 0;
   int num_workers = 1;
+  // By rank in the generation: the host each worker registered from.
+  std::vector<std::string> worker_hosts;
   // Copies of every parameter part: 2 when each has a backup on another shard.
   int replicas = 1;
   // With replicas, by share (a shard rank's part of the model), as shards died and came back:

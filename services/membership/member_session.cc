@@ -191,6 +191,7 @@ absl::StatusOr<ShardsView> MemberSession::WaitForShards(absl::Duration timeout) 
   view.generation = spec.generation();
   view.rank = spec.worker_rank();
   view.num_workers = spec.num_workers();
+  view.worker_hosts.assign(spec.worker_hosts().begin(), spec.worker_hosts().end());
   return view;
 }
 

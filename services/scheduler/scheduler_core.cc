@@ -381,6 +381,7 @@ absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
   view.shard_restart_grace = spec_.shard_restart_grace;
   view.generation = generation_;
   view.workers = active_;
+  for (int rank : active_) view.worker_hosts.push_back(workers_[rank].host);
   for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
     // A dead shard's share is where its backup took it.
     const int leader = share_leaders_.empty() ? share : share_leaders_[share];

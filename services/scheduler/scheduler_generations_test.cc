@@ -272,7 +272,9 @@ TEST(SchedulerCoreTest, ElasticWorkersDieAndJoinInNewGenerations) {
   joiner.pid = 9;
   EXPECT_EQ(*core.Register(joiner), 3);
   EXPECT_EQ(core.generation(), 2);
-  EXPECT_EQ(core.WaitForCluster()->workers, (std::vector<int>{0, 2, 3}));
+  const absl::StatusOr<ClusterView> joined = core.WaitForCluster();
+  EXPECT_EQ(joined->workers, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(joined->worker_hosts, (std::vector<std::string>{"host-0", "host-2", "host-9"}));
   EXPECT_EQ(core.Register(joiner).status().code(), absl::StatusCode::kResourceExhausted);
   const nlohmann::json status = nlohmann::json::parse(core.StatusJson());
   EXPECT_EQ(status["generation"], 2);

@@ -127,6 +127,7 @@ grpc::ServerUnaryReactor* SchedulerService::GetClusterSpec(grpc::CallbackServerC
     for (int leader : view->share_leaders) spec->add_share_leaders(leader);
     for (int backup : view->share_backups) spec->add_share_backups(backup);
     for (const std::string& a : view->share_backup_addresses) spec->add_share_backup_addresses(a);
+    for (const std::string& h : view->worker_hosts) spec->add_worker_hosts(h);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

@@ -60,6 +60,15 @@ absl::Status DistKVStore::Recover(const absl::Status& failure) {
   return recovery_.Recover(failure, &standing_);
 }
 
+absl::Status DistKVStore::CatchUp() {
+  if (!committed_) return Commit();
+  if (!WorkersChanged()) return standing_;
+  // Recover regroups on the generation the core heard of.
+  return recovery_.Recover(absl::AbortedError("the job's workers changed, said the scheduler"), &standing_);
+}
+
+bool DistKVStore::WorkersChanged() const { return core_.interruption().newer_generation; }
+
 absl::Status DistKVStore::Commit() {
   if (committed_) return standing_;
   if (!core_.has_keys()) return absl::FailedPreconditionError("kvstore used before any init");

@@ -50,6 +50,8 @@ class DistKVStore : public KVStore {
   absl::StatusOr<std::vector<std::string>> Exchange(std::string payload) override;
   absl::StatusOr<int64_t> StartStep() override;
   absl::Status Recover(const absl::Status& failure) override;
+  absl::Status CatchUp() override;
+  bool WorkersChanged() const override;
 
  private:
   absl::Status Commit();

@@ -16,6 +16,7 @@ namespace cohort {
 namespace {
 
 using testing_fakes::ExpectStopped;
+using testing_fakes::Filled;
 using testing_fakes::Pushed;
 using testing_fakes::Sgd;
 
@@ -154,6 +155,35 @@ TEST_F(ShardRecoveryTest, ANewGenerationEndsTheWaitAndRegroupsOnTheNewestCommonC
     EXPECT_EQ(p.generation, 1);
     EXPECT_EQ(p.rank, 0);
   }
+}
+
+// An elastic Python program's reset (cohort.torch.elastic) without a failure: CatchUp commits
+// a store that had not, leaves one of the job's current generation as it is, and regroups one
+// that heard of a new generation, as Recover would have.
+TEST_F(ShardRecoveryTest, CatchUpCommitsAndRegroupsOnlyWhenTheWorkersChanged) {
+  Make(0, KVStoreMode::kDistSync, absl::Seconds(30), absl::ZeroDuration(), /*workers=*/3);
+  transport_->HoldCheckpoints({{0, 10}, {0, 10}}, 3, 10);
+  ASSERT_TRUE(kv_->CatchUp().ok());
+  EXPECT_EQ(membership_->barriers(), (std::vector<std::string>{"kvstore init"}));
+  ASSERT_TRUE(kv_->CatchUp().ok());
+  EXPECT_EQ(membership_->barriers().size(), 1u);
+  EXPECT_FALSE(kv_->WorkersChanged());
+  membership_->NewGeneration(/*rank=*/0, /*num_workers=*/2);
+  EXPECT_TRUE(kv_->WorkersChanged());
+  ASSERT_TRUE(kv_->CatchUp().ok());
+  EXPECT_FALSE(kv_->WorkersChanged());
+  EXPECT_EQ(kv_->num_workers(), 2);
+  EXPECT_EQ(membership_->barriers(),
+            (std::vector<std::string>{"kvstore init", "generation 1: streams closed",
+                                      "generation 1: shards ready"}));
+  EXPECT_EQ(transport_->rolled_back(), (std::vector<std::pair<int, int64_t>>{{0, 10}, {1, 10}}));
+  Tensor value0(Shape{6});
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  const Tensor grad = Filled(Shape{6}, 1);
+  ASSERT_TRUE(kv_->PushPull(0, grad, &value0).ok());
+  const std::vector<Pushed> pushed = transport_->TakePushed();
+  ASSERT_FALSE(pushed.empty());
+  for (const Pushed& p : pushed) EXPECT_EQ(p.generation, 1);
 }
 
 // A worker joins while rank 0 rolls the shards back after a shard came back: the scheduler's

@@ -76,6 +76,14 @@ class KVStore {
   // the newest checkpoint, and rank() and num_workers() may be others); otherwise the failure
   // itself.
   virtual absl::Status Recover(const absl::Status& failure) { return failure; }
+  // Without a failure: the store joins the job's current generation as every worker of it
+  // does at once (an elastic program's reset): it commits (a worker that joined the running
+  // job regroups with the others there), or, when it heard of a new generation, regroups as
+  // Recover does; then the caller pulls and goes on from StartStep(). OK at once otherwise.
+  virtual absl::Status CatchUp() { return absl::OkStatus(); }
+  // Whether the job's workers changed since the store's generation (its next call fails, and
+  // CatchUp or Recover regroups).
+  virtual bool WorkersChanged() const { return false; }
   // The number of workers the job started with (an elastic job's changes).
   virtual int initial_num_workers() const { return num_workers(); }
   // How the update rule follows the number of workers: an elastic store asks it for the spec

@@ -117,6 +117,24 @@ class KVStore:
         cohort.torch's DistributedOptimizer does this at every step."""
         self._store.record_step(step, epoch, images, step_seconds, comm_seconds, loss, lr)
 
+    def recover(self):
+        """After a call raised: the store recovers from its failure (a dead shard came back,
+        an elastic job's workers changed: they regroup) or raises it again; after none, it
+        joins the job's current generation (commits, or regroups after a change it heard of).
+        Every worker of the generation calls it at once; then it pulls every key and goes on
+        from start_step()."""
+        self._store.recover()
+
+    @property
+    def workers_changed(self):
+        """Whether the scheduler said the job's workers changed (the next call raises)."""
+        return self._store.workers_changed
+
+    def worker_hosts(self):
+        """(rank, hosts): the host each worker of the job's current generation registered
+        from, by rank, and this worker's rank there."""
+        return self._store.worker_hosts()
+
     def start_step(self):
         """The step the pulled values are at (a resumed job's checkpoint; else 0)."""
         return self._store.start_step()

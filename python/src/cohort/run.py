@@ -4,13 +4,17 @@
     cohortrun -np 8 -H node1:4,node2:4 python train.py     # over ssh, 4 slots a host
     cohortrun -np 8 --hostfile hosts python train.py       # lines 'node1 slots=4'
     cohortrun --nproc-per-node 2 python train.py           # torchrun's habit
+    cohortrun -np 4 --min-np 2 --checkpoint_dir=ckpt --checkpoint_every=20 python train.py
+                                                           # elastic (hvd.elastic)
     python -m cohort.run -np 2 python train.py             # the same, without the entry point
 
 It runs the launcher the package carries (the scheduler, the shards and the workers; the
 program after the options is each worker's; `python` or `python3` there is the interpreter
 cohortrun runs in). Options: -np N (workers), -H HOSTS, --hostfile
 FILE, --nproc-per-node K (K workers on each host, or here), -s N / --num-shards N (default: one
-per worker); any other launcher option in its --name=value form (launch --help lists them),
+per worker), --min-np M and --max-np N (an elastic job going on while M workers remain, at most
+N at a time: --on_worker_failure=elastic --min_workers=M --max_workers=N, with checkpoints the
+workers regroup on); any other launcher option in its --name=value form (launch --help lists them),
 e.g. --shard_replicas=2 --restart_failed_shards.
 """
 
@@ -19,7 +23,7 @@ import re
 import sys
 
 USAGE = ("usage: cohortrun [-np N] [-H HOSTS | --hostfile FILE] [--nproc-per-node K] "
-         "[-s N] [--launcher_option=value ...] PROGRAM [ARGS ...]")
+         "[-s N] [--min-np M] [--max-np N] [--launcher_option=value ...] PROGRAM [ARGS ...]")
 
 
 class UsageError(Exception):
@@ -50,7 +54,7 @@ def _with_slots(hosts, slots):
 
 def launch_command(argv, launcher):
     """The launcher's command line for cohortrun's arguments."""
-    workers = hosts = per_node = shards = None
+    workers = hosts = per_node = shards = min_workers = max_workers = None
     passed = []
     i = 0
 
@@ -77,6 +81,10 @@ def launch_command(argv, launcher):
             per_node = get(name)
         elif name in ("-s", "--num-shards", "--num_shards"):
             shards = get(name)
+        elif name in ("--min-np", "--min_np"):
+            min_workers = get(name)
+        elif name in ("--max-np", "--max_np"):
+            max_workers = get(name)
         elif word.startswith("--") and eq:
             passed.append(word)  # a launcher option
         else:
@@ -88,7 +96,8 @@ def launch_command(argv, launcher):
     if program[0] in ("python", "python3"):
         # The interpreter cohortrun runs in (a venv's, with the package), as torchrun does.
         program = [sys.executable, *program[1:]]
-    for name, v in (("-np", workers), ("--nproc-per-node", per_node), ("-s", shards)):
+    for name, v in (("-np", workers), ("--nproc-per-node", per_node), ("-s", shards),
+                    ("--min-np", min_workers), ("--max-np", max_workers)):
         if v is not None and (not v.isdigit() or int(v) < 1):
             raise UsageError(f"{name} {v}: a number of processes, at least 1")
     if per_node is not None:
@@ -106,6 +115,10 @@ def launch_command(argv, launcher):
         command += ["-s", shards]
     if hosts is not None:
         command += ["-H", hosts]
+    if min_workers is not None or max_workers is not None:
+        command += ["--on_worker_failure=elastic", f"--min_workers={min_workers or 1}"]
+        if max_workers is not None:
+            command.append(f"--max_workers={max_workers}")
     bins = os.path.dirname(launcher)
     for role in ("scheduler", "shard"):
         binary = os.path.join(bins, role)

@@ -27,7 +27,6 @@ every rank makes them in the same order.
 """
 
 import os
-import socket
 import time
 
 import torch
@@ -39,16 +38,15 @@ from cohort.collectives import Adasum, Average, Handle, Max, Min, Product, Sum  
 from cohort.sync_batch_norm import SyncBatchNorm
 
 _store = None
-_places = None  # local_rank, local_size, cross_rank, cross_size
+_places = None  # local_rank, local_size, cross_rank, cross_size: of the workers now
 _next_key = 0
 _optimizers = []  # every DistributedOptimizer made, for join()
 
 
 def init(comm=None, process_sets=None, kv_store="dist_sync"):
-    """Joins the job the launcher describes (COHORT_* variables); "local" trains alone. Every
-    rank calls it (it learns which ranks share its host). Called by the other functions when
-    needed."""
-    global _store, _places
+    """Joins the job the launcher describes (COHORT_* variables); "local" trains alone. Called
+    by the other functions when needed."""
+    global _store
     if comm is not None or process_sets is not None:
         raise cohort.Error("init(comm=, process_sets=): a Cohort job's workers are the ones its "
                            "launcher started, all in one set")
@@ -57,12 +55,43 @@ def init(comm=None, process_sets=None, kv_store="dist_sync"):
         # The kvstore wants an update rule before its first key; averaged keys use none, and a
         # DistributedOptimizer with server_optimizer=True sets its own.
         store.set_optimizer("sgd", lr=1.0)
-        hosts = _collectives.gather_objects(store, socket.gethostname())
-        me = hosts[store.rank]
-        order = list(dict.fromkeys(hosts))  # hosts by their first rank
-        _places = (hosts[:store.rank].count(me), hosts.count(me), order.index(me), len(order))
         _store = store
     return _store
+
+
+def _place():
+    """(local_rank, local_size, cross_rank, cross_size) from the hosts the workers registered
+    from (the scheduler's view: no exchange, so a worker joining an elastic job asks it too)."""
+    global _places
+    if _places is None:
+        me, hosts = init().worker_hosts()
+        host = hosts[me]
+        order = list(dict.fromkeys(hosts))  # hosts by their first rank
+        _places = (hosts[:me].count(host), hosts.count(host), order.index(host), len(order))
+    return _places
+
+
+def _rejoin():
+    """Every worker of the job's current generation at once (hvd.elastic.run): the kvstore
+    recovers from its last failure (the workers regroup), or commits, or catches up with a
+    change of workers it heard of; every DistributedOptimizer starts its step afresh from the
+    keys' versions there (a pull that fails as a shard died meanwhile is recovered from in
+    turn)."""
+    global _places
+    if not _optimizers:
+        raise cohort.Error("hvd.elastic.run: make the DistributedOptimizer before calling the "
+                           "function (the workers regroup on its keys)")
+    store = init()
+    store.recover()
+    while True:
+        try:
+            for optimizer in _optimizers:
+                optimizer._reset()
+            break
+        except cohort.Error:
+            store.recover()
+    store.start_step()  # checks every key came back to the same step
+    _places = None
 
 
 def is_initialized():
@@ -84,24 +113,20 @@ def size():
 
 def local_rank():
     """This worker's rank among the job's workers on its host (for torch.cuda.set_device)."""
-    init()
-    return _places[0]
+    return _place()[0]
 
 
 def local_size():
-    init()
-    return _places[1]
+    return _place()[1]
 
 
 def cross_rank():
     """Its host's rank among the job's hosts, in the order of their first workers."""
-    init()
-    return _places[2]
+    return _place()[2]
 
 
 def cross_size():
-    init()
-    return _places[3]
+    return _place()[3]
 
 
 def barrier():
@@ -336,6 +361,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._accumulators.append(accumulator)  # keeps it (and its hook) alive
         _optimizers.append(self)
 
+    def _reset(self):
+        """After the workers regrouped: nothing in flight, no backward pass counted, every key
+        pulled (the store goes on from the versions the shards answer)."""
+        self._handles = {}
+        self._passes = [0] * len(self._params)
+        self._synchronized = False
+        self._joined.fill_(0)
+        self._last_step = time.monotonic()
+        for key, out in zip(self._keys, self._out):
+            self._store.pull(key, out)
+        self._store.pull(self._joined_key, self._joined_mean)
+
     def _make_hook(self, i):
         def hook(*_):
             self._passes[i] += 1
@@ -494,6 +531,14 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
                op, server_optimizer, lr_schedule, batch_size)
+
+
+def __getattr__(name):
+    """hvd.elastic (cohort.elastic), imported when first used."""
+    if name == "elastic":
+        from cohort import elastic
+        return elastic
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Adasum", "Average", "Compression", "DistributedOptimizer", "Handle", "Max", "Min",
