@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/flags/usage.h"
+#include "services/common/crash_report.h"
 #include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
 #include "trainer/loop/training.h"
@@ -10,6 +11,7 @@
 COHORT_DEFINE_TRAIN_FLAGS();
 
 int main(int argc, char** argv) {
+  cohort::ReportCrashes(argv[0]);
   absl::SetProgramUsageMessage(
       "Trains a model on one machine and writes it as safetensors.\n"
       "  bazel run //trainer:train -- --model lenet --dataset fashion-mnist --epochs 10");

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "services/common/clock.h"
 #include "services/common/count_text.h"
+#include "services/common/crash_report.h"
 #include "services/common/data_path_tuning.h"
 #include "services/common/durable_file.h"
 #include "services/common/grpc_util.h"
@@ -139,6 +140,7 @@ bool WatchUntilEnded(cohort::SchedulerCore* core, cohort::JobHistory* history) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cohort::ReportCrashes(argv[0]);
   absl::SetProgramUsageMessage(
       "Runs a job's scheduler; shards and workers join it with --scheduler=HOST:PORT.\n"
       "  bazel run //services:scheduler -- --num_workers=2 --num_shards=2 --port=9000");

@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "services/checkpoint/checkpoint_options.h"
 #include "services/common/addresses.h"
+#include "services/common/crash_report.h"
 #include "services/common/grpc_util.h"
 #include "services/common/http_server.h"
 #include "services/common/data_path_tuning.h"
@@ -131,6 +132,7 @@ absl::StatusOr<std::vector<int>> StartingShares(cohort::MemberSession* session, 
 }  // namespace
 
 int main(int argc, char** argv) {
+  cohort::ReportCrashes(argv[0]);
   absl::SetProgramUsageMessage(
       "Runs a parameter shard of a job.\n"
       "  bazel run //services:shard -- --scheduler=HOST:PORT");

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "services/common/cpu_list.h"
+#include "services/common/crash_report.h"
 #include "services/common/data_path_tuning.h"
 #include "services/common/security_flags.h"
 #include "services/membership/leave_on_signal.h"
@@ -56,6 +57,7 @@ ABSL_FLAG(std::string, metrics_port_file, "",
           "also write the metrics port to this file (default: COHORT_METRICS_PORT_FILE)");
 
 int main(int argc, char** argv) {
+  cohort::ReportCrashes(argv[0]);
   absl::SetProgramUsageMessage(
       "Runs a worker of a job: the training loop over a distributed kvstore.\n"
       "  bazel run //services:worker -- --scheduler=HOST:PORT --model=lenet");

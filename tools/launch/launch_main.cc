@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "services/common/crash_report.h"
 #include "tools/launch/command_line.h"
 #include "tools/launch/launch_config.h"
 #include "tools/launch/launcher.h"
@@ -162,6 +163,7 @@ cohort::launch::LaunchFlags ReadFlags() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cohort::ReportCrashes(argv[0]);
   absl::SetProgramUsageMessage(kUsage);
   absl::StatusOr<cohort::launch::LauncherArgs> args = cohort::launch::SplitLauncherArgs(argc, argv);
   if (!args.ok()) return Fail(absl::InvalidArgumentError(args.status().message()));
