@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Assembles the cohort wheel (a zip, PEP 427) from the built package and role binaries:
-cohort/ (the Python files and _cohort.so), cohort/bin/ (launch, scheduler, shard, worker) and
-the dist-info with a `cohortrun` entry point. Bazel runs it (//python:wheel); pip installs the
+cohort/ (the Python files and _cohort.so), cohort/.libs/ (the shared libraries _cohort.so
+links, but the C and C++ runtimes: a Python with glibc 2.36 and GCC 12's libstdc++ or newer,
+Debian 12's, needs no other package), cohort/bin/ (launch, scheduler, shard, worker: they use
+this machine's libraries) and the dist-info with a `cohortrun` entry point. Bazel runs it (//python:wheel); pip installs the
 result offline: pip install --no-index bazel-bin/python/cohort-*.whl.
 
     build_wheel.py OUT.whl VERSION PACKAGE_FILE... -- BINARY...
@@ -10,11 +12,31 @@ result offline: pip install --no-index bazel-bin/python/cohort-*.whl.
 import base64
 import hashlib
 import os
+import re
 import stat
+import subprocess
 import sys
 import zipfile
 
 TAG = "cp311-cp311-linux_x86_64"  # Debian 12's Python; the binaries are x86-64 Linux
+# The C library's parts and the C++ runtime: the Python that loads the extension has them
+# (as manylinux wheels leave them out), and one copy each in a process is the only safe count.
+RUNTIME = re.compile(r"^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libutil|"
+                     r"libresolv|libstdc\+\+|libgcc_s)\.so")
+
+
+def linked_libraries(extension):
+    """(soname, path) of every shared library the extension loads, but the runtime's."""
+    out = subprocess.run(["ldd", extension], capture_output=True, text=True, check=True).stdout
+    libraries = []
+    for line in out.splitlines():
+        m = re.match(r"\s*(\S+) => (\S+)", line)
+        if m is None or RUNTIME.match(m.group(1)):
+            continue
+        if m.group(2) == "not":
+            raise SystemExit(f"build_wheel: {extension} needs {m.group(1)}, which is not found")
+        libraries.append((m.group(1), os.path.realpath(m.group(2))))
+    return libraries
 
 
 def main(argv):
@@ -26,6 +48,10 @@ def main(argv):
     for path in package:
         with open(path, "rb") as f:
             files.append((f"cohort/{os.path.basename(path)}", f.read(), False))
+        if path.endswith(".so"):
+            for soname, library in linked_libraries(path):
+                with open(library, "rb") as f:
+                    files.append((f"cohort/.libs/{soname}", f.read(), False))
     for path in binaries:
         with open(path, "rb") as f:
             files.append((f"cohort/bin/{os.path.basename(path)}", f.read(), True))

@@ -4,11 +4,15 @@ validates against the Kubernetes schemas offline (npm kubernetes-models; the Job
 CRD's schema, vendored beside validate.mjs); the job's counts agree across objects; two JobSet
 jobs render into one namespace without a clash; and the pods of the CPU overlay and of the
 JobSet, as a kubelet would run them (tests/kubelet_pods.py), train a short LeNet job under
-`podman kube play` with the Secret from tools/k8s/make_secret.sh (mutual TLS and a token).
+`podman kube play` with the Secret from tools/k8s/make_secret.sh (mutual TLS and a token); and
+the Python overlay's workers, in an image built by deploy/containers/python-worker.Containerfile
+(the wheel installed offline into a base image with no library of Cohort's), fail the job when
+one raises, naming it, its pod and the exception, every pod ending by itself.
 
 Skips with a message where kubectl (with kustomize v4 or later), the validator's npm packages
 (tools/install_deps.sh), or root and podman are missing.
-Usage: k8s_test.py K8S_DIR VALIDATE_MJS MAKE_SECRET_SH BUILD_IMAGES_SH BINARIES...
+Usage: k8s_test.py K8S_DIR VALIDATE_MJS MAKE_SECRET_SH BUILD_IMAGES_SH WHEEL FAILING_PROGRAM
+    BINARIES...
 """
 
 import base64
@@ -22,11 +26,14 @@ import unittest
 
 import yaml
 
-K8S, VALIDATE, MAKE_SECRET, BUILD_IMAGES = (os.path.abspath(p) for p in sys.argv[1:5])
+K8S, VALIDATE, MAKE_SECRET, BUILD_IMAGES, WHEEL, FAILING_PROGRAM = (
+    os.path.abspath(p) for p in sys.argv[1:7])
 # kustomize refuses files that resolve outside the kustomization's folder, as runfiles do.
 K8S = shutil.copytree(K8S, os.path.join(tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR")),
                                         "k8s"))
-BINARIES = [os.path.abspath(p) for p in sys.argv[5:]]
+BINARIES = [os.path.abspath(p) for p in sys.argv[7:]]
+PYTHON_WORKER = os.path.join(os.path.dirname(BUILD_IMAGES), "..", "..", "deploy", "containers",
+                             "python-worker.Containerfile")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import podman_store  # noqa: E402
 from kubelet_pods import kubelet_pods  # noqa: E402
@@ -287,9 +294,28 @@ class KubePlaySmokeTest(unittest.TestCase):
         self.fail(f"every subnet 10.89.100-199 is in use:\n{used}")
 
     def play(self, overlay, pod_names):
-        """Plays the overlay's pods as a kubelet would, on a network of the test's own; waits
-        for the workers and checks they trained into the band, the model, and the scheduler's
-        verdict. pod_names: role -> [pod names], roles scheduler, shard, worker."""
+        """Plays the overlay's pods and checks the workers trained into the band, the model, and
+        the scheduler's verdict."""
+        played = self.start_pods(overlay, pod_names)
+        for name in pod_names["worker"]:
+            self.podman("wait", f"{name}-worker", check=True, timeout=300)
+        logs = self.podman("logs", f"{pod_names['worker'][0]}-worker")
+        out = logs.stdout + logs.stderr
+        top1 = float(re.findall(r"Test top-1 ([\d.]+)%", out)[-1])
+        self.assertGreaterEqual(top1, 80.0, out)  # the local job's band
+        model = os.path.join(self.home, "model")
+        self.assertTrue(os.path.getsize(os.path.join(model, "model.safetensors")) > 0)
+        scheduler = self.podman("logs", f"{pod_names['scheduler'][0]}-scheduler").stdout
+        self.assertIn("job DONE: all 2 workers finished", scheduler)
+        self.assertIn("(with the job's token)", scheduler)
+        shard = self.podman("logs", f"{pod_names['shard'][1]}-shard").stdout
+        self.assertIn("shard 1 of job", shard)
+        return played
+
+    def start_pods(self, overlay, pod_names, worker_args=None):
+        """Plays the overlay's pods as a kubelet would, on a network of the test's own.
+        pod_names: role -> [pod names], roles scheduler, shard, worker; worker_args: the workers'
+        container args in place of the overlay's."""
         # The Secret's files, readable by the roles' user (a kubelet does this with fsGroup).
         tls = os.path.join(self.home, "tls")
         os.mkdir(tls)
@@ -305,6 +331,10 @@ class KubePlaySmokeTest(unittest.TestCase):
         os.mkdir(model)
         os.chown(model, 65532, 65532)
         objects = list(yaml.safe_load_all(render(overlay)))
+        if worker_args is not None:
+            (jobset,) = [o for o in objects if o["kind"] == "JobSet"]
+            (workers,) = [j for j in jobset["spec"]["replicatedJobs"] if j["name"] == "workers"]
+            workers["template"]["spec"]["template"]["spec"]["containers"][0]["args"] = worker_args
         subnet = self.free_subnet(os.getpid() + len(overlay))
         network = f"cohort-k8s-{overlay}-{os.getpid()}"
         played, addresses = kubelet_pods(objects, subnet, {
@@ -322,18 +352,6 @@ class KubePlaySmokeTest(unittest.TestCase):
         ips = [a for name in (p["metadata"]["name"] for p in played if p["kind"] == "Pod")
                for a in ("--ip", addresses[name])]
         self.podman("kube", "play", "--network", network, *ips, manifest, check=True)
-        for name in pod_names["worker"]:
-            self.podman("wait", f"{name}-worker", check=True, timeout=300)
-        logs = self.podman("logs", f"{pod_names['worker'][0]}-worker")
-        out = logs.stdout + logs.stderr
-        top1 = float(re.findall(r"Test top-1 ([\d.]+)%", out)[-1])
-        self.assertGreaterEqual(top1, 80.0, out)  # the local job's band
-        self.assertTrue(os.path.getsize(os.path.join(model, "model.safetensors")) > 0)
-        scheduler = self.podman("logs", f"{pod_names['scheduler'][0]}-scheduler").stdout
-        self.assertIn("job DONE: all 2 workers finished", scheduler)
-        self.assertIn("(with the job's token)", scheduler)
-        shard = self.podman("logs", f"{pod_names['shard'][1]}-shard").stdout
-        self.assertIn("shard 1 of job", shard)
         return played
 
     def test_cpu_overlay_trains_under_podman_kube_play(self):
@@ -357,6 +375,49 @@ class KubePlaySmokeTest(unittest.TestCase):
                 self.assertEqual(state.split(), ["0", "0"], container)
         self.assertTrue(all(p["spec"]["restartPolicy"] == "Never"
                             for p in played if p["kind"] == "Pod"))
+
+    def test_python_workers_that_raise_fail_the_jobset_naming_the_rank(self):
+        """The Python overlay with tests/failing_program.py as the image's train.py: rank 1
+        raises at step 5."""
+        self.store.build_images(BUILD_IMAGES, BINARIES, "python-base")
+        context = os.path.join(self.home, "python-context")
+        os.mkdir(context)
+        shutil.copy(WHEEL, context)
+        shutil.copy(FAILING_PROGRAM, os.path.join(context, "train.py"))
+        self.podman("build", "--quiet", "--network=none", "-f", PYTHON_WORKER, "--build-arg",
+                    "BASE=localhost/cohort-python-base:latest", "-t",
+                    "localhost/cohort-python-worker:latest", context, check=True, timeout=300)
+        names = {"scheduler": ["cohort-scheduler-0-0"],
+                 "shard": ["cohort-shards-0-0", "cohort-shards-0-1"],
+                 "worker": ["cohort-workers-0-0", "cohort-workers-0-1"]}
+        self.start_pods("python", names, worker_args=["--raise_at=5"])
+        containers = [f"{name}-{role}" for role, pods in names.items() for name in pods]
+
+        def logs():
+            return "\n".join(f"--- {c}:\n{self.podman('logs', c).stdout}{self.podman('logs', c).stderr}"
+                             for c in containers)
+        ends = {}
+        for role, pods in names.items():
+            for name in pods:
+                container = f"{name}-{role}"
+                try:
+                    self.podman("wait", container, check=True, timeout=120)
+                except subprocess.TimeoutExpired:
+                    self.fail(f"{container} still runs 120 s on:\n{logs()}")
+                ends[container] = self.podman("inspect", "--format",
+                                              "{{.State.ExitCode}} {{.RestartCount}}",
+                                              container).stdout.split()
+        self.assertEqual(ends["cohort-workers-0-1-worker"], ["1", "0"], ends)
+        for container, (code, restarts) in ends.items():
+            self.assertNotEqual(code, "0", f"{container} ended with 0 in a failed job")
+            self.assertEqual(restarts, "0", container)
+        scheduler = self.podman("logs", "cohort-scheduler-0-0-scheduler")
+        self.assertRegex(scheduler.stdout + scheduler.stderr,
+                         r"job FAILED: worker 1 \(host cohort-workers-0-1, pid \d+\) failed: "
+                         r"the program exited with status 1: ValueError: boom at step 5 "
+                         r"\(train\.py, line \d+\)")
+        worker0 = self.podman("logs", "cohort-workers-0-0-worker")
+        self.assertIn("ValueError: boom at step 5", worker0.stdout + worker0.stderr)
 
 
 if __name__ == "__main__":

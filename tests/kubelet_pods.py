@@ -8,7 +8,8 @@ under `podman kube play` (which runs Pods, not Deployments, StatefulSets or Inde
   jobset.sigs.k8s.io/jobset-name, the same index annotation) and reaches them (the host name
   JOBSET-RJOB-j-i.SUBDOMAIN, the subdomain being the JobSet's name by default);
 - env from ConfigMaps (envFrom, configMapKeyRef) and downward-API fields are set to their values,
-  and $(VAR) in args is expanded, as the kubelet does;
+  and $(VAR) in args and in env values (of the variables before) is expanded, as the kubelet
+  does;
 - Services become host aliases: each pod gets a fixed address on the test's network, and every
   pod resolves the Services' names (and a StatefulSet's pod names under its Service) to them;
 - volumes of kinds podman does not mount the same way become host folders the caller gives
@@ -37,7 +38,9 @@ def _env(container, pod, config_maps):
         values.update(config_maps[source["configMapRef"]["name"]])
     for e in container.get("env", []):
         if "value" in e:
-            value = e["value"]
+            # $(VAR) names a variable defined before it, as the kubelet expands it.
+            value = re.sub(r"\$\((\w+)\)", lambda m: values.get(m.group(1), m.group(0)),
+                           e["value"])
         elif "fieldRef" in e.get("valueFrom", {}):
             value = _field(pod, e["valueFrom"]["fieldRef"]["fieldPath"])
         else:

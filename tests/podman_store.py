@@ -54,7 +54,9 @@ class PodmanStore:
         folder = os.path.join(self.home, "binaries")
         os.makedirs(folder, exist_ok=True)
         for path in binaries:
-            os.symlink(path, os.path.join(folder, os.path.basename(path)))
+            link = os.path.join(folder, os.path.basename(path))
+            if not os.path.lexists(link):  # a second call, for more roles
+                os.symlink(path, link)
         r = subprocess.run([build_images_sh, "--binaries", folder, "--out",
                             os.path.join(self.home, "oci"), *roles],
                            env=self.env, capture_output=True, text=True, timeout=600)

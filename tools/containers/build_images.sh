@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Cohort's container images offline, one per role, and exports each as an OCI archive:
 #   tools/containers/build_images.sh [--out DIR] [--binaries DIR] [--gpu] [ROLE...]
-# Roles: scheduler shard worker prometheus (default: all four), worker-gpu (with --gpu: the
+# Roles: scheduler shard worker prometheus (default: all four), python-base (this machine's
+# Python and numpy: a base image for deploy/containers/python-worker.Containerfile), worker-gpu (with --gpu: the
 # worker built with the GPU backend, //services:worker_gpu, as /cohort/bin/worker, with the
 # cuDNN and cuBLAS libraries from /usr/local/cuda). Each image is
 # FROM scratch: the binaries, exactly the libraries they link (ldd), a non-root user (65532) and
@@ -75,6 +76,27 @@ rootfs() {
       install -m 0755 "$(binary healthcheck)" "$rootfs/cohort/bin/"
       stage "$rootfs" "$rootfs/cohort/bin/$binary" "$rootfs/cohort/bin/healthcheck"
       ;;
+    python-base)
+      local lib=/usr/lib/python3.11 packages=/usr/lib/python3/dist-packages
+      install -D -m 0755 /usr/bin/python3.11 "$rootfs/usr/bin/python3.11"
+      ln -s python3.11 "$rootfs/usr/bin/python3"
+      # A shell and rm, as base images have, for the Containerfile's RUN.
+      install -D -m 0755 /usr/bin/dash "$rootfs/bin/sh"
+      install -D -m 0755 /usr/bin/rm "$rootfs/bin/rm"
+      mkdir -p "$rootfs$packages" "$rootfs/usr/share"
+      cp -a "$lib" "$rootfs/usr/lib/"
+      # Debian's mark that pip leaves its Python to apt: an image's Python is the image's.
+      rm -rf "$rootfs$lib/EXTERNALLY-MANAGED" "$rootfs$lib/test"
+      cp -a "$packages/numpy" "$packages/pip" "$rootfs$packages/"
+      cp -a /usr/share/python-wheels "$rootfs/usr/share/"  # what Debian's pip unbundled
+      stage "$rootfs" /usr/bin/python3.11 /usr/bin/dash /usr/bin/rm \
+        $(find "$lib/lib-dynload" "$packages/numpy" -name '*.so' -print)
+      # The C++ runtime, as every Debian image has it (wheels leave it to the system).
+      local runtime
+      for runtime in /lib/x86_64-linux-gnu/libstdc++.so.6 /lib/x86_64-linux-gnu/libgcc_s.so.1; do
+        install -D -m 0755 "$(realpath "$runtime")" "$rootfs$runtime"
+      done
+      ;;
     prometheus)
       install -D -m 0755 /usr/bin/prometheus "$rootfs/bin/prometheus"
       stage "$rootfs" /usr/bin/prometheus
@@ -99,7 +121,7 @@ printf '%-18s %11s  %s\n' image size archive
 for role in "${roles[@]}"; do
   context="$COHORT_CONTAINER_HOME/context/$role"
   file="deploy/containers/$role.Containerfile"
-  [[ -f "$file" ]] || { echo "build_images: no $file (roles: scheduler shard worker prometheus worker-gpu)" >&2; exit 2; }
+  [[ -f "$file" ]] || { echo "build_images: no $file (roles: scheduler shard worker prometheus python-base worker-gpu)" >&2; exit 2; }
   rootfs "$role" "$context/rootfs"
   inputs="$( (tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$context" -c rootfs;
              cat "$file") | sha256sum | cut -c1-16)"
