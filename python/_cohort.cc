@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "services/common/addresses.h"
+#include "services/wire/wire_encoding.h"
 #include "services/worker/dist_kvstore.h"
 #include "services/worker/worker_process.h"
 #include "trainer/kvstore/kvstore.h"
@@ -143,9 +144,12 @@ std::unique_ptr<BorrowedArray> Borrow(const py::object& array, bool writable, in
 // thread at a time); each waits without the GIL.
 class PyKVStore {
  public:
-  // worker: the job membership and metrics of a distributed store (null for "local").
-  PyKVStore(std::shared_ptr<WorkerProcess> worker, std::unique_ptr<KVStore> store)
-      : worker_(std::move(worker)), store_(std::move(store)) {
+  // worker: the job membership and metrics of a distributed store (null for "local");
+  // compression: how its pushes go on the wire (GradientCompressionName).
+  PyKVStore(std::shared_ptr<WorkerProcess> worker, std::unique_ptr<KVStore> store,
+            std::string compression = "none")
+      : worker_(std::move(worker)), store_(std::move(store)),
+        compression_(std::move(compression)) {
     if (worker_ != nullptr) ExitVerdict::Hold(worker_);
   }
   // The store ends; the worker says how the program ended when the process exits
@@ -156,6 +160,7 @@ class PyKVStore {
   }
 
   std::string type() const { return std::string(store_->type()); }
+  const std::string& gradient_compression() const { return compression_; }
   int rank() const { return store_->rank(); }
   int num_workers() const { return store_->num_workers(); }
 
@@ -320,6 +325,7 @@ class PyKVStore {
   absl::Status last_failure_;                               // under mu_
   std::shared_ptr<WorkerProcess> worker_;
   std::unique_ptr<KVStore> store_;
+  const std::string compression_;
 };
 
 // "local", or a distributed store of the job in the COHORT_* variables, with the worker's
@@ -328,9 +334,11 @@ std::unique_ptr<PyKVStore> Create(const std::string& type) {
   if (type == "local") return std::make_unique<PyKVStore>(nullptr, Check(CreateKVStore(type)));
   absl::StatusOr<std::unique_ptr<WorkerProcess>> worker;
   absl::StatusOr<std::unique_ptr<KVStore>> store;
+  std::string compression;
   {
     py::gil_scoped_release release;
     absl::StatusOr<JobOptions> job = JobOptionsFromEnvironment();
+    if (job.ok()) compression = GradientCompressionName(job->compression);
     worker = job.ok() ? WorkerProcess::Join(*job, /*threads=*/0)
                       : job.status();
     if (worker.ok()) {
@@ -339,7 +347,8 @@ std::unique_ptr<PyKVStore> Create(const std::string& type) {
     }
   }
   std::unique_ptr<WorkerProcess> joined = Check(std::move(worker));
-  return std::make_unique<PyKVStore>(std::move(joined), Check(std::move(store)));
+  return std::make_unique<PyKVStore>(std::move(joined), Check(std::move(store)),
+                                     std::move(compression));
 }
 
 }  // namespace
@@ -354,6 +363,7 @@ PYBIND11_MODULE(_cohort, m) {
         "launcher describes in COHORT_* variables).");
   py::class_<PyKVStore>(m, "KVStore")
       .def_property_readonly("type", &PyKVStore::type)
+      .def_property_readonly("gradient_compression", &PyKVStore::gradient_compression)
       .def_property_readonly("rank", &PyKVStore::rank)
       .def_property_readonly("num_workers", &PyKVStore::num_workers)
       .def("set_optimizer", &PyKVStore::SetOptimizer, py::arg("optimizer"), py::arg("lr"),

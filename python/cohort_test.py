@@ -104,6 +104,7 @@ class KVStoreTest(unittest.TestCase):
         rank, hosts = self.kv.worker_hosts()
         self.assertEqual((rank, len(hosts)), (0, 1))
         self.assertFalse(self.kv.workers_changed)
+        self.assertEqual(self.kv.gradient_compression, "none")
         self.kv.recover()
         self.assertEqual(self.kv.start_step(), 0)
 

@@ -90,6 +90,14 @@ def main():
     hvd.barrier()
     digest = hashlib.sha256(pickle_state(state)).hexdigest()
     assert len(set(hvd.allgather_object(digest))) == 1, "optimizer states differ"
+    # An optimizer asking for compression the job does not send is refused, saying how.
+    try:
+        hvd.DistributedOptimizer(torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=1),
+                                 compression=hvd.Compression.fp16)
+        raise AssertionError("compression=fp16 accepted in a job that sends float32")
+    except cohort.Error as e:
+        assert "this job sends none: start it with cohortrun --gradient_compression=fp16" in \
+            str(e), e
     # bf16 parameters: exchanged as float32 through the host, the means written back.
     torch.manual_seed(0)
     half = torch.nn.Linear(4, 2).to(torch.bfloat16)

@@ -56,6 +56,12 @@ class KVStore:
         return self._store.rank
 
     @property
+    def gradient_compression(self):
+        """How the job's pushes go on the wire: "none", "fp16", "bf16" or "2bit:T"
+        (cohortrun --gradient_compression)."""
+        return self._store.gradient_compression
+
+    @property
     def num_workers(self):
         return self._store.num_workers
 

@@ -26,7 +26,6 @@ allreduce, allgather, broadcast and the object calls are for small things (cohor
 every rank makes them in the same order.
 """
 
-import os
 import time
 
 import torch
@@ -237,7 +236,7 @@ def poll(handle):
 
 class Compression:
     """Horovod's gradient compression settings. Cohort compresses on the wire for the whole
-    job (cohortrun --gradient_compression=fp16|bf16, or COHORT_GRADIENT_COMPRESSION): a
+    job (cohortrun --gradient_compression=fp16|bf16): a
     DistributedOptimizer given fp16 or bf16 checks the job does."""
     none = "none"
     fp16 = "fp16"
@@ -506,7 +505,7 @@ def _check_compression(compression):
     if compression not in (Compression.fp16, Compression.bf16):
         raise cohort.Error(f"compression={compression!r}: Cohort has hvd.Compression.none, "
                            "fp16 and bf16")
-    wire = os.environ.get("COHORT_GRADIENT_COMPRESSION", "none")
+    wire = init().gradient_compression
     if wire != compression:
         raise cohort.Error(
             f"compression=hvd.Compression.{compression}: Cohort compresses the gradients on the "
