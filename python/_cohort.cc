@@ -239,6 +239,13 @@ class PyKVStore {
   // Whether the job's workers changed since the store's generation (its next call raises).
   bool workers_changed() const { return store_->WorkersChanged(); }
 
+  // Whether a call failed since the last Recover (an error raised by Python is none).
+  bool failed() {
+    py::gil_scoped_release release;  // a call in flight holds mu_ while it waits
+    std::lock_guard<std::mutex> lock(mu_);
+    return !last_failure_.ok();
+  }
+
   // (rank, hosts): the host every worker of the job's current generation registered from, by
   // rank, and this worker's rank there.
   std::pair<int, std::vector<std::string>> WorkerHosts() {
@@ -381,6 +388,7 @@ PYBIND11_MODULE(_cohort, m) {
       .def("start_step", &PyKVStore::StartStep)
       .def("recover", &PyKVStore::Recover)
       .def_property_readonly("workers_changed", &PyKVStore::workers_changed)
+      .def_property_readonly("failed", &PyKVStore::failed)
       .def("worker_hosts", &PyKVStore::WorkerHosts)
       .def("record_step", &PyKVStore::RecordStep, py::arg("step"), py::arg("epoch"),
            py::arg("images"), py::arg("step_seconds"), py::arg("comm_seconds"),

@@ -2,7 +2,8 @@
 """The cohort package on the local kvstore: values land in the caller's own memory; an array
 handed to pushpull stays the kvstore's (its memory held in place) until wait(); numpy arrays
 and CPU torch tensors both work; wrong dtypes, shapes, layouts and non-arrays are cohort.Error
-naming the key and what to do. cohortrun's options become the launcher's command line.
+naming the key and what to do. hvd.elastic's state, sampler and run() on a job of one.
+cohortrun's options become the launcher's command line.
 Usage: cohort_test.py PATH/TO/cohort/__init__.py
 """
 
@@ -107,6 +108,85 @@ class KVStoreTest(unittest.TestCase):
         self.assertEqual(self.kv.gradient_compression, "none")
         self.kv.recover()
         self.assertEqual(self.kv.start_step(), 0)
+
+
+@unittest.skipIf(torch is None, "needs python3-torch")
+class ElasticStateTest(unittest.TestCase):
+    """hvd.elastic on a job of one (the local store): what a commit keeps, what the sampler
+    still owes, and what run() retries and what it raises."""
+
+    def setUp(self):
+        import cohort.torch as hvd
+        hvd.init(kv_store="local")
+        self.hvd = hvd
+
+    def test_the_sampler_goes_on_with_the_samples_not_recorded(self):
+        elastic = self.hvd.elastic
+        sampler = elastic.ElasticSampler(list(range(10)), seed=3)
+        first = list(sampler)
+        self.assertEqual(sorted(first), list(range(10)))
+        sampler.record_batch(0, 4)
+        again = elastic.ElasticSampler(list(range(10)), seed=3)
+        again.load_state_dict(sampler.state_dict())
+        rest = list(again)
+        self.assertEqual(len(again), 6)
+        self.assertEqual(sorted(rest + first[:4]), list(range(10)))
+        again.set_epoch(1)
+        self.assertEqual(sorted(again), list(range(10)))
+        self.assertNotEqual(list(again), first)  # another epoch, another order
+
+    def test_restore_goes_back_to_the_last_commit(self):
+        model = torch.nn.Linear(3, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        state = self.hvd.elastic.TorchState(model, optimizer, epoch=0)
+        before = model.weight.detach().clone()
+        model(torch.ones(1, 3)).sum().backward()
+        optimizer.step()
+        state.epoch = 3
+        state.restore()
+        self.assertTrue(torch.equal(model.weight, before))
+        self.assertEqual(state.epoch, 0)
+        self.assertEqual(optimizer.state_dict()["state"], {})
+        optimizer.step()
+        state.epoch = 1
+        state.commit()
+        after = model.weight.detach().clone()
+        model.weight.data.zero_()
+        state.epoch = 2
+        state.restore()
+        self.assertTrue(torch.equal(model.weight, after))
+        self.assertEqual(state.epoch, 1)
+
+    def test_run_retries_after_a_change_of_workers_and_raises_anything_else(self):
+        elastic = self.hvd.elastic
+        model = torch.nn.Linear(3, 2)
+        optimizer = self.hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+        state = elastic.TorchState(model, optimizer, tries=0)
+        resets = []
+        state.register_reset_callbacks([lambda: resets.append(state.tries)])
+
+        @elastic.run
+        def train(state):
+            state.tries += 1
+            if state.tries == 1:
+                state.save()
+                raise elastic.HostsUpdatedInterrupt()
+            return state.tries
+
+        self.assertEqual(train(state), 2)
+        self.assertEqual(resets, [1])
+
+        @elastic.run
+        def wrong(state):
+            raise cohort.Error("a mistake of the program's")
+
+        with self.assertRaisesRegex(cohort.Error, "a mistake of the program's"):
+            wrong(state)
+
+        on_the_shards = torch.optim.SGD(model.parameters(), lr=0.1)
+        on_the_shards.server_optimizer = True  # as DistributedOptimizer(server_optimizer=True)
+        with self.assertRaisesRegex(cohort.Error, "server_optimizer=True"):
+            elastic.TorchState(model, on_the_shards)
 
 
 class CohortrunTest(unittest.TestCase):

@@ -277,7 +277,11 @@ def run(func):
 
 def _regroup_after(failure):
     """The workers regroup after `failure`, or it is raised: a failure that is no change of
-    workers as it came, one while regrouping with both."""
+    workers (one of the store's it cannot recover from, or an error raised in Python) as it
+    came, one while regrouping with both."""
+    store = hvd.init()
+    if not store.failed and not store.workers_changed:
+        raise failure
     try:
         hvd._rejoin()
     except Error as recovering:

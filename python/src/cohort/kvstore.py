@@ -136,6 +136,12 @@ class KVStore:
         """Whether the scheduler said the job's workers changed (the next call raises)."""
         return self._store.workers_changed
 
+    @property
+    def failed(self):
+        """Whether a call of the store failed since the last recover() (what recover() would
+        recover from, or raise again)."""
+        return self._store.failed
+
     def worker_hosts(self):
         """(rank, hosts): the host each worker of the job's current generation registered
         from, by rank, and this worker's rank there."""
