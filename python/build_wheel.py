@@ -3,8 +3,8 @@
 cohort/ (the Python files and _cohort.so), cohort/.libs/ (the shared libraries _cohort.so
 links, but the C and C++ runtimes: a Python with glibc 2.36 and GCC 12's libstdc++ or newer,
 Debian 12's, needs no other package), cohort/bin/ (launch, scheduler, shard, worker: they use
-this machine's libraries) and the dist-info with a `cohortrun` entry point. Bazel runs it (//python:wheel); pip installs the
-result offline: pip install --no-index bazel-bin/python/cohort-*.whl.
+this machine's libraries) and the dist-info with a `cohortrun` entry point. Bazel runs it
+(//python:wheel); pip installs the result offline: pip install --no-index bazel-bin/python/cohort-*.whl.
 
     build_wheel.py OUT.whl VERSION PACKAGE_FILE... -- BINARY...
 """

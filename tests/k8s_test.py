@@ -394,8 +394,8 @@ class KubePlaySmokeTest(unittest.TestCase):
         containers = [f"{name}-{role}" for role, pods in names.items() for name in pods]
 
         def logs():
-            return "\n".join(f"--- {c}:\n{self.podman('logs', c).stdout}{self.podman('logs', c).stderr}"
-                             for c in containers)
+            said = {c: self.podman("logs", c) for c in containers}
+            return "\n".join(f"--- {c}:\n{r.stdout}{r.stderr}" for c, r in said.items())
         ends = {}
         for role, pods in names.items():
             for name in pods:

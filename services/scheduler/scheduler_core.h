@@ -93,7 +93,8 @@ struct ClusterView {
   absl::Duration shard_restart_grace;           // JobSpec's
   int64_t generation = 0;                       // the membership generation
   std::vector<int> workers;  // the generation's workers (their registered ranks), by rank in it
-  std::vector<std::string> worker_hosts;  // by rank in the generation: the host each registered from
+  // By rank in the generation: the host each worker registered from.
+  std::vector<std::string> worker_hosts;
   // Replicated shards, by share (a shard rank's part of the model): the rank leading it, and
   // the rank backing it up (-1: none) with its address. Empty without replicas.
   std::vector<int> share_leaders;

@@ -64,7 +64,8 @@ absl::Status DistKVStore::CatchUp() {
   if (!committed_) return Commit();
   if (!WorkersChanged()) return standing_;
   // Recover regroups on the generation the core heard of.
-  return recovery_.Recover(absl::AbortedError("the job's workers changed, said the scheduler"), &standing_);
+  return recovery_.Recover(absl::AbortedError("the job's workers changed, said the scheduler"),
+                           &standing_);
 }
 
 bool DistKVStore::WorkersChanged() const { return core_.interruption().newer_generation; }

@@ -2,9 +2,9 @@
 # Builds Cohort's container images offline, one per role, and exports each as an OCI archive:
 #   tools/containers/build_images.sh [--out DIR] [--binaries DIR] [--gpu] [ROLE...]
 # Roles: scheduler shard worker prometheus (default: all four), python-base (this machine's
-# Python and numpy: a base image for deploy/containers/python-worker.Containerfile), worker-gpu (with --gpu: the
-# worker built with the GPU backend, //services:worker_gpu, as /cohort/bin/worker, with the
-# cuDNN and cuBLAS libraries from /usr/local/cuda). Each image is
+# Python and numpy: a base image for deploy/containers/python-worker.Containerfile), worker-gpu
+# (with --gpu: the worker built with the GPU backend, //services:worker_gpu, as
+# /cohort/bin/worker, with the cuDNN and cuBLAS libraries from /usr/local/cuda). Each image is
 # FROM scratch: the binaries, exactly the libraries they link (ldd), a non-root user (65532) and
 # /tmp; no registry is needed. An image whose inputs did not change is kept (label
 # cohort.inputs). Prints each image's size. Needs root, podman and runc (tools/install_deps.sh).
@@ -22,7 +22,7 @@ while (($#)); do
     --out) out="$(realpath -m "$2")"; shift 2 ;;
     --binaries) binaries="$(realpath "$2")"; shift 2 ;;
     --gpu) gpu=1; shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "build_images: unknown flag $1" >&2; exit 2 ;;
     *) roles+=("$1"); shift ;;
   esac
@@ -121,7 +121,11 @@ printf '%-18s %11s  %s\n' image size archive
 for role in "${roles[@]}"; do
   context="$COHORT_CONTAINER_HOME/context/$role"
   file="deploy/containers/$role.Containerfile"
-  [[ -f "$file" ]] || { echo "build_images: no $file (roles: scheduler shard worker prometheus python-base worker-gpu)" >&2; exit 2; }
+  [[ -f "$file" ]] || {
+    echo "build_images: no $file (roles: scheduler shard worker prometheus python-base" \
+      "worker-gpu)" >&2
+    exit 2
+  }
   rootfs "$role" "$context/rootfs"
   inputs="$( (tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$context" -c rootfs;
              cat "$file") | sha256sum | cut -c1-16)"

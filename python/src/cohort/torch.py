@@ -39,7 +39,7 @@ from cohort.sync_batch_norm import SyncBatchNorm
 _store = None
 _places = None  # local_rank, local_size, cross_rank, cross_size: of the workers now
 _next_key = 0
-_optimizers = []  # every DistributedOptimizer made, for join()
+_optimizers = []  # every DistributedOptimizer made, for join() and the elastic reset
 
 
 def init(comm=None, process_sets=None, kv_store="dist_sync"):
