@@ -52,6 +52,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.output = ResolveUserPath(absl::GetFlag(FLAGS_output), user_dir);
   o.devices = absl::GetFlag(FLAGS_devices);
   o.precision = absl::GetFlag(FLAGS_precision);
+  o.deterministic = absl::GetFlag(FLAGS_deterministic);
   o.overlap = absl::GetFlag(FLAGS_overlap);
   o.log_json = ResolveUserPath(absl::GetFlag(FLAGS_log_json), user_dir);
   return o;

@@ -91,6 +91,9 @@
   ABSL_FLAG(std::string, precision, cohort::TrainOptions().precision,                            \
             "what a GPU computes in: fp32, tf32, bf16 or fp16 (fp32 master weights in the "      \
             "kvstore; CPUs: fp32)");                                                             \
+  ABSL_FLAG(bool, deterministic, cohort::TrainOptions().deterministic,                           \
+            "GPUs: only convolution algorithms that give the same bits every run (as PyTorch's " \
+            "cudnn.deterministic), at some cost in speed; CPU steps repeat bit for bit anyway"); \
   ABSL_FLAG(bool, overlap, cohort::TrainOptions().overlap,                                       \
             "overlap communication with computation: push each gradient as backward produces "   \
             "it, wait for each layer's values just before its forward (--nooverlap: push all "   \
@@ -131,6 +134,7 @@ ABSL_DECLARE_FLAG(int64_t, log_interval);
 ABSL_DECLARE_FLAG(std::string, output);
 ABSL_DECLARE_FLAG(std::string, devices);
 ABSL_DECLARE_FLAG(std::string, precision);
+ABSL_DECLARE_FLAG(bool, deterministic);
 ABSL_DECLARE_FLAG(bool, overlap);
 ABSL_DECLARE_FLAG(std::string, log_json);
 

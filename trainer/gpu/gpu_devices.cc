@@ -8,8 +8,9 @@ namespace cohort {
 namespace {
 
 const bool kRegistered = RegisterGpuBackendFactory(
-    [](int index, Precision precision) -> absl::StatusOr<std::unique_ptr<Backend>> {
-      auto gpu = cuda::CudaBackend::Create({index, precision, /*channels_last=*/true});
+    [](int index, const DeviceOptions& options) -> absl::StatusOr<std::unique_ptr<Backend>> {
+      auto gpu = cuda::CudaBackend::Create(
+          {index, options.precision, /*channels_last=*/true, options.deterministic});
       if (!gpu.ok()) return gpu.status();
       return std::unique_ptr<Backend>(std::move(*gpu));
     });

@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<int>> ParseGpuIndices(const std::string& devices,
 
 absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeGpuBackends(const std::string& devices,
                                                                       absl::string_view list,
-                                                                      Precision precision) {
+                                                                      const DeviceOptions& options) {
   ASSIGN_OR_RETURN(const std::vector<int> indices, ParseGpuIndices(devices, list));
   if (!GpuFactory()) {
     return absl::UnimplementedError(absl::StrCat(
@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeGpuBackends(const std:
   }
   std::vector<std::unique_ptr<Backend>> backends;
   for (const int index : indices) {
-    ASSIGN_OR_RETURN(backends.emplace_back(), GpuFactory()(index, precision));
+    ASSIGN_OR_RETURN(backends.emplace_back(), GpuFactory()(index, options));
   }
   return backends;
 }
@@ -69,17 +69,17 @@ bool RegisterGpuBackendFactory(GpuBackendFactory factory) {
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
-    const std::string& devices, Precision precision) {
-  if (devices == "gpu") return MakeGpuBackends(devices, "0", precision);
+    const std::string& devices, const DeviceOptions& options) {
+  if (devices == "gpu") return MakeGpuBackends(devices, "0", options);
   if (absl::StartsWith(devices, "gpu:")) {
-    return MakeGpuBackends(devices, absl::string_view(devices).substr(4), precision);
+    return MakeGpuBackends(devices, absl::string_view(devices).substr(4), options);
   }
   if (!devices.empty() && absl::ascii_isdigit(devices[0])) {
-    return MakeGpuBackends(devices, devices, precision);  // --gpus 0,1
+    return MakeGpuBackends(devices, devices, options);  // --gpus 0,1
   }
-  if (precision != Precision::kFp32) {
+  if (options.precision != Precision::kFp32) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--precision=", PrecisionName(precision), " needs a GPU (--devices=gpu:0); CPUs train "
+        "--precision=", PrecisionName(options.precision), " needs a GPU (--devices=gpu:0); CPUs train "
         "in fp32"));
   }
   std::vector<std::unique_ptr<Backend>> backends;

@@ -21,8 +21,13 @@ namespace cohort {
 //    is the same (what --gpus I,J gives, as MXNet's). Only in binaries built with the GPU
 //    backend (//trainer:train_gpu, //services:worker_gpu), which register it.
 // CPUs compute in fp32 only.
+struct DeviceOptions {
+  Precision precision = Precision::kFp32;
+  // GPUs: only convolution algorithms that give the same bits every run.
+  bool deterministic = false;
+};
 absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
-    const std::string& devices, Precision precision = Precision::kFp32);
+    const std::string& devices, const DeviceOptions& options = {});
 
 // The compute threads this process's CPU contexts share: OpenMP's (every core, or the
 // launcher's OMP_NUM_THREADS share).
@@ -30,8 +35,8 @@ int ProcessComputeThreads();
 
 // Makes the backend of GPU `index`. Registered by //trainer/gpu:gpu_devices when it is linked
 // in, so CPU builds carry no CUDA library; returns true (for a static initialiser).
-using GpuBackendFactory =
-    std::function<absl::StatusOr<std::unique_ptr<Backend>>(int index, Precision precision)>;
+using GpuBackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(
+    int index, const DeviceOptions& options)>;
 bool RegisterGpuBackendFactory(GpuBackendFactory factory);
 
 }  // namespace cohort

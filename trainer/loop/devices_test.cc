@@ -62,34 +62,36 @@ TEST(DevicesTest, RefusesWhatItCannotRunNamingTheFlag) {
     EXPECT_NE(gpu.status().message().find("//services:worker_gpu"), std::string::npos);
   }
   // CPUs compute in fp32.
-  auto bf16 = MakeDeviceBackends("cpu", Precision::kBf16);
+  auto bf16 = MakeDeviceBackends("cpu", {Precision::kBf16});
   EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bf16.status().message().find("--precision=bf16 needs a GPU"), std::string::npos);
 }
 
-// A registered factory makes the GPU backends, with the index and precision asked for.
+// A registered factory makes the GPU backends, with the index and options asked for.
 TEST(DevicesTest, GpuBackendsComeFromTheRegisteredFactory) {
   int asked_index = -1;
-  Precision asked_precision = Precision::kFp32;
+  DeviceOptions asked;
   std::vector<int> asked_indices;
-  RegisterGpuBackendFactory([&](int index, Precision precision) -> absl::StatusOr<std::unique_ptr<Backend>> {
+  RegisterGpuBackendFactory([&](int index, const DeviceOptions& options)
+                                -> absl::StatusOr<std::unique_ptr<Backend>> {
     asked_index = index;
     asked_indices.push_back(index);
-    asked_precision = precision;
+    asked = options;
     auto cpu = MakeDeviceBackends("cpu");
     if (!cpu.ok()) return cpu.status();
     return std::move((*cpu)[0]);
   });
-  auto backends = MakeDeviceBackends("gpu:3", Precision::kBf16);
+  auto backends = MakeDeviceBackends("gpu:3", {Precision::kBf16, /*deterministic=*/true});
   ASSERT_TRUE(backends.ok()) << backends.status();
   EXPECT_EQ(backends->size(), 1u);
   EXPECT_EQ(asked_index, 3);
-  EXPECT_EQ(asked_precision, Precision::kBf16);
+  EXPECT_EQ(asked.precision, Precision::kBf16);
+  EXPECT_TRUE(asked.deterministic);
   EXPECT_EQ(asked_indices, std::vector<int>({3}));
   // Several GPUs: one backend each, in the order named (--gpus gives a bare list).
   for (const char* devices : {"gpu:2,0,1", "2,0,1"}) {
     asked_indices.clear();
-    auto several = MakeDeviceBackends(devices, Precision::kFp32);
+    auto several = MakeDeviceBackends(devices, {Precision::kFp32});
     ASSERT_TRUE(several.ok()) << devices << ": " << several.status();
     EXPECT_EQ(several->size(), 3u) << devices;
     EXPECT_EQ(asked_indices, std::vector<int>({2, 0, 1})) << devices;

@@ -545,7 +545,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   RETURN_IF_ERROR(ValidateTrainOptions(options));
   ASSIGN_OR_RETURN(const Precision precision, ParsePrecision(options.precision));
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Backend>> backends,
-                   MakeDeviceBackends(options.devices, precision));
+                   MakeDeviceBackends(options.devices, {precision, options.deterministic}));
   if (options.batch_size < static_cast<int64_t>(backends.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--batch_size=", options.batch_size, " cannot be split over the ", backends.size(),

@@ -55,6 +55,9 @@ struct TrainOptions {
   std::string output = "model.safetensors";  // empty: don't write the model
   std::string devices = "cpu";  // cpu | cpu:N (the local batch split over N contexts) | gpu:I
   std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (GPUs)
+  // GPUs: only convolution algorithms that give the same bits every run (cudnn.deterministic);
+  // CPU steps already do, for the same --devices and thread count.
+  bool deterministic = false;
   // Push each gradient as backward produces it and wait for each layer's values only before
   // its forward (false: push everything after backward, then wait for everything).
   bool overlap = true;
