@@ -1,7 +1,9 @@
 #include "trainer/models/models.h"
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "trainer/base/random.h"
@@ -406,6 +408,70 @@ TEST(ModelsTest, HooksFireInLayerAndGradientOrder) {
                                                       p->grad.span<float>().end()))
           << p->name;
     }
+  }
+}
+
+
+// Each layer's output shape for a batch of `input` (N, C, H, W).
+std::vector<Shape> OutputShapes(Model& m, const Shape& input) {
+  std::vector<Shape> shapes;
+  for (int i = 0; i < m.num_layers(); ++i) {
+    std::vector<Shape> xs;
+    for (int in : m.layer(i).inputs()) xs.push_back(in == Layer::kModelInput ? input : shapes[in]);
+    shapes.push_back(*m.layer(i).OutputShape(xs));
+  }
+  return shapes;
+}
+
+// A training step's peak of host memory on the CPU backend (every tensor, and oneDNN's
+// workspaces and staged arguments, come from the counting CPU allocator) stays within what the
+// model's shapes say it needs: the parameters and their gradients, every layer's output (kept
+// for backward), four gradients between layers at once (a residual block's pending one, its
+// branch's current and next, their sum), the largest weight staged in another layout, and a
+// byte per activation element for workspaces (ReLU masks, pooling argmaxes). Without the plan
+// every gradient between layers had a buffer of its own: about the outputs' bytes again.
+// Evaluation keeps only what the next layers read.
+TEST(ModelsTest, StepPeakMemoryStaysWithinTheBoundOfTheModelsShapes) {
+  for (const auto& [name, sample, batch] :
+       {std::tuple<std::string, Shape, int64_t>{"resnet20", Shape{3, 32, 32}, 32},
+        {"resnet50", Shape{3, 128, 128}, 4}}) {
+    OnednnBackend dnn;
+    const int64_t before = CpuAllocator()->memory_use().in_use;
+    CpuAllocator()->ResetPeak();
+    auto m = *BuildModel(name, &dnn, sample, 10);
+    m->InitParameters(1);
+    std::vector<int64_t> dims{batch};
+    dims.insert(dims.end(), sample.dims().begin(), sample.dims().end());
+    Tensor x{Shape(dims)};
+    for (float& v : x.span<float>()) v = 0.5f;
+    Tensor labels(Shape{batch}, DType::kI32);
+    labels.SetZero();
+    SoftmaxCrossEntropyLoss loss(&dnn);
+    for (int step = 0; step < 2; ++step) {
+      loss.Forward(m->Forward(Mode::kTrain, x), labels);
+      m->Backward(loss.Backward());
+    }
+    const int64_t peak = CpuAllocator()->memory_use().peak - before;
+
+    int64_t outputs = 0, largest = 0, largest_weight = 0;
+    for (const Shape& s : OutputShapes(*m, Shape(dims))) {
+      outputs += s.numel() * 4;
+      largest = std::max(largest, s.numel() * 4);
+    }
+    for (const Parameter* p : m->parameters()) {
+      largest_weight = std::max(largest_weight, p->value.numel() * 4);
+    }
+    const int64_t params = m->num_parameter_elements() * 4;
+    const int64_t bound = 2 * params + outputs + 4 * largest + largest_weight + outputs / 4;
+    EXPECT_LE(m->planned_bytes(), outputs + 4 * largest) << name;
+    EXPECT_LE(peak, bound) << name;
+    std::printf("%s, batch %ld: step peak %.1f MiB (bound %.1f): parameters and gradients %.1f, "
+                "planned %.1f, outputs %.1f\n",
+                name.c_str(), static_cast<long>(batch), peak / 1048576.0, bound / 1048576.0,
+                2 * params / 1048576.0, m->planned_bytes() / 1048576.0, outputs / 1048576.0);
+
+    m->Forward(Mode::kEval, x);
+    EXPECT_LE(m->planned_bytes(), 3 * largest) << name;
   }
 }
 

@@ -21,17 +21,14 @@ void InitParameter(uint64_t seed, Parameter* p) {
   p->value.CopyFrom(ConvertTo(values, p->value.dtype()));
 }
 
-Layer::Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params, DType dtype,
-             Allocator* allocator, std::vector<int> inputs)
+Layer::Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params,
+             std::vector<int> inputs)
     : name_(std::move(name)),
       op_(std::move(op)),
       params_(std::move(params)),
       inputs_(std::move(inputs)),
-      xs_(inputs_.size(), nullptr),
-      output_(Shape{0}, dtype, allocator),
-      grad_input_ptrs_(inputs_.size(), nullptr) {
+      xs_(inputs_.size(), nullptr) {
   ReadState();
-  for (size_t i = 0; i < inputs_.size(); ++i) grad_inputs_.emplace_back(Shape{0}, dtype, allocator);
 }
 
 void Layer::ReadState() {
@@ -61,56 +58,24 @@ absl::StatusOr<Shape> Layer::OutputShape(absl::Span<const Shape> xs) const {
   return (*out)[0];
 }
 
-const Tensor& Layer::Forward(Mode mode, absl::Span<const Tensor* const> xs) {
-  bool same_shapes = input_shapes_.size() == xs.size();
-  for (size_t i = 0; same_shapes && i < xs.size(); ++i) same_shapes = xs[i]->shape() == input_shapes_[i];
-  if (!same_shapes) {
-    // Shapes were validated when the model was built; a batch-size change only resizes.
-    input_shapes_.clear();
-    for (const Tensor* x : xs) input_shapes_.push_back(x->shape());
-    auto shape = OutputShape(input_shapes_);
-    COHORT_CHECK(shape.ok(), "%s", std::string(shape.status().message()).c_str());
-    output_.Resize(*shape);
-  }
+void Layer::Forward(Mode mode, absl::Span<const Tensor* const> xs, Tensor* y) {
   absl::InlinedVector<const Tensor*, 4> in(xs.begin(), xs.end());
   for (const Parameter& p : params_) in.push_back(&p.value);
-  Tensor* out = &output_;
-  op_->Forward(mode, in, absl::MakeSpan(&out, 1));
+  op_->Forward(mode, in, absl::MakeSpan(&y, 1));
   std::copy(xs.begin(), xs.end(), xs_.begin());
-  return output_;
+  y_ = y;
 }
 
-absl::Span<const Tensor* const> Layer::Backward(const Tensor& dy,
-                                                absl::Span<const bool> need_input_grad) {
-  COHORT_CHECK(!input_shapes_.empty(), "layer %s: Backward before Forward", name_.c_str());
-  if (op_->InputGradientsAreOutputGradient() && params_.empty()) {
-    for (size_t i = 0; i < xs_.size(); ++i) {
-      grad_input_ptrs_[i] = need_input_grad[i] ? &dy : nullptr;
-    }
-    return grad_input_ptrs_;
-  }
+void Layer::Backward(const Tensor& dy, absl::Span<Tensor* const> grad_xs) {
+  COHORT_CHECK(y_ != nullptr, "layer %s: Backward before Forward", name_.c_str());
   absl::InlinedVector<const Tensor*, 4> in(xs_.begin(), xs_.end());
-  absl::InlinedVector<Tensor*, 4> grad_in;
-  const bool share = op_->InputsShareOneGradient();
-  Tensor* first = nullptr;  // the first gradient asked for: every input's, where they share one
-  for (size_t i = 0; i < xs_.size(); ++i) {
-    Tensor* g = nullptr;
-    if (need_input_grad[i] && (first == nullptr || !share)) {
-      g = &grad_inputs_[i];
-      g->Resize(xs_[i]->shape());
-      if (first == nullptr) first = g;
-    }
-    grad_in.push_back(g);
-    grad_input_ptrs_[i] = need_input_grad[i] ? (g != nullptr ? g : first) : nullptr;
-  }
+  absl::InlinedVector<Tensor*, 4> grad_in(grad_xs.begin(), grad_xs.end());
   for (Parameter& p : params_) {
     in.push_back(&p.value);
     grad_in.push_back(&p.grad);
   }
-  const Tensor* out = &output_;
   const Tensor* grad_out = &dy;
-  op_->Backward(in, absl::MakeConstSpan(&out, 1), absl::MakeConstSpan(&grad_out, 1), grad_in);
-  return grad_input_ptrs_;
+  op_->Backward(in, absl::MakeConstSpan(&y_, 1), absl::MakeConstSpan(&grad_out, 1), grad_in);
 }
 
 }  // namespace cohort

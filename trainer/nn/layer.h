@@ -35,26 +35,24 @@ struct StateTensor {
 };
 
 // One op with its parameters, reading the outputs of earlier layers. The op's inputs are
-// {data inputs..., parameters...}; its first output is the layer's output. The layer owns
-// its output and input-gradient buffers and reuses them across steps. Not thread-safe.
+// {data inputs..., parameters...}; its first output is the layer's output. The model owns the
+// data tensors (outputs and gradients, planned by their lifetimes); the layer remembers those
+// of its last Forward for Backward. Not thread-safe.
 class Layer {
  public:
   // Where a layer reads the model's input instead of an earlier layer's output.
   static constexpr int kModelInput = -1;
 
   // inputs: indices of the layers (or kModelInput) feeding the op's data inputs, in order.
-  // dtype: what the op computes in (its backend's dtype); allocator: where its buffers live
-  // (its backend's device).
-  Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params, DType dtype,
-        Allocator* allocator, std::vector<int> inputs);
+  Layer(std::string name, std::unique_ptr<Op> op, std::vector<Parameter> params,
+        std::vector<int> inputs);
 
   const std::string& name() const { return name_; }
   const std::vector<int>& inputs() const { return inputs_; }
   const Op& op() const { return *op_; }
   std::vector<Parameter>& parameters() { return params_; }
+  const std::vector<Parameter>& parameters() const { return params_; }
   std::vector<StateTensor>& state() { return state_; }
-  // The output of the last Forward.
-  const Tensor& output() const { return output_; }
 
   // Before the first Forward: the op becomes one computing more (a fused ReLU) with the same
   // inputs and parameters, and the inputs are renumbered (layers before it were merged).
@@ -64,14 +62,13 @@ class Layer {
   // xs: the shapes of the data inputs.
   absl::StatusOr<Shape> OutputShape(absl::Span<const Shape> xs) const;
 
-  // xs (the data inputs) must stay alive until Backward. Returns the output, valid until the
-  // next Forward.
-  const Tensor& Forward(Mode mode, absl::Span<const Tensor* const> xs);
-  // dy: gradient of the loss w.r.t. the last output. Writes every parameter's grad; returns
-  // the gradient w.r.t. each data input whose need_input_grad entry is true (else nullptr):
-  // the layer's own buffers, or &dy itself where the op passes its gradient on (a sum).
-  absl::Span<const Tensor* const> Backward(const Tensor& dy,
-                                           absl::Span<const bool> need_input_grad);
+  // y: the output, of the shape OutputShape gives. xs (the data inputs) and y stay alive until
+  // Backward where op().ReadsInBackward() says Backward reads them.
+  void Forward(Mode mode, absl::Span<const Tensor* const> xs, Tensor* y);
+  // dy: gradient of the loss w.r.t. the last output. Writes every parameter's grad and the
+  // gradient of each data input whose grad_xs entry is not null (for an op whose inputs share
+  // one gradient, the first asked for only).
+  void Backward(const Tensor& dy, absl::Span<Tensor* const> grad_xs);
 
  private:
   void ReadState();  // state_ from the op's
@@ -81,11 +78,8 @@ class Layer {
   std::vector<Parameter> params_;
   std::vector<StateTensor> state_;
   std::vector<int> inputs_;
-  std::vector<const Tensor*> xs_;   // data inputs of the last Forward
-  std::vector<Shape> input_shapes_;  // of the last Forward, whose output shape output_ holds
-  Tensor output_;
-  std::vector<Tensor> grad_inputs_;
-  std::vector<const Tensor*> grad_input_ptrs_;
+  std::vector<const Tensor*> xs_;  // data inputs of the last Forward
+  const Tensor* y_ = nullptr;      // output of the last Forward
 };
 
 }  // namespace cohort

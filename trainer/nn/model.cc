@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
+#include "trainer/nn/memory_plan.h"
 
 namespace cohort {
 namespace {
@@ -103,12 +104,11 @@ Model::Model(std::string name, Shape input_shape, int num_classes,
       layers_(std::move(layers)),
       backend_(backend),
       input_(Shape{0}, backend->dtype(), backend->allocator()),
-      output_grad_(layers_.size(), nullptr),
-      grad_adders_(layers_.size()) {
+      grad_adders_(layers_.size()),
+      arena_(Shape{0}, backend->dtype(), backend->allocator()) {
   for (auto& layer : layers_) {
     for (Parameter& p : layer->parameters()) params_.push_back(&p);
     for (const StateTensor& s : layer->state()) state_.push_back(s);
-    grad_sums_.emplace_back(Shape{0}, backend->dtype(), backend->allocator());
   }
 }
 
@@ -131,46 +131,137 @@ void Model::InitParameters(uint64_t seed) {
   for (Parameter* p : params_) InitParameter(seed, p);
 }
 
+// Moments: layer i's forward runs at i, its backward at 2n − 1 − i. A buffer is alive from
+// the moment it is written to the last moment it is read.
+void Model::Plan(Mode mode, const Shape& input) {
+  if (planned_ && mode == planned_mode_ && input == planned_input_) return;
+  const int n = num_layers();
+  const bool train = mode == Mode::kTrain;
+  const size_t element = DTypeSize(backend_->dtype());
+  std::vector<BufferLife> lives;
+  std::vector<Shape> shapes;
+  auto add_buffer = [&](const Shape& shape, int moment) {
+    lives.push_back({shape.numel() * static_cast<int64_t>(element), moment, moment});
+    shapes.push_back(shape);
+    return static_cast<int>(lives.size()) - 1;
+  };
+  auto read = [&](int buffer, int moment) {
+    if (buffer != kDlogits) lives[buffer].last = std::max(lives[buffer].last, moment);
+  };
+  auto backward_moment = [n](int i) { return 2 * n - 1 - i; };
+
+  output_buffer_.assign(n, 0);
+  std::vector<Shape> xs;
+  for (int i = 0; i < n; ++i) {
+    const Layer& layer = *layers_[i];
+    xs.clear();
+    for (int in : layer.inputs()) {
+      xs.push_back(in == Layer::kModelInput ? input : shapes[output_buffer_[in]]);
+      if (in != Layer::kModelInput) read(output_buffer_[in], i);
+    }
+    // Shapes were validated when the model was built; another batch size only scales them.
+    auto shape = layer.OutputShape(xs);
+    COHORT_CHECK(shape.ok(), "%s", std::string(shape.status().message()).c_str());
+    output_buffer_[i] = add_buffer(*shape, i);
+  }
+  // The caller reads the logits after Forward, and may until the step ends.
+  read(output_buffer_[n - 1], train ? backward_moment(0) : n - 1);
+
+  dy_buffer_.assign(n, kDlogits);
+  grad_in_buffers_.assign(n, {});
+  runs_backward_.assign(n, false);
+  sums_after_.assign(n, {});
+  if (train) {
+    for (int i = 0; i < n; ++i) {
+      const BackwardReads reads = layers_[i]->op().ReadsInBackward();
+      if (reads.output) read(output_buffer_[i], backward_moment(i));
+      for (int in : layers_[i]->inputs()) {
+        if (reads.inputs && in != Layer::kModelInput) read(output_buffer_[in], backward_moment(i));
+      }
+    }
+    // Each output's gradient as it stands while backward goes on: the first reader's, then
+    // the sum with each further reader's.
+    std::vector<int> grad(n, kNone), sum(n, kNone);
+    grad[n - 1] = kDlogits;
+    for (int i = n - 1; i >= 0; --i) {
+      const Layer& layer = *layers_[i];
+      const int t = backward_moment(i);
+      dy_buffer_[i] = grad[i];
+      read(grad[i], t);
+      const bool hands_on =
+          layer.op().InputGradientsAreOutputGradient() && layer.parameters().empty();
+      runs_backward_[i] = !hands_on;
+      grad_in_buffers_[i].assign(layer.inputs().size(), kNone);
+      int shared = kNone;
+      for (size_t k = 0; k < layer.inputs().size(); ++k) {
+        const int j = layer.inputs()[k];
+        if (j == Layer::kModelInput) continue;
+        int g = hands_on ? grad[i] : shared;
+        if (g == kNone) {
+          g = grad_in_buffers_[i][k] = add_buffer(shapes[output_buffer_[j]], t);
+          if (layer.op().InputsShareOneGradient()) shared = g;
+        }
+        if (grad[j] == kNone) {
+          grad[j] = g;
+          continue;
+        }
+        if (sum[j] == kNone) sum[j] = add_buffer(shapes[output_buffer_[j]], t);
+        sums_after_[i].push_back({j, sum[j], grad[j], g});
+        read(grad[j], t);
+        read(g, t);
+        grad[j] = sum[j];
+      }
+    }
+  }
+
+  const MemoryPlan plan = PlanMemory(lives);
+  arena_.Resize(Shape{plan.arena_bytes / static_cast<int64_t>(element)});
+  buffers_.clear();
+  for (size_t b = 0; b < lives.size(); ++b) {
+    buffers_.push_back(Tensor::Borrow(static_cast<char*>(arena_.raw()) + plan.offsets[b],
+                                      shapes[b], backend_->dtype(), backend_->allocator()));
+  }
+  planned_ = true;
+  planned_mode_ = mode;
+  planned_input_ = input;
+  planned_bytes_ = plan.arena_bytes;
+}
+
+const Tensor* Model::Buffer(int index, const Tensor& dlogits) const {
+  return index == kDlogits ? &dlogits : &buffers_[index];
+}
+
 const Tensor& Model::Forward(Mode mode, const Tensor& images) {
   const Tensor& x = backend_->ImportImages(images, &input_);
-  const Tensor* h = &x;
+  Plan(mode, x.shape());
   for (int i = 0; i < num_layers(); ++i) {
     if (before_forward_) before_forward_(i, *layers_[i]);
     layer_inputs_.clear();
     for (int in : layers_[i]->inputs()) {
-      layer_inputs_.push_back(in == Layer::kModelInput ? &x : &layers_[in]->output());
+      layer_inputs_.push_back(in == Layer::kModelInput ? &x : &buffers_[output_buffer_[in]]);
     }
-    h = &layers_[i]->Forward(mode, layer_inputs_);
+    layers_[i]->Forward(mode, layer_inputs_, &buffers_[output_buffer_[i]]);
   }
-  return *h;
-}
-
-void Model::AccumulateGradient(int i, const Tensor* g) {
-  if (output_grad_[i] == nullptr) {
-    output_grad_[i] = g;
-    return;
-  }
-  // A later consumer: sum into the layer's buffer (in place from the third on).
-  Tensor* sum = &grad_sums_[i];
-  if (output_grad_[i] != sum) sum->Resize(g->shape());
-  const Tensor* in[] = {output_grad_[i], g};
-  grad_adders_[i]->Forward(Mode::kEval, in, absl::MakeSpan(&sum, 1));
-  output_grad_[i] = sum;
+  return buffers_[output_buffer_.back()];
 }
 
 void Model::Backward(const Tensor& dlogits) {
-  std::fill(output_grad_.begin(), output_grad_.end(), nullptr);
-  output_grad_.back() = &dlogits;
+  COHORT_CHECK(planned_ && planned_mode_ == Mode::kTrain,
+               "model %s: Backward without a training Forward before it", name_.c_str());
   for (int i = num_layers() - 1; i >= 0; --i) {
     Layer& layer = *layers_[i];
-    need_input_grad_.clear();
-    for (int in : layer.inputs()) need_input_grad_.push_back(in != Layer::kModelInput);
-    auto grads = layer.Backward(*output_grad_[i], need_input_grad_);
+    if (runs_backward_[i]) {
+      grad_targets_.clear();
+      for (int b : grad_in_buffers_[i]) grad_targets_.push_back(b == kNone ? nullptr : &buffers_[b]);
+      layer.Backward(*Buffer(dy_buffer_[i], dlogits), grad_targets_);
+    }
     if (gradient_ready_) {
       for (Parameter& p : layer.parameters()) gradient_ready_(p);
     }
-    for (size_t k = 0; k < layer.inputs().size(); ++k) {
-      if (layer.inputs()[k] != Layer::kModelInput) AccumulateGradient(layer.inputs()[k], grads[k]);
+    for (const GradientSum& s : sums_after_[i]) {
+      const Tensor* in[] = {Buffer(s.a, dlogits), Buffer(s.b, dlogits)};
+      Tensor* out = &buffers_[s.target];
+      grad_adders_[s.layer]->Forward(Mode::kEval, in, absl::MakeSpan(&out, 1));
     }
   }
 }
@@ -211,8 +302,7 @@ Parameter ModelBuilder::MakeParameter(const std::string& name, Shape shape, Para
 ModelBuilder& ModelBuilder::Append(const std::string& name, std::unique_ptr<Op> op,
                                    std::vector<Parameter> params, std::vector<int> inputs) {
   if (!status_.ok()) return *this;
-  auto layer = std::make_unique<Layer>(name, std::move(op), std::move(params), backend_->dtype(),
-                                       backend_->allocator(), inputs);
+  auto layer = std::make_unique<Layer>(name, std::move(op), std::move(params), inputs);
   std::vector<Shape> xs;
   for (int in : inputs) xs.push_back(ShapeOf(in));
   auto next = layer->OutputShape(xs);

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "trainer/nn/layer.h"
 
@@ -14,7 +13,11 @@ namespace cohort {
 
 // A graph of layers mapping images to class logits: each layer reads the model input or
 // earlier layers' outputs (a chain, or residual blocks), the last layer gives the logits.
-// Where an output feeds several layers, backward sums their gradients. The two hooks the
+// Where an output feeds several layers, backward sums their gradients. The step's data
+// tensors (every layer's output, every gradient between layers) lie in one arena, placed by a
+// plan of their lifetimes (PlanMemory): an output lives until its last reader ran (its
+// readers' forwards, and the backwards that read it, Op::ReadsInBackward), a gradient until
+// the backward of the layer it belongs to; then its memory serves later tensors. The two hooks the
 // distributed runtime and device backends attach to:
 //  - before-forward: called before each layer's forward with the layer's index, so a worker
 //    can wait there for that layer's freshly pulled parameters (first layer first);
@@ -55,14 +58,27 @@ class Model {
   // first layer then reads again in Backward: keep it alive until then) → logits (N, K), owned
   // by the model until the next Forward.
   const Tensor& Forward(Mode mode, const Tensor& images);
-  // dlogits: (N, K). Writes every parameter's grad.
+  // dlogits: (N, K). Writes every parameter's grad. Follows a kTrain Forward.
   void Backward(const Tensor& dlogits);
 
+  // Bytes of the arena the last Forward's plan placed its step's data tensors in.
+  int64_t planned_bytes() const { return planned_bytes_; }
+
  private:
+  // A gradient summed from two of a layer's readers: buffers[target] = a + b (a may be target).
+  struct GradientSum {
+    int layer;  // whose output's gradient it is (its adder)
+    int target, a, b;
+  };
+  // Buffer indices that stand for the loss's gradient Backward is given, and for none.
+  static constexpr int kDlogits = -1;
+  static constexpr int kNone = -2;
+
   Model(std::string name, Shape input_shape, int num_classes,
         std::vector<std::unique_ptr<Layer>> layers, Backend* backend);
-  // Adds g to the gradient of layer i's output.
-  void AccumulateGradient(int i, const Tensor* g);
+  // Places the data tensors of a step in this mode on inputs of this shape (once per change).
+  void Plan(Mode mode, const Shape& input);
+  const Tensor* Buffer(int index, const Tensor& dlogits) const;
 
   std::string name_;
   Shape input_shape_;
@@ -72,13 +88,27 @@ class Model {
   Tensor input_;  // the images in the backend's input form, where it differs
   std::vector<Parameter*> params_;
   std::vector<StateTensor> state_;
-  // Per layer: its output's gradient during Backward (nullptr until the first consumer's
-  // arrives); for outputs feeding several layers, an add op and the sum's buffer.
-  std::vector<const Tensor*> output_grad_;
+  // Per layer whose output feeds several: the add op summing its gradients.
   std::vector<std::unique_ptr<Op>> grad_adders_;
-  std::vector<Tensor> grad_sums_;
+
+  // The plan of the last Forward: for (planned_mode_, planned_input_), views into arena_.
+  bool planned_ = false;
+  Mode planned_mode_ = Mode::kTrain;
+  Shape planned_input_;
+  int64_t planned_bytes_ = 0;
+  Tensor arena_;
+  std::vector<Tensor> buffers_;
+  std::vector<int> output_buffer_;  // per layer
+  // Backward, per layer: the buffer of its output's gradient, those its op writes for its
+  // inputs (kNone: none), whether it runs at all (a sum only hands its gradient on), and the
+  // sums that follow it.
+  std::vector<int> dy_buffer_;
+  std::vector<std::vector<int>> grad_in_buffers_;
+  std::vector<bool> runs_backward_;
+  std::vector<std::vector<GradientSum>> sums_after_;
+
   std::vector<const Tensor*> layer_inputs_;  // scratch for Forward
-  absl::InlinedVector<bool, 4> need_input_grad_;  // scratch for Backward
+  std::vector<Tensor*> grad_targets_;        // scratch for Backward
   BeforeForwardHook before_forward_;
   GradientReadyHook gradient_ready_;
 };

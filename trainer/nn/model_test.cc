@@ -14,6 +14,7 @@
 #include "trainer/models/models.h"
 #include "trainer/nn/loss.h"
 #include "trainer/ops/cpu/onednn_backend.h"
+#include "trainer/ops/reference/reference_backend.h"
 
 namespace cohort {
 namespace {
@@ -93,6 +94,59 @@ TEST(ModelHooksTest, GradientReadyRunsOncePerParameterLastLayerFirstWithTheFinal
       ASSERT_EQ(at_hook[i].size(), static_cast<size_t>(grad.numel()));
       EXPECT_EQ(std::memcmp(at_hook[i].data(), grad.data<float>(), grad.nbytes()), 0)
           << "layer " << layer_of.at(ready[i]) << ", step " << step;
+    }
+  }
+}
+
+// Backward's gradients, routed through the planned buffers (an output read by three layers,
+// whose gradients are summed, the first sum in a buffer of its own and the next in place; a
+// sum handing its gradient on; a concatenation; a batch norm whose input's memory serves
+// other tensors once read), equal the loss's central differences, on the reference backend
+// in double precision.
+TEST(ModelGradientTest, BackwardEqualsCentralDifferencesThroughSumsAndBranches) {
+  ReferenceBackend backend;
+  ModelBuilder b(&backend, "branches", Shape{2, 5, 5});
+  b.Conv2d("c1", 3, 3, 1, 1).BatchNorm("bn").Relu("r1");
+  const int r1 = b.current();
+  b.Conv2d("c2", 3, 3, 1, 1);
+  const int c2 = b.current();
+  b.From(r1).Conv2d("c3", 2, 1, 1, 0);
+  const int c3 = b.current();
+  b.From(c2).Add("add", r1);
+  const int add = b.current();
+  b.Concat("cat", {add, c3}).GlobalAvgPool("pool").Linear("fc", 4);
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  Model& model = **built;
+  model.InitParameters(5);
+  Tensor images(Shape{3, 2, 5, 5}, DType::kF64);
+  Rng rng(6);
+  for (double& v : images.span<double>()) v = rng.Uniform(-1, 1);
+  Tensor labels(Shape{3}, DType::kI32);
+  for (int i = 0; i < 3; ++i) labels.data<int32_t>()[i] = i;
+  SoftmaxCrossEntropyLoss loss(&backend);
+  auto loss_now = [&] { return loss.Forward(model.Forward(Mode::kTrain, images), labels); };
+
+  loss_now();
+  model.Backward(loss.Backward());
+  std::vector<std::vector<double>> grads;
+  for (const Parameter* p : model.parameters()) {
+    grads.emplace_back(p->grad.data<double>(), p->grad.data<double>() + p->grad.numel());
+  }
+  const double h = 1e-6;
+  for (size_t k = 0; k < model.parameters().size(); ++k) {
+    Parameter& p = *model.parameters()[k];
+    for (int64_t e = 0; e < p.value.numel(); e += std::max<int64_t>(1, p.value.numel() / 5)) {
+      double& w = p.value.data<double>()[e];
+      const double kept = w;
+      w = kept + h;
+      const double up = loss_now();
+      w = kept - h;
+      const double down = loss_now();
+      w = kept;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(grads[k][e], numeric, 1e-6 * std::max(1.0, std::abs(numeric)))
+          << p.name << "[" << e << "]";
     }
   }
 }

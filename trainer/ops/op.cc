@@ -29,6 +29,8 @@ class FlattenOp final : public Op {
     std::memcpy(out[0]->raw(), in[0]->raw(), in[0]->nbytes());
   }
 
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
+
   void Backward(absl::Span<const Tensor* const>, absl::Span<const Tensor* const>,
                 absl::Span<const Tensor* const> grad_out,
                 absl::Span<Tensor* const> grad_in) override {
@@ -42,6 +44,9 @@ class FlattenOp final : public Op {
 // concatenation and its gradient are block copies, for any dtype on the host.
 class HostConcatOp final : public ConcatFrame {
  public:
+  // Only the shapes, which say where each input's slice lies.
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
+
   void Forward(Mode, absl::Span<const Tensor* const> in, absl::Span<Tensor* const> out) override {
     auto* y = static_cast<char*>(out[0]->raw());
     ForEachBlock(in, *out[0], [&](size_t i, size_t x_at, size_t y_at, size_t bytes) {

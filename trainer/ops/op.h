@@ -24,8 +24,15 @@ struct OpState {
   Tensor* value;
 };
 
+// Which of its Forward's tensors an op's Backward reads (beyond their shapes).
+struct BackwardReads {
+  bool inputs = true;  // the data inputs (not the parameters)
+  bool output = true;
+};
+
 // One differentiable operation. Inputs and outputs come in the op's documented order; the
-// caller allocates outputs with OutputShapes() and keeps them between Forward and Backward.
+// caller allocates outputs with OutputShapes() and keeps them, and the inputs, between Forward
+// and Backward where ReadsInBackward says Backward reads them.
 // An op may keep state from Forward for Backward (a pooling workspace, softmax values) and
 // caches its primitives per input shape, so one op instance serves one layer. Not thread-safe.
 class Op {
@@ -45,6 +52,10 @@ class Op {
   virtual void Backward(absl::Span<const Tensor* const> in, absl::Span<const Tensor* const> out,
                         absl::Span<const Tensor* const> grad_out,
                         absl::Span<Tensor* const> grad_in) = 0;
+
+  // What Backward reads of Forward's tensors: a model lets the memory of the others serve
+  // other tensors once their forward readers ran. Both by default, which is always safe.
+  virtual BackwardReads ReadsInBackward() const { return {}; }
 
   // The op's state, in a fixed order; empty for most ops.
   virtual std::vector<OpState> State() { return {}; }

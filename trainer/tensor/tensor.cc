@@ -1,5 +1,6 @@
 #include "trainer/tensor/tensor.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -38,15 +39,36 @@ std::string Device::ToString() const {
 
 namespace {
 
+// Each buffer is preceded by a header (one alignment unit) holding its size, so that Free
+// knows what it gives back.
 class AlignedCpuAllocator final : public Allocator {
  public:
+  static constexpr size_t kAlign = 64;
+
   Device device() const override { return Device::Cpu(); }
   void* Allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    const size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
+    auto* p = static_cast<char*>(std::aligned_alloc(kAlign, kAlign + size));
     COHORT_CHECK(p != nullptr, "out of host memory allocating %zu bytes", bytes);
-    return p;
+    *reinterpret_cast<size_t*>(p) = size;
+    const int64_t now = in_use_.fetch_add(size) + static_cast<int64_t>(size);
+    int64_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
+    return p + kAlign;
   }
-  void Free(void* ptr) override { std::free(ptr); }
+  void Free(void* ptr) override {
+    if (ptr == nullptr) return;
+    char* p = static_cast<char*>(ptr) - kAlign;
+    in_use_.fetch_sub(static_cast<int64_t>(*reinterpret_cast<size_t*>(p)));
+    std::free(p);
+  }
+  MemoryUse memory_use() const override { return {in_use_.load(), peak_.load()}; }
+  void ResetPeak() override { peak_.store(in_use_.load()); }
+
+ private:
+  std::atomic<int64_t> in_use_{0};
+  std::atomic<int64_t> peak_{0};
 };
 
 }  // namespace
@@ -73,10 +95,11 @@ Tensor::Tensor(Shape shape, DType dtype, Allocator* allocator)
   Resize(shape);
 }
 
-Tensor Tensor::Borrow(void* data, Shape shape, DType dtype) {
+Tensor Tensor::Borrow(void* data, Shape shape, DType dtype, Allocator* allocator) {
   Tensor view;
   view.shape_ = std::move(shape);
   view.dtype_ = dtype;
+  view.allocator_ = allocator;
   view.data_ = data;
   view.capacity_ = view.nbytes();
   view.owned_ = false;

@@ -41,6 +41,13 @@ struct Device {
   std::string ToString() const;  // "cpu", "cuda:0"
 };
 
+// Bytes of an allocator's buffers in use now, and the most at once since its peak was last
+// reset (0 and 0 where an allocator does not count).
+struct MemoryUse {
+  int64_t in_use = 0;
+  int64_t peak = 0;
+};
+
 // Hands out raw memory on one device. The CPU one is the default; a device backend brings
 // its own (e.g. a caching CUDA allocator). Implementations must be thread-safe.
 class Allocator {
@@ -54,9 +61,13 @@ class Allocator {
   // work already queued.
   virtual void Copy(void* dst, const void* src, size_t bytes);
   virtual void Zero(void* ptr, size_t bytes);
+  virtual MemoryUse memory_use() const { return {}; }
+  // The peak becomes what is in use now.
+  virtual void ResetPeak() {}
 };
 
-// 64-byte aligned host memory (cache lines, AVX-512 loads).
+// 64-byte aligned host memory (cache lines, AVX-512 loads). It counts what is in use: the
+// peak of a CPU training step is read from it.
 Allocator* CpuAllocator();
 
 class Shape {
@@ -84,10 +95,12 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(Shape shape, DType dtype = DType::kF32, Allocator* allocator = CpuAllocator());
-  // A view of host memory someone else owns (a numpy array's, for the Python binding): reads
-  // and writes go to `data` (row-major, shape's elements of dtype), which must outlive the
-  // view; it is never freed, and a Resize past its size is a programmer error.
-  static Tensor Borrow(void* data, Shape shape, DType dtype);
+  // A view of memory someone else owns (a numpy array's, for the Python binding; a model's
+  // arena): reads and writes go to `data` (row-major, shape's elements of dtype), memory of
+  // `allocator`'s device, which must outlive the view; it is never freed, and a Resize past
+  // its size is a programmer error.
+  static Tensor Borrow(void* data, Shape shape, DType dtype,
+                       Allocator* allocator = CpuAllocator());
   ~Tensor();
   Tensor(Tensor&& other) noexcept;
   Tensor& operator=(Tensor&& other) noexcept;

@@ -18,6 +18,8 @@ namespace cohort {
 namespace {
 
 using dt = dnnl::memory::data_type;
+// Roles of the convolutions' shared staging buffers: an argument shaped as x, w or y.
+enum StagingRole { kSource, kWeights, kDestination };
 using tag = dnnl::memory::format_tag;
 
 dnnl::memory::dims Dims(const Shape& s) { return dnnl::memory::dims(s.dims().begin(), s.dims().end()); }
@@ -57,6 +59,9 @@ struct OnednnBackend::Context {
   dnnl::stream stream{engine};
   const int block;  // channels a block of a held activation holds; 0: all plain
   double primitive_seconds = 0;
+  // Convolution arguments staged in the layouts the primitives chose, by role (Conv2dOnednn):
+  // every convolution of the context shares them, one running at a time.
+  Tensor staging[3] = {Tensor(Shape{0}), Tensor(Shape{0}), Tensor(Shape{0})};
 
   bool Blocked(const Shape& s) const { return block > 0 && s.rank() == 4 && s[1] % block == 0; }
 
@@ -113,6 +118,19 @@ dnnl::memory Mem(const Ctx& ctx, const dnnl::memory::desc& md, const Tensor* t) 
   return dnnl::memory(md, ctx.engine, const_cast<void*>(t->raw()));
 }
 
+// A buffer of oneDNN's (a workspace, an argument staged in another layout) in memory from the
+// CPU allocator, which counts it in a step's peak; kept for the next one of the same size.
+class HeldBuffer {
+ public:
+  dnnl::memory Make(const Ctx& ctx, const dnnl::memory::desc& md) {
+    bytes_.Resize(Shape{static_cast<int64_t>((md.get_size() + 3) / 4)});
+    return dnnl::memory(md, ctx.engine, bytes_.raw());
+  }
+
+ private:
+  Tensor bytes_{Shape{0}};
+};
+
 // Rebuilds an op's primitives only when the input shape or mode changes (the first step,
 // the evaluation batch), so the steady-state step creates nothing.
 class ShapeCache {
@@ -137,15 +155,20 @@ dnnl::prop_kind Prop(Mode mode) {
 
 // A tensor argument of a primitive that picked its own layout (format_tag::any): the tensor
 // itself when that is the layout it is held in, else a buffer in the primitive's layout and a
-// reorder between the two, so that ops take and give tensors as the backend holds them.
+// reorder between the two, so that ops take and give tensors as the backend holds them. The
+// buffer is the argument's own where its values must outlive the call, else one the context's
+// convolutions share (Ctx::staging).
 class StagedArg {
  public:
   void Build(const Ctx& ctx, const dnnl::memory::desc& held, const dnnl::memory::desc& chosen,
-             bool is_input) {
+             bool is_input, Tensor* buffer) {
     held_ = held;
+    chosen_ = chosen;
     staged_ = held != chosen;
     if (!staged_) return;
-    buffer_ = dnnl::memory(chosen, ctx.engine);
+    buffer_ = buffer;
+    const auto words = static_cast<int64_t>((chosen.get_size() + 3) / 4);
+    if (buffer_->numel() < words) buffer_->Resize(Shape{words});
     reorder_ = is_input ? dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, held, ctx.engine, chosen))
                         : dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, chosen, ctx.engine, held));
   }
@@ -153,24 +176,29 @@ class StagedArg {
   dnnl::memory In(Ctx& ctx, const Tensor* t) {
     dnnl::memory m = Mem(ctx, held_, t);
     if (!staged_) return m;
-    ctx.Run(reorder_, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, buffer_}});
-    return buffer_;
+    ctx.Run(reorder_, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, Buffer(ctx)}});
+    return Buffer(ctx);
   }
   // An input already brought into the primitive's layout by In (with the same layout) since t
   // last changed: the memory to pass, without reordering again.
   dnnl::memory Staged(const Ctx& ctx, const Tensor* t) const {
-    return staged_ ? buffer_ : Mem(ctx, held_, t);
+    return staged_ ? Buffer(ctx) : Mem(ctx, held_, t);
   }
   // An output: the memory the primitive writes; Finish brings it into t.
-  dnnl::memory Out(const Ctx& ctx, Tensor* t) const { return staged_ ? buffer_ : Mem(ctx, held_, t); }
+  dnnl::memory Out(const Ctx& ctx, Tensor* t) const {
+    return staged_ ? Buffer(ctx) : Mem(ctx, held_, t);
+  }
   void Finish(Ctx& ctx, Tensor* t) {
-    if (staged_) ctx.Run(reorder_, {{DNNL_ARG_FROM, buffer_}, {DNNL_ARG_TO, Mem(ctx, held_, t)}});
+    if (staged_) ctx.Run(reorder_, {{DNNL_ARG_FROM, Buffer(ctx)}, {DNNL_ARG_TO, Mem(ctx, held_, t)}});
   }
 
  private:
-  dnnl::memory::desc held_;
+  // Made at each use: a shared buffer may have grown (moved) since Build.
+  dnnl::memory Buffer(const Ctx& ctx) const { return Mem(ctx, chosen_, buffer_); }
+
+  dnnl::memory::desc held_, chosen_;
   bool staged_ = false;
-  dnnl::memory buffer_;
+  Tensor* buffer_ = nullptr;
   dnnl::primitive reorder_;
 };
 
@@ -183,6 +211,9 @@ class Conv2dOnednn final : public Conv2dFrame {
  public:
   Conv2dOnednn(std::shared_ptr<Ctx> ctx, Conv2dSpec spec)
       : Conv2dFrame(spec), ctx_(std::move(ctx)) {}
+
+  // x for the weights' gradient.
+  BackwardReads ReadsInBackward() const override { return {true, false}; }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape(), in[1]->shape(), out[0]->shape());
@@ -236,17 +267,18 @@ class Conv2dOnednn final : public Conv2dFrame {
                                         pad, pad),
         ctx_->engine);
     fwd_ = dnnl::convolution_forward(fwd_pd);
-    fwd_x_.Build(*ctx_, x_md, fwd_pd.src_desc(), true);
-    fwd_w_.Build(*ctx_, w_md, fwd_pd.weights_desc(), true);
-    fwd_y_.Build(*ctx_, y_md, fwd_pd.dst_desc(), false);
+    // The staged x serves the weights' gradient too: it stays until Backward.
+    fwd_x_.Build(*ctx_, x_md, fwd_pd.src_desc(), true, &staged_x_);
+    fwd_w_.Build(*ctx_, w_md, fwd_pd.weights_desc(), true, &ctx_->staging[kWeights]);
+    fwd_y_.Build(*ctx_, y_md, fwd_pd.dst_desc(), false, &ctx_->staging[kDestination]);
     if (mode == Mode::kTrain) {
       dnnl::convolution_backward_data::primitive_desc data_pd(
           dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, pad, pad),
           ctx_->engine, fwd_pd);
       bwd_data_ = dnnl::convolution_backward_data(data_pd);
-      data_dy_.Build(*ctx_, y_md, data_pd.diff_dst_desc(), true);
-      data_w_.Build(*ctx_, w_md, data_pd.weights_desc(), true);
-      data_dx_.Build(*ctx_, x_md, data_pd.diff_src_desc(), false);
+      data_dy_.Build(*ctx_, y_md, data_pd.diff_dst_desc(), true, &ctx_->staging[kDestination]);
+      data_w_.Build(*ctx_, w_md, data_pd.weights_desc(), true, &ctx_->staging[kWeights]);
+      data_dx_.Build(*ctx_, x_md, data_pd.diff_src_desc(), false, &ctx_->staging[kSource]);
       dnnl::convolution_backward_weights::primitive_desc weights_pd(
           dnnl::convolution_backward_weights::desc(algo, x_any, w_any, b_md_, y_any, strides,
                                                    pad, pad),
@@ -254,9 +286,12 @@ class Conv2dOnednn final : public Conv2dFrame {
       bwd_weights_ = dnnl::convolution_backward_weights(weights_pd);
       weights_x_same_as_fwd_ = weights_pd.src_desc() == fwd_pd.src_desc();
       weights_dy_same_as_data_ = weights_pd.diff_dst_desc() == data_pd.diff_dst_desc();
-      weights_x_.Build(*ctx_, x_md, weights_pd.src_desc(), true);
-      weights_dy_.Build(*ctx_, y_md, weights_pd.diff_dst_desc(), true);
-      weights_dw_.Build(*ctx_, w_md, weights_pd.diff_weights_desc(), false);
+      // After the data gradient: its staged dy serves again, or this one replaces it.
+      weights_x_.Build(*ctx_, x_md, weights_pd.src_desc(), true, &ctx_->staging[kSource]);
+      weights_dy_.Build(*ctx_, y_md, weights_pd.diff_dst_desc(), true,
+                        &ctx_->staging[kDestination]);
+      weights_dw_.Build(*ctx_, w_md, weights_pd.diff_weights_desc(), false,
+                        &ctx_->staging[kWeights]);
     }
     cache_.Set(x, mode);
   }
@@ -268,6 +303,7 @@ class Conv2dOnednn final : public Conv2dFrame {
   StagedArg fwd_x_, fwd_w_, fwd_y_;
   StagedArg data_dy_, data_w_, data_dx_;
   StagedArg weights_x_, weights_dy_, weights_dw_;
+  Tensor staged_x_{Shape{0}};
   bool weights_x_same_as_fwd_ = false;
   bool weights_dy_same_as_data_ = false;
 };
@@ -278,6 +314,9 @@ class Pool2dOnednn final : public Pool2dFrame {
  public:
   Pool2dOnednn(std::shared_ptr<Ctx> ctx, PoolKind kind, Pool2dSpec spec)
       : Pool2dFrame(kind, spec), ctx_(std::move(ctx)) {}
+
+  // Max pooling's backward reads its workspace, the others nothing.
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape());
@@ -327,7 +366,7 @@ class Pool2dOnednn final : public Pool2dFrame {
     if (mode == Mode::kTrain) {
       // Max-pool backward needs the forward's argmax record (the workspace).
       if (kind_ == PoolKind::kMax) {
-        workspace_ = dnnl::memory(fwd_pd.workspace_desc(), ctx_->engine);
+        workspace_ = workspace_buffer_.Make(*ctx_, fwd_pd.workspace_desc());
       }
       bwd_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(
           dnnl::pooling_backward::desc(algo, x_md_, y_md_, strides, kernel, pad_l, pad_r),
@@ -339,6 +378,7 @@ class Pool2dOnednn final : public Pool2dFrame {
   std::shared_ptr<Ctx> ctx_;
   ShapeCache cache_;
   dnnl::memory::desc x_md_, y_md_;
+  HeldBuffer workspace_buffer_;
   dnnl::memory workspace_;
   dnnl::primitive fwd_, bwd_;
 };
@@ -365,6 +405,9 @@ class BatchNormOnednn final : public BatchNormFrame {
   std::vector<OpState> State() override {
     return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
   }
+
+  // x (and, with relu, the workspace).
+  BackwardReads ReadsInBackward() const override { return {true, false}; }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     const Shape& x = in[0]->shape();
@@ -421,7 +464,7 @@ class BatchNormOnednn final : public BatchNormFrame {
         dnnl::batch_normalization_forward::desc(Prop(mode), x_md_, spec_.eps, flags), ctx_->engine);
     fwd_ = dnnl::batch_normalization_forward(fwd_pd);
     if (mode == Mode::kTrain) {
-      if (relu_) workspace_ = dnnl::memory(fwd_pd.workspace_desc(), ctx_->engine);
+      if (relu_) workspace_ = workspace_buffer_.Make(*ctx_, fwd_pd.workspace_desc());
       bwd_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
           dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md_, x_md_,
                                                    spec_.eps, flags),
@@ -436,6 +479,7 @@ class BatchNormOnednn final : public BatchNormFrame {
   Tensor running_mean_, running_var_;
   Tensor mean_, var_;  // (C) batch statistics of the last kTrain Forward (variance biased)
   dnnl::memory::desc x_md_, c_md_;
+  HeldBuffer workspace_buffer_;
   dnnl::memory workspace_;  // with relu: which outputs of the last kTrain Forward passed
   dnnl::primitive fwd_, bwd_;
 };
@@ -444,6 +488,8 @@ class BatchNormOnednn final : public BatchNormFrame {
 class AddOnednn final : public AddFrame {
  public:
   explicit AddOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
+
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     const Shape& x = in[0]->shape();
@@ -476,6 +522,9 @@ class AddOnednn final : public AddFrame {
 class AddReluOnednn final : public Op {
  public:
   explicit AddReluOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
+
+  // y, which says where the ReLU passed.
+  BackwardReads ReadsInBackward() const override { return {false, true}; }
 
   absl::string_view name() const override { return "add_relu"; }
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
@@ -540,6 +589,9 @@ class DropoutOnednn final : public DropoutFrame {
   DropoutOnednn(std::shared_ptr<Ctx> ctx, DropoutSpec spec)
       : DropoutFrame(spec), ctx_(std::move(ctx)) {}
 
+  // The mask only.
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
+
   void Forward(Mode mode, Ins in, Outs out) override {
     if (mode == Mode::kEval) {
       std::memcpy(out[0]->raw(), in[0]->raw(), in[0]->nbytes());
@@ -593,6 +645,8 @@ class SubsamplePadOnednn final : public SubsamplePadFrame {
  public:
   SubsamplePadOnednn(std::shared_ptr<Ctx> ctx, SubsamplePadSpec spec)
       : SubsamplePadFrame(spec), ctx_(std::move(ctx)) {}
+
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
 
   void Forward(Mode, Ins in, Outs out) override {
     out[0]->SetZero();
@@ -649,6 +703,8 @@ class FlattenOnednn final : public WrapsOp {
  public:
   FlattenOnednn(std::shared_ptr<Ctx> ctx, std::unique_ptr<Op> copy)
       : WrapsOp(std::move(copy)), ctx_(std::move(ctx)) {}
+
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     const Shape& x = in[0]->shape();
@@ -735,6 +791,9 @@ class ConcatOnednn final : public ConcatFrame {
         copies_(std::move(copies)),
         on_plain_forms_(ctx_, std::move(plain_copies)) {}
 
+  // Slices of the output's gradient, whatever the layouts.
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
+
   void Forward(Mode mode, Ins in, Outs out) override {
     bool same = true;
     for (const Tensor* x : in) same = same && ctx_->Blocked(x->shape()) == ctx_->Blocked(out[0]->shape());
@@ -755,6 +814,9 @@ class ConcatOnednn final : public ConcatFrame {
 class ReluOnednn final : public ReluFrame {
  public:
   explicit ReluOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
+
+  // x (oneDNN's ReLU backward from its source).
+  BackwardReads ReadsInBackward() const override { return {true, false}; }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape());
@@ -793,6 +855,9 @@ class ReluOnednn final : public ReluFrame {
 class LinearOnednn final : public LinearFrame {
  public:
   explicit LinearOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
+
+  // x for the weights' gradient.
+  BackwardReads ReadsInBackward() const override { return {true, false}; }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape(), in[1]->shape());

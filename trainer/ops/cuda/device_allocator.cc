@@ -1,5 +1,7 @@
 #include "trainer/ops/cuda/device_allocator.h"
 
+#include <algorithm>
+
 #include "trainer/ops/cuda/cuda_check.h"
 
 namespace cohort::cuda {
@@ -35,6 +37,7 @@ void* CachingDeviceAllocator::Allocate(size_t bytes) {
     void* ptr = it->second;
     in_use_[ptr] = it->first;
     stats_.bytes_in_use += it->first;
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
     cached_.erase(it);
     ++stats_.cache_hits;
     return ptr;
@@ -63,6 +66,7 @@ void* CachingDeviceAllocator::Allocate(size_t bytes) {
   ++stats_.driver_allocations;
   stats_.bytes_reserved += size;
   stats_.bytes_in_use += size;
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   return ptr;
 }
 
@@ -88,6 +92,17 @@ void CachingDeviceAllocator::Zero(void* ptr, size_t bytes) {
 CachingDeviceAllocator::Stats CachingDeviceAllocator::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
+}
+
+MemoryUse CachingDeviceAllocator::memory_use() const {
+  absl::MutexLock lock(&mu_);
+  return {static_cast<int64_t>(stats_.bytes_in_use),
+          static_cast<int64_t>(stats_.peak_bytes_in_use)};
+}
+
+void CachingDeviceAllocator::ResetPeak() {
+  absl::MutexLock lock(&mu_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
 void CachingDeviceAllocator::ReleaseCached() {

@@ -37,8 +37,11 @@ class CachingDeviceAllocator final : public Allocator {
     int64_t cache_hits = 0;          // allocations served from freed blocks
     size_t bytes_reserved = 0;       // held from the driver, in use or cached
     size_t bytes_in_use = 0;
+    size_t peak_bytes_in_use = 0;  // since the last ResetPeak
   };
   Stats stats() const;
+  MemoryUse memory_use() const override;
+  void ResetPeak() override;
   // Returns the cached blocks to the driver (after the stream's work is done).
   void ReleaseCached();
 
