@@ -27,6 +27,10 @@ WorkerMetrics::WorkerMetrics(ProcessMetrics& p, ProgressSink report_progress, do
       skipped_samples_(p.Counter("cohort_worker_skipped_samples_total",
                                  "Damaged samples this worker skipped and replaced "
                                  "(--skip_corrupt).")),
+      memory_peak_bytes_(p.Gauge("cohort_worker_memory_peak_bytes",
+                                 "The most bytes of tensors in use at once so far on the "
+                                 "worker's first device: GPU memory, or on CPUs the process's "
+                                 "host tensors.")),
       report_progress_(std::move(report_progress)),
       window_(window) {
   auto& phases = p.CounterFamily("cohort_worker_phase_seconds_total",
@@ -52,6 +56,7 @@ void WorkerMetrics::StepDone(const StepReport& r) {
   step_.Set(static_cast<double>(r.step));
   learning_rate_.Set(r.lr);
   last_step_time_.SetToCurrentTime();
+  memory_peak_bytes_.Set(static_cast<double>(r.memory_peak_bytes));
   if (r.skipped_samples > skipped_so_far_) {
     skipped_samples_.Increment(static_cast<double>(r.skipped_samples - skipped_so_far_));
     skipped_so_far_ = r.skipped_samples;

@@ -51,6 +51,7 @@ class WorkerMetrics : public TrainingObserver {
   prometheus::Gauge& last_step_time_;
   prometheus::Gauge& test_top1_;
   prometheus::Counter& skipped_samples_;
+  prometheus::Gauge& memory_peak_bytes_;
 
   const ProgressSink report_progress_;
   const double window_;

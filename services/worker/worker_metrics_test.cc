@@ -24,6 +24,7 @@ StepReport Report(int64_t step, double seconds) {
   r.step_result.pushed_bytes = 1000;
   r.step_result.pulled_bytes = 900;
   r.total_steps = 500;
+  r.memory_peak_bytes = 1000 * step;
   return r;
 }
 
@@ -63,6 +64,7 @@ TEST(WorkerMetricsTest, CountsImagesPhasesAndBytesOfEveryStep) {
   EXPECT_EQ(Gauge(process, "cohort_worker_epoch"), 2);
   EXPECT_DOUBLE_EQ(Gauge(process, "cohort_worker_learning_rate"), 0.05);
   EXPECT_GT(Gauge(process, "cohort_worker_last_step_timestamp_seconds"), 1.7e9);
+  EXPECT_EQ(Gauge(process, "cohort_worker_memory_peak_bytes"), 4000);
   // Every series carries the process's labels.
   const auto images = FindSeries(process, "cohort_worker_images_total",
                                  {{"job", "job-w"}, {"role", "worker"}, {"rank", "1"}});

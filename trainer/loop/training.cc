@@ -209,6 +209,7 @@ struct EpochLoop {
   ProgressLog* progress;  // rank 0's; null on the others
   TrainingObserver* observer;
   const SampleSource* source;  // what the batches come from
+  const Allocator* memory;     // the first device context's, whose peak the observer hears of
   int64_t steps_per_epoch;
   int64_t global_batch;
 };
@@ -258,7 +259,7 @@ absl::StatusOr<EpochTimes> RunEpoch(const EpochLoop& loop, int64_t epoch, int64_
     if (loop.observer != nullptr) {
       loop.observer->StepDone({*step, epoch, batch.images.shape()[0], lr,
                                Seconds(Clock::now() - wait_start), data_seconds, r, total_steps,
-                               loop.source->skipped()});
+                               loop.source->skipped(), loop.memory->memory_use().peak});
     }
     if (*step % loop.options.log_interval == 0) {
       const auto now = Clock::now();
@@ -442,7 +443,8 @@ class TrainingRun {
     StepRunner runner(replicas_->views, kvstore_, options_.overlap);
     const EpochLoop loop{options_, &runner, &batches, &plan_.schedule,
                          plan_.lead ? &*progress_ : nullptr, observer_, data_.train.get(),
-                         plan_.steps_per_epoch, plan_.global_batch};
+                         replicas_->backends[0]->allocator(), plan_.steps_per_epoch,
+                         plan_.global_batch};
     int64_t step = from;
     const absl::Time started = absl::Now();
     const double wall_before = so_far->wall_seconds;
@@ -498,9 +500,14 @@ class TrainingRun {
     }
     result.seconds_per_epoch = epochs_run > 0 ? train_seconds / epochs_run : 0;
     result.images_per_second = train_seconds > 0 ? so_far.images / train_seconds : 0;
+    const Allocator& memory = *replicas_->backends[0]->allocator();
+    result.memory_peak_bytes = memory.memory_use().peak;
+    const std::string peak = absl::StrFormat(
+        "peak memory %.1f MiB (%s)", static_cast<double>(result.memory_peak_bytes) / (1 << 20),
+        memory.device().kind == Device::Kind::kCpu ? "host tensors" : memory.device().ToString());
     if (!plan_.lead) {
-      out_ << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch\n", plan_.rank,
-                              plan_.num_workers, result.seconds_per_epoch)
+      out_ << absl::StrFormat("train: rank %d of %d done; %.1f s/epoch; %s\n", plan_.rank,
+                              plan_.num_workers, result.seconds_per_epoch, peak)
            << std::flush;
       return result;
     }
@@ -510,9 +517,9 @@ class TrainingRun {
         so_far.wall_seconds > 0 ? so_far.images / so_far.wall_seconds : 0;
     out_ << absl::StrFormat(
                 "Test top-1 %.2f%% top-5 %.2f%% (%d images); %.1f s/epoch, %.1f img/s; %.1f "
-                "img/s with the evaluations\n",
+                "img/s with the evaluations; %s\n",
                 result.test_top1, result.test_top5, data_.test->size(), result.seconds_per_epoch,
-                result.images_per_second, wall_images_per_second)
+                result.images_per_second, wall_images_per_second, peak)
          << std::flush;
     if (!options_.output.empty()) {
       RETURN_IF_ERROR(

@@ -76,6 +76,7 @@ struct TrainResult {
   double test_top5 = 0;
   double seconds_per_epoch = 0;  // training steps only, evaluation excluded
   double images_per_second = 0;
+  int64_t memory_peak_bytes = 0;  // as StepReport's, at the end
 };
 
 // The augmentation an --augment value names for images of the given side.

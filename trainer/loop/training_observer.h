@@ -34,6 +34,9 @@ struct StepReport {
   StepResult step_result;   // loss, phases and bytes of the step itself
   int64_t total_steps = 0;  // of the whole run
   int64_t skipped_samples = 0;  // damaged samples this rank skipped so far (--skip_corrupt)
+  // The most bytes of tensors in use at once so far on the first device context: a GPU's
+  // memory, or on CPUs the process's host tensors.
+  int64_t memory_peak_bytes = 0;
 };
 
 // Told about every step, on the training thread: keep it cheap.
