@@ -169,8 +169,9 @@ class StagedArg {
     buffer_ = buffer;
     const auto words = static_cast<int64_t>((chosen.get_size() + 3) / 4);
     if (buffer_->numel() < words) buffer_->Resize(Shape{words});
-    reorder_ = is_input ? dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, held, ctx.engine, chosen))
-                        : dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, chosen, ctx.engine, held));
+    const dnnl::memory::desc& from = is_input ? held : chosen;
+    const dnnl::memory::desc& to = is_input ? chosen : held;
+    reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, from, ctx.engine, to));
   }
   // An input: the memory to pass, with t's values in the primitive's layout.
   dnnl::memory In(Ctx& ctx, const Tensor* t) {
@@ -189,7 +190,8 @@ class StagedArg {
     return staged_ ? Buffer(ctx) : Mem(ctx, held_, t);
   }
   void Finish(Ctx& ctx, Tensor* t) {
-    if (staged_) ctx.Run(reorder_, {{DNNL_ARG_FROM, Buffer(ctx)}, {DNNL_ARG_TO, Mem(ctx, held_, t)}});
+    if (!staged_) return;
+    ctx.Run(reorder_, {{DNNL_ARG_FROM, Buffer(ctx)}, {DNNL_ARG_TO, Mem(ctx, held_, t)}});
   }
 
  private:
