@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -165,8 +166,7 @@ int main(int argc, char** argv) {
             &std::cerr);
       });
   // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
-  static std::atomic<cohort::MemberSession*> member{nullptr};
-  cohort::LeaveOnTerminationSignal("shard", &member);
+  cohort::LeaveOnTerminationSignal("shard");
   auto server = cohort::StartServer(absl::GetFlag(FLAGS_bind), absl::GetFlag(FLAGS_port),
                                     {&service}, *security);
   if (!server.ok()) {
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
     std::cerr << "shard: error: " << session.status().message() << "\n";
     return 1;
   }
-  member = session->get();
+  const cohort::LeavingOnSignal leaving(session->get());
   const int rank = (*session)->rank();
   core.set_rank(rank);
   shard_rank = rank;
@@ -188,6 +188,17 @@ int main(int argc, char** argv) {
   cohort::ShardMetrics metrics(process);
   core.set_metrics(&metrics);
   rollback.SetUp(rank, (*session)->num_shards(), &metrics);
+  std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
+  // However main ends from here, what serves the job stops before what it reports to goes:
+  // the server's handlers and the shared-memory streams, then the checkpoint writer (it writes
+  // what is queued); and the core stops reporting to the metrics.
+  auto stop_serving = absl::MakeCleanup([&] {
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    shm.reset();
+    rollback.set_checkpointer(nullptr);
+    checkpointer.reset();
+    core.set_metrics(nullptr);
+  });
   // Back in a job of replicated shards: nothing to resume (its shares are copied from their
   // leaders); it writes the checkpoints of the shares it comes to lead.
   const bool backup = (*session)->joins_as_backup();
@@ -201,7 +212,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::unique_ptr<cohort::ShardCheckpointer> checkpointer;
   if (checkpoints.checkpoint_every > 0) {
     checkpointer = std::make_unique<cohort::ShardCheckpointer>(
         cohort::ShardCheckpointerOptions{checkpoint_dir, checkpoints.checkpoint_keep, rank,
@@ -235,11 +245,7 @@ int main(int argc, char** argv) {
   service.CloseReplication();  // before the server goes: the backups' leaders hear it left
   if (served != 0) return 1;
   const absl::Status end = (*session)->end_status();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  shm.reset();
-  rollback.set_checkpointer(nullptr);
-  checkpointer.reset();  // writes what is queued
-  core.set_metrics(nullptr);
+  std::move(stop_serving).Invoke();
   (*session)->Leave(absl::OkStatus());
   if (!end.ok()) {
     cohort::YieldToStopSignal(absl::Seconds(1));

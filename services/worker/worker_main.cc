@@ -131,15 +131,14 @@ int main(int argc, char** argv) {
   }
 
   // Stopped (SIGTERM/SIGINT): leaves the job and exits; the training loop is not waited for.
-  static std::atomic<cohort::MemberSession*> joined{nullptr};
-  cohort::LeaveOnTerminationSignal("worker", &joined);
+  cohort::LeaveOnTerminationSignal("worker");
   auto worker = cohort::WorkerProcess::Join(job, cohort::ProcessComputeThreads());
   if (!worker.ok()) {
     std::cerr << "worker: error: " << worker.status().message() << "\n";
     return 1;
   }
   cohort::MemberSession* member = (*worker)->member();
-  joined = member;
+  const cohort::LeavingOnSignal leaving(member);
   std::cout << "worker " << member->rank() << ": metrics on " << (*worker)->metrics_scheme()
             << "://" << job.metrics_bind << ":" << (*worker)->metrics_port()
             << "/metrics; parts of at most " << job.part_bytes << " bytes, fused below "
