@@ -440,6 +440,12 @@ if [[ $mode == all || $mode == bench ]]; then
           env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" \
           --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
           --warmup="$bench_warmup" --read_loss_every_step
+      # Batch norm's ReLU fused by cuDNN (16-bit, channels last): the first case only.
+      [[ $c == "${BENCH_CONFIGS[0]}" && $prec != fp32 && $prec != tf32 ]] &&
+        run_step bench "$b+bn-relu" "$cfg" "$results/logs/${b}_bn_relu_$tag.log" "" -- \
+          env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" \
+          --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
+          --warmup="$bench_warmup" --fuse_bn_relu
     done
     for m in "${torch_modes[@]}"; do
       run_step bench "torch-$m" "$cfg" "$results/logs/torch_${m}_$tag.log" "" -- \

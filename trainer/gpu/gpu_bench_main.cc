@@ -1,6 +1,7 @@
 // gpu_bench: single-GPU training speed of the built-in models (cuDNN/cuBLAS backend).
 //   bazel run //trainer/gpu:gpu_bench -- --model resnet50 --batch_size 256 --precision bf16
-// Prints one line per run: model, batch, precision, layout, images/sec, step time, memory.
+// Prints one line per run: model, batch, precision, layout, images/sec, step time, peak and
+// reserved memory.
 // tools/gpu/torch_resnet_bench.py measures PyTorch on the same cases.
 
 #include <iostream>
@@ -19,6 +20,8 @@ ABSL_FLAG(std::string, layout, "nhwc", "activation layout: nhwc (channels-last) 
 ABSL_FLAG(int, gpu, 0, "GPU index");
 ABSL_FLAG(int, warmup, 5, "untimed steps before timing");
 ABSL_FLAG(int, steps, 30, "timed steps");
+ABSL_FLAG(bool, fuse_bn_relu, false,
+          "batch norm and the ReLU after it as one cuDNN call (16-bit precisions, nhwc)");
 ABSL_FLAG(bool, read_loss_every_step, false,
           "wait for every step's loss on the host, as the trainer does (else only the first and "
           "last steps' are read, as in PyTorch's loop)");
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
   c.model = absl::GetFlag(FLAGS_model);
   c.batch = absl::GetFlag(FLAGS_batch_size);
   c.backend = {absl::GetFlag(FLAGS_gpu), *precision, layout == "nhwc"};
+  c.backend.fuse_batch_norm_relu = absl::GetFlag(FLAGS_fuse_bn_relu);
   c.warmup_steps = absl::GetFlag(FLAGS_warmup);
   c.steps = absl::GetFlag(FLAGS_steps);
   c.read_loss_every_step = absl::GetFlag(FLAGS_read_loss_every_step);
@@ -50,10 +54,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << absl::StrFormat(
-      "cohort %s bs=%d %s %s%s: %.1f images/sec (step %.2f ms, %.2f GiB; loss %.4f -> %.4f over "
-      "%d steps)\n",
+      "cohort %s bs=%d %s %s%s%s: %.1f images/sec (step %.2f ms, peak memory %.2f GiB, %.2f GiB "
+      "reserved; loss %.4f -> %.4f over %d steps)\n",
       c.model, c.batch, cohort::PrecisionName(*precision), layout,
+      c.backend.fuse_batch_norm_relu ? ", bn+relu fused" : "",
       c.read_loss_every_step ? ", loss read every step" : "", r->images_per_second,
-      r->step_ms, r->memory_gib, r->first_loss, r->last_loss, c.warmup_steps + c.steps);
+      r->step_ms, r->peak_gib, r->memory_gib, r->first_loss, r->last_loss,
+      c.warmup_steps + c.steps);
   return 0;
 }

@@ -73,8 +73,9 @@ absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
   r.last_loss = step_loss;
   r.step_ms = 1000 * seconds / c.steps;
   r.images_per_second = static_cast<double>(c.batch) * c.steps / seconds;
-  r.memory_gib = static_cast<double>(gpu->context()->allocator()->stats().bytes_reserved) /
-                 (1 << 30);
+  const auto& allocator = *gpu->context()->allocator();
+  r.memory_gib = static_cast<double>(allocator.stats().bytes_reserved) / (1 << 30);
+  r.peak_gib = static_cast<double>(allocator.memory_use().peak) / (1 << 30);
   return r;
 }
 

@@ -23,7 +23,9 @@ struct GpuBenchmarkCase {
 struct GpuBenchmarkResult {
   double images_per_second = 0;
   double step_ms = 0;
-  double memory_gib = 0;  // device memory the caching allocator holds
+  double memory_gib = 0;  // device memory the caching allocator holds (in use or cached)
+  // The most device memory in use at once: what torch.cuda.max_memory_allocated reads.
+  double peak_gib = 0;
   double first_loss = 0;  // the first warm-up step's
   double last_loss = 0;   // the last timed step's: training on one batch, it falls
 };

@@ -21,6 +21,8 @@ TEST(GpuBenchmarkTest, ReportsSpeedForEveryPrecision) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_GT(r->images_per_second, 0) << PrecisionName(p);
     EXPECT_GT(r->memory_gib, 0) << PrecisionName(p);
+    EXPECT_GT(r->peak_gib, 0) << PrecisionName(p);
+    EXPECT_LE(r->peak_gib, r->memory_gib) << PrecisionName(p);
   }
 }
 

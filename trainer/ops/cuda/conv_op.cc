@@ -90,12 +90,14 @@ class ConvOp final : public Conv2dFrame {
   ConvOp(std::shared_ptr<Shared> s, Conv2dSpec spec)
       : Conv2dFrame(spec),
         s_(std::move(s)),
-        w_staged_(Shape{0}, s_->dtype, s_->ctx->allocator()),
-        dw_staged_(Shape{0}, s_->dtype, s_->ctx->allocator()) {
+        w_staged_(Shape{0}, s_->dtype, s_->ctx->allocator()) {
     COHORT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_.get(), spec.padding, spec.padding,
                                                        spec.stride, spec.stride, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   }
+
+  // x for the weights' gradient (the output only for its shape).
+  BackwardReads ReadsInBackward() const override { return {true, false}; }
 
   void Forward(Mode, Ins in, Outs out) override {
     Plan& p = PlanFor(in[0]->shape(), in[1]->shape(), out[0]->shape());
@@ -150,8 +152,8 @@ class ConvOp final : public Conv2dFrame {
       Tensor* dw = grad_in[1];
       void* target = Ptr(dw);
       if (Permuted(dw->shape())) {
-        dw_staged_.Resize(dw->shape());
-        target = Ptr(&dw_staged_);
+        s_->conv_dw_staging.Resize(dw->shape());
+        target = Ptr(&s_->conv_dw_staging);
       }
       if (!p.found_filter) {
         SetMath(s_->math());  // search within the precision's bound, not the forward's choice
@@ -297,7 +299,8 @@ class ConvOp final : public Conv2dFrame {
   std::shared_ptr<Shared> s_;
   ConvDesc conv_;
   std::vector<std::unique_ptr<Plan>> plans_;
-  Tensor w_staged_, dw_staged_;  // channels-last copies of the weights and their gradient
+  // A channels-last copy of the weights, from Forward to Backward.
+  Tensor w_staged_;
 };
 
 }  // namespace

@@ -32,6 +32,23 @@ class PoolDesc {
   cudnnPoolingDescriptor_t d_;
 };
 
+// A ReLU for the ops cuDNN fuses one into.
+class ReluDesc {
+ public:
+  ReluDesc() {
+    COHORT_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d_));
+    COHORT_CUDNN_CHECK(
+        cudnnSetActivationDescriptor(d_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  ~ReluDesc() { cudnnDestroyActivationDescriptor(d_); }
+  ReluDesc(const ReluDesc&) = delete;
+  ReluDesc& operator=(const ReluDesc&) = delete;
+  cudnnActivationDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnActivationDescriptor_t d_;
+};
+
 // The shape an op last prepared for, so descriptors are rebuilt only when it changes.
 class LastShape {
  public:
@@ -136,12 +153,14 @@ class PoolOp final : public Pool2dFrame {
 // the channels-last kernels (with the persistent mode for 16-bit data); the plain calls run a
 // per-channel kernel that took 93% of a ResNet-50 step on an H200. cuDNN wants scale, shift and
 // statistics in fp32: 16-bit parameters are cast to and from fp32 copies, and the running
-// statistics are fp32 tensors.
+// statistics are fp32 tensors. With relu, the ReLU after it is fused (the Ex calls'
+// CUDNN_BATCHNORM_OPS_BN_ACTIVATION, which cuDNN runs in its persistent channels-last mode:
+// 16-bit activations, channels last); its backward reads y.
 
 class BatchNormOp final : public BatchNormFrame {
  public:
-  BatchNormOp(std::shared_ptr<Shared> s, BatchNormSpec spec)
-      : BatchNormFrame(spec), s_(std::move(s)) {
+  BatchNormOp(std::shared_ptr<Shared> s, BatchNormSpec spec, bool relu)
+      : BatchNormFrame(spec), s_(std::move(s)), relu_(relu) {
     Allocator* a = s_->ctx->allocator();
     for (Tensor* t : {&running_mean_, &running_var_, &gamma_, &beta_, &dgamma_, &dbeta_,
                       &saved_mean_, &saved_inv_std_}) {
@@ -159,6 +178,9 @@ class BatchNormOp final : public BatchNormFrame {
     return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
   }
 
+  // x, with the saved statistics (and, with relu, y).
+  BackwardReads ReadsInBackward() const override { return {true, relu_}; }
+
   void Forward(Mode mode, Ins in, Outs out) override {
     Prepare(in[0]->shape());
     const void* gamma = AsF32(*in[1], &gamma_);
@@ -166,19 +188,23 @@ class BatchNormOp final : public BatchNormFrame {
     cudnnHandle_t h = s_->ctx->cudnn();
     if (mode == Mode::kTrain) {
       COHORT_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
-          h, train_mode_, CUDNN_BATCHNORM_OPS_BN, &kOne, &kZero, x_.get(), Ptr(in[0]), nullptr,
-          nullptr, x_.get(), Ptr(out[0]), bn_.get(), gamma, beta, spec_.momentum,
-          Ptr(&running_mean_), Ptr(&running_var_), spec_.eps, Ptr(&saved_mean_),
-          Ptr(&saved_inv_std_), nullptr, s_->ctx->Workspace(forward_workspace_),
-          forward_workspace_, ReserveSpace(), reserve_.nbytes()));
-    } else {
-      COHORT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-          h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), Ptr(in[0]), x_.get(), Ptr(out[0]),
-          bn_.get(), gamma, beta, Ptr(&running_mean_), Ptr(&running_var_), spec_.eps));
+          h, train_mode_, Ops(), &kOne, &kZero, x_.get(), Ptr(in[0]), nullptr, nullptr, x_.get(),
+          Ptr(out[0]), bn_.get(), gamma, beta, spec_.momentum, Ptr(&running_mean_),
+          Ptr(&running_var_), spec_.eps, Ptr(&saved_mean_), Ptr(&saved_inv_std_), Relu(),
+          s_->ctx->Workspace(forward_workspace_), forward_workspace_, ReserveSpace(),
+          reserve_.nbytes()));
+      return;
+    }
+    COHORT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+        h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), Ptr(in[0]), x_.get(), Ptr(out[0]),
+        bn_.get(), gamma, beta, Ptr(&running_mean_), Ptr(&running_var_), spec_.eps));
+    if (relu_) {
+      COHORT_CUDA_CHECK(ReluForward(Ptr(out[0]), Ptr(out[0]), s_->elem(), out[0]->numel(),
+                                    s_->stream()));
     }
   }
 
-  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+  void Backward(Ins in, Ins out, Ins grad_out, Outs grad_in) override {
     Prepare(in[0]->shape());
     const bool f32 = s_->dtype == DType::kF32;
     // In fp32 the parameter gradients land in place; otherwise in fp32 copies, cast after.
@@ -187,12 +213,13 @@ class BatchNormOp final : public BatchNormFrame {
     // cuDNN always writes the input gradient; a scratch buffer takes it when nobody wants it.
     void* dx = grad_in[0] != nullptr ? Ptr(grad_in[0]) : (dx_scratch_.Resize(in[0]->shape()),
                                                            Ptr(&dx_scratch_));
-    const void* gamma = f32 ? Ptr(in[1]) : Ptr(&gamma_);  // the Forward's fp32 copy
+    const void* gamma = f32 ? Ptr(in[1]) : Ptr(&gamma_);  // the Forward's fp32 copies
+    const void* beta = relu_ ? (f32 ? Ptr(in[2]) : Ptr(&beta_)) : nullptr;  // for the ReLU
     COHORT_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
-        s_->ctx->cudnn(), train_mode_, CUDNN_BATCHNORM_OPS_BN, &kOne, &kZero, &kOne, &kZero,
-        x_.get(), Ptr(in[0]), nullptr, nullptr, x_.get(), Ptr(grad_out[0]), nullptr, nullptr,
-        x_.get(), dx, bn_.get(), gamma, nullptr, dgamma, dbeta, spec_.eps, Ptr(&saved_mean_),
-        Ptr(&saved_inv_std_), nullptr, s_->ctx->Workspace(backward_workspace_),
+        s_->ctx->cudnn(), train_mode_, Ops(), &kOne, &kZero, &kOne, &kZero, x_.get(), Ptr(in[0]),
+        relu_ ? x_.get() : nullptr, relu_ ? Ptr(out[0]) : nullptr, x_.get(), Ptr(grad_out[0]),
+        nullptr, nullptr, x_.get(), dx, bn_.get(), gamma, beta, dgamma, dbeta, spec_.eps,
+        Ptr(&saved_mean_), Ptr(&saved_inv_std_), Relu(), s_->ctx->Workspace(backward_workspace_),
         backward_workspace_, ReserveSpace(), reserve_.nbytes()));
     if (f32) return;
     for (int k : {1, 2}) {
@@ -211,16 +238,21 @@ class BatchNormOp final : public BatchNormFrame {
     COHORT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bn_.get(), x_.get(), CUDNN_BATCHNORM_SPATIAL));
     cudnnHandle_t h = s_->ctx->cudnn();
     COHORT_CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-        h, train_mode_, CUDNN_BATCHNORM_OPS_BN, x_.get(), nullptr, x_.get(), bn_.get(), nullptr,
+        h, train_mode_, Ops(), x_.get(), nullptr, x_.get(), bn_.get(), Relu(),
         &forward_workspace_));
     COHORT_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-        h, train_mode_, CUDNN_BATCHNORM_OPS_BN, x_.get(), nullptr, x_.get(), nullptr, x_.get(),
-        bn_.get(), nullptr, &backward_workspace_));
+        h, train_mode_, Ops(), x_.get(), relu_ ? x_.get() : nullptr, x_.get(), nullptr,
+        x_.get(), bn_.get(), Relu(), &backward_workspace_));
     size_t reserve = 0;
     COHORT_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-        h, train_mode_, CUDNN_BATCHNORM_OPS_BN, nullptr, x_.get(), &reserve));
+        h, train_mode_, Ops(), Relu(), x_.get(), &reserve));
     reserve_.Resize(Shape{static_cast<int64_t>((reserve + 3) / 4)});
   }
+
+  cudnnBatchNormOps_t Ops() const {
+    return relu_ ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN;
+  }
+  cudnnActivationDescriptor_t Relu() const { return relu_ ? relu_desc_.get() : nullptr; }
 
   // What the training Forward leaves for Backward beyond the saved statistics (none: null).
   void* ReserveSpace() { return reserve_.numel() > 0 ? Ptr(&reserve_) : nullptr; }
@@ -233,6 +265,8 @@ class BatchNormOp final : public BatchNormFrame {
   }
 
   std::shared_ptr<Shared> s_;
+  const bool relu_;
+  ReluDesc relu_desc_;
   TensorDesc x_, bn_;
   LastShape last_;
   cudnnBatchNormMode_t train_mode_ = CUDNN_BATCHNORM_SPATIAL;
@@ -250,6 +284,7 @@ class BatchNormOp final : public BatchNormFrame {
 class AddOp final : public AddFrame {
  public:
   explicit AddOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
   void Forward(Mode, Ins in, Outs out) override {
     COHORT_CUDA_CHECK(cohort::cuda::Add(Ptr(in[0]), Ptr(in[1]), Ptr(out[0]), s_->elem(),
                                         in[0]->numel(), s_->stream()));
@@ -269,6 +304,8 @@ class AddOp final : public AddFrame {
 class ConcatOp final : public ConcatFrame {
  public:
   explicit ConcatOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  // Only the inputs' shapes, which say where each one's channels lie.
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
   void Forward(Mode, Ins in, Outs out) override {
     const Shape& y = out[0]->shape();
     ForEachGroup(in, [&](size_t i) { return const_cast<void*>(Ptr(in[i])); },
@@ -313,6 +350,8 @@ class ConcatOp final : public ConcatFrame {
 class ReluOp final : public ReluFrame {
  public:
   explicit ReluOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  // y, which says where the ReLU passed.
+  BackwardReads ReadsInBackward() const override { return {false, true}; }
   void Forward(Mode, Ins in, Outs out) override {
     COHORT_CUDA_CHECK(
         ReluForward(Ptr(in[0]), Ptr(out[0]), s_->elem(), in[0]->numel(), s_->stream()));
@@ -321,6 +360,42 @@ class ReluOp final : public ReluFrame {
     if (grad_in[0] == nullptr) return;
     COHORT_CUDA_CHECK(ReluBackward(Ptr(out[0]), Ptr(grad_out[0]), Ptr(grad_in[0]), s_->elem(),
                                    in[0]->numel(), s_->stream()));
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+};
+
+// y = relu(a + b) in one kernel (a residual block's end). Both inputs' gradient is dy where
+// y > 0, else 0: one tensor, which a layer hands to both.
+class AddReluOp final : public Op {
+ public:
+  explicit AddReluOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  absl::string_view name() const override { return "add_relu"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
+    ASSIGN_OR_RETURN(Shape y, AddOutputShape(in));
+    return std::vector<Shape>{y};
+  }
+  bool InputsShareOneGradient() const override { return true; }
+  // y, which says where the ReLU passed.
+  BackwardReads ReadsInBackward() const override { return {false, true}; }
+  void Forward(Mode, Ins in, Outs out) override {
+    COHORT_CUDA_CHECK(AddRelu(Ptr(in[0]), Ptr(in[1]), Ptr(out[0]), s_->elem(), in[0]->numel(),
+                              s_->stream()));
+  }
+  // Every input's gradient asked for gets it (a caller that shares one asks for one).
+  void Backward(Ins, Ins out, Ins grad_out, Outs grad_in) override {
+    const Tensor* first = nullptr;
+    for (Tensor* g : grad_in) {
+      if (g == nullptr) continue;
+      if (first != nullptr) {
+        CopyOnStream(*s_, Ptr(g), Ptr(first), first->nbytes());
+        continue;
+      }
+      COHORT_CUDA_CHECK(ReluBackward(Ptr(out[0]), Ptr(grad_out[0]), Ptr(g), s_->elem(),
+                                     out[0]->numel(), s_->stream()));
+      first = g;
+    }
   }
 
  private:
@@ -339,6 +414,8 @@ class DropoutOp final : public DropoutFrame {
     COHORT_CUDA_CHECK(cudaEventCreateWithFlags(&mask_copied_, cudaEventDisableTiming));
   }
   ~DropoutOp() override { cudaEventDestroy(mask_copied_); }
+  // The mask only.
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
   void Forward(Mode mode, Ins in, Outs out) override {
     const int64_t n = in[0]->numel();
     if (mode == Mode::kEval) {
@@ -388,6 +465,7 @@ class SubsamplePadOp final : public SubsamplePadFrame {
  public:
   SubsamplePadOp(std::shared_ptr<Shared> s, SubsamplePadSpec spec)
       : SubsamplePadFrame(spec), s_(std::move(s)) {}
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
   void Forward(Mode, Ins in, Outs out) override {
     const Shape& x = in[0]->shape();
     COHORT_CUDA_CHECK(SubsamplePadForward(Ptr(in[0]), x[0], x[1], x[2], x[3], spec_.stride,
@@ -413,6 +491,8 @@ class SubsamplePadOp final : public SubsamplePadFrame {
 class LinearOp final : public LinearFrame {
  public:
   explicit LinearOp(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  // x for the weights' gradient.
+  BackwardReads ReadsInBackward() const override { return {true, false}; }
   void Forward(Mode, Ins in, Outs out) override {
     const int n = Dim(in[0]->shape()[0]), i = Dim(in[0]->shape()[1]), o = Dim(in[1]->shape()[0]);
     // yᶜ (O, N) = wᶜᵀ (O, I) · xᶜ (I, N)
@@ -456,6 +536,7 @@ class FlattenOp final : public Op {
  public:
   FlattenOp(std::shared_ptr<Shared> s, std::unique_ptr<Op> shapes)
       : s_(std::move(s)), shapes_(std::move(shapes)) {}
+  BackwardReads ReadsInBackward() const override { return {false, false}; }
   absl::string_view name() const override { return "flatten"; }
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape> in) const override {
     return shapes_->OutputShapes(in);
@@ -526,6 +607,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   ASSIGN_OR_RETURN(shared->ctx, CudaContext::Create(options.device));
   shared->options = options;
   shared->dtype = StorageDType(options.precision);
+  shared->conv_dw_staging = Tensor(Shape{0}, shared->dtype, shared->ctx->allocator());
   if (options.precision == Precision::kTf32) {
     COHORT_CUBLAS_CHECK(cublasSetMathMode(shared->ctx->cublas(), CUBLAS_TF32_TENSOR_OP_MATH));
   }
@@ -652,7 +734,7 @@ std::unique_ptr<Op> CudaBackend::GlobalAvgPool() {
   return std::make_unique<PoolOp>(shared_, PoolKind::kGlobalAvg, Pool2dSpec{});
 }
 std::unique_ptr<Op> CudaBackend::BatchNorm(const BatchNormSpec& spec) {
-  return std::make_unique<BatchNormOp>(shared_, spec);
+  return std::make_unique<BatchNormOp>(shared_, spec, /*relu=*/false);
 }
 std::unique_ptr<Op> CudaBackend::Add() { return std::make_unique<AddOp>(shared_); }
 std::unique_ptr<Op> CudaBackend::Concat() { return std::make_unique<ConcatOp>(shared_); }
@@ -663,6 +745,17 @@ std::unique_ptr<Op> CudaBackend::SubsamplePad(const SubsamplePadSpec& spec) {
   return std::make_unique<SubsamplePadOp>(shared_, spec);
 }
 std::unique_ptr<Op> CudaBackend::Relu() { return std::make_unique<ReluOp>(shared_); }
+std::unique_ptr<Op> CudaBackend::FuseRelu(const Op& op) {
+  if (op.name() == "add") return std::make_unique<AddReluOp>(shared_);
+  // cuDNN fuses the ReLU in its persistent mode only (16-bit activations, channels last).
+  const Shared& s = *shared_;
+  if (op.name() == "batch_norm" && s.options.fuse_batch_norm_relu && s.nhwc() &&
+      s.dtype != DType::kF32) {
+    return std::make_unique<BatchNormOp>(
+        shared_, static_cast<const BatchNormFrame&>(op).spec(), /*relu=*/true);
+  }
+  return nullptr;
+}
 std::unique_ptr<Op> CudaBackend::Linear() { return std::make_unique<LinearOp>(shared_); }
 std::unique_ptr<Op> CudaBackend::Flatten() {
   return std::make_unique<FlattenOp>(shared_, Backend::Flatten());

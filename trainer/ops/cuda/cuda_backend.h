@@ -21,6 +21,9 @@ struct CudaBackendOptions {
   // number rather than by timing, as PyTorch's cudnn.deterministic: reproducible steps, at
   // some cost in speed.
   bool deterministic = false;
+  // Batch norm and the ReLU after it as one cuDNN call (CUDNN_BATCHNORM_OPS_BN_ACTIVATION),
+  // where cuDNN has it: 16-bit precisions, channels last.
+  bool fuse_batch_norm_relu = false;
 };
 
 // The GPU backend: cuDNN 9 for convolution, pooling and batch norm, cuBLAS for linear
@@ -66,6 +69,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Op> Dropout(const DropoutSpec& spec) override;
   std::unique_ptr<Op> SubsamplePad(const SubsamplePadSpec& spec) override;
   std::unique_ptr<Op> Relu() override;
+  // A sum's ReLU (AddRelu); batch norm's with fuse_batch_norm_relu.
+  std::unique_ptr<Op> FuseRelu(const Op& op) override;
   std::unique_ptr<Op> Linear() override;
   std::unique_ptr<Op> Flatten() override;
   std::unique_ptr<Op> SoftmaxCrossEntropy() override;

@@ -22,6 +22,9 @@ struct CudaBackend::Shared {
   std::unique_ptr<CudaContext> ctx;
   CudaBackendOptions options;
   DType dtype = DType::kF32;
+  // A convolution's weight gradient in channels-last order, before its transpose into the
+  // parameter's: every convolution shares it (they run one at a time on the stream).
+  Tensor conv_dw_staging;
 
   bool nhwc() const { return options.channels_last; }
   Elem elem() const { return ElemOf(dtype); }

@@ -135,6 +135,15 @@ struct AddOf {
   }
 };
 
+// The sum rounded to T first, as Add gives it, so that the result is ReluOf's of Add's.
+template <typename T>
+struct AddReluOf {
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    const T sum = FromF32<T>(ToF32(a) + ToF32(b));
+    return ToF32(sum) > 0.0f ? sum : FromF32<T>(0.0f);
+  }
+};
+
 // NaN becomes 0, as in the reference (std::max(0.0, x)).
 template <typename T>
 struct ReluOf {
@@ -485,6 +494,16 @@ cudaError_t Add(const void* a, const void* b, void* y, Elem type, int64_t n, cud
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     LaunchElementwise(stream, AddOf<T>{}, n, static_cast<T*>(y), static_cast<const T*>(a),
+                      static_cast<const T*>(b));
+  });
+}
+
+cudaError_t AddRelu(const void* a, const void* b, void* y, Elem type, int64_t n,
+                    cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    LaunchElementwise(stream, AddReluOf<T>{}, n, static_cast<T*>(y), static_cast<const T*>(a),
                       static_cast<const T*>(b));
   });
 }

@@ -24,6 +24,9 @@ cudaError_t Cast(const void* src, Elem src_type, void* dst, Elem dst_type, int64
 // y = a + b, n elements of one type.
 cudaError_t Add(const void* a, const void* b, void* y, Elem type, int64_t n,
                 cudaStream_t stream);
+// y = relu(a + b) in one pass: the bits of Add then ReluForward.
+cudaError_t AddRelu(const void* a, const void* b, void* y, Elem type, int64_t n,
+                    cudaStream_t stream);
 
 // ReLU: y = x > 0 ? x : 0; backward from its output: dx = y > 0 ? dy : 0.
 cudaError_t ReluForward(const void* x, void* y, Elem type, int64_t n, cudaStream_t stream);

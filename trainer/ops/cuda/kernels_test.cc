@@ -133,6 +133,7 @@ TEST(KernelsTest, EmptyLaunchesNothing) {
   for (Elem t : kTypes) {
     EXPECT_EQ(cuda::Cast(nullptr, t, nullptr, Elem::kF32, 0, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::Add(nullptr, nullptr, nullptr, t, 0, nullptr), cudaSuccess);
+    EXPECT_EQ(cuda::AddRelu(nullptr, nullptr, nullptr, t, 0, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::ReluForward(nullptr, nullptr, t, 0, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::ReluBackward(nullptr, nullptr, nullptr, t, 0, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::MaskScale(nullptr, nullptr, 2, nullptr, t, 0, nullptr), cudaSuccess);
@@ -247,6 +248,8 @@ TEST(KernelsTest, SumAndReluMatchHostAtAnyCountAndAlignment) {
           relu[i] = x > 0 ? x : 0;
           relu_grad[i] = x > 0 ? dy : 0;  // a as ReLU's output, b as its output's gradient
         }
+        std::vector<float> sum_relu = Round(sum, t);
+        for (float& v : sum_relu) v = v > 0 ? v : 0;
         const size_t size = Size(t), skip = offset * size;
         DeviceBuffer da(Encode(a, t)), db(Encode(b, t)), out((n + offset) * size);
         auto at = [&](const DeviceBuffer& d) { return static_cast<char*>(d.get()) + skip; };
@@ -257,6 +260,9 @@ TEST(KernelsTest, SumAndReluMatchHostAtAnyCountAndAlignment) {
         ASSERT_EQ(cuda::Add(at(da), at(db), at(out), t, n, nullptr), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         EXPECT_TRUE(AllNear(values(), Round(sum, t)));
+        ASSERT_EQ(cuda::AddRelu(at(da), at(db), at(out), t, n, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_TRUE(AllNear(values(), sum_relu));
         ASSERT_EQ(cuda::ReluForward(at(da), at(out), t, n, nullptr), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         EXPECT_TRUE(AllNear(values(), relu));
