@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -224,10 +225,13 @@ class PrometheusJobTest(JobTestCase):
         self.assertGreater(len(drawn), 5, answer)
         # The plateau, where the panel's window lies wholly inside the training (it ramps up
         # from the worker's start, and down after its end), is the figure a person reads off
-        # it: a 1m rate peaked at half the log's.
-        print(f"Job images/sec: the panel's peak {max(drawn):.1f} over {len(drawn)} s, "
-              f"the log's {logged:.1f}, {ended - started:.1f} s in all")
-        self.assertAlmostEqual(max(drawn), logged, delta=0.1 * logged,
+        # it: a 1m rate peaked at half the log's. Its middle, not its highest point: on a
+        # machine busy with other work the speed wanders by a tenth around the mean.
+        plateau = [v for v in drawn if v >= 0.75 * max(drawn)]
+        reading = statistics.median(plateau)
+        print(f"Job images/sec: the panel's plateau {reading:.1f} (peak {max(drawn):.1f}) over "
+              f"{len(drawn)} s, the log's {logged:.1f}, {ended - started:.1f} s in all")
+        self.assertAlmostEqual(reading, logged, delta=0.1 * logged,
                                msg=f"panel {drawn}, log {logged}")
 
     def test_prometheus_scrapes_a_tls_job_over_https_with_its_token(self):
