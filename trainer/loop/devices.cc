@@ -42,9 +42,8 @@ absl::StatusOr<std::vector<int>> ParseGpuIndices(const std::string& devices,
   return indices;
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeGpuBackends(const std::string& devices,
-                                                                      absl::string_view list,
-                                                                      const DeviceOptions& options) {
+absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeGpuBackends(
+    const std::string& devices, absl::string_view list, const DeviceOptions& options) {
   ASSIGN_OR_RETURN(const std::vector<int> indices, ParseGpuIndices(devices, list));
   if (!GpuFactory()) {
     return absl::UnimplementedError(absl::StrCat(
@@ -79,8 +78,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> MakeDeviceBackends(
   }
   if (options.precision != Precision::kFp32) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--precision=", PrecisionName(options.precision), " needs a GPU (--devices=gpu:0); CPUs train "
-        "in fp32"));
+        "--precision=", PrecisionName(options.precision),
+        " needs a GPU (--devices=gpu:0); CPUs train in fp32"));
   }
   std::vector<std::unique_ptr<Backend>> backends;
   if (devices == "cpu") {

@@ -131,100 +131,115 @@ void Model::InitParameters(uint64_t seed) {
   for (Parameter* p : params_) InitParameter(seed, p);
 }
 
-// Moments: layer i's forward runs at i, its backward at 2n − 1 − i. A buffer is alive from
-// the moment it is written to the last moment it is read.
-void Model::Plan(Mode mode, const Shape& input) {
-  if (planned_ && mode == planned_mode_ && input == planned_input_) return;
-  const int n = num_layers();
-  const bool train = mode == Mode::kTrain;
-  const size_t element = DTypeSize(backend_->dtype());
+// The buffers of one step as they are planned: each one's bytes, shape and life. Moments:
+// layer i's forward runs at i, its backward at 2n − 1 − i; a buffer is alive from the moment
+// it is written to the last moment it is read.
+struct Model::StepBuffers {
+  size_t element;  // bytes of one element
   std::vector<BufferLife> lives;
   std::vector<Shape> shapes;
-  auto add_buffer = [&](const Shape& shape, int moment) {
+
+  int Add(const Shape& shape, int moment) {
     lives.push_back({shape.numel() * static_cast<int64_t>(element), moment, moment});
     shapes.push_back(shape);
     return static_cast<int>(lives.size()) - 1;
-  };
-  auto read = [&](int buffer, int moment) {
-    if (buffer != kDlogits) lives[buffer].last = std::max(lives[buffer].last, moment);
-  };
-  auto backward_moment = [n](int i) { return 2 * n - 1 - i; };
-
-  output_buffer_.assign(n, 0);
-  std::vector<Shape> xs;
-  for (int i = 0; i < n; ++i) {
-    const Layer& layer = *layers_[i];
-    xs.clear();
-    for (int in : layer.inputs()) {
-      xs.push_back(in == Layer::kModelInput ? input : shapes[output_buffer_[in]]);
-      if (in != Layer::kModelInput) read(output_buffer_[in], i);
-    }
-    // Shapes were validated when the model was built; another batch size only scales them.
-    auto shape = layer.OutputShape(xs);
-    COHORT_CHECK(shape.ok(), "%s", std::string(shape.status().message()).c_str());
-    output_buffer_[i] = add_buffer(*shape, i);
   }
+  // buffer < 0 stands for a tensor the plan does not hold (the loss's gradient).
+  void Read(int buffer, int moment) {
+    if (buffer >= 0) lives[buffer].last = std::max(lives[buffer].last, moment);
+  }
+};
+
+void Model::Plan(Mode mode, const Shape& input) {
+  if (planned_ && mode == planned_mode_ && input == planned_input_) return;
+  const int n = num_layers();
+  StepBuffers step{DTypeSize(backend_->dtype())};
+  PlanOutputs(input, &step);
   // The caller reads the logits after Forward, and may until the step ends.
-  read(output_buffer_[n - 1], train ? backward_moment(0) : n - 1);
+  step.Read(output_buffer_[n - 1], mode == Mode::kTrain ? BackwardMoment(0) : n - 1);
+  PlanGradients(mode == Mode::kTrain, &step);
 
-  dy_buffer_.assign(n, kDlogits);
-  grad_in_buffers_.assign(n, {});
-  runs_backward_.assign(n, false);
-  sums_after_.assign(n, {});
-  if (train) {
-    for (int i = 0; i < n; ++i) {
-      const BackwardReads reads = layers_[i]->op().ReadsInBackward();
-      if (reads.output) read(output_buffer_[i], backward_moment(i));
-      for (int in : layers_[i]->inputs()) {
-        if (reads.inputs && in != Layer::kModelInput) read(output_buffer_[in], backward_moment(i));
-      }
-    }
-    // Each output's gradient as it stands while backward goes on: the first reader's, then
-    // the sum with each further reader's.
-    std::vector<int> grad(n, kNone), sum(n, kNone);
-    grad[n - 1] = kDlogits;
-    for (int i = n - 1; i >= 0; --i) {
-      const Layer& layer = *layers_[i];
-      const int t = backward_moment(i);
-      dy_buffer_[i] = grad[i];
-      read(grad[i], t);
-      const bool hands_on =
-          layer.op().InputGradientsAreOutputGradient() && layer.parameters().empty();
-      runs_backward_[i] = !hands_on;
-      grad_in_buffers_[i].assign(layer.inputs().size(), kNone);
-      int shared = kNone;
-      for (size_t k = 0; k < layer.inputs().size(); ++k) {
-        const int j = layer.inputs()[k];
-        if (j == Layer::kModelInput) continue;
-        int g = hands_on ? grad[i] : shared;
-        if (g == kNone) {
-          g = grad_in_buffers_[i][k] = add_buffer(shapes[output_buffer_[j]], t);
-          if (layer.op().InputsShareOneGradient()) shared = g;
-        }
-        if (grad[j] == kNone) {
-          grad[j] = g;
-          continue;
-        }
-        if (sum[j] == kNone) sum[j] = add_buffer(shapes[output_buffer_[j]], t);
-        sums_after_[i].push_back({j, sum[j], grad[j], g});
-        read(grad[j], t);
-        read(g, t);
-        grad[j] = sum[j];
-      }
-    }
-  }
-
-  const MemoryPlan plan = PlanMemory(lives);
-  arena_.Resize(Shape{plan.arena_bytes / static_cast<int64_t>(element)});
+  const MemoryPlan plan = PlanMemory(step.lives);
+  arena_.Resize(Shape{plan.arena_bytes / static_cast<int64_t>(step.element)});
   buffers_.clear();
-  for (size_t b = 0; b < lives.size(); ++b) {
+  for (size_t b = 0; b < step.lives.size(); ++b) {
     buffers_.push_back(Tensor::Borrow(static_cast<char*>(arena_.raw()) + plan.offsets[b],
-                                      shapes[b], backend_->dtype(), backend_->allocator()));
+                                      step.shapes[b], backend_->dtype(), backend_->allocator()));
   }
   planned_ = true;
   planned_mode_ = mode;
   planned_input_ = input;
   planned_bytes_ = plan.arena_bytes;
+}
+
+int Model::BackwardMoment(int layer) const { return 2 * num_layers() - 1 - layer; }
+
+void Model::PlanOutputs(const Shape& input, StepBuffers* step) {
+  output_buffer_.assign(num_layers(), 0);
+  std::vector<Shape> xs;
+  for (int i = 0; i < num_layers(); ++i) {
+    const Layer& layer = *layers_[i];
+    xs.clear();
+    for (int in : layer.inputs()) {
+      xs.push_back(in == Layer::kModelInput ? input : step->shapes[output_buffer_[in]]);
+      if (in != Layer::kModelInput) step->Read(output_buffer_[in], i);
+    }
+    // Shapes were validated when the model was built; another batch size only scales them.
+    auto shape = layer.OutputShape(xs);
+    COHORT_CHECK(shape.ok(), "%s", std::string(shape.status().message()).c_str());
+    output_buffer_[i] = step->Add(*shape, i);
+  }
+}
+
+void Model::PlanGradients(bool train, StepBuffers* step) {
+  const int n = num_layers();
+  dy_buffer_.assign(n, kDlogits);
+  grad_in_buffers_.assign(n, {});
+  runs_backward_.assign(n, false);
+  sums_after_.assign(n, {});
+  if (!train) return;
+  for (int i = 0; i < n; ++i) {
+    const BackwardReads reads = layers_[i]->op().ReadsInBackward();
+    if (reads.output) step->Read(output_buffer_[i], BackwardMoment(i));
+    for (int in : layers_[i]->inputs()) {
+      if (reads.inputs && in != Layer::kModelInput) {
+        step->Read(output_buffer_[in], BackwardMoment(i));
+      }
+    }
+  }
+  // Each output's gradient as it stands while backward goes on: the first reader's, then the
+  // sum with each further reader's.
+  std::vector<int> grad(n, kNone), sum(n, kNone);
+  grad[n - 1] = kDlogits;
+  for (int i = n - 1; i >= 0; --i) {
+    const Layer& layer = *layers_[i];
+    const int t = BackwardMoment(i);
+    dy_buffer_[i] = grad[i];
+    step->Read(grad[i], t);
+    const bool hands_on =
+        layer.op().InputGradientsAreOutputGradient() && layer.parameters().empty();
+    runs_backward_[i] = !hands_on;
+    grad_in_buffers_[i].assign(layer.inputs().size(), kNone);
+    int shared = kNone;
+    for (size_t k = 0; k < layer.inputs().size(); ++k) {
+      const int j = layer.inputs()[k];
+      if (j == Layer::kModelInput) continue;
+      int g = hands_on ? grad[i] : shared;
+      if (g == kNone) {
+        g = grad_in_buffers_[i][k] = step->Add(step->shapes[output_buffer_[j]], t);
+        if (layer.op().InputsShareOneGradient()) shared = g;
+      }
+      if (grad[j] == kNone) {
+        grad[j] = g;
+        continue;
+      }
+      if (sum[j] == kNone) sum[j] = step->Add(step->shapes[output_buffer_[j]], t);
+      sums_after_[i].push_back({j, sum[j], grad[j], g});
+      step->Read(grad[j], t);
+      step->Read(g, t);
+      grad[j] = sum[j];
+    }
+  }
 }
 
 const Tensor* Model::Buffer(int index, const Tensor& dlogits) const {
@@ -252,7 +267,9 @@ void Model::Backward(const Tensor& dlogits) {
     Layer& layer = *layers_[i];
     if (runs_backward_[i]) {
       grad_targets_.clear();
-      for (int b : grad_in_buffers_[i]) grad_targets_.push_back(b == kNone ? nullptr : &buffers_[b]);
+      for (int b : grad_in_buffers_[i]) {
+        grad_targets_.push_back(b == kNone ? nullptr : &buffers_[b]);
+      }
       layer.Backward(*Buffer(dy_buffer_[i], dlogits), grad_targets_);
     }
     if (gradient_ready_) {

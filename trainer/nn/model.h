@@ -70,6 +70,7 @@ class Model {
     int layer;  // whose output's gradient it is (its adder)
     int target, a, b;
   };
+  struct StepBuffers;  // a plan under way (model.cc)
   // Buffer indices that stand for the loss's gradient Backward is given, and for none.
   static constexpr int kDlogits = -1;
   static constexpr int kNone = -2;
@@ -78,6 +79,11 @@ class Model {
         std::vector<std::unique_ptr<Layer>> layers, Backend* backend);
   // Places the data tensors of a step in this mode on inputs of this shape (once per change).
   void Plan(Mode mode, const Shape& input);
+  // The plan's parts: every layer's output, read by the forwards after it; in training, the
+  // backwards that read outputs and the gradients between layers (dy_buffer_ and after).
+  void PlanOutputs(const Shape& input, StepBuffers* step);
+  void PlanGradients(bool train, StepBuffers* step);
+  int BackwardMoment(int layer) const;
   const Tensor* Buffer(int index, const Tensor& dlogits) const;
 
   std::string name_;
