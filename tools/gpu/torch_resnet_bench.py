@@ -176,7 +176,8 @@ def main(argv=None):
     ips = args.batch_size * args.steps / (ms / 1e3)
     if cuda:
         where = (f"cudnn {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(0)}; "
-                 f"peak memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+                 f"peak memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, "
+                 f"{torch.cuda.max_memory_reserved() / 2**30:.2f} GiB reserved")
     else:
         where = f"{torch.get_num_threads()} threads, {'NCHW' if args.no_channels_last else 'channels_last'}"
     print(f"# torch {torch.__version__}, {where}; warm-up {args.warmup} steps {warm_s:.1f} s; "
