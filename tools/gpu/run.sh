@@ -446,6 +446,12 @@ if [[ $mode == all || $mode == bench ]]; then
           env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" \
           --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
           --warmup="$bench_warmup" --fuse_bn_relu
+      # The step launched from a CUDA graph where launches bound it (the CIFAR ResNet).
+      [[ $model == resnet56 && $prec != fp16 ]] &&
+        run_step bench "$b+graph" "$cfg" "$results/logs/${b}_graph_$tag.log" "" -- \
+          env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" \
+          --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
+          --warmup="$bench_warmup" --cuda_graph
     done
     for m in "${torch_modes[@]}"; do
       run_step bench "torch-$m" "$cfg" "$results/logs/torch_${m}_$tag.log" "" -- \

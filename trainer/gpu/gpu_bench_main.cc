@@ -22,6 +22,9 @@ ABSL_FLAG(int, warmup, 5, "untimed steps before timing");
 ABSL_FLAG(int, steps, 30, "timed steps");
 ABSL_FLAG(bool, fuse_bn_relu, false,
           "batch norm and the ReLU after it as one cuDNN call (16-bit precisions, nhwc)");
+ABSL_FLAG(bool, cuda_graph, false,
+          "launch the timed steps from a CUDA graph of one step (not with fp16 or "
+          "--read_loss_every_step)");
 ABSL_FLAG(bool, read_loss_every_step, false,
           "wait for every step's loss on the host, as the trainer does (else only the first and "
           "last steps' are read, as in PyTorch's loop)");
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
   c.batch = absl::GetFlag(FLAGS_batch_size);
   c.backend = {absl::GetFlag(FLAGS_gpu), *precision, layout == "nhwc"};
   c.backend.fuse_batch_norm_relu = absl::GetFlag(FLAGS_fuse_bn_relu);
+  c.cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
   c.warmup_steps = absl::GetFlag(FLAGS_warmup);
   c.steps = absl::GetFlag(FLAGS_steps);
   c.read_loss_every_step = absl::GetFlag(FLAGS_read_loss_every_step);
@@ -57,9 +61,10 @@ int main(int argc, char** argv) {
       "cohort %s bs=%d %s %s%s%s: %.1f images/sec (step %.2f ms, peak memory %.2f GiB, %.2f GiB "
       "reserved; loss %.4f -> %.4f over %d steps)\n",
       c.model, c.batch, cohort::PrecisionName(*precision), layout,
-      c.backend.fuse_batch_norm_relu ? ", bn+relu fused" : "",
+      std::string(c.backend.fuse_batch_norm_relu ? ", bn+relu fused" : "") +
+          (c.cuda_graph ? ", CUDA graph" : ""),
       c.read_loss_every_step ? ", loss read every step" : "", r->images_per_second,
       r->step_ms, r->peak_gib, r->memory_gib, r->first_loss, r->last_loss,
-      c.warmup_steps + c.steps);
+      c.warmup_steps + c.steps + (c.cuda_graph ? 1 : 0));  // the graph's capture is a step
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/gpu/device_sgd.h"
+#include "trainer/gpu/step_graph.h"
 #include "trainer/models/models.h"
 #include "trainer/nn/loss.h"
 
@@ -19,6 +20,11 @@ absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d warm-up and %d timed steps: both must be at least 1 (the first step runs cudnnFind)",
         c.warmup_steps, c.steps));
+  }
+  if (c.cuda_graph && (c.backend.precision == Precision::kFp16 || c.read_loss_every_step)) {
+    return absl::InvalidArgumentError(
+        "a CUDA graph replays a step that never waits for the GPU: not with fp16's loss "
+        "scaling nor with the loss read every step");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> gpu, CudaBackend::Create(c.backend));
   const BenchmarkSample input = BenchmarkSampleFor(c.model);
@@ -60,12 +66,21 @@ absl::StatusOr<GpuBenchmarkResult> RunGpuBenchmark(const GpuBenchmarkCase& c) {
     step(i == 0 || c.read_loss_every_step);
     if (i == 0) r.first_loss = step_loss;
   }
+  StepGraph graph(gpu->context());
+  if (c.cuda_graph) RETURN_IF_ERROR(graph.Run([&] { step(false); }));  // one more warm-up step
   gpu->context()->Synchronize();
   // Profilers started with profiling off (ncu --profile-from-start off) see the timed steps
   // alone, without the warm-up's cudnnFind trials.
   cudaProfilerStart();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < c.steps; ++i) step(i == c.steps - 1 || c.read_loss_every_step);
+  for (int i = 0; i < c.steps; ++i) {
+    if (!c.cuda_graph) {
+      step(i == c.steps - 1 || c.read_loss_every_step);
+      continue;
+    }
+    RETURN_IF_ERROR(graph.Run([&] { step(false); }));
+    if (i == c.steps - 1) step_loss = loss.ReadLoss();
+  }
   gpu->context()->Synchronize();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

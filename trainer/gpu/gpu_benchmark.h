@@ -18,6 +18,10 @@ struct GpuBenchmarkCase {
   // Waits for each step's loss on the host, as the trainer does for its progress line and phase
   // times; otherwise (as PyTorch's loop) only the first and last steps' are read.
   bool read_loss_every_step = false;
+  // The timed steps launched from a CUDA graph of one step (StepGraph), captured after the
+  // warm-up: the launch overhead gone. Not with loss scaling (fp16), whose check waits for
+  // the GPU, nor read_loss_every_step.
+  bool cuda_graph = false;
 };
 
 struct GpuBenchmarkResult {
