@@ -817,33 +817,34 @@ class ReluOnednn final : public ReluFrame {
  public:
   explicit ReluOnednn(std::shared_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
 
-  // x (oneDNN's ReLU backward from its source).
-  BackwardReads ReadsInBackward() const override { return {true, false}; }
+  // y (oneDNN's ReLU backward from its output: y > 0 where x > 0), so that x's memory serves
+  // other tensors once the forward ran.
+  BackwardReads ReadsInBackward() const override { return {false, true}; }
 
   void Forward(Mode mode, Ins in, Outs out) override {
     Build(mode, in[0]->shape());
-    ctx_->Run(fwd_, {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])}, {DNNL_ARG_DST, Mem(*ctx_, md_, out[0])}});
+    ctx_->Run(fwd_, {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])},
+                     {DNNL_ARG_DST, Mem(*ctx_, md_, out[0])}});
   }
 
-  void Backward(Ins in, Ins, Ins grad_out, Outs grad_in) override {
+  void Backward(Ins, Ins out, Ins grad_out, Outs grad_in) override {
     if (grad_in[0] == nullptr) return;
-    ctx_->Run(bwd_, {{DNNL_ARG_SRC, Mem(*ctx_, md_, in[0])},
-                                {DNNL_ARG_DIFF_DST, Mem(*ctx_, md_, grad_out[0])},
-                                {DNNL_ARG_DIFF_SRC, Mem(*ctx_, md_, grad_in[0])}});
+    ctx_->Run(bwd_, {{DNNL_ARG_DST, Mem(*ctx_, md_, out[0])},
+                     {DNNL_ARG_DIFF_DST, Mem(*ctx_, md_, grad_out[0])},
+                     {DNNL_ARG_DIFF_SRC, Mem(*ctx_, md_, grad_in[0])}});
   }
 
  private:
   void Build(Mode mode, const Shape& x) {
     if (cache_.Matches(x, mode)) return;
     md_ = ctx_->ActivationMd(x);
+    const auto algo = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
     dnnl::eltwise_forward::primitive_desc fwd_pd(
-        dnnl::eltwise_forward::desc(Prop(mode), dnnl::algorithm::eltwise_relu, md_, 0.f, 0.f),
-        ctx_->engine);
+        dnnl::eltwise_forward::desc(Prop(mode), algo, md_, 0.f, 0.f), ctx_->engine);
     fwd_ = dnnl::eltwise_forward(fwd_pd);
     if (mode == Mode::kTrain) {
       bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
-          dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_relu, md_, md_, 0.f, 0.f),
-          ctx_->engine, fwd_pd));
+          dnnl::eltwise_backward::desc(algo, md_, md_, 0.f, 0.f), ctx_->engine, fwd_pd));
     }
     cache_.Set(x, mode);
   }
