@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::cout << absl::StrFormat("%d hardware threads\n", std::thread::hardware_concurrency());
-  std::cout << absl::StrFormat("%-10s %6s %14s %10s %10s\n", "Model", "Batch", "Images/sec",
-                               "Step(ms)", "Overhead");
+  std::cout << absl::StrFormat("%-10s %6s %14s %10s %10s %10s\n", "Model", "Batch",
+                               "Images/sec", "Step(ms)", "Overhead", "Peak(MiB)");
   for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_cases), ',')) {
     std::vector<std::string> parts = absl::StrSplit(item, ':');
     int64_t batch = 0;
@@ -61,8 +61,9 @@ int main(int argc, char** argv) {
       std::cerr << "bench: error: " << r.status().message() << "\n";
       return 1;
     }
-    std::cout << absl::StrFormat("%-10s %6d %14.1f %10.1f %9.1f%%\n", c.model, c.batch,
-                                 r->images_per_second, r->step_ms, 100 * r->framework_overhead);
+    std::cout << absl::StrFormat("%-10s %6d %14.1f %10.1f %9.1f%% %10.1f\n", c.model, c.batch,
+                                 r->images_per_second, r->step_ms, 100 * r->framework_overhead,
+                                 static_cast<double>(r->peak_bytes) / (1 << 20));
     std::cout.flush();
   }
   return 0;

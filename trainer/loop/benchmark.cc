@@ -11,6 +11,8 @@
 namespace cohort {
 
 absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c) {
+  const int64_t in_use_before = CpuAllocator()->memory_use().in_use;
+  CpuAllocator()->ResetPeak();
   OnednnBackend backend(0, c.layout);
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                    BuildModel(c.model, &backend, c.sample_shape, c.num_classes));
@@ -41,6 +43,7 @@ absl::StatusOr<BenchmarkResult> RunTrainingBenchmark(const BenchmarkCase& c) {
   r.images_per_second = static_cast<double>(c.batch) * c.steps / seconds;
   r.step_ms = 1000.0 * seconds / c.steps;
   r.framework_overhead = 1.0 - primitive / seconds;
+  r.peak_bytes = CpuAllocator()->memory_use().peak - in_use_before;
   return r;
 }
 

@@ -26,6 +26,9 @@ struct BenchmarkResult {
   // Share of the step spent outside oneDNN primitives: loss, optimizer and kvstore copies, the
   // backend's own loops, the model's bookkeeping.
   double framework_overhead = 0;
+  // The most bytes of host tensors the case held at once beyond what was in use before it (the
+  // model, its step's tensors, the batch; the CPU allocator's count).
+  int64_t peak_bytes = 0;
 };
 
 // Times full CPU training steps (StepRunner: forward, loss, backward, push and pull through the

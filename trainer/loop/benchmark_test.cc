@@ -14,6 +14,7 @@ TEST(BenchmarkTest, TimesStepsAndSplitsOverhead) {
   // Most of a ResNet step is primitives; some of it is not.
   EXPECT_GT(r->framework_overhead, 0.0);
   EXPECT_LT(r->framework_overhead, 1.0);
+  EXPECT_GE(r->peak_bytes, 8 * 3 * 16 * 16 * 4);  // at least the batch's images
 }
 
 TEST(BenchmarkTest, UnknownModelIsAnError) {
