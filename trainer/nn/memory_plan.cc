@@ -1,7 +1,6 @@
 #include "trainer/nn/memory_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 
 namespace cohort {
@@ -48,20 +47,6 @@ MemoryPlan PlanMemory(absl::Span<const BufferLife> buffers, int64_t alignment) {
     placed.push_back(i);
   }
   return plan;
-}
-
-int64_t MostBytesAliveAtOnce(absl::Span<const BufferLife> buffers, int64_t alignment) {
-  std::map<int, int64_t> change;  // moment → bytes starting (+) or ended the moment before (−)
-  for (const BufferLife& b : buffers) {
-    change[b.first] += Aligned(b.bytes, alignment);
-    change[b.last + 1] -= Aligned(b.bytes, alignment);
-  }
-  int64_t alive = 0, most = 0;
-  for (const auto& [moment, bytes] : change) {
-    alive += bytes;
-    most = std::max(most, alive);
-  }
-  return most;
 }
 
 }  // namespace cohort

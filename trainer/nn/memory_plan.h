@@ -24,14 +24,8 @@ struct MemoryPlan {
 };
 
 // Greedy by size (TensorFlow Lite's arena planner): the largest buffers are placed first, each
-// at the lowest offset clear of the buffers already placed whose lives cross its own. Within a
-// few percent of the largest total alive at one moment on the models here (a lower bound no
-// placement beats).
+// at the lowest offset clear of the buffers already placed whose lives cross its own.
 MemoryPlan PlanMemory(absl::Span<const BufferLife> buffers, int64_t alignment = 64);
-
-// The largest sum of the bytes of the buffers alive at one moment (aligned as PlanMemory
-// aligns them): the least any arena for them can be.
-int64_t MostBytesAliveAtOnce(absl::Span<const BufferLife> buffers, int64_t alignment = 64);
 
 }  // namespace cohort
 

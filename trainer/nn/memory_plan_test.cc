@@ -1,5 +1,7 @@
 #include "trainer/nn/memory_plan.h"
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -7,6 +9,22 @@
 
 namespace cohort {
 namespace {
+
+// The largest sum of the bytes (64-aligned) of the buffers alive at one moment: the least any
+// arena for them can be.
+int64_t MostBytesAliveAtOnce(const std::vector<BufferLife>& buffers) {
+  std::map<int, int64_t> change;  // moment → bytes starting (+) or ended the moment before (−)
+  for (const BufferLife& b : buffers) {
+    change[b.first] += (b.bytes + 63) / 64 * 64;
+    change[b.last + 1] -= (b.bytes + 63) / 64 * 64;
+  }
+  int64_t alive = 0, most = 0;
+  for (const auto& [moment, bytes] : change) {
+    alive += bytes;
+    most = std::max(most, alive);
+  }
+  return most;
+}
 
 // No two buffers alive at a common moment share a byte.
 void ExpectNoOverlap(const std::vector<BufferLife>& buffers, const MemoryPlan& plan) {

@@ -118,18 +118,13 @@ dnnl::memory Mem(const Ctx& ctx, const dnnl::memory::desc& md, const Tensor* t) 
   return dnnl::memory(md, ctx.engine, const_cast<void*>(t->raw()));
 }
 
-// A buffer of oneDNN's (a workspace, an argument staged in another layout) in memory from the
-// CPU allocator, which counts it in a step's peak; kept for the next one of the same size.
-class HeldBuffer {
- public:
-  dnnl::memory Make(const Ctx& ctx, const dnnl::memory::desc& md) {
-    bytes_.Resize(Shape{static_cast<int64_t>((md.get_size() + 3) / 4)});
-    return dnnl::memory(md, ctx.engine, bytes_.raw());
-  }
-
- private:
-  Tensor bytes_{Shape{0}};
-};
+// A buffer of oneDNN's (a workspace, an argument staged in another layout) in `bytes`, memory
+// from the CPU allocator, which counts it in a step's peak: grown to hold md, never shrunk.
+dnnl::memory HeldMemory(const Ctx& ctx, const dnnl::memory::desc& md, Tensor* bytes) {
+  const auto words = static_cast<int64_t>((md.get_size() + 3) / 4);
+  if (bytes->numel() < words) bytes->Resize(Shape{words});
+  return Mem(ctx, md, bytes);
+}
 
 // Rebuilds an op's primitives only when the input shape or mode changes (the first step,
 // the evaluation batch), so the steady-state step creates nothing.
@@ -167,8 +162,7 @@ class StagedArg {
     staged_ = held != chosen;
     if (!staged_) return;
     buffer_ = buffer;
-    const auto words = static_cast<int64_t>((chosen.get_size() + 3) / 4);
-    if (buffer_->numel() < words) buffer_->Resize(Shape{words});
+    HeldMemory(ctx, chosen, buffer_);  // grows it; Buffer wraps it at each use
     const dnnl::memory::desc& from = is_input ? held : chosen;
     const dnnl::memory::desc& to = is_input ? chosen : held;
     reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, from, ctx.engine, to));
@@ -368,7 +362,7 @@ class Pool2dOnednn final : public Pool2dFrame {
     if (mode == Mode::kTrain) {
       // Max-pool backward needs the forward's argmax record (the workspace).
       if (kind_ == PoolKind::kMax) {
-        workspace_ = workspace_buffer_.Make(*ctx_, fwd_pd.workspace_desc());
+        workspace_ = HeldMemory(*ctx_, fwd_pd.workspace_desc(), &workspace_bytes_);
       }
       bwd_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(
           dnnl::pooling_backward::desc(algo, x_md_, y_md_, strides, kernel, pad_l, pad_r),
@@ -380,7 +374,7 @@ class Pool2dOnednn final : public Pool2dFrame {
   std::shared_ptr<Ctx> ctx_;
   ShapeCache cache_;
   dnnl::memory::desc x_md_, y_md_;
-  HeldBuffer workspace_buffer_;
+  Tensor workspace_bytes_{Shape{0}};
   dnnl::memory workspace_;
   dnnl::primitive fwd_, bwd_;
 };
@@ -466,7 +460,7 @@ class BatchNormOnednn final : public BatchNormFrame {
         dnnl::batch_normalization_forward::desc(Prop(mode), x_md_, spec_.eps, flags), ctx_->engine);
     fwd_ = dnnl::batch_normalization_forward(fwd_pd);
     if (mode == Mode::kTrain) {
-      if (relu_) workspace_ = workspace_buffer_.Make(*ctx_, fwd_pd.workspace_desc());
+      if (relu_) workspace_ = HeldMemory(*ctx_, fwd_pd.workspace_desc(), &workspace_bytes_);
       bwd_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
           dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md_, x_md_,
                                                    spec_.eps, flags),
@@ -481,7 +475,7 @@ class BatchNormOnednn final : public BatchNormFrame {
   Tensor running_mean_, running_var_;
   Tensor mean_, var_;  // (C) batch statistics of the last kTrain Forward (variance biased)
   dnnl::memory::desc x_md_, c_md_;
-  HeldBuffer workspace_buffer_;
+  Tensor workspace_bytes_{Shape{0}};
   dnnl::memory workspace_;  // with relu: which outputs of the last kTrain Forward passed
   dnnl::primitive fwd_, bwd_;
 };
