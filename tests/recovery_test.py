@@ -518,13 +518,18 @@ class RecoveryTest(job_fixture.JobTestCase):
     def test_shard_killed_while_the_workers_roll_back_restarts_too(self):
         """Shard 1 dies once shard 0 is back: as the kill lands, worker 0 finds it gone while it
         rolls the shards back (and waits for it to come back), or a pull after the roll back
-        does (and the workers recover again); the model is the uninterrupted one either way."""
+        does (and the workers recover again), or worker 0 hears of shard 0's death only once
+        shard 1 is back too (and rolls back to both restarted shards at once); the model is
+        the uninterrupted one either way."""
         out = self.check_second_shard_death_is_recovered(
             "during", lambda launcher: self.wait_for(
                 "during", launcher, r"^\[shard 0\] shard 0: resuming from step"))
+        back = re.search(r"\[scheduler\] scheduler: warning: shard 1 is back \(.* at (\S+)\)", out)
+        self.assertIsNotNone(back, out)
         self.assertRegex(out, r"\[worker 0\] worker 0: (.*shard 1.*; waiting for that shard to "
                               r"come back|pull of key \d+ part \d+ from shard 1 .*; the shards "
-                              r"are back)")
+                              r"are back|.*; the shards are back \([^)]*" + re.escape(back[1]) +
+                              r"\): rolling back)")
 
     def test_shard_killed_after_the_job_is_done_leaves_it_done(self):
         """A shard SIGKILLed as the scheduler says the job is DONE: the job's model
