@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -12,6 +14,7 @@
 #include "services/common/addresses.h"
 #include "services/common/grpc_util.h"
 #include "services/common/log_safe.h"
+#include "trainer/base/status_macros.h"
 
 namespace cohort {
 namespace {
@@ -65,6 +68,24 @@ bool IsClosedAtOnce(const grpc::Status& status) {
 }
 constexpr absl::Duration kClosedAtOnceFor = absl::Seconds(5);
 
+// Which workers share a host, as a meeting at an abstract Unix socket needs it: the same
+// kernel (its boot id), network namespace and Unix user. Empty where /proc does not say.
+std::string HostKeyOfThisProcess() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(boot, boot_id);
+  char net[128];
+  const ssize_t n = readlink("/proc/self/ns/net", net, sizeof(net));
+  if (boot_id.empty() || n <= 0) return "";
+  return absl::StrCat(boot_id, " ", absl::string_view(net, n), " uid ", getuid());
+}
+
+// What a barrier the job's end interrupts answers.
+absl::Status EndedError(const absl::Status& end) {
+  return absl::AbortedError(end.ok() ? "the job ended" : absl::StrCat("the job ended: ",
+                                                                      end.message()));
+}
+
 v1::RegisterRequest RegisterRequestOf(const MemberSessionOptions& options, int rank) {
   v1::RegisterRequest request;
   request.set_role(options.role);
@@ -75,13 +96,21 @@ v1::RegisterRequest RegisterRequestOf(const MemberSessionOptions& options, int r
   request.set_advertise_address(options.advertise_address);
   request.set_threads(options.threads);
   request.set_cores(options.cores);
+  request.set_host_key(options.host_key);
   return request;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MemberSession>> MemberSession::Join(
-    const MemberSessionOptions& options) {
+    const MemberSessionOptions& given) {
+  MemberSessionOptions options = given;
+  if (options.role == v1::WORKER) {
+    if (options.host_key.empty()) options.host_key = HostKeyOfThisProcess();
+    if (options.host_meetings == nullptr) {
+      ASSIGN_OR_RETURN(options.host_meetings, HostMeetings::Create());
+    }
+  }
   auto stub = v1::Scheduler::NewStub(MakeChannel(options.scheduler_address, *options.security));
   const v1::RegisterRequest request = RegisterRequestOf(options, options.requested_rank);
   // The scheduler may start after us: asked again until connect_timeout while nothing answers
@@ -138,10 +167,33 @@ MemberSession::MemberSession(MemberSessionOptions options,
       stub_(std::move(stub)),
       reply_(std::move(reply)),
       rank_(reply_.rank()),
+      meetings_(options_.host_meetings),
       core_(name(), options_.role, rank_, options_.scheduler_address, Timing(options_, reply_),
             [this] { return std::make_unique<GrpcControlStream>(stub_.get()); }, &clock_,
             [this] { return Rejoin(); }) {
+  if (meetings_ != nullptr) {
+    core_.OnGenerationChange([this](int64_t generation) {
+      CloseHostGroup(generation, MembershipChangedError(generation, "the job's workers changed"));
+    });
+    core_.OnEnd([this] {
+      CloseHostGroup(std::numeric_limits<int64_t>::max(), EndedError(core_.end_status()));
+    });
+  }
   core_.Start();
+}
+
+std::string MemberSession::PlaceOf(const HostGroup& group) const {
+  return absl::StrCat("cohort/", job_id(), "/barrier/", group.generation, "/", group.leader);
+}
+
+void MemberSession::CloseHostGroup(int64_t past_generation, const absl::Status& why) {
+  HostGroup group;
+  {
+    absl::MutexLock lock(&mu_);
+    group = group_;
+  }
+  if (group.generation < 0 || group.generation >= past_generation || group.workers < 2) return;
+  meetings_->Close(PlaceOf(group), why);
 }
 
 absl::Status MemberSession::Rejoin() {
@@ -224,16 +276,54 @@ absl::StatusOr<std::vector<std::string>> MemberSession::Exchange(const std::stri
 
 void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
                                  int64_t generation, BarrierDone done) {
-  CallBarrier(name, fingerprint, generation, std::nullopt,
-              [done = std::move(done)](absl::StatusOr<v1::BarrierReply> reply) {
-                if (!reply.ok()) return done(reply.status());
-                done(reply->partition_fingerprint());
-              });
+  HostGroup group;
+  {
+    absl::MutexLock lock(&mu_);
+    group = group_;
+  }
+  if (group.generation != generation || group.workers < 2) {
+    // Alone, or the generation's first: the answer says who shares this worker's host.
+    return CallBarrier(name, fingerprint, generation, std::nullopt,
+                       [this, generation, done = std::move(done)](
+                           absl::StatusOr<v1::BarrierReply> reply) {
+                         if (!reply.ok()) return done(reply.status());
+                         if (meetings_ != nullptr && reply->host_workers() > 0) {
+                           absl::MutexLock lock(&mu_);
+                           group_ = {generation, reply->host_leader(), reply->host_workers()};
+                         }
+                         done(reply->partition_fingerprint());
+                       });
+  }
+  const std::string place = PlaceOf(group);
+  if (group.leader == rank_) {
+    meetings_->Lead(
+        place, group.workers - 1, std::move(done),
+        [this, name, fingerprint, generation](std::vector<HostMeetings::Arrival> others,
+                                              HostMeetings::Done release) {
+          CallBarrier(
+              name, fingerprint, generation, std::nullopt,
+              [release = std::move(release)](absl::StatusOr<v1::BarrierReply> reply) {
+                if (!reply.ok()) return release(reply.status());
+                release(reply->partition_fingerprint());
+              },
+              others);
+        });
+  } else {
+    meetings_->Join(place, {rank_, name, fingerprint}, std::move(done));
+  }
+  // News that came before the meeting opened closes it as news after does.
+  if (const int64_t now = core_.generation(); now > generation) {
+    CloseHostGroup(now, MembershipChangedError(now, "the job's workers changed"));
+  }
+  if (core_.ended()) {
+    CloseHostGroup(std::numeric_limits<int64_t>::max(), EndedError(core_.end_status()));
+  }
 }
 
 void MemberSession::CallBarrier(const std::string& name, uint64_t fingerprint,
                                 int64_t generation, std::optional<std::string> payload,
-                                std::function<void(absl::StatusOr<v1::BarrierReply>)> done) {
+                                std::function<void(absl::StatusOr<v1::BarrierReply>)> done,
+                                const std::vector<HostMeetings::Arrival>& host_arrivals) {
   struct Call {  // what gRPC reads and writes until the call is done
     grpc::ClientContext context;
     v1::BarrierRequest request;
@@ -246,6 +336,12 @@ void MemberSession::CallBarrier(const std::string& name, uint64_t fingerprint,
   call->request.set_generation(generation);
   call->request.set_exchange(payload.has_value());
   if (payload.has_value()) call->request.set_payload(*std::move(payload));
+  for (const HostMeetings::Arrival& a : host_arrivals) {
+    v1::BarrierArrival* arrival = call->request.add_host_arrivals();
+    arrival->set_rank(a.rank);
+    arrival->set_name(a.name);
+    arrival->set_partition_fingerprint(a.fingerprint);
+  }
   stub_->async()->Barrier(
       &call->context, &call->request, &call->reply,
       [call, done = std::move(done)](const grpc::Status& status) {

@@ -17,6 +17,7 @@
 #include "proto/scheduler.grpc.pb.h"
 #include "services/common/clock.h"
 #include "services/common/transport_security.h"
+#include "services/membership/host_meetings.h"
 #include "services/membership/job_membership.h"
 #include "services/membership/membership_core.h"
 
@@ -41,11 +42,21 @@ struct MemberSessionOptions {
   absl::Duration scheduler_grace = absl::Seconds(3);
   // How the scheduler is dialled (plaintext unless given).
   std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext();
+  // Workers: where they meet the other workers of their host at a barrier before one arrives
+  // for all (null: a meeting point of the session's own), and the key that says which workers
+  // share a host (empty: this kernel's boot id, network namespace and Unix user; a simulation
+  // of many hosts in one process gives each its own).
+  std::shared_ptr<HostMeetings> host_meetings;
+  std::string host_key;
 };
 
 // A shard's or worker's membership in a job over gRPC: registers with the scheduler, keeps a
 // heartbeat on the control stream (MembershipCore) and learns there when the job ends; the
 // cluster spec, barriers and leaving are calls to the scheduler. Thread-safe.
+//
+// A plain barrier's first pass in a generation tells each worker which workers share its host
+// (the scheduler groups them by host key); its later ones in that generation meet on the host
+// first (HostMeetings), and the lowest rank there arrives at the scheduler for them all.
 class MemberSession final : public JobMembership {
  public:
   // Registers (waiting up to connect_timeout for the scheduler to answer) and starts the
@@ -114,17 +125,30 @@ class MemberSession final : public JobMembership {
   // MembershipChangedError) on one of gRPC's threads.
   void CallBarrier(const std::string& name, uint64_t fingerprint, int64_t generation,
                    std::optional<std::string> payload,
-                   std::function<void(absl::StatusOr<v1::BarrierReply>)> done);
+                   std::function<void(absl::StatusOr<v1::BarrierReply>)> done,
+                   const std::vector<HostMeetings::Arrival>& host_arrivals = {});
+  // The workers of this one's host in a generation, as a passed barrier said.
+  struct HostGroup {
+    int64_t generation = -1;
+    int leader = 0;
+    int workers = 1;
+  };
+  // Where the group of a generation meets (an abstract socket's name, unique to the job).
+  std::string PlaceOf(const HostGroup& group) const;
+  // The generation moved past the group's, or the job ended: the meetings there end with `why`.
+  void CloseHostGroup(int64_t past_generation, const absl::Status& why);
 
   const MemberSessionOptions options_;
   const std::unique_ptr<v1::Scheduler::Stub> stub_;
   const v1::RegisterReply reply_;
   const int rank_;
   RealClock clock_;
+  const std::shared_ptr<HostMeetings> meetings_;  // workers'; outlives core_'s listeners
   MembershipCore core_;
 
   absl::Mutex mu_;
   bool left_ ABSL_GUARDED_BY(mu_) = false;
+  HostGroup group_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cohort

@@ -29,6 +29,11 @@ class MemberSessionTest : public ::testing::Test {
     spec.job_id = "job-session-test";
     spec.num_workers = 2;
     spec.num_shards = 1;
+    Start(spec);
+  }
+  // A scheduler for `spec` in place of the one running.
+  void Start(const JobSpec& spec) {
+    if (service_ != nullptr) server_.Shutdown();
     core_ = std::make_unique<SchedulerCore>(spec, &clock_);
     service_ = std::make_unique<SchedulerService>(core_.get());
     auto server = StartServer("127.0.0.1", 0, {service_.get()});
@@ -47,8 +52,10 @@ class MemberSessionTest : public ::testing::Test {
     o.heartbeat_interval = absl::Milliseconds(20);
     return o;
   }
-  std::unique_ptr<MemberSession> Join(v1::Role role, int rank) {
-    auto session = MemberSession::Join(Options(role, rank));
+  std::unique_ptr<MemberSession> Join(v1::Role role, int rank, std::string host_key = "") {
+    MemberSessionOptions o = Options(role, rank);
+    o.host_key = std::move(host_key);
+    auto session = MemberSession::Join(o);
     EXPECT_TRUE(session.ok()) << session.status();
     return session.ok() ? *std::move(session) : nullptr;
   }
@@ -147,6 +154,75 @@ TEST_F(MemberSessionTest, AVanishedMemberIsTakenForDeadAtOnce) {
   w1->Leave(absl::OkStatus());  // nothing: it is gone
   EXPECT_EQ(core_->state(), JobState::kFailed);
   w0->Leave(absl::OkStatus());
+  shard->Leave(absl::OkStatus());
+}
+
+// Every worker calls Barrier(name) at once in its generation; their results, by worker.
+std::vector<absl::StatusOr<uint64_t>> AllAtBarrier(
+    const std::vector<MemberSession*>& workers, const std::string& name, uint64_t fingerprint) {
+  std::vector<absl::StatusOr<uint64_t>> results(workers.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = workers[i]->Barrier(name, fingerprint, workers[i]->generation());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+// Two hosts of two workers: after a generation's first barrier, each host's workers meet there
+// and one call a host reaches the scheduler; a worker that dies while its host's leader waits
+// for it there releases everyone into the next generation, where the rest meet again.
+TEST_F(MemberSessionTest, AHostsWorkersMeetThereAndOneCallArrivesForThemAll) {
+  JobSpec spec;
+  spec.job_id = "job-host-meetings";
+  spec.num_workers = 4;
+  spec.num_shards = 1;
+  spec.elastic = true;
+  spec.min_workers = 1;
+  Start(spec);
+  auto shard = Join(v1::SHARD, 0);
+  std::vector<std::unique_ptr<MemberSession>> sessions;
+  for (int w = 0; w < 4; ++w) {
+    sessions.push_back(Join(v1::WORKER, w, w < 2 ? "simulated host a" : "simulated host b"));
+    ASSERT_TRUE(sessions.back());
+  }
+  std::vector<MemberSession*> workers;
+  for (auto& s : sessions) workers.push_back(s.get());
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& r : AllAtBarrier(workers, absl::StrCat("round ", round), 42)) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(*r, 42u);
+    }
+  }
+  SchedulerSnapshot counted = core_->TakeSnapshot();
+  EXPECT_EQ(counted.barrier_arrivals, 12);
+  EXPECT_EQ(counted.barrier_calls, 4 + 2 + 2);  // the first alone, then one call a host
+
+  // Worker 1 dies while worker 0, the leader of its host, waits there for it.
+  std::vector<MemberSession*> rest = {workers[0], workers[2], workers[3]};
+  std::vector<absl::StatusOr<uint64_t>> waited;
+  std::thread waiting([&] { waited = AllAtBarrier(rest, "waiting", 0); });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(core_->TakeSnapshot().barrier_calls, counted.barrier_calls + 1);  // host b's
+  workers[1]->Vanish();
+  waiting.join();
+  for (const auto& r : waited) {
+    EXPECT_EQ(ChangedGeneration(r.status()), 1) << r.status();
+  }
+  for (MemberSession* w : rest) {
+    for (int i = 0; i < 100 && w->generation() < 1; ++i) absl::SleepFor(absl::Milliseconds(10));
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& r : AllAtBarrier(rest, absl::StrCat("after ", round), 0)) {
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+  }
+  counted = core_->TakeSnapshot();
+  // Waiting: host b's call; after: three alone, then worker 0 alone and host b's one call.
+  EXPECT_EQ(counted.barrier_calls, 8 + 1 + 3 + 2);
+  for (MemberSession* w : rest) w->Leave(absl::OkStatus());
   shard->Leave(absl::OkStatus());
 }
 

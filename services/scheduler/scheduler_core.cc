@@ -194,6 +194,7 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
 void SchedulerCore::Enroll(Member& m, const MemberRegistration& r) {
   m.registered = true;
   m.host = r.host;
+  m.host_key = r.host_key;
   m.pid = r.pid;
   m.address = r.address;
   m.threads = r.threads;

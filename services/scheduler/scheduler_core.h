@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -27,6 +29,10 @@ struct SchedulerSnapshot {
   int members[kNumMemberRoles][kNumMemberStates] = {};  // by MemberRole, MemberState
   int64_t missed_heartbeats[kNumMemberRoles] = {};     // since the start, by MemberRole
   std::vector<absl::Duration> barrier_waits;  // of barriers released since the last snapshot
+  // Since the start: barrier calls, and the workers' arrivals they brought (a call from a
+  // host's meeting brings every worker there).
+  int64_t barrier_calls = 0;
+  int64_t barrier_arrivals = 0;
   std::optional<Straggler> straggler;          // with 2 or more workers reporting progress
 };
 
@@ -82,6 +88,9 @@ struct MemberRegistration {
   std::string address;  // shards: host:port workers dial
   int threads = 0;       // workers: compute threads (0: unknown)
   int cores = 0;         // workers: their host's cores (0: unknown)
+  // Workers: the kernel and network namespace they run in; those sharing one meet at a
+  // barrier on their host first (empty: alone).
+  std::string host_key;
   // A member of the running job registering again (its control stream broke): the same process
   // keeps its place; a scheduler restarted mid-job admits it while it forms again.
   bool rejoin = false;
@@ -155,16 +164,31 @@ class SchedulerCore {
   struct BarrierPassed {
     uint64_t fingerprint = 0;
     std::shared_ptr<const std::vector<std::string>> payloads;
+    // By registered rank, the workers of the generation sharing its host key: the lowest rank
+    // of them, which arrives at the next barriers for them all, and how many they are.
+    struct HostGroup {
+      int leader = 0;
+      int workers = 1;
+    };
+    std::shared_ptr<const absl::flat_hash_map<int, HostGroup>> host_groups;
+  };
+  // A worker's arrival another worker of its host brings along with its own.
+  struct Arrival {
+    int rank = 0;
+    std::string name;
+    uint64_t fingerprint = 0;
   };
   // The most bytes the workers together bring to one barrier (its answer is one message).
   static constexpr size_t kMaxExchangeBytes = 12 << 20;
-  // Barrier without a thread waiting, bringing `payload`: `done` gets its result once the
+  // Barrier without a thread waiting, bringing `payload`, and arriving for `host_arrivals` too
+  // (workers of this one's host that met it there): `done` gets its result once the
   // barrier releases (or at once). It runs under the core's lock, from whichever call released
   // the barrier: it must not call the core, only hand the result on (the service's reactor
   // finishes the call). Payloads past kMaxExchangeBytes together fail the job, saying so.
   using BarrierDone = std::function<void(absl::StatusOr<BarrierPassed>)>;
   void BarrierAsync(int rank, const std::string& name, uint64_t fingerprint, int64_t generation,
-                    std::string payload, BarrierDone done);
+                    std::string payload, BarrierDone done,
+                    absl::Span<const Arrival> host_arrivals = {});
   // The membership generation: 0, moved on by each change of an elastic job's workers.
   int64_t generation() const;
   // Told each new generation and the job's end at once (the members then hear it without
@@ -211,6 +235,7 @@ class SchedulerCore {
   struct Member {
     bool registered = false;
     std::string host;
+    std::string host_key;
     int64_t pid = 0;
     std::string address;
     int threads = 0;
@@ -283,6 +308,16 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a worker on `host` registered: a notice if the workers there now oversubscribe it.
   void CheckHostThreads(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why the worker may not arrive at barrier `name`: it is not one of the generation's.
+  absl::Status CheckActive(int rank, const std::string& name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the worker's arrival at the barrier in progress; a different barrier or partition
+  // map fails the job.
+  absl::Status Arrive(int rank, const std::string& name, uint64_t fingerprint)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The generation's workers grouped by host key (BarrierPassed::host_groups).
+  std::shared_ptr<const absl::flat_hash_map<int, BarrierPassed::HostGroup>> HostGroups() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every worker waiting at the barrier gets `result`.
   void ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -340,6 +375,8 @@ class SchedulerCore {
   int fingerprint_rank_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Time barrier_started_ ABSL_GUARDED_BY(mu_);  // the current barrier's first arrival
   std::vector<absl::Duration> barrier_waits_ ABSL_GUARDED_BY(mu_);  // not yet taken
+  int64_t barrier_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t barrier_arrivals_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t missed_heartbeats_[kNumMemberRoles] ABSL_GUARDED_BY(mu_) = {};
   std::vector<std::string> notices_ ABSL_GUARDED_BY(mu_);
   bool journal_failed_ ABSL_GUARDED_BY(mu_) = false;

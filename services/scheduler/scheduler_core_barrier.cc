@@ -29,7 +29,8 @@ absl::StatusOr<uint64_t> SchedulerCore::Barrier(int rank, const std::string& nam
 }
 
 void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fingerprint,
-                                 int64_t generation, std::string payload, BarrierDone done) {
+                                 int64_t generation, std::string payload, BarrierDone done,
+                                 absl::Span<const Arrival> host_arrivals) {
   absl::MutexLock lock(&mu_);
   if (Find(MemberRole::kWorker, rank) == nullptr) {
     return done(absl::FailedPreconditionError(
@@ -37,37 +38,31 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
   }
   if (Ended()) return done(absl::AbortedError(reason_));
   if (generation != generation_) return done(MembershipChangedError(generation_, generation_why_));
-  if (!Active(rank)) {
-    return done(absl::FailedPreconditionError(absl::StrCat(
-        "barrier '", name, "' from ", Describe(MemberRole::kWorker, rank),
-        ", which is not one of the job's workers any more (taken for dead: no heartbeat in "
-        "time)")));
+  // Every arrival is checked before any is counted.
+  for (const Arrival& a : host_arrivals) {
+    if (a.rank == rank || Find(MemberRole::kWorker, a.rank) == nullptr) {
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "barrier '", name, "' from worker ", rank, " for worker ", a.rank,
+          " of its host, which is not another registered worker")));
+    }
+    if (absl::Status active = CheckActive(a.rank, a.name); !active.ok()) return done(active);
   }
+  if (absl::Status active = CheckActive(rank, name); !active.ok()) return done(active);
+  ++barrier_calls_;
+  barrier_arrivals_ += 1 + static_cast<int64_t>(host_arrivals.size());
   if (barrier_arrived_ == 0) {
     barrier_name_ = name;
-  } else if (name != barrier_name_) {
-    Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " reached barrier '", name,
-                      "' while the others wait at '", barrier_name_,
-                      "': the workers run different programs"));
-    return done(absl::AbortedError(reason_));
-  }
-  if (fingerprint != 0) {
-    if (fingerprint_rank_ < 0) {
-      fingerprint_ = fingerprint;
-      fingerprint_rank_ = rank;
-    } else if (fingerprint != fingerprint_) {
-      Fail(absl::StrFormat(
-          "%s computed partition map %016x, but worker %d computed %016x: the workers build "
-          "different models or pass different --part_bytes",
-          Describe(MemberRole::kWorker, rank), fingerprint, fingerprint_rank_, fingerprint_));
-      return done(absl::AbortedError(reason_));
-    }
-  }
-  if (barrier_arrived_ == 0) {
     barrier_started_ = clock_->Now();
     barrier_payloads_.assign(active_.size(), std::string());
     barrier_payload_bytes_ = 0;
   }
+  // The host's arrivals count before the caller's own, which completes the barrier.
+  for (const Arrival& a : host_arrivals) {
+    if (absl::Status arrived = Arrive(a.rank, a.name, a.fingerprint); !arrived.ok()) {
+      return done(arrived);
+    }
+  }
+  if (absl::Status arrived = Arrive(rank, name, fingerprint); !arrived.ok()) return done(arrived);
   barrier_payload_bytes_ += payload.size();
   if (barrier_payload_bytes_ > kMaxExchangeBytes) {
     Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " brought ", payload.size(),
@@ -80,11 +75,61 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
   const auto place = std::lower_bound(active_.begin(), active_.end(), rank);
   barrier_payloads_[place - active_.begin()] = std::move(payload);
   barrier_waiters_.push_back(std::move(done));
-  if (++barrier_arrived_ < static_cast<int>(active_.size())) return;
+  if (barrier_arrived_ < static_cast<int>(active_.size())) return;
   barrier_arrived_ = 0;
   barrier_waits_.push_back(clock_->Now() - barrier_started_);
   ReleaseBarrier(BarrierPassed{
-      fingerprint_, std::make_shared<const std::vector<std::string>>(std::move(barrier_payloads_))});
+      fingerprint_, std::make_shared<const std::vector<std::string>>(std::move(barrier_payloads_)),
+      HostGroups()});
+}
+
+absl::Status SchedulerCore::CheckActive(int rank, const std::string& name) const {
+  if (Active(rank)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "barrier '", name, "' from ", Describe(MemberRole::kWorker, rank),
+      ", which is not one of the job's workers any more (taken for dead: no heartbeat in "
+      "time)"));
+}
+
+absl::Status SchedulerCore::Arrive(int rank, const std::string& name, uint64_t fingerprint) {
+  if (name != barrier_name_) {
+    Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " reached barrier '", name,
+                      "' while the others wait at '", barrier_name_,
+                      "': the workers run different programs"));
+    return absl::AbortedError(reason_);
+  }
+  if (fingerprint != 0) {
+    if (fingerprint_rank_ < 0) {
+      fingerprint_ = fingerprint;
+      fingerprint_rank_ = rank;
+    } else if (fingerprint != fingerprint_) {
+      Fail(absl::StrFormat(
+          "%s computed partition map %016x, but worker %d computed %016x: the workers build "
+          "different models or pass different --part_bytes",
+          Describe(MemberRole::kWorker, rank), fingerprint, fingerprint_rank_, fingerprint_));
+      return absl::AbortedError(reason_);
+    }
+  }
+  ++barrier_arrived_;
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const absl::flat_hash_map<int, SchedulerCore::BarrierPassed::HostGroup>>
+SchedulerCore::HostGroups() const {
+  absl::flat_hash_map<std::string, BarrierPassed::HostGroup> by_key;
+  for (int rank : active_) {  // ascending: the first of a key leads it
+    const std::string& key = workers_[rank].host_key;
+    if (key.empty()) continue;
+    auto [group, added] = by_key.try_emplace(key, BarrierPassed::HostGroup{rank, 0});
+    ++group->second.workers;
+  }
+  auto groups = std::make_shared<absl::flat_hash_map<int, BarrierPassed::HostGroup>>();
+  groups->reserve(active_.size());
+  for (int rank : active_) {
+    const std::string& key = workers_[rank].host_key;
+    (*groups)[rank] = key.empty() ? BarrierPassed::HostGroup{rank, 1} : by_key.at(key);
+  }
+  return groups;
 }
 
 void SchedulerCore::ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result) {

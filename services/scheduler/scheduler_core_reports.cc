@@ -80,6 +80,8 @@ SchedulerSnapshot SchedulerCore::TakeSnapshot() {
     s.missed_heartbeats[r] = missed_heartbeats_[r];
   }
   s.barrier_waits.swap(barrier_waits_);
+  s.barrier_calls = barrier_calls_;
+  s.barrier_arrivals = barrier_arrivals_;
   s.straggler = Slowest();
   return s;
 }

@@ -434,6 +434,56 @@ TEST(SchedulerCoreTest, AnExchangeGivesEveryWorkerWhatEachBrought) {
                                                "kvstore")) << core.reason();
 }
 
+// A host's workers met there first: one call arrives for all of them, and every release says
+// who shares each worker's host key (workers without one are alone).
+TEST(SchedulerCoreTest, OneCallArrivesForAHostsWorkersAndTheReleaseSaysWhoSharesAHost) {
+  FakeClock clock;
+  SchedulerCore core(Spec(4, 1), &clock);
+  ASSERT_TRUE(core.Register(Member(MemberRole::kShard, 0, "10.0.0.1:7")).ok());
+  const char* keys[] = {"kernel a", "kernel a", "kernel b", ""};
+  for (int w = 0; w < 4; ++w) {
+    MemberRegistration r = Member(MemberRole::kWorker, w);
+    r.host_key = keys[w];
+    ASSERT_TRUE(core.Register(r).ok());
+  }
+  std::vector<absl::StatusOr<SchedulerCore::BarrierPassed>> got(4, absl::UnknownError("none"));
+  auto keep = [&](int r) {
+    return [&got, r](absl::StatusOr<SchedulerCore::BarrierPassed> p) { got[r] = std::move(p); };
+  };
+  // Worker 2 and 3 alone, then worker 0 bringing worker 1: the last arrival releases all.
+  core.BarrierAsync(2, "init", 5, 0, "", keep(2));
+  core.BarrierAsync(3, "init", 5, 0, "", keep(3));
+  EXPECT_FALSE(got[2].ok());
+  const SchedulerCore::Arrival one{1, "init", 5};
+  core.BarrierAsync(0, "init", 5, 0, "", keep(0), {&one, 1});
+  ASSERT_TRUE(got[0].ok()) << got[0].status();
+  ASSERT_TRUE(got[2].ok()) << got[2].status();
+  EXPECT_EQ(got[0]->fingerprint, 5u);
+  const auto& groups = *got[0]->host_groups;
+  ASSERT_EQ(groups.size(), 4u);
+  EXPECT_EQ(groups.at(0).leader, 0);
+  EXPECT_EQ(groups.at(0).workers, 2);
+  EXPECT_EQ(groups.at(1).leader, 0);
+  EXPECT_EQ(groups.at(1).workers, 2);
+  EXPECT_EQ(groups.at(2).leader, 2);
+  EXPECT_EQ(groups.at(2).workers, 1);
+  EXPECT_EQ(groups.at(3).leader, 3);
+  EXPECT_EQ(groups.at(3).workers, 1);
+  const SchedulerSnapshot counted = core.TakeSnapshot();
+  EXPECT_EQ(counted.barrier_calls, 3);
+  EXPECT_EQ(counted.barrier_arrivals, 4);
+
+  // A worker of the host at another barrier fails the job, naming it.
+  const SchedulerCore::Arrival astray{1, "other", 0};
+  absl::StatusOr<SchedulerCore::BarrierPassed> refused;
+  core.BarrierAsync(0, "next", 0, 0, "", [&](auto p) { refused = std::move(p); },
+                    {&astray, 1});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(absl::StrContains(core.reason(), "worker 1 (host host-1, pid 1001) reached "
+                                               "barrier 'other' while the others wait at 'next'"))
+      << core.reason();
+}
+
 TEST(SchedulerCoreTest, DifferentPartitionMapsFailTheJobAndReleaseTheWaiters) {
   FakeClock clock;
   SchedulerCore core(Spec(2, 1), &clock);

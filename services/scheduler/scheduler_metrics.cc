@@ -1,12 +1,26 @@
 #include "services/scheduler/scheduler_metrics.h"
 
 namespace cohort {
+namespace {
+
+// The core counts from the start; a counter catches up with it.
+void CatchUp(prometheus::Counter& counter, int64_t count) {
+  const double n = static_cast<double>(count);
+  if (n > counter.Value()) counter.Increment(n - counter.Value());
+}
+
+}  // namespace
 
 SchedulerMetrics::SchedulerMetrics(ProcessMetrics& p, const JobSpec& spec,
                                    double baseline_images_per_second)
     : barrier_wait_(p.Histogram("cohort_scheduler_barrier_wait_seconds",
                                 "Time from a barrier's first arrival to its release.",
                                 {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300})),
+      barrier_calls_(p.Counter("cohort_scheduler_barrier_calls_total",
+                               "Barrier calls the scheduler answered.")),
+      barrier_arrivals_(p.Counter(
+          "cohort_scheduler_barrier_arrivals_total",
+          "Workers' arrivals at barriers: a call from a host's meeting brings all of its own.")),
       straggler_rank_(p.Gauge("cohort_scheduler_straggler_rank",
                               "Rank of the worker with the most compute a step (-1: none).")),
       straggler_lag_seconds_(p.Gauge(
@@ -47,15 +61,13 @@ void SchedulerMetrics::Update(const SchedulerSnapshot& snapshot) {
   absl::MutexLock lock(&mu_);
   for (int r = 0; r < kNumMemberRoles; ++r) {
     for (int s = 0; s < kNumMemberStates; ++s) members_[r][s]->Set(snapshot.members[r][s]);
-    // The core counts from the start; the counter catches up.
-    const double missed = static_cast<double>(snapshot.missed_heartbeats[r]);
-    if (missed > missed_heartbeats_[r]->Value()) {
-      missed_heartbeats_[r]->Increment(missed - missed_heartbeats_[r]->Value());
-    }
+    CatchUp(*missed_heartbeats_[r], snapshot.missed_heartbeats[r]);
   }
   for (int s = 0; s < kNumJobStates; ++s) {
     job_state_[s]->Set(static_cast<int>(snapshot.state) == s ? 1 : 0);
   }
+  CatchUp(barrier_calls_, snapshot.barrier_calls);
+  CatchUp(barrier_arrivals_, snapshot.barrier_arrivals);
   for (absl::Duration wait : snapshot.barrier_waits) {
     barrier_wait_.Observe(absl::ToDoubleSeconds(wait));
   }

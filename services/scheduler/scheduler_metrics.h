@@ -13,7 +13,10 @@ namespace cohort {
 // The scheduler's metrics, set from the core's snapshot at each scrape:
 //   cohort_scheduler_members{member_role, state}, cohort_scheduler_job_state{state} (1 for the
 //   current one), cohort_scheduler_missed_heartbeats_total{member_role},
-//   cohort_scheduler_barrier_wait_seconds (first arrival to release), cohort_scheduler_workers,
+//   cohort_scheduler_barrier_wait_seconds (first arrival to release),
+//   cohort_scheduler_barrier_calls_total and cohort_scheduler_barrier_arrivals_total (the
+//   workers' arrivals those calls brought: a host's meeting brings all of its own),
+//   cohort_scheduler_workers,
 //   cohort_scheduler_shards and, when a baseline was recorded,
 //   cohort_scheduler_baseline_images_per_second (one worker alone: the scaling-efficiency
 //   rule's denominator); the straggler: cohort_scheduler_straggler_rank (-1: none),
@@ -33,6 +36,8 @@ class SchedulerMetrics {
   prometheus::Gauge* job_state_[kNumJobStates];
   prometheus::Counter* missed_heartbeats_[kNumMemberRoles];
   prometheus::Histogram& barrier_wait_;
+  prometheus::Counter& barrier_calls_;
+  prometheus::Counter& barrier_arrivals_;
   prometheus::Gauge& straggler_rank_;
   prometheus::Gauge& straggler_lag_seconds_;
   prometheus::Gauge& straggler_lag_steps_;

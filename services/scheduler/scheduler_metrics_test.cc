@@ -1,5 +1,6 @@
 #include "services/scheduler/scheduler_metrics.h"
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "services/common/metrics_testing.h"
 
@@ -10,8 +11,7 @@ double Value(ProcessMetrics& p, const std::string& name,
              const std::map<std::string, std::string>& labels = {}) {
   const auto series = FindSeries(p, name, labels);
   if (!series.has_value()) return -1;
-  return name == "cohort_scheduler_missed_heartbeats_total" ? series->counter.value
-                                                            : series->gauge.value;
+  return absl::EndsWith(name, "_total") ? series->counter.value : series->gauge.value;
 }
 
 TEST(SchedulerMetricsTest, ExportsTheSnapshot) {
@@ -26,11 +26,15 @@ TEST(SchedulerMetricsTest, ExportsTheSnapshot) {
   s.members[static_cast<int>(MemberRole::kWorker)][static_cast<int>(MemberState::kDead)] = 1;
   s.missed_heartbeats[static_cast<int>(MemberRole::kWorker)] = 5;
   s.barrier_waits = {absl::Milliseconds(300), absl::Seconds(2)};
+  s.barrier_calls = 4;
+  s.barrier_arrivals = 16;
   metrics.Update(s);
   EXPECT_EQ(Value(process, "cohort_scheduler_straggler_rank"), -1);
   s.straggler = Straggler{2, "host-2", 0.25, 0, 0.15, 3};
   s.missed_heartbeats[static_cast<int>(MemberRole::kWorker)] = 7;
   s.barrier_waits.clear();
+  s.barrier_calls = 6;
+  s.barrier_arrivals = 24;
   metrics.Update(s);
 
   EXPECT_EQ(Value(process, "cohort_scheduler_members", {{"member_role", "worker"}, {"state", "alive"}}), 2);
@@ -39,6 +43,8 @@ TEST(SchedulerMetricsTest, ExportsTheSnapshot) {
   EXPECT_EQ(Value(process, "cohort_scheduler_job_state", {{"state", "RUNNING"}}), 1);
   EXPECT_EQ(Value(process, "cohort_scheduler_job_state", {{"state", "FORMING"}}), 0);
   EXPECT_EQ(Value(process, "cohort_scheduler_missed_heartbeats_total", {{"member_role", "worker"}}), 7);
+  EXPECT_EQ(Value(process, "cohort_scheduler_barrier_calls_total"), 6);
+  EXPECT_EQ(Value(process, "cohort_scheduler_barrier_arrivals_total"), 24);
   EXPECT_EQ(Value(process, "cohort_scheduler_workers"), 3);
   EXPECT_EQ(Value(process, "cohort_scheduler_shards"), 2);
   EXPECT_EQ(Value(process, "cohort_scheduler_baseline_images_per_second"), 250);

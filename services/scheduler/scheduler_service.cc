@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
   r.requested_rank = request->requested_rank();
   // Peers' own words are escaped once, here: the core logs them and puts them in /status.
   r.host = LogSafe(request->host(), 128);
+  r.host_key = request->host_key().substr(0, 256);
   r.pid = request->pid();
   r.threads = request->threads();
   r.cores = request->cores();
@@ -274,11 +276,16 @@ grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*
                                                     const v1::BarrierRequest* request,
                                                     v1::BarrierReply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::vector<SchedulerCore::Arrival> host_arrivals;
+  host_arrivals.reserve(request->host_arrivals_size());
+  for (const v1::BarrierArrival& a : request->host_arrivals()) {
+    host_arrivals.push_back({a.rank(), LogSafe(a.name(), 128), a.partition_fingerprint()});
+  }
   // The reply stays ours until Finish.
   core_->BarrierAsync(
       request->rank(), LogSafe(request->name(), 128), request->partition_fingerprint(),
       request->generation(), request->payload(),
-      [reactor, reply, exchange = request->exchange()](
+      [reactor, reply, rank = request->rank(), exchange = request->exchange()](
           const absl::StatusOr<SchedulerCore::BarrierPassed>& passed) {
         if (const std::optional<int64_t> changed = ChangedGeneration(passed.status())) {
           reply->set_membership_changed_to(*changed);
@@ -291,9 +298,14 @@ grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*
         // payloads.
         if (exchange) {
           for (const std::string& payload : *passed->payloads) reply->add_payloads(payload);
+        } else if (auto group = passed->host_groups->find(rank);
+                   group != passed->host_groups->end()) {
+          reply->set_host_leader(group->second.leader);
+          reply->set_host_workers(group->second.workers);
         }
         reactor->Finish(grpc::Status::OK);
-      });
+      },
+      host_arrivals);
   return reactor;
 }
 
