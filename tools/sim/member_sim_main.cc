@@ -33,6 +33,9 @@ ABSL_FLAG(int, shards, 1,
           "shards to play (registered only: no data path); 0 with --data_steps, whose shards "
           "are real processes");
 ABSL_FLAG(int, threads, 32, "members registering (and leaving) at once");
+ABSL_FLAG(int, workers_per_host, 8,
+          "workers a simulated host holds: they meet at a barrier there before one arrives "
+          "for all (1: every worker a host of its own)");
 ABSL_FLAG(int, barriers, 20, "barriers of every worker to time");
 ABSL_FLAG(int, scheduler_pid, 0, "the scheduler's pid, to read its CPU time while idle");
 ABSL_FLAG(double, idle_s, 5, "seconds the running job stays idle (heartbeats only)");
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
   o.workers = absl::GetFlag(FLAGS_workers);
   o.shards = absl::GetFlag(FLAGS_shards);
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.workers_per_host = absl::GetFlag(FLAGS_workers_per_host);
   const int data_steps = absl::GetFlag(FLAGS_data_steps);
   if (o.scheduler_address.empty() || o.workers < 1 || o.shards < (data_steps > 0 ? 0 : 1)) {
     std::cerr << "member_sim: error: give --scheduler, --workers >= 1 and --shards >= 1 (0 with "
@@ -267,10 +271,11 @@ int main(int argc, char** argv) {
 
   std::cout << absl::StrFormat(
       "member_sim: %d workers, %d shards: registered in %.2f s, RUNNING at %.2f s; barrier "
-      "p50 %.1f ms, p99 %.1f ms (%d rounds%s); idle scheduler %s%s%s%s; DONE %.2f s after the "
+      "p50 %.1f ms, p99 %.1f ms (%d rounds, %d workers a host%s); idle scheduler %s%s%s%s; DONE %.2f s after the "
       "workers began to leave\n",
       o.workers, o.shards, absl::ToDoubleSeconds(registered), absl::ToDoubleSeconds(running),
       Ms(Percentile(*barriers, 0.5)), Ms(Percentile(*barriers, 0.99)), barriers->size(),
+      o.workers_per_host,
       absl::StrCat(pid > 0 ? absl::StrFormat(", the scheduler's CPU %.1f ms each", barrier_cpu_ms)
                            : std::string(),
                    absl::StrFormat(", the simulator's %.1f ms", own_barrier_cpu_ms)),

@@ -39,8 +39,19 @@ absl::Status MemberSwarm::ForEach(int n, int threads,
   return first;
 }
 
+MemberSessionOptions MemberSwarm::WorkerOptions(int index) const {
+  MemberSessionOptions o;
+  o.scheduler_address = options_.scheduler_address;
+  o.role = v1::WORKER;
+  o.security = options_.security;
+  o.host_meetings = meetings_;
+  o.host_key = absl::StrCat("simulated host ", index / std::max(1, options_.workers_per_host));
+  return o;
+}
+
 absl::StatusOr<std::unique_ptr<MemberSwarm>> MemberSwarm::Join(const SwarmOptions& options) {
-  std::unique_ptr<MemberSwarm> swarm(new MemberSwarm(options));
+  ASSIGN_OR_RETURN(std::shared_ptr<HostMeetings> meetings, HostMeetings::Create());
+  std::unique_ptr<MemberSwarm> swarm(new MemberSwarm(options, std::move(meetings)));
   for (auto [role, count, members] :
        {std::tuple{v1::SHARD, options.shards, &swarm->shards_},
         std::tuple{v1::WORKER, options.workers, &swarm->workers_}}) {
@@ -48,6 +59,7 @@ absl::StatusOr<std::unique_ptr<MemberSwarm>> MemberSwarm::Join(const SwarmOption
     RETURN_IF_ERROR(swarm->ForEach(count, options.threads, [&, role = role,
                                                             members = members](int rank) {
       MemberSessionOptions o;
+      if (role == v1::WORKER) o = swarm->WorkerOptions(rank);
       o.scheduler_address = options.scheduler_address;
       o.role = role;
       o.requested_rank = rank;
@@ -161,10 +173,7 @@ absl::StatusOr<absl::Duration> MemberSwarm::KillAWorker() {
 
 absl::StatusOr<absl::Duration> MemberSwarm::JoinAWorker() {
   const int64_t generation = workers_.front()->generation();
-  MemberSessionOptions o;
-  o.scheduler_address = options_.scheduler_address;
-  o.role = v1::WORKER;
-  o.security = options_.security;
+  const MemberSessionOptions o = WorkerOptions(static_cast<int>(workers_.size()));
   const absl::Time joining = absl::Now();
   ASSIGN_OR_RETURN(std::unique_ptr<MemberSession> joined, MemberSession::Join(o));
   workers_.push_back(std::move(joined));

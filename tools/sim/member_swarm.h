@@ -18,6 +18,9 @@ struct SwarmOptions {
   int workers = 0;
   int shards = 0;  // they register with an address no worker dials: no data path
   int threads = 32;  // registering and leaving in parallel
+  // Workers a simulated host holds (ranks in order; 1: every worker a host of its own): they
+  // meet at a barrier there before one of them arrives for all, as a host's processes do.
+  int workers_per_host = 8;
   std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext();
 };
 
@@ -64,7 +67,10 @@ class MemberSwarm {
   absl::Status FinishJob(absl::Duration timeout);
 
  private:
-  explicit MemberSwarm(SwarmOptions options) : options_(std::move(options)) {}
+  explicit MemberSwarm(SwarmOptions options, std::shared_ptr<HostMeetings> meetings)
+      : options_(std::move(options)), meetings_(std::move(meetings)) {}
+  // A worker's session options, on the simulated host of the worker with this index.
+  MemberSessionOptions WorkerOptions(int index) const;
   // Runs f(i) for i in [0, n) on `threads` threads; the first error.
   absl::Status ForEach(int n, int threads, const std::function<absl::Status(int)>& f) const;
   // Every worker still there calls the barrier `name` at once (in its generation); once every
@@ -79,6 +85,7 @@ class MemberSwarm {
   absl::StatusOr<absl::Duration> WaitPastGeneration(int64_t generation, absl::Time since) const;
 
   const SwarmOptions options_;
+  const std::shared_ptr<HostMeetings> meetings_;  // every simulated host's, on one thread
   std::vector<std::unique_ptr<MemberSession>> shards_;
   std::vector<std::unique_ptr<MemberSession>> workers_;  // null once vanished
   std::vector<std::unique_ptr<KVStore>> stores_;  // CountSteps's, by worker; before workers_ go
