@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -69,15 +70,31 @@ bool IsClosedAtOnce(const grpc::Status& status) {
 constexpr absl::Duration kClosedAtOnceFor = absl::Seconds(5);
 
 // Which workers share a host, as a meeting at an abstract Unix socket needs it: the same
-// kernel (its boot id), network namespace and Unix user. Empty where /proc does not say.
+// kernel (its boot id), network namespace (the socket's), user namespace and Unix user (the
+// peer the leader admits). Empty where /proc does not say.
 std::string HostKeyOfThisProcess() {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string boot_id;
-  std::getline(boot, boot_id);
-  char net[128];
-  const ssize_t n = readlink("/proc/self/ns/net", net, sizeof(net));
-  if (boot_id.empty() || n <= 0) return "";
-  return absl::StrCat(boot_id, " ", absl::string_view(net, n), " uid ", getuid());
+  std::string key;
+  std::getline(boot, key);
+  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/user"}) {
+    char link[128];
+    const ssize_t n = readlink(ns, link, sizeof(link));
+    if (key.empty() || n <= 0) return "";
+    absl::StrAppend(&key, " ", absl::string_view(link, n));
+  }
+  return absl::StrCat(key, " uid ", getuid());
+}
+
+// A host's meeting the scheduler refused: its workers ask the scheduler anew.
+constexpr absl::string_view kMeetAgainPayload = "cohort/meet-again";
+absl::Status MeetAgainError() {
+  absl::Status s = absl::UnavailableError(
+      "the scheduler counts this host's workers differently than it did: asking it again");
+  s.SetPayload(kMeetAgainPayload, absl::Cord("1"));
+  return s;
+}
+bool IsMeetAgain(const absl::Status& status) {
+  return status.GetPayload(kMeetAgainPayload).has_value();
 }
 
 // What a barrier the job's end interrupts answers.
@@ -244,6 +261,9 @@ absl::StatusOr<ShardsView> MemberSession::WaitForShards(absl::Duration timeout) 
   view.rank = spec.worker_rank();
   view.num_workers = spec.num_workers();
   view.worker_hosts.assign(spec.worker_hosts().begin(), spec.worker_hosts().end());
+  if (spec.host_workers() > 0) {
+    SetHostGroup({spec.generation(), spec.host_leader(), spec.host_workers()});
+  }
   return view;
 }
 
@@ -281,35 +301,47 @@ void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
     absl::MutexLock lock(&mu_);
     group = group_;
   }
-  if (group.generation != generation || group.workers < 2) {
-    // Alone, or the generation's first: the answer says who shares this worker's host.
+  if (meetings_ == nullptr || group.generation != generation || group.workers < 2) {
+    // Alone, or not told whom this worker shares its host with: the scheduler counts the call
+    // or sends it to meet them.
     return CallBarrier(name, fingerprint, generation, std::nullopt,
-                       [this, generation, done = std::move(done)](
-                           absl::StatusOr<v1::BarrierReply> reply) {
+                       [this, name, fingerprint, generation, done = std::move(done)](
+                           absl::StatusOr<v1::BarrierReply> reply) mutable {
                          if (!reply.ok()) return done(reply.status());
-                         if (meetings_ != nullptr && reply->host_workers() > 0) {
-                           absl::MutexLock lock(&mu_);
-                           group_ = {generation, reply->host_leader(), reply->host_workers()};
+                         if (reply->meet_on_host() && meetings_ != nullptr) {
+                           SetHostGroup({generation, reply->host_leader(), reply->host_workers()});
+                           return BarrierAsync(name, fingerprint, generation, std::move(done));
                          }
                          done(reply->partition_fingerprint());
                        });
   }
+  // The scheduler refused the leader's call for the host (the host's workers changed as a
+  // restarted scheduler took the job over): each worker asks it anew.
+  HostMeetings::Done met = [this, name, fingerprint, generation,
+                            done = std::move(done)](absl::StatusOr<uint64_t> result) mutable {
+    if (IsMeetAgain(result.status())) {
+      SetHostGroup({-1, 0, 1});
+      return BarrierAsync(name, fingerprint, generation, std::move(done));
+    }
+    done(std::move(result));
+  };
   const std::string place = PlaceOf(group);
   if (group.leader == rank_) {
     meetings_->Lead(
-        place, group.workers - 1, std::move(done),
+        place, group.workers - 1, std::move(met),
         [this, name, fingerprint, generation](std::vector<HostMeetings::Arrival> others,
                                               HostMeetings::Done release) {
           CallBarrier(
               name, fingerprint, generation, std::nullopt,
               [release = std::move(release)](absl::StatusOr<v1::BarrierReply> reply) {
                 if (!reply.ok()) return release(reply.status());
+                if (reply->meet_on_host()) return release(MeetAgainError());
                 release(reply->partition_fingerprint());
               },
               others);
         });
   } else {
-    meetings_->Join(place, {rank_, name, fingerprint}, std::move(done));
+    meetings_->Join(place, {rank_, name, fingerprint}, std::move(met));
   }
   // News that came before the meeting opened closes it as news after does.
   if (const int64_t now = core_.generation(); now > generation) {
@@ -318,6 +350,11 @@ void MemberSession::BarrierAsync(const std::string& name, uint64_t fingerprint,
   if (core_.ended()) {
     CloseHostGroup(std::numeric_limits<int64_t>::max(), EndedError(core_.end_status()));
   }
+}
+
+void MemberSession::SetHostGroup(const HostGroup& group) {
+  absl::MutexLock lock(&mu_);
+  if (group.generation < 0 || group.generation >= group_.generation) group_ = group;
 }
 
 void MemberSession::CallBarrier(const std::string& name, uint64_t fingerprint,

@@ -54,9 +54,10 @@ struct MemberSessionOptions {
 // heartbeat on the control stream (MembershipCore) and learns there when the job ends; the
 // cluster spec, barriers and leaving are calls to the scheduler. Thread-safe.
 //
-// A plain barrier's first pass in a generation tells each worker which workers share its host
-// (the scheduler groups them by host key); its later ones in that generation meet on the host
-// first (HostMeetings), and the lowest rank there arrives at the scheduler for them all.
+// At a plain barrier the workers sharing a host (the scheduler groups them by host key) meet on
+// it first (HostMeetings), and the lowest rank there arrives at the scheduler for them all. A
+// worker learns its group from the cluster spec of its generation (WaitForShards), or from the
+// scheduler's answer to a call it made alone, which sends it to meet them.
 class MemberSession final : public JobMembership {
  public:
   // Registers (waiting up to connect_timeout for the scheduler to answer) and starts the
@@ -135,6 +136,8 @@ class MemberSession final : public JobMembership {
   };
   // Where the group of a generation meets (an abstract socket's name, unique to the job).
   std::string PlaceOf(const HostGroup& group) const;
+  // What this worker was told of its host's group; a group of generation -1 forgets it.
+  void SetHostGroup(const HostGroup& group);
   // The generation moved past the group's, or the job ended: the meetings there end with `why`.
   void CloseHostGroup(int64_t past_generation, const absl::Status& why);
 

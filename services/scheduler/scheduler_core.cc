@@ -195,6 +195,7 @@ void SchedulerCore::Enroll(Member& m, const MemberRegistration& r) {
   m.registered = true;
   m.host = r.host;
   m.host_key = r.host_key;
+  host_groups_ = nullptr;
   m.pid = r.pid;
   m.address = r.address;
   m.threads = r.threads;
@@ -238,6 +239,7 @@ absl::StatusOr<int> SchedulerCore::Join(const MemberRegistration& r) {
 void SchedulerCore::NewGeneration(const std::string& why) {
   ++generation_;
   generation_why_ = why;
+  host_groups_ = nullptr;
   // Waiters leave unpassed; the new generation starts afresh.
   barrier_arrived_ = 0;
   barrier_name_.clear();
@@ -383,6 +385,7 @@ absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
   view.generation = generation_;
   view.workers = active_;
   for (int rank : active_) view.worker_hosts.push_back(workers_[rank].host);
+  view.host_groups = GroupsByHost();
   for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
     // A dead shard's share is where its backup took it.
     const int leader = share_leaders_.empty() ? share : share_leaders_[share];

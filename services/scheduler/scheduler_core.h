@@ -96,6 +96,14 @@ struct MemberRegistration {
   bool rejoin = false;
 };
 
+// The workers of a generation sharing a host key (they meet at a barrier on their host first):
+// the lowest rank of them, which arrives for them all, and how many they are.
+struct HostGroup {
+  int leader = 0;
+  int workers = 1;
+};
+using HostGroups = absl::flat_hash_map<int, HostGroup>;  // by registered rank
+
 struct ClusterView {
   std::vector<std::string> shard_addresses;     // by shard rank
   std::vector<std::string> shard_incarnations;  // by shard rank: "host pid"
@@ -109,6 +117,8 @@ struct ClusterView {
   std::vector<int> share_leaders;
   std::vector<int> share_backups;
   std::vector<std::string> share_backup_addresses;
+  // Each worker's host group, by registered rank.
+  std::shared_ptr<const HostGroups> host_groups;
 };
 
 // The scheduler's state machine, without gRPC: membership and ranks, the cluster spec,
@@ -164,13 +174,6 @@ class SchedulerCore {
   struct BarrierPassed {
     uint64_t fingerprint = 0;
     std::shared_ptr<const std::vector<std::string>> payloads;
-    // By registered rank, the workers of the generation sharing its host key: the lowest rank
-    // of them, which arrives at the next barriers for them all, and how many they are.
-    struct HostGroup {
-      int leader = 0;
-      int workers = 1;
-    };
-    std::shared_ptr<const absl::flat_hash_map<int, HostGroup>> host_groups;
   };
   // A worker's arrival another worker of its host brings along with its own.
   struct Arrival {
@@ -189,6 +192,11 @@ class SchedulerCore {
   void BarrierAsync(int rank, const std::string& name, uint64_t fingerprint, int64_t generation,
                     std::string payload, BarrierDone done,
                     absl::Span<const Arrival> host_arrivals = {});
+  // Where a plain barrier's call from this worker of `generation`, bringing `host_arrivals`
+  // others, is not counted: the worker shares its host key with others, and only their
+  // leader's call bringing every other one is. The group it should meet there; none to count
+  // the call (or answer it as BarrierAsync does: another generation, a worker not there).
+  std::optional<HostGroup> MeetOnHostFirst(int rank, int64_t generation, size_t host_arrivals);
   // The membership generation: 0, moved on by each change of an elastic job's workers.
   int64_t generation() const;
   // Told each new generation and the job's end at once (the members then hear it without
@@ -315,9 +323,8 @@ class SchedulerCore {
   // map fails the job.
   absl::Status Arrive(int rank, const std::string& name, uint64_t fingerprint)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The generation's workers grouped by host key (BarrierPassed::host_groups).
-  std::shared_ptr<const absl::flat_hash_map<int, BarrierPassed::HostGroup>> HostGroups() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The generation's workers grouped by host key (computed once a generation).
+  std::shared_ptr<const HostGroups> GroupsByHost() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every worker waiting at the barrier gets `result`.
   void ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -375,6 +382,8 @@ class SchedulerCore {
   int fingerprint_rank_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Time barrier_started_ ABSL_GUARDED_BY(mu_);  // the current barrier's first arrival
   std::vector<absl::Duration> barrier_waits_ ABSL_GUARDED_BY(mu_);  // not yet taken
+  // GroupsByHost's, null until asked in this generation and these registrations.
+  mutable std::shared_ptr<const HostGroups> host_groups_ ABSL_GUARDED_BY(mu_);
   int64_t barrier_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t barrier_arrivals_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t missed_heartbeats_[kNumMemberRoles] ABSL_GUARDED_BY(mu_) = {};

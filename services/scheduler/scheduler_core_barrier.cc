@@ -79,8 +79,7 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
   barrier_arrived_ = 0;
   barrier_waits_.push_back(clock_->Now() - barrier_started_);
   ReleaseBarrier(BarrierPassed{
-      fingerprint_, std::make_shared<const std::vector<std::string>>(std::move(barrier_payloads_)),
-      HostGroups()});
+      fingerprint_, std::make_shared<const std::vector<std::string>>(std::move(barrier_payloads_))});
 }
 
 absl::Status SchedulerCore::CheckActive(int rank, const std::string& name) const {
@@ -114,22 +113,33 @@ absl::Status SchedulerCore::Arrive(int rank, const std::string& name, uint64_t f
   return absl::OkStatus();
 }
 
-std::shared_ptr<const absl::flat_hash_map<int, SchedulerCore::BarrierPassed::HostGroup>>
-SchedulerCore::HostGroups() const {
-  absl::flat_hash_map<std::string, BarrierPassed::HostGroup> by_key;
+std::optional<HostGroup> SchedulerCore::MeetOnHostFirst(int rank, int64_t generation,
+                                                        size_t host_arrivals) {
+  absl::MutexLock lock(&mu_);
+  if (Ended() || generation != generation_ || !Active(rank)) return std::nullopt;
+  const HostGroup& group = GroupsByHost()->at(rank);
+  if (group.workers < 2 || (group.leader == rank && host_arrivals + 1 == size_t(group.workers))) {
+    return std::nullopt;
+  }
+  return group;
+}
+
+std::shared_ptr<const HostGroups> SchedulerCore::GroupsByHost() const {
+  if (host_groups_ != nullptr) return host_groups_;
+  absl::flat_hash_map<std::string, HostGroup> by_key;
   for (int rank : active_) {  // ascending: the first of a key leads it
     const std::string& key = workers_[rank].host_key;
     if (key.empty()) continue;
-    auto [group, added] = by_key.try_emplace(key, BarrierPassed::HostGroup{rank, 0});
-    ++group->second.workers;
+    ++by_key.try_emplace(key, HostGroup{rank, 0}).first->second.workers;
   }
-  auto groups = std::make_shared<absl::flat_hash_map<int, BarrierPassed::HostGroup>>();
+  auto groups = std::make_shared<HostGroups>();
   groups->reserve(active_.size());
   for (int rank : active_) {
     const std::string& key = workers_[rank].host_key;
-    (*groups)[rank] = key.empty() ? BarrierPassed::HostGroup{rank, 1} : by_key.at(key);
+    (*groups)[rank] = key.empty() ? HostGroup{rank, 1} : by_key.at(key);
   }
-  return groups;
+  host_groups_ = std::move(groups);
+  return host_groups_;
 }
 
 void SchedulerCore::ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result) {

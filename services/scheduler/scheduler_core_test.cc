@@ -434,9 +434,10 @@ TEST(SchedulerCoreTest, AnExchangeGivesEveryWorkerWhatEachBrought) {
                                                "kvstore")) << core.reason();
 }
 
-// A host's workers met there first: one call arrives for all of them, and every release says
-// who shares each worker's host key (workers without one are alone).
-TEST(SchedulerCoreTest, OneCallArrivesForAHostsWorkersAndTheReleaseSaysWhoSharesAHost) {
+// Workers sharing a host key meet there first: the scheduler sends each of their calls there
+// but their leader's bringing every other one, which counts for all; workers without a key
+// are alone.
+TEST(SchedulerCoreTest, OneCallArrivesForAHostsWorkersAndTheOthersAreSentToMeetThere) {
   FakeClock clock;
   SchedulerCore core(Spec(4, 1), &clock);
   ASSERT_TRUE(core.Register(Member(MemberRole::kShard, 0, "10.0.0.1:7")).ok());
@@ -446,6 +447,29 @@ TEST(SchedulerCoreTest, OneCallArrivesForAHostsWorkersAndTheReleaseSaysWhoShares
     r.host_key = keys[w];
     ASSERT_TRUE(core.Register(r).ok());
   }
+  const absl::StatusOr<ClusterView> view = core.WaitForCluster();
+  ASSERT_TRUE(view.ok());
+  const HostGroups& groups = *view->host_groups;
+  ASSERT_EQ(groups.size(), 4u);
+  EXPECT_EQ(groups.at(0).leader, 0);
+  EXPECT_EQ(groups.at(0).workers, 2);
+  EXPECT_EQ(groups.at(1).leader, 0);
+  EXPECT_EQ(groups.at(1).workers, 2);
+  EXPECT_EQ(groups.at(2).leader, 2);
+  EXPECT_EQ(groups.at(2).workers, 1);
+  EXPECT_EQ(groups.at(3).leader, 3);
+  EXPECT_EQ(groups.at(3).workers, 1);
+  // Sent to meet: worker 1, and worker 0 bringing nobody; counted: the others.
+  const std::optional<HostGroup> sent = core.MeetOnHostFirst(1, 0, 0);
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_EQ(sent->leader, 0);
+  EXPECT_EQ(sent->workers, 2);
+  EXPECT_TRUE(core.MeetOnHostFirst(0, 0, 0).has_value());
+  EXPECT_FALSE(core.MeetOnHostFirst(0, 0, 1).has_value());
+  EXPECT_FALSE(core.MeetOnHostFirst(2, 0, 0).has_value());
+  EXPECT_FALSE(core.MeetOnHostFirst(3, 0, 0).has_value());
+  EXPECT_FALSE(core.MeetOnHostFirst(1, 7, 0).has_value());  // another generation: answered so
+
   std::vector<absl::StatusOr<SchedulerCore::BarrierPassed>> got(4, absl::UnknownError("none"));
   auto keep = [&](int r) {
     return [&got, r](absl::StatusOr<SchedulerCore::BarrierPassed> p) { got[r] = std::move(p); };
@@ -459,16 +483,6 @@ TEST(SchedulerCoreTest, OneCallArrivesForAHostsWorkersAndTheReleaseSaysWhoShares
   ASSERT_TRUE(got[0].ok()) << got[0].status();
   ASSERT_TRUE(got[2].ok()) << got[2].status();
   EXPECT_EQ(got[0]->fingerprint, 5u);
-  const auto& groups = *got[0]->host_groups;
-  ASSERT_EQ(groups.size(), 4u);
-  EXPECT_EQ(groups.at(0).leader, 0);
-  EXPECT_EQ(groups.at(0).workers, 2);
-  EXPECT_EQ(groups.at(1).leader, 0);
-  EXPECT_EQ(groups.at(1).workers, 2);
-  EXPECT_EQ(groups.at(2).leader, 2);
-  EXPECT_EQ(groups.at(2).workers, 1);
-  EXPECT_EQ(groups.at(3).leader, 3);
-  EXPECT_EQ(groups.at(3).workers, 1);
   const SchedulerSnapshot counted = core.TakeSnapshot();
   EXPECT_EQ(counted.barrier_calls, 3);
   EXPECT_EQ(counted.barrier_arrivals, 4);

@@ -130,6 +130,11 @@ grpc::ServerUnaryReactor* SchedulerService::GetClusterSpec(grpc::CallbackServerC
     for (int backup : view->share_backups) spec->add_share_backups(backup);
     for (const std::string& a : view->share_backup_addresses) spec->add_share_backup_addresses(a);
     for (const std::string& h : view->worker_hosts) spec->add_worker_hosts(h);
+    if (auto group = view->host_groups->find(request->rank());
+        request->role() == v1::WORKER && group != view->host_groups->end()) {
+      spec->set_host_leader(group->second.leader);
+      spec->set_host_workers(group->second.workers);
+    }
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
@@ -276,6 +281,16 @@ grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*
                                                     const v1::BarrierRequest* request,
                                                     v1::BarrierReply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!request->exchange()) {
+    if (const std::optional<HostGroup> group = core_->MeetOnHostFirst(
+            request->rank(), request->generation(), request->host_arrivals_size())) {
+      reply->set_meet_on_host(true);
+      reply->set_host_leader(group->leader);
+      reply->set_host_workers(group->workers);
+      reactor->Finish(grpc::Status::OK);
+      return reactor;
+    }
+  }
   std::vector<SchedulerCore::Arrival> host_arrivals;
   host_arrivals.reserve(request->host_arrivals_size());
   for (const v1::BarrierArrival& a : request->host_arrivals()) {
@@ -285,7 +300,7 @@ grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*
   core_->BarrierAsync(
       request->rank(), LogSafe(request->name(), 128), request->partition_fingerprint(),
       request->generation(), request->payload(),
-      [reactor, reply, rank = request->rank(), exchange = request->exchange()](
+      [reactor, reply, exchange = request->exchange()](
           const absl::StatusOr<SchedulerCore::BarrierPassed>& passed) {
         if (const std::optional<int64_t> changed = ChangedGeneration(passed.status())) {
           reply->set_membership_changed_to(*changed);
@@ -298,10 +313,6 @@ grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*
         // payloads.
         if (exchange) {
           for (const std::string& payload : *passed->payloads) reply->add_payloads(payload);
-        } else if (auto group = passed->host_groups->find(rank);
-                   group != passed->host_groups->end()) {
-          reply->set_host_leader(group->second.leader);
-          reply->set_host_workers(group->second.workers);
         }
         reactor->Finish(grpc::Status::OK);
       },
