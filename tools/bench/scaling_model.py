@@ -36,8 +36,9 @@ its costs against the real scheduler at 64 to 1,024 workers, tools/sim/bench_con
     (AutomaticHeartbeatTimeout); the scheduler spends c_heartbeat on each: CPU = N / I(N) ×
     c_heartbeat. A hung member is noticed within the timeout.
   - start: registration until RUNNING, c_register per member (they register at once).
-  - a barrier (the start, a shard's recovery: two, an elastic regroup: two): c_barrier per
-    worker from the last arrival to the last release.
+  - a barrier (the start, a shard's recovery: two, an elastic regroup: two): the workers of a
+    host meet there first (c_meet per worker of the host, on every host at once), then one call
+    a host reaches the scheduler: hosts x c_barrier from the last arrival to the last release.
   - a generation change (a worker dies or joins): noticed at once when its stream ends, written
     to every member's control stream at once: c_push per member.
 Neither is on a step's path (no barrier or scheduler call in a training step): they bound the
@@ -64,9 +65,12 @@ from bench_ps import (WIRE_BYTES, bits_per_second, iperf3_gbps, program, run_job
 DEFAULT_COSTS = {"c_byte": 6.99e-10, "c_part": 1.35e-6, "c_msg": 7.23e-6, "rtt": 4.69e-4}
 # The control plane's costs member_sim measured at 1,024 workers and 64 shards (each member a
 # connection of its own) on this project's 2-core VM with the simulator on the same cores,
-# 2026-11-27 (docs/benchmarks.md, "The control plane ... simulated"): upper bounds.
-CONTROL_COSTS = {"c_heartbeat": 188e-6, "c_register": 1.25e-3, "c_barrier": 0.0625e-3,
-                 "c_push": 0.1e-3}
+# 2026-11-27 (docs/benchmarks.md, "The control plane ... simulated"): upper bounds. c_barrier:
+# the scheduler's CPU a call bringing a host's 8 arrivals (13 ms a barrier of 128 such calls;
+# a worker alone costs it 0.07 ms), c_meet: a meeting of 8 on one host, 0.2 ms a barrier
+# (2026-11-28).
+CONTROL_COSTS = {"c_heartbeat": 188e-6, "c_register": 1.25e-3, "c_barrier": 0.1e-3,
+                 "c_meet": 0.025e-3, "c_push": 0.1e-3}
 HEARTBEAT_TIMEOUT_S = 3.0  # the least; a larger job's is longer (heartbeat_timeout)
 # A nominal Ethernet rate's share that is TCP payload: 1448 bytes (1500-byte MTU less IP, TCP
 # and timestamp headers) of each 1538 on the wire (Ethernet header, FCS, preamble, gap).
@@ -317,13 +321,16 @@ def heartbeat_timeout(members):
     return max(HEARTBEAT_TIMEOUT_S, 3 * heartbeat_interval(members))
 
 
-def control_plane(workers, shards, costs=CONTROL_COSTS):
+def control_plane(workers, shards, workers_per_host=1, costs=CONTROL_COSTS):
     """(heartbeat interval s, scheduler CPU share of a core, start s, barrier s, generation
     change heard s, heartbeat timeout s) at this size, with the automatic timeout."""
     members = workers + shards
     interval = heartbeat_interval(members)
+    hosts = math.ceil(workers / workers_per_host)
+    barrier = hosts * costs["c_barrier"] + (workers_per_host * costs["c_meet"]
+                                             if workers_per_host > 1 else 0)
     return (interval, members / interval * costs["c_heartbeat"], members * costs["c_register"],
-            workers * costs["c_barrier"], members * costs["c_push"], heartbeat_timeout(members))
+            barrier, members * costs["c_push"], heartbeat_timeout(members))
 
 
 def project_control_plane(args):
@@ -339,7 +346,8 @@ def project_control_plane(args):
         hosts = max(1, gpus // args.gpus_per_host)
         for workers, layout in ((gpus, "a worker per GPU"), (hosts, "a worker per host")):
             shards = hosts * args.shards_per_host
-            interval, cpu, start, barrier, heard, timeout = control_plane(workers, shards)
+            interval, cpu, start, barrier, heard, timeout = control_plane(
+                workers, shards, workers // hosts)
             print(f"| {gpus} | {layout} | {workers} | {shards} | {1e3 * interval:.0f} ms / "
                   f"{timeout:.1f} s | {100 * cpu:.1f}% of a core | {start:.2f} s | "
                   f"{1e3 * barrier:.1f} ms | {heard:.2f} s |")

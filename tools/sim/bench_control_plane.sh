@@ -31,7 +31,7 @@ for n in ${sizes[@]}; do
   start_scheduler "$n" "$shards" --on_worker_failure=elastic --min_workers=1 \
     --max_workers=$((n + 1))
   "$sim" --scheduler="$address" --workers="$n" --shards="$shards" --scheduler_pid="$pid" \
-    --scheduler_http="$http" --idle_s=5 --elastic --hang
+    --scheduler_http="$http" --idle_s=15 --elastic --hang
   wait "$pid"
 done
 [ -n "${SHARD_BINARY:-}" ] || exit 0
