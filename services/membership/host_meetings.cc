@@ -272,9 +272,9 @@ void HostMeetings::Visit(const std::string& place, Visitor& visitor, Callbacks& 
 }
 
 void HostMeetings::Close(const std::string& place, absl::Status why) {
-  Callbacks later;
+  absl::MutexLock lock(&mu_);
+  Callbacks& later = closed_waiters_;
   {
-    absl::MutexLock lock(&mu_);
     if (!closed_.try_emplace(place, why).second) return;
     if (auto it = leaders_.find(place); it != leaders_.end()) {
       Leader& leader = it->second;
@@ -296,7 +296,10 @@ void HostMeetings::Close(const std::string& place, absl::Status why) {
       it = visitors_.erase(it);
     }
   }
-  for (auto& f : later) f();
+  if (!later.empty()) {
+    const uint64_t one = 1;
+    (void)!write(wake_, &one, sizeof(one));
+  }
 }
 
 void HostMeetings::OnReady(int fd, Callbacks& later) {
@@ -362,6 +365,7 @@ void HostMeetings::Loop() {
     Callbacks later;
     {
       absl::MutexLock lock(&mu_);
+      later.swap(closed_waiters_);
       for (int i = 0; i < n; ++i) {
         if (events[i].data.fd == wake_) {
           uint64_t count;

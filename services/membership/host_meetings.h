@@ -55,7 +55,8 @@ class HostMeetings {
   // Arrives at the leader's place (one not open yet is tried again until it is); `done` gets
   // the leader's release.
   void Join(const std::string& place, Arrival mine, Done done);
-  // Every meeting at `place` not yet released, and any later one there, gets `why`.
+  // Every meeting at `place` not yet released, and any later one there, gets `why` (those
+  // waiting now on this object's thread: the caller may hold locks their callbacks take).
   void Close(const std::string& place, absl::Status why);
 
  private:
@@ -103,6 +104,7 @@ class HostMeetings {
   absl::flat_hash_map<int, Owner> owners_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Status> closed_ ABSL_GUARDED_BY(mu_);
   bool retry_ ABSL_GUARDED_BY(mu_) = false;  // a visitor waits for its place to open
+  Callbacks closed_waiters_ ABSL_GUARDED_BY(mu_);  // Close's, for the loop to call
   std::thread thread_;
 };
 

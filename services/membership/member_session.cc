@@ -97,10 +97,9 @@ bool IsMeetAgain(const absl::Status& status) {
   return status.GetPayload(kMeetAgainPayload).has_value();
 }
 
-// What a barrier the job's end interrupts answers.
+// What a barrier the job's end interrupts answers: why it ended (Aborted when DONE).
 absl::Status EndedError(const absl::Status& end) {
-  return absl::AbortedError(end.ok() ? "the job ended" : absl::StrCat("the job ended: ",
-                                                                      end.message()));
+  return end.ok() ? absl::AbortedError("the job ended") : end;
 }
 
 v1::RegisterRequest RegisterRequestOf(const MemberSessionOptions& options, int rank) {

@@ -44,8 +44,8 @@ struct MemberSessionOptions {
   std::shared_ptr<const TransportSecurity> security = TransportSecurity::Plaintext();
   // Workers: where they meet the other workers of their host at a barrier before one arrives
   // for all (null: a meeting point of the session's own), and the key that says which workers
-  // share a host (empty: this kernel's boot id, network namespace and Unix user; a simulation
-  // of many hosts in one process gives each its own).
+  // share a host (empty: this kernel's boot id, network and user namespaces, Unix user; a
+  // simulation of many hosts in one process gives each its own).
   std::shared_ptr<HostMeetings> host_meetings;
   std::string host_key;
 };
@@ -128,7 +128,8 @@ class MemberSession final : public JobMembership {
                    std::optional<std::string> payload,
                    std::function<void(absl::StatusOr<v1::BarrierReply>)> done,
                    const std::vector<HostMeetings::Arrival>& host_arrivals = {});
-  // The workers of this one's host in a generation, as a passed barrier said.
+  // The workers of this one's host in a generation, as the cluster spec or the scheduler's
+  // answer to a barrier call said.
   struct HostGroup {
     int64_t generation = -1;
     int leader = 0;

@@ -88,8 +88,8 @@ struct MemberRegistration {
   std::string address;  // shards: host:port workers dial
   int threads = 0;       // workers: compute threads (0: unknown)
   int cores = 0;         // workers: their host's cores (0: unknown)
-  // Workers: the kernel and network namespace they run in; those sharing one meet at a
-  // barrier on their host first (empty: alone).
+  // Workers: the kernel, network and user namespaces and Unix user they run as; those sharing
+  // one meet at a barrier on their host first (empty: alone).
   std::string host_key;
   // A member of the running job registering again (its control stream broke): the same process
   // keeps its place; a scheduler restarted mid-job admits it while it forms again.
