@@ -65,10 +65,14 @@ class SwarmTest(unittest.TestCase):
         return sim.stdout
 
     def test_256_simulated_workers_form_change_generations_and_end_done(self):
+        http_file = os.path.join(tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR")), "http")
         scheduler, address = self.start_scheduler(
             SHARDS, "--on_worker_failure=elastic", "--min_workers=1",
-            f"--max_workers={WORKERS + 1}")
-        out = self.simulate(scheduler, address, f"--shards={SHARDS}", "--elastic", "--hang")
+            f"--max_workers={WORKERS + 1}", f"--metrics_port_file={http_file}")
+        out = self.simulate(scheduler, address, f"--shards={SHARDS}", "--elastic", "--hang",
+                            f"--scheduler_http={self.address_in(http_file)}")
+        # Hosts of 8 simulated workers meet there first: one call a host reaches the scheduler.
+        self.assertIn("the scheduler took 32 barrier calls a round for 256 arrivals", out)
         # The killed worker's place went to the one that joined: 256 finished.
         self.assertRegex(out, rf"member_sim: {WORKERS} workers, {SHARDS} shards: registered in "
                               r"[\d.]+ s, RUNNING at [\d.]+ s; barrier p50 [\d.]+ ms, p99 "

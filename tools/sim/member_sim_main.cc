@@ -89,6 +89,20 @@ absl::Duration Percentile(std::vector<absl::Duration> v, double p) {
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
+// The sum of a metric's series (any labels) on a page of Prometheus text.
+double SeriesSum(absl::string_view page, absl::string_view name) {
+  double total = 0;
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (!absl::StartsWith(line, name) || line.size() == name.size() ||
+        (line[name.size()] != ' ' && line[name.size()] != '{')) {
+      continue;
+    }
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) total += value;
+  }
+  return total;
+}
+
 // The shards' update time so far, summed over them: seconds and updates
 // (cohort_shard_optimizer_apply_seconds).
 absl::StatusOr<std::pair<double, double>> UpdateTimes(const std::vector<std::string>& shards) {
@@ -96,17 +110,18 @@ absl::StatusOr<std::pair<double, double>> UpdateTimes(const std::vector<std::str
   for (const std::string& address : shards) {
     absl::StatusOr<cohort::HttpResponse> page = Get(address, "/metrics", "--shard_metrics");
     if (!page.ok()) return page.status();
-    for (absl::string_view line : absl::StrSplit(page->body, '\n')) {
-      for (auto [suffix, sum] : {std::pair{"_sum", &total.first}, {"_count", &total.second}}) {
-        if (!absl::StartsWith(line, absl::StrCat("cohort_shard_optimizer_apply_seconds", suffix))) {
-          continue;
-        }
-        double value = 0;
-        if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) *sum += value;
-      }
-    }
+    total.first += SeriesSum(page->body, "cohort_shard_optimizer_apply_seconds_sum");
+    total.second += SeriesSum(page->body, "cohort_shard_optimizer_apply_seconds_count");
   }
   return total;
+}
+
+// The scheduler's barrier calls and the workers' arrivals they brought, so far.
+absl::StatusOr<std::pair<double, double>> BarrierCounts(const std::string& http) {
+  absl::StatusOr<cohort::HttpResponse> page = Get(http, "/metrics", "--scheduler_http");
+  if (!page.ok()) return page.status();
+  return std::make_pair(SeriesSum(page->body, "cohort_scheduler_barrier_calls_total"),
+                        SeriesSum(page->body, "cohort_scheduler_barrier_arrivals_total"));
 }
 
 int Fail(const absl::Status& s) {
@@ -153,8 +168,23 @@ int main(int argc, char** argv) {
   const int pid = absl::GetFlag(FLAGS_scheduler_pid);
   const absl::Duration barriers_cpu = pid > 0 ? cohort::ProcessCpuTime(pid) : absl::ZeroDuration();
   const absl::Duration own_cpu = cohort::ProcessCpuTime(getpid());
+  const std::string http = absl::GetFlag(FLAGS_scheduler_http);
+  std::pair<double, double> counts_before;
+  if (!http.empty()) {
+    auto counts = BarrierCounts(http);
+    if (!counts.ok()) return Fail(counts.status());
+    counts_before = *counts;
+  }
   auto barriers = (*swarm)->Barriers(absl::GetFlag(FLAGS_barriers));
   if (!barriers.ok()) return Fail(barriers.status());
+  std::string calls;  // how many calls the scheduler took for its workers' arrivals
+  if (!http.empty()) {
+    auto counts = BarrierCounts(http);
+    if (!counts.ok()) return Fail(counts.status());
+    calls = absl::StrFormat("; the scheduler took %.0f barrier calls a round for %.0f arrivals",
+                            (counts->first - counts_before.first) / barriers->size(),
+                            (counts->second - counts_before.second) / barriers->size());
+  }
   // The scheduler's own share of a barrier, told apart from the simulator's on the same cores
   // (the simulator's: its members' calls and answers, which processes of their own would
   // spread over their hosts).
@@ -169,8 +199,8 @@ int main(int argc, char** argv) {
   const double idle_share =
       pid > 0 && idle > absl::ZeroDuration() ? absl::FDivDuration(cohort::ProcessCpuTime(pid) - cpu_before, idle) : 0;
   const double resident = pid > 0 ? cohort::ProcessResidentBytes(pid) / 1048576.0 : 0;
-  std::string pages;
-  if (const std::string http = absl::GetFlag(FLAGS_scheduler_http); !http.empty()) {
+  std::string pages = calls;
+  if (!http.empty()) {
     for (const char* path : {"/status", "/metrics"}) {
       auto fetched = Fetch(http, path);
       if (!fetched.ok()) return Fail(fetched.status());
