@@ -97,14 +97,13 @@ absl::StatusOr<uint64_t> DecodeRelease(absl::string_view in) {
   return status;
 }
 
-// One message from a SOCK_SEQPACKET socket; nullopt at its end (or a reset).
-std::optional<std::string> ReceiveMessage(int fd, bool* would_block) {
-  std::string buffer(kMaxMessage, '\0');
+// One message from a SOCK_SEQPACKET socket into `buffer`; nullopt at its end (or a reset).
+std::optional<absl::string_view> ReceiveMessage(int fd, std::vector<char>& buffer,
+                                                bool* would_block) {
   const ssize_t n = recv(fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
   *would_block = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
   if (n <= 0) return std::nullopt;
-  buffer.resize(n);
-  return buffer;
+  return absl::string_view(buffer.data(), n);
 }
 
 bool SendMessage(int fd, const std::string& message) {
@@ -126,7 +125,8 @@ absl::StatusOr<std::unique_ptr<HostMeetings>> HostMeetings::Create() {
   return std::unique_ptr<HostMeetings>(new HostMeetings(epoll, wake));
 }
 
-HostMeetings::HostMeetings(int epoll, int wake) : epoll_(epoll), wake_(wake), uid_(getuid()) {
+HostMeetings::HostMeetings(int epoll, int wake)
+    : epoll_(epoll), wake_(wake), uid_(getuid()), receive_buffer_(kMaxMessage) {
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.fd = wake_;
@@ -136,13 +136,17 @@ HostMeetings::HostMeetings(int epoll, int wake) : epoll_(epoll), wake_(wake), ui
 
 HostMeetings::~HostMeetings() {
   stopping_ = true;
-  const uint64_t one = 1;
-  (void)!write(wake_, &one, sizeof(one));
+  Wake();
   thread_.join();
   absl::MutexLock lock(&mu_);
   for (const auto& [fd, owner] : owners_) close(fd);
   close(wake_);
   close(epoll_);
+}
+
+void HostMeetings::Wake() {
+  const uint64_t one = 1;
+  (void)!write(wake_, &one, sizeof(one));
 }
 
 void HostMeetings::Watch(int fd, Owner owner) {
@@ -253,8 +257,7 @@ void HostMeetings::Visit(const std::string& place, Visitor& visitor, Callbacks& 
       // Not open yet (its leader has not come); tried again from the loop.
       if (!retry_) {
         retry_ = true;
-        const uint64_t one = 1;
-        (void)!write(wake_, &one, sizeof(one));
+        Wake();
       }
       return;
     }
@@ -296,10 +299,7 @@ void HostMeetings::Close(const std::string& place, absl::Status why) {
       it = visitors_.erase(it);
     }
   }
-  if (!later.empty()) {
-    const uint64_t one = 1;
-    (void)!write(wake_, &one, sizeof(one));
-  }
+  if (!later.empty()) Wake();
 }
 
 void HostMeetings::OnReady(int fd, Callbacks& later) {
@@ -322,7 +322,8 @@ void HostMeetings::OnReady(int fd, Callbacks& later) {
     return;
   }
   bool would_block = false;
-  std::optional<std::string> message = ReceiveMessage(fd, &would_block);
+  const std::optional<absl::string_view> message =
+      ReceiveMessage(fd, receive_buffer_, &would_block);
   if (owner.kind == Owner::kConnection) {
     auto leader = leaders_.find(owner.place);
     Arrival arrival;

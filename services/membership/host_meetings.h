@@ -83,6 +83,7 @@ class HostMeetings {
 
   HostMeetings(int epoll, int wake);
   void Loop();
+  void Wake();  // the loop, to answer what Close left or to try visitors again
   void Watch(int fd, Owner owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forwards once the leader and every other worker are there.
@@ -98,6 +99,7 @@ class HostMeetings {
   const int wake_;  // eventfd: stop, or a visitor to try again
   const uid_t uid_;
   std::atomic<bool> stopping_{false};
+  std::vector<char> receive_buffer_ ABSL_GUARDED_BY(mu_);  // one message at a time
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Leader> leaders_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int>, Visitor> visitors_ ABSL_GUARDED_BY(mu_);

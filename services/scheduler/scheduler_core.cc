@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/notification.h"
 #include "services/common/addresses.h"
 #include "services/common/count_text.h"
 #include "services/membership/job_membership.h"
@@ -355,59 +354,6 @@ void SchedulerCore::CheckHostThreads(const std::string& host) {
 std::vector<std::string> SchedulerCore::TakeNotices() {
   absl::MutexLock lock(&mu_);
   return std::move(notices_);
-}
-
-absl::StatusOr<ClusterView> SchedulerCore::WaitForCluster() {
-  absl::Notification settled;
-  absl::StatusOr<ClusterView> view;
-  WaitForClusterAsync([&](absl::StatusOr<ClusterView> v) {
-    view = std::move(v);
-    settled.Notify();
-  });
-  settled.WaitForNotification();
-  return view;
-}
-
-void SchedulerCore::WaitForClusterAsync(ClusterDone done) {
-  absl::MutexLock lock(&mu_);
-  if (ClusterSettled()) return done(Cluster());
-  cluster_waiters_.push_back(std::move(done));
-}
-
-bool SchedulerCore::ClusterSettled() const {
-  return Ended() || (state_ == JobState::kRunning && !ShardRestarting());
-}
-
-absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
-  if (state_ == JobState::kFailed) return absl::AbortedError(reason_);
-  ClusterView view;
-  view.shard_restart_grace = spec_.shard_restart_grace;
-  view.generation = generation_;
-  view.workers = active_;
-  for (int rank : active_) view.worker_hosts.push_back(workers_[rank].host);
-  view.host_groups = GroupsByHost();
-  for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
-    // A dead shard's share is where its backup took it.
-    const int leader = share_leaders_.empty() ? share : share_leaders_[share];
-    const Member& at = shards_[leader];
-    view.shard_addresses.push_back(at.address);
-    view.shard_incarnations.push_back(absl::StrCat(
-        leader != share ? absl::StrCat("led by shard ", leader, ": ") : "", at.host, " ", at.pid));
-  }
-  view.share_leaders = share_leaders_;
-  view.share_backups = share_backups_;
-  for (int backup : share_backups_) {
-    view.share_backup_addresses.push_back(backup >= 0 ? shards_[backup].address : "");
-  }
-  return view;
-}
-
-void SchedulerCore::AnswerClusterWaiters() {
-  if (cluster_waiters_.empty() || !ClusterSettled()) return;
-  std::vector<ClusterDone> waiters;
-  waiters.swap(cluster_waiters_);
-  const absl::StatusOr<ClusterView> view = Cluster();
-  for (ClusterDone& w : waiters) w(view);
 }
 
 void SchedulerCore::CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -38,14 +39,21 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
   }
   if (Ended()) return done(absl::AbortedError(reason_));
   if (generation != generation_) return done(MembershipChangedError(generation_, generation_why_));
-  // Every arrival is checked before any is counted.
+  // Every arrival is checked before any is counted: each another worker of the caller's host
+  // group, once.
+  absl::flat_hash_set<int> brought;
   for (const Arrival& a : host_arrivals) {
     if (a.rank == rank || Find(MemberRole::kWorker, a.rank) == nullptr) {
       return done(absl::InvalidArgumentError(absl::StrCat(
           "barrier '", name, "' from worker ", rank, " for worker ", a.rank,
-          " of its host, which is not another registered worker")));
+          ", which is not another registered worker")));
     }
     if (absl::Status active = CheckActive(a.rank, a.name); !active.ok()) return done(active);
+    if (GroupsByHost()->at(a.rank).leader != rank || !brought.insert(a.rank).second) {
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "barrier '", name, "' from worker ", rank, " for worker ", a.rank,
+          ", which is not a worker of the host it leads or was brought twice")));
+    }
   }
   if (absl::Status active = CheckActive(rank, name); !active.ok()) return done(active);
   ++barrier_calls_;
@@ -122,24 +130,6 @@ std::optional<HostGroup> SchedulerCore::MeetOnHostFirst(int rank, int64_t genera
     return std::nullopt;
   }
   return group;
-}
-
-std::shared_ptr<const HostGroups> SchedulerCore::GroupsByHost() const {
-  if (host_groups_ != nullptr) return host_groups_;
-  absl::flat_hash_map<std::string, HostGroup> by_key;
-  for (int rank : active_) {  // ascending: the first of a key leads it
-    const std::string& key = workers_[rank].host_key;
-    if (key.empty()) continue;
-    ++by_key.try_emplace(key, HostGroup{rank, 0}).first->second.workers;
-  }
-  auto groups = std::make_shared<HostGroups>();
-  groups->reserve(active_.size());
-  for (int rank : active_) {
-    const std::string& key = workers_[rank].host_key;
-    (*groups)[rank] = key.empty() ? HostGroup{rank, 1} : by_key.at(key);
-  }
-  host_groups_ = std::move(groups);
-  return host_groups_;
 }
 
 void SchedulerCore::ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result) {

@@ -474,6 +474,15 @@ TEST(SchedulerCoreTest, OneCallArrivesForAHostsWorkersAndTheOthersAreSentToMeetT
   auto keep = [&](int r) {
     return [&got, r](absl::StatusOr<SchedulerCore::BarrierPassed> p) { got[r] = std::move(p); };
   };
+  // A call may bring only other workers of the host it leads, each once; nothing is counted.
+  const SchedulerCore::Arrival from_a{1, "init", 5};
+  const SchedulerCore::Arrival twice[] = {from_a, from_a};
+  core.BarrierAsync(2, "init", 5, 0, "", keep(2), {&from_a, 1});
+  EXPECT_EQ(got[2].status().code(), absl::StatusCode::kInvalidArgument) << got[2].status();
+  core.BarrierAsync(0, "init", 5, 0, "", keep(0), twice);
+  EXPECT_EQ(got[0].status().code(), absl::StatusCode::kInvalidArgument) << got[0].status();
+  EXPECT_EQ(core.TakeSnapshot().barrier_calls, 0);
+  got.assign(4, absl::UnknownError("none"));
   // Worker 2 and 3 alone, then worker 0 bringing worker 1: the last arrival releases all.
   core.BarrierAsync(2, "init", 5, 0, "", keep(2));
   core.BarrierAsync(3, "init", 5, 0, "", keep(3));
