@@ -232,7 +232,10 @@ void ShardCore::Applied(int64_t version, int pushes) {
 void ShardCore::ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
                           float lr) {
   const auto start = std::chrono::steady_clock::now();
-  if (p->backup != nullptr) p->forwarded.resize(value.size());
+  const size_t bytes = value.size() * sizeof(float);
+  if (p->backup != nullptr && p->forwarded.size() != bytes) {
+    p->forwarded = p->backup->Spare(bytes);
+  }
   ApplyPushBlocks(p, grad, rank, value, lr);
   if (ShardMetrics* m = metrics_.load()) {
     m->apply_seconds.Observe(
@@ -273,7 +276,9 @@ void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::S
       update = absl::MakeConstSpan(sum, n);
     }
     p->optimizer->Apply(0, static_cast<int64_t>(first), value.subspan(first, n), update, lr);
-    if (p->backup != nullptr) std::copy(update.begin(), update.end(), p->forwarded.begin() + first);
+    if (p->backup != nullptr) {
+      std::copy(update.begin(), update.end(), reinterpret_cast<float*>(p->forwarded.data()) + first);
+    }
   });
 }
 

@@ -150,13 +150,17 @@ void ShardCore::Answer(PartId id, PartState* p, PartSink* reply_to) {
 }
 
 void ShardCore::Forward(PartId id, PartState* p, float lr, int rank, int64_t pushed_on) {
-  absl::Span<const float> values = p->forwarded;
+  ReplicaUpdate update{id, p->version, lr, {}, rank, pushed_on};
   if (p->optimizer == nullptr) {
-    values = rank < 0 ? absl::MakeConstSpan(p->value->data) : absl::MakeConstSpan(p->slots[rank]);
+    update.values =
+        rank < 0 ? absl::MakeConstSpan(p->value->data) : absl::MakeConstSpan(p->slots[rank]);
+  } else {
+    update.values = absl::MakeConstSpan(reinterpret_cast<const float*>(p->forwarded.data()),
+                                        p->forwarded.size() / sizeof(float));
+    update.buffer = &p->forwarded;
   }
   const int64_t version = p->version;
-  p->backup->Forward(ReplicaUpdate{id, version, lr, values, rank, pushed_on},
-                     [this, id, p, version] { SendHeldAnswers(id, p, version); });
+  p->backup->Forward(update, [this, id, p, version] { SendHeldAnswers(id, p, version); });
 }
 
 void ShardCore::SendHeldAnswers(PartId id, PartState* p, int64_t version) {
@@ -199,23 +203,22 @@ absl::Status ShardCore::ApplyReplica(const ReplicaUpdate& u) {
         " workers"));
   }
   absl::Span<float> value = absl::MakeSpan(WritableValue(p));
-  const absl::Span<const char> bytes(reinterpret_cast<const char*>(u.values.data()),
-                                     u.values.size() * sizeof(float));
   if (p->optimizer == nullptr) {
     if (u.rank < 0) {
       std::copy(u.values.begin(), u.values.end(), value.begin());
     } else {
+      const absl::Span<const char> bytes(reinterpret_cast<const char*>(u.values.data()),
+                                         u.values.size() * sizeof(float));
       AverageIntoValue(p, ByteChunks(&bytes, 1), u.rank, value);
     }
   } else {
     // In the leader's blocks: the same optimizer calls on the same numbers.
-    thread_local std::vector<float> block(kBlockFloats);
     p->optimizer->BeginUpdate(0, static_cast<int64_t>(elements));
-    ForEachFloatBlock(ByteChunks(&bytes, 1), absl::MakeSpan(block),
-                      [&](size_t first, absl::Span<const float> update) {
-                        p->optimizer->Apply(0, static_cast<int64_t>(first),
-                                            value.subspan(first, update.size()), update, u.lr);
-                      });
+    for (size_t first = 0; first < elements; first += kBlockFloats) {
+      const size_t n = std::min(kBlockFloats, elements - first);
+      p->optimizer->Apply(0, static_cast<int64_t>(first), value.subspan(first, n),
+                          u.values.subspan(first, n), u.lr);
+    }
   }
   p->version = u.version;
   if (p->replicated_pushes.empty()) p->replicated_pushes.assign(config.num_workers, -1);

@@ -27,6 +27,7 @@
 #include "services/membership/member_flags.h"
 #include "services/membership/member_session.h"
 #include "services/shard/grpc_replica_link.h"
+#include "services/shard/replica_link.h"
 #include "services/shard/shard_checkpointer.h"
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_metrics.h"
@@ -34,6 +35,7 @@
 #include "services/shard/shard_service.h"
 #include "services/shard/share_copier.h"
 #include "services/shard/shm_push_server.h"
+#include "services/shard/shm_replica_link.h"
 #include "services/wire/shm_rendezvous.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/cli/args.h"
@@ -83,18 +85,63 @@ std::optional<cohort::MemberSessionOptions> SessionOptionsFromFlags() {
   return o;
 }
 
-// Workers on this host push through shared memory (their rendezvous name is the gRPC
-// address's); null when another process holds the name: its workers' pushes come over gRPC.
-std::unique_ptr<cohort::ShmPushServer> OfferSharedMemory(cohort::ShardCore* core, int port) {
-  if (!absl::GetFlag(FLAGS_shared_memory)) return nullptr;
+// Workers on this host push through shared memory, and shards leading parts this one backs up
+// replicate through it (under the rendezvous names of the gRPC address); none where
+// --shared_memory is off or another process holds a name: those come over gRPC.
+struct SharedMemoryPaths {
+  std::unique_ptr<cohort::ShmSessionServer> pushes, replicas;
+};
+SharedMemoryPaths OfferSharedMemory(cohort::ShardCore* core, cohort::ReplicaReceiver* receiver,
+                                    int port) {
+  SharedMemoryPaths paths;
+  if (!absl::GetFlag(FLAGS_shared_memory)) return paths;
   const std::string bind = absl::GetFlag(FLAGS_bind);
-  auto started = cohort::ShmPushServer::Start(
-      core, cohort::ShardRendezvousName(cohort::IsAnyAddress(bind) ? "" : bind, port),
-      kShmRingBytes);
-  if (started.ok()) return *std::move(started);
-  std::cerr << "shard: warning: no shared-memory path for this host's workers: "
-            << started.status().message() << "\n";
-  return nullptr;
+  const std::string host = cohort::IsAnyAddress(bind) ? "" : bind;
+  auto pushes = cohort::StartShmPushServer(core, cohort::ShardRendezvousName(host, port),
+                                           kShmRingBytes);
+  auto replicas = cohort::StartShmReplicaServer(
+      receiver, cohort::ReplicaRendezvousName(host, port), kShmRingBytes);
+  if (!pushes.ok()) {
+    std::cerr << "shard: warning: no shared-memory path for this host's workers: "
+              << pushes.status().message() << "\n";
+  }
+  if (!replicas.ok()) {
+    std::cerr << "shard: warning: no shared-memory path for the shards of this host it backs "
+                 "up: "
+              << replicas.status().message() << "\n";
+  }
+  if (pushes.ok()) paths.pushes = *std::move(pushes);
+  if (replicas.ok()) paths.replicas = *std::move(replicas);
+  return paths;
+}
+
+// The link to the backup at `address`: through shared memory when it is on this host and offers
+// it, else its Replicate stream.
+std::unique_ptr<cohort::ReplicaLink> LinkToBackup(
+    const std::string& address, int rank,
+    const std::shared_ptr<const cohort::TransportSecurity>& security) {
+  std::unique_ptr<cohort::ReplicaStream> stream;
+  if (absl::GetFlag(FLAGS_shared_memory)) {
+    absl::StatusOr<std::unique_ptr<cohort::ShmReplicaStream>> shm =
+        cohort::DialShmReplica(address);
+    if (shm.ok()) {
+      std::cout << "shard " << rank << ": replicates to its backup at " << address
+                << " through shared memory\n";
+      stream = *std::move(shm);
+    } else if (!absl::IsNotFound(shm.status())) {
+      std::cerr << "shard " << rank << ": warning: its backup at " << address
+                << " is on this host, but its shared-memory path failed ("
+                << shm.status().message() << "); replicating to it over gRPC\n";
+    }
+  }
+  if (stream == nullptr) {
+    stream = std::make_unique<cohort::GrpcReplicaStream>(
+        cohort::v1::Shard::NewStub(cohort::MakeChannel(address, *security)));
+  }
+  return std::make_unique<cohort::StreamReplicaLink>(std::move(stream),
+                                                     absl::StrCat("shard ", rank),
+                                                     absl::StrCat("the shard at ", address),
+                                                     &std::cerr);
 }
 
 // Serves the job until it ends: the exit status.
@@ -159,11 +206,8 @@ int main(int argc, char** argv) {
   const std::shared_ptr<const cohort::TransportSecurity> security = session_options->security;
   cohort::ShardService service(
       &core, &set_up, &rollback,
-      [&shard_rank, security](const std::string& address) -> std::unique_ptr<cohort::ReplicaLink> {
-        return std::make_unique<cohort::GrpcReplicaLink>(
-            cohort::v1::Shard::NewStub(cohort::MakeChannel(address, *security)),
-            absl::StrCat("shard ", shard_rank.load()), absl::StrCat("the shard at ", address),
-            &std::cerr);
+      [&shard_rank, security](const std::string& address) {
+        return LinkToBackup(address, shard_rank.load(), security);
       });
   // Stopped (SIGTERM/SIGINT): leaves the job and exits at once.
   cohort::LeaveOnTerminationSignal("shard");
@@ -173,7 +217,7 @@ int main(int argc, char** argv) {
     std::cerr << "shard: error: " << server.status().message() << "\n";
     return 1;
   }
-  std::unique_ptr<cohort::ShmPushServer> shm = OfferSharedMemory(&core, server->port);
+  SharedMemoryPaths shm = OfferSharedMemory(&core, &service, server->port);
   session_options->port = server->port;
   auto session = cohort::MemberSession::Join(*session_options);
   if (!session.ok()) {
@@ -194,7 +238,7 @@ int main(int argc, char** argv) {
   // what is queued); and the core stops reporting to the metrics.
   auto stop_serving = absl::MakeCleanup([&] {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    shm.reset();
+    shm = {};
     rollback.set_checkpointer(nullptr);
     checkpointer.reset();
     core.set_metrics(nullptr);
@@ -242,7 +286,9 @@ int main(int argc, char** argv) {
     (*session)->SetCopiesHeld(*std::move(copied));  // it may lead them from now on
   }
   const int served = ServeUntilEnded(session->get(), *server, process, security);
-  service.CloseReplication();  // before the server goes: the backups' leaders hear it left
+  // Before the server goes: the backups' leaders hear it left.
+  service.CloseReplication();
+  shm.replicas.reset();
   if (served != 0) return 1;
   const absl::Status end = (*session)->end_status();
   std::move(stop_serving).Invoke();

@@ -1,8 +1,9 @@
 #include "services/shard/shard_service.h"
 
 #include <algorithm>
-#include <iostream>
+#include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -211,7 +212,7 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
 grpc::Status ShardService::Replicate(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaBatch>* stream) {
-  if (grpc::Status set_up = WaitForSetUp("replicate"); !set_up.ok()) return set_up;
+  if (absl::Status open = OpenReplicas(); !open.ok()) return ToGrpcStatus(open);
   {
     absl::MutexLock lock(&link_mu_);
     if (leaving_) return grpc::Status::CANCELLED;
@@ -221,19 +222,17 @@ grpc::Status ShardService::Replicate(
     absl::MutexLock lock(&link_mu_);
     replicating_.erase(context);
   });
+  const std::string from = LogSafe(context->peer(), 128);
   v1::ReplicaBatch batch;
   v1::ReplicaAck ack;
+  std::vector<absl::Span<const char>> values;
   while (stream->Read(&batch)) {
-    if (batch.has_config()) {
-      if (grpc::Status s = ConfigureFromCopy(batch.config()); !s.ok()) return s;
-    }
+    values.clear();
     for (const v1::ReplicaUpdate& u : batch.updates()) {
-      const absl::Status taken = TakeReplica(u);
-      if (!taken.ok()) {
-        std::cerr << absl::StrCat(taken.message(), " (from ", LogSafe(context->peer(), 128),
-                                  "); the leader's parts go on without this backup\n");
-        return ToGrpcStatus(taken);
-      }
+      values.emplace_back(u.values().data(), u.values().size());
+    }
+    if (absl::Status taken = TakeReplicas(batch, values, from); !taken.ok()) {
+      return ToGrpcStatus(taken);
     }
     ack.set_applied(batch.updates_size());
     if (!stream->Write(ack)) break;
@@ -241,13 +240,42 @@ grpc::Status ShardService::Replicate(
   return grpc::Status::OK;
 }
 
+absl::Status ShardService::OpenReplicas() {
+  if (grpc::Status set_up = WaitForSetUp("replicate"); !set_up.ok()) {
+    return FromGrpcStatus(set_up);
+  }
+  absl::MutexLock lock(&link_mu_);
+  if (leaving_) return absl::CancelledError("the shard left the job");
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::TakeReplicas(const v1::ReplicaBatch& batch,
+                                        absl::Span<const absl::Span<const char>> values,
+                                        absl::string_view from) {
+  absl::Status taken = batch.has_config() ? ConfigureFromCopy(batch.config()) : absl::OkStatus();
+  if (values.size() != static_cast<size_t>(batch.updates_size())) {
+    taken = absl::InvalidArgumentError(absl::StrCat("a batch of ", batch.updates_size(),
+                                                    " updates came with ", values.size(),
+                                                    " values"));
+  }
+  for (int i = 0; taken.ok() && i < batch.updates_size(); ++i) {
+    taken = TakeReplica(batch.updates(i), values[i]);
+  }
+  if (!taken.ok()) {
+    std::cerr << absl::StrCat(taken.message(), " (from ", from,
+                              "); the leader's parts go on without this backup\n");
+  }
+  return taken;
+}
+
 namespace {
 
 // Floats from a message's bytes, read in place: protobuf's string is aligned for any scalar
-// (it comes from operator new).
-absl::StatusOr<absl::Span<const float>> FloatsOf(const std::string& bytes,
+// (it comes from operator new), and so are a ring's values (shm_replica_link.h).
+absl::StatusOr<absl::Span<const float>> FloatsOf(absl::Span<const char> bytes,
                                                  const v1::ReplicaUpdate& u) {
-  if (bytes.size() % sizeof(float) != 0) {
+  if (bytes.size() % sizeof(float) != 0 ||
+      reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("replica of key ", u.key(), " part ",
                                                    u.part(), ": ", bytes.size(),
                                                    " bytes are no F32 values"));
@@ -256,10 +284,16 @@ absl::StatusOr<absl::Span<const float>> FloatsOf(const std::string& bytes,
                                  bytes.size() / sizeof(float));
 }
 
+absl::StatusOr<absl::Span<const float>> FloatsOf(const std::string& bytes,
+                                                 const v1::ReplicaUpdate& u) {
+  return FloatsOf(absl::MakeConstSpan(bytes), u);
+}
+
 }  // namespace
 
-absl::Status ShardService::TakeReplica(const v1::ReplicaUpdate& u) {
-  ASSIGN_OR_RETURN(const absl::Span<const float> values, FloatsOf(u.values(), u));
+absl::Status ShardService::TakeReplica(const v1::ReplicaUpdate& u,
+                                       absl::Span<const char> bytes) {
+  ASSIGN_OR_RETURN(const absl::Span<const float> values, FloatsOf(bytes, u));
   ReplicaUpdate update{{u.key(), u.part()}, u.version(), u.lr(), values, u.rank(), u.pushed_on()};
   if (!u.copy()) return core_->ApplyReplica(update);
   PartCopy copy;
@@ -281,15 +315,15 @@ absl::Status ShardService::TakeReplica(const v1::ReplicaUpdate& u) {
   return absl::OkStatus();
 }
 
-grpc::Status ShardService::ConfigureFromCopy(const v1::InitMessage::Config& message) {
+absl::Status ShardService::ConfigureFromCopy(const v1::InitMessage::Config& message) {
   absl::StatusOr<ShardConfig> config = FromProto(message);
-  if (!config.ok()) return ToGrpcStatus(config.status());
+  if (!config.ok()) return config.status();
   // Copies from two leaders may come at once: the first configures.
   absl::MutexLock lock(&link_mu_);
-  if (core_->config().has_value()) return grpc::Status::OK;
+  if (core_->config().has_value()) return absl::OkStatus();
   config->num_parts = 0;  // the copies add them
   config->backup_address.clear();
-  return ToGrpcStatus(core_->Configure(*config));
+  return core_->Configure(*config);
 }
 
 grpc::Status ShardService::Back(grpc::ServerContext*, const v1::BackRequest* request,

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "proto/shard.grpc.pb.h"
+#include "services/shard/replica_link.h"
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_rollback.h"
 
@@ -22,8 +23,10 @@ namespace cohort {
 // client can speak to it). A refused push ends that worker's stream with the reason, which
 // the shard also logs. A worker that pushes faster than it reads its answers is held back: past
 // 64 MiB of answers queued for it, its stream is not read until they drain. The core must
-// outlive the service.
-class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::Shard::Service> {
+// outlive the service. It takes the updates of the parts it backs up from its leaders' Replicate
+// streams, and from their shared-memory rings (ShmReplicaServer) as a ReplicaReceiver.
+class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::Shard::Service>,
+                           public ReplicaReceiver {
  public:
   // set_up, when given, is notified once the core is set up (its rank known, its checkpoint
   // loaded): rank 0's Init and RollBack, which may come as soon as every member has joined,
@@ -59,8 +62,15 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   grpc::Status Back(grpc::ServerContext* context, const v1::BackRequest* request,
                     v1::BackReply* reply) override;
 
+  // ReplicaReceiver: what either way of replicating brings (ShardCore::ApplyReplica).
+  absl::Status OpenReplicas() override ABSL_LOCKS_EXCLUDED(link_mu_);
+  absl::Status TakeReplicas(const v1::ReplicaBatch& batch,
+                            absl::Span<const absl::Span<const char>> values,
+                            absl::string_view from) override ABSL_LOCKS_EXCLUDED(link_mu_);
+
   // The job is over: the links to the backups end, and so do the Replicate streams of the
-  // shards this one backs up, cancelled (which tells their leaders it left: they say nothing).
+  // shards this one backs up, cancelled (which tells their leaders it left: they say nothing;
+  // the shared-memory ones end as their server goes). Later streams are refused.
   void CloseReplication();
   // How many parts of the share (a shard rank's part of the model) this shard holds.
   int PartsOfShare(int share) const;
@@ -75,10 +85,11 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   ShardRollback* const rollback_;
   const ReplicaLinkFactory make_link_;
   // The job's settings from a leader's first copy, for a shard rank 0 never initialised.
-  grpc::Status ConfigureFromCopy(const v1::InitMessage::Config& config)
+  absl::Status ConfigureFromCopy(const v1::InitMessage::Config& config)
       ABSL_LOCKS_EXCLUDED(link_mu_);
-  // One update, or copy, from the Replicate stream into the core.
-  absl::Status TakeReplica(const v1::ReplicaUpdate& u) ABSL_LOCKS_EXCLUDED(link_mu_);
+  // One update, or copy, into the core; values: its F32 bytes.
+  absl::Status TakeReplica(const v1::ReplicaUpdate& u, absl::Span<const char> values)
+      ABSL_LOCKS_EXCLUDED(link_mu_);
 
   mutable absl::Mutex link_mu_;
   // The Replicate streams being served, until CloseReplication cancels them.

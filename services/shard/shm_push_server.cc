@@ -12,12 +12,13 @@
 #include "services/wire/ring_stream.h"
 
 namespace cohort {
+namespace {
 
 // One worker's pushes and answers over a channel: a reading thread hands each message to the
 // core (PushHandler); answers queue (PartWriteQueue: model order, small ones fused) for a
 // writing thread, so the core's threads never wait on a ring. Ends when the worker closes its
 // side, goes away, or a push is refused (the reason goes back as the stream's last message).
-class ShmPushSession final : public PushStream {
+class ShmPushSession final : public PushStream, public ShmSession {
  public:
   ShmPushSession(ShardCore* core, ShmChannel channel)
       : core_(core),
@@ -31,8 +32,7 @@ class ShmPushSession final : public PushStream {
     writing_ = std::thread([this] { Write(); });
   }
 
-  // Ends the session (if the worker has not) and waits for its threads.
-  ~ShmPushSession() {
+  ~ShmPushSession() override {
     End(absl::OkStatus());
     channel_.in().Close();   // wakes the reader
     channel_.out().Close();  // and the writer, should the worker have stopped reading
@@ -41,7 +41,7 @@ class ShmPushSession final : public PushStream {
   }
 
   // Both threads are done: the session can go.
-  bool finished() {
+  bool finished() override {
     absl::MutexLock lock(&mu_);
     return read_done_ && write_done_;
   }
@@ -155,51 +155,16 @@ class ShmPushSession final : public PushStream {
   std::thread reading_, writing_;  // last: they start once the rest is built
 };
 
-absl::StatusOr<std::unique_ptr<ShmPushServer>> ShmPushServer::Start(ShardCore* core,
-                                                                    const std::string& name,
-                                                                    size_t ring_bytes) {
-  absl::StatusOr<std::unique_ptr<ShmListener>> listener = ShmListener::Listen(name, ring_bytes);
-  if (!listener.ok()) return listener.status();
-  return std::unique_ptr<ShmPushServer>(new ShmPushServer(core, *std::move(listener)));
-}
+}  // namespace
 
-ShmPushServer::ShmPushServer(ShardCore* core, std::unique_ptr<ShmListener> listener)
-    : core_(core), listener_(std::move(listener)), accepting_([this] { AcceptLoop(); }) {}
-
-ShmPushServer::~ShmPushServer() {
-  listener_->Close();
-  accepting_.join();
-  absl::MutexLock lock(&mu_);
-  sessions_.clear();
-}
-
-void ShmPushServer::AcceptLoop() {
-  constexpr absl::Duration kFirstPause = absl::Milliseconds(10);
-  absl::Duration pause = kFirstPause;
-  for (;;) {
-    absl::StatusOr<ShmChannel> channel = listener_->Accept();
-    if (!channel.ok()) {
-      if (absl::IsCancelled(channel.status())) return;
-      std::cerr << "shard: warning: a worker's shared-memory channel failed ("
-                << channel.status() << "); that worker pushes over gRPC\n"
-                << std::flush;
-      // Out of descriptors, say: neither a busy loop nor a flood of these lines.
-      absl::SleepFor(pause);
-      pause = std::min(2 * pause, absl::Seconds(1));
-      continue;
-    }
-    pause = kFirstPause;
-    absl::MutexLock lock(&mu_);
-    // Sessions whose workers left go when the next one comes (a restarted worker, a new
-    // generation).
-    sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(),
-                                   [](const std::unique_ptr<ShmPushSession>& s) {
-                                     return s->finished();
-                                   }),
-                    sessions_.end());
-    sessions_.push_back(std::make_unique<ShmPushSession>(core_, *std::move(channel)));
-    ++sessions_started_;
-  }
+absl::StatusOr<std::unique_ptr<ShmSessionServer>> StartShmPushServer(ShardCore* core,
+                                                                     const std::string& name,
+                                                                     size_t ring_bytes) {
+  return ShmSessionServer::Start(
+      name, ring_bytes, "a worker", "that worker pushes over gRPC",
+      [core](ShmChannel channel) -> std::unique_ptr<ShmSession> {
+        return std::make_unique<ShmPushSession>(core, std::move(channel));
+      });
 }
 
 }  // namespace cohort

@@ -44,7 +44,7 @@ class ShmPushServerTest : public ::testing::Test {
     ASSERT_TRUE(core_.Configure(Config(2, 2)).ok());
     ASSERT_TRUE(core_.AddPart({0, 0}, initial_key0_).ok());
     ASSERT_TRUE(core_.AddPart({1, 0}, initial_key1_).ok());
-    auto server = ShmPushServer::Start(&core_, name_, kRingBytes);
+    auto server = StartShmPushServer(&core_, name_, kRingBytes);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -60,7 +60,7 @@ class ShmPushServerTest : public ::testing::Test {
   const std::vector<float> initial_key0_ = {1, 2, 3, 4};
   const std::vector<float> initial_key1_ = {-1, -2, -3};
   ShardCore core_{3};
-  std::unique_ptr<ShmPushServer> server_;
+  std::unique_ptr<ShmSessionServer> server_;
 };
 
 // Two workers' pushes, one of them fused: each part applied once both have pushed, and the
@@ -172,7 +172,7 @@ TEST(ShmTransportTest, AShardOnThisHostIsReachedThroughSharedMemory) {
   ShardService service(&core);
   auto grpc_server = StartServer("127.0.0.1", 0, {&service});
   ASSERT_TRUE(grpc_server.ok()) << grpc_server.status();
-  auto shm = ShmPushServer::Start(&core, ShardRendezvousName("127.0.0.1", grpc_server->port),
+  auto shm = StartShmPushServer(&core, ShardRendezvousName("127.0.0.1", grpc_server->port),
                                   kRingBytes);
   ASSERT_TRUE(shm.ok()) << shm.status();
 
@@ -211,7 +211,7 @@ TEST(ShmTransportTest, AWorkerTakesOnlyTheRingsOfTheAddressItDials) {
   int64_t version = 0;
   for (const std::string listening : {"127.0.0.1", "", "127.0.0.2"}) {
     SCOPED_TRACE("rings offered at '" + listening + "'");
-    auto shm = ShmPushServer::Start(&core, ShardRendezvousName(listening, grpc_server->port),
+    auto shm = StartShmPushServer(&core, ShardRendezvousName(listening, grpc_server->port),
                                     kRingBytes);
     ASSERT_TRUE(shm.ok()) << shm.status();
     auto transport = MakeGrpcShardTransport({absl::StrCat("127.0.0.1:", grpc_server->port)},

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/addresses.h"
 
 namespace cohort {
 namespace {
@@ -136,6 +137,23 @@ absl::StatusOr<ShmChannel> ShmListener::Accept() {
 std::string ShardRendezvousName(absl::string_view host, int port) {
   return host.empty() ? absl::StrCat("cohort-shard-", port)
                       : absl::StrCat("cohort-shard-", host, ":", port);
+}
+
+std::string ReplicaRendezvousName(absl::string_view host, int port) {
+  return absl::StrCat(ShardRendezvousName(host, port), "/replicas");
+}
+
+absl::StatusOr<ShmChannel> DialShardOnThisHost(absl::string_view address,
+                                               std::string (*named)(absl::string_view host,
+                                                                    int port)) {
+  const int port = PortOfAddress(address);
+  const absl::string_view host = HostOfAddress(address);
+  if (port < 0 || !IsThisHostsAddress(host)) {
+    return absl::NotFoundError(absl::StrCat(address, " is not this host's"));
+  }
+  absl::StatusOr<ShmChannel> channel = DialShm(named(host, port));
+  if (!absl::IsNotFound(channel.status())) return channel;
+  return DialShm(named("", port));
 }
 
 absl::StatusOr<ShmChannel> DialShm(const std::string& name) {

@@ -70,6 +70,17 @@ class ShmListener {
 // may hold the same port at another.
 std::string ShardRendezvousName(absl::string_view host, int port);
 
+// The rendezvous name of the replication of the shard serving gRPC at host:port (its backup's
+// side of shm_replica_link.h), as ShardRendezvousName.
+std::string ReplicaRendezvousName(absl::string_view host, int port);
+
+// Connects to what the shard at `address` (host:port) offers on this host under `named`'s names:
+// the one for its own address, then the one for every address. NotFound when the address is
+// another host's or nobody listens there; Unavailable as DialShm.
+absl::StatusOr<ShmChannel> DialShardOnThisHost(absl::string_view address,
+                                               std::string (*named)(absl::string_view host,
+                                                                    int port));
+
 // Connects to the listener named `name` in this network namespace. NotFound when none listens
 // there; Unavailable when one of another user does, or it fails (the caller then uses the
 // network).

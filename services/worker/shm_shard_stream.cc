@@ -129,15 +129,10 @@ class ShmShardStream final : public BulkStream {
 
 std::optional<ShmChannel> DialSameHost(int shard, const std::string& address) {
   const int port = PortOfAddress(address);
-  const absl::string_view host = HostOfAddress(address);
-  if (port < 0 || !IsThisHostsAddress(host)) return std::nullopt;
-  absl::Status failed;
-  for (const std::string& name : {ShardRendezvousName(host, port), ShardRendezvousName("", port)}) {
-    absl::StatusOr<ShmChannel> channel = DialShm(name);
-    if (channel.ok()) return *std::move(channel);
-    failed = channel.status();
-    if (!absl::IsNotFound(failed)) break;
-  }
+  if (port < 0 || !IsThisHostsAddress(HostOfAddress(address))) return std::nullopt;
+  absl::StatusOr<ShmChannel> channel = DialShardOnThisHost(address, ShardRendezvousName);
+  if (channel.ok()) return *std::move(channel);
+  const absl::Status& failed = channel.status();
   std::cerr << program_invocation_short_name << ": shard " << shard << " at " << address
             << " is on this host, but "
             << (absl::IsNotFound(failed)

@@ -1,8 +1,12 @@
-// A leader's parts replicated to a backup shard over a real Replicate stream (loopback): the
-// backup ends bitwise equal to the leader, the workers hear each step once the backup holds
-// it, and when the backup's server goes away the leader says so and answers without it.
+// A leader's parts replicated to a backup shard over a real stream, a Replicate call on
+// loopback or a pair of shared-memory rings: the backup ends bitwise equal to the leader, the
+// workers hear each step once the backup holds it, and when the backup refuses, leaves or goes
+// away the leader says so (or, when it left a job that ended, nothing) and answers without it.
 
-#include "services/shard/grpc_replica_link.h"
+#include "services/shard/replica_link.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <memory>
 #include <sstream>
@@ -14,100 +18,142 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_util.h"
+#include "services/shard/grpc_replica_link.h"
 #include "services/shard/shard_core_testing.h"
 #include "services/shard/shard_service.h"
 #include "services/shard/share_copier.h"
+#include "services/shard/shm_replica_link.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
+#include "services/wire/shm_rendezvous.h"
 
 namespace cohort {
 namespace {
 
 constexpr PartId kWeights{0, 0};
 constexpr PartId kStats{1, 0};
+// Large enough that the link reuses its buffers (StreamReplicaLink::Spare).
+constexpr int kWeightFloats = 20000;
+// Small enough that batches wrap around its end, their values read from both sides of it.
+constexpr size_t kRingBytes = 1 << 18;
 
-class GrpcReplicaLinkTest : public ::testing::Test {
+enum class Transport { kGrpc, kSharedMemory };
+
+std::string UniqueName(absl::string_view what) {
+  static int next = 0;
+  return absl::StrCat("cohort-replica-link-test-", getpid(), "-", what, "-", next++);
+}
+
+std::unique_ptr<StreamReplicaLink> LinkTo(std::unique_ptr<ReplicaStream> stream,
+                                          const std::string& where, std::ostream* err) {
+  return std::make_unique<StreamReplicaLink>(std::move(stream), "shard 0",
+                                             absl::StrCat("shard 1 at ", where), err);
+}
+
+// Both workers push both parts of `step` to the leader; true once each has both answers.
+bool Step(ShardCore& leader, std::vector<RecordingSink>& sinks, int step) {
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(leader.Push(r, kWeights, step, Gradient(r, step, kWeightFloats), &sinks[r]).ok());
+    EXPECT_TRUE(leader.Push(r, kStats, step, Gradient(r + 2, step, 4), &sinks[r]).ok());
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    bool all = true;
+    for (RecordingSink& s : sinks) {
+      absl::MutexLock lock(&s.mu_);
+      all = all && s.versions.size() == 2u * (step + 1);
+    }
+    if (all) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return false;
+}
+
+std::pair<std::vector<float>, int64_t> Held(ShardCore* core, PartId id) {
+  std::vector<float> value;
+  const int64_t version = *core->Read(id, &value);
+  return {value, version};
+}
+
+void SetUpCores(std::initializer_list<ShardCore*> cores) {
+  ShardConfig config = Config(2, KVStoreMode::kDistSync, /*parts=*/2);
+  config.auxiliary_keys = {kStats.key};
+  for (ShardCore* core : cores) {
+    ASSERT_TRUE(core->Configure(config).ok());
+    ASSERT_TRUE(core->AddPart(kWeights, Gradient(5, 0, kWeightFloats)).ok());
+    ASSERT_TRUE(core->AddPart(kStats, Gradient(6, 0, 4)).ok());
+  }
+}
+
+class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
-    ShardConfig config = Config(2, KVStoreMode::kDistSync, /*parts=*/2);
-    config.auxiliary_keys = {kStats.key};
-    for (ShardCore* core : {&leader_, &backup_}) {
-      ASSERT_TRUE(core->Configure(config).ok());
-      ASSERT_TRUE(core->AddPart(kWeights, Gradient(5, 0, 6000)).ok());
-      ASSERT_TRUE(core->AddPart(kStats, Gradient(6, 0, 4)).ok());
+    SetUpCores({&leader_, &backup_});
+    if (GetParam() == Transport::kGrpc) {
+      auto server = StartServer("127.0.0.1", 0, {&service_});
+      ASSERT_TRUE(server.ok()) << server.status();
+      server_ = std::move(*server);
+      const std::string address = absl::StrCat("127.0.0.1:", server_.port);
+      link_ = LinkTo(std::make_unique<GrpcReplicaStream>(v1::Shard::NewStub(MakeChannel(address))),
+                     address, &err_);
+    } else {
+      const std::string name = UniqueName("backup");
+      auto server = StartShmReplicaServer(&service_, name, kRingBytes);
+      ASSERT_TRUE(server.ok()) << server.status();
+      shm_server_ = *std::move(server);
+      absl::StatusOr<ShmChannel> channel = DialShm(name);
+      ASSERT_TRUE(channel.ok()) << channel.status();
+      link_ = LinkTo(std::make_unique<ShmReplicaStream>(*std::move(channel)), "@" + name, &err_);
     }
-    auto server = StartServer("127.0.0.1", 0, {&service_});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    const std::string address = absl::StrCat("127.0.0.1:", server_.port);
-    link_ = std::make_unique<GrpcReplicaLink>(v1::Shard::NewStub(MakeChannel(address)),
-                                              "shard 0", absl::StrCat("shard 1 at ", address),
-                                              &err_);
     ASSERT_TRUE(leader_.SetBackup(kWeights, link_.get()).ok());
     ASSERT_TRUE(leader_.SetBackup(kStats, link_.get()).ok());
   }
   void TearDown() override {
     link_.reset();
+    shm_server_.reset();
     server_.Shutdown();
   }
 
-  // Both workers push both parts of `step`; true once each has both answers.
-  bool Step(int step) {
-    for (int r = 0; r < 2; ++r) {
-      EXPECT_TRUE(leader_.Push(r, kWeights, step, Gradient(r, step, 6000), &sinks_[r]).ok());
-      EXPECT_TRUE(leader_.Push(r, kStats, step, Gradient(r + 2, step, 4), &sinks_[r]).ok());
-    }
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (absl::Now() < deadline) {
-      bool all = true;
-      for (RecordingSink& s : sinks_) {
-        absl::MutexLock lock(&s.mu_);
-        all = all && s.versions.size() == 2u * (step + 1);
-      }
-      if (all) return true;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return false;
-  }
-
-  std::pair<std::vector<float>, int64_t> Held(ShardCore* core, PartId id) {
-    std::vector<float> value;
-    const int64_t version = *core->Read(id, &value);
-    return {value, version};
-  }
+  bool Step(int step) { return cohort::Step(leader_, sinks_, step); }
 
   ShardCore leader_{0};
   ShardCore backup_{1};
   ShardService service_{&backup_};
   RunningServer server_;
+  std::unique_ptr<ShmSessionServer> shm_server_;
   std::ostringstream err_;
-  std::unique_ptr<GrpcReplicaLink> link_;
+  std::unique_ptr<StreamReplicaLink> link_;
   std::vector<RecordingSink> sinks_ = std::vector<RecordingSink>(2);
 };
 
-TEST_F(GrpcReplicaLinkTest, TheBackupTakesEveryStepBitwise) {
-  for (int step = 0; step < 5; ++step) ASSERT_TRUE(Step(step)) << "step " << step;
+INSTANTIATE_TEST_SUITE_P(Transports, ReplicaLinkTest,
+                         ::testing::Values(Transport::kGrpc, Transport::kSharedMemory),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return info.param == Transport::kGrpc ? "Grpc" : "SharedMemory";
+                         });
+
+TEST_P(ReplicaLinkTest, TheBackupTakesEveryStepBitwise) {
+  for (int step = 0; step < 10; ++step) ASSERT_TRUE(Step(step)) << "step " << step;
   for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&backup_, id), Held(&leader_, id));
-  EXPECT_EQ(Held(&backup_, kWeights).second, 5);
+  EXPECT_EQ(Held(&backup_, kWeights).second, 10);
   EXPECT_FALSE(link_->broken());
   EXPECT_EQ(err_.str(), "");
 }
 
 // A backup that refuses an update (it went its own way: here a worker pushed to it) ends the
 // stream: the leader says why and goes on answering without it.
-TEST_F(GrpcReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt) {
+TEST_P(ReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt) {
   ASSERT_TRUE(Step(0));
   RecordingSink stray;
   for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(backup_.Push(r, kWeights, 1, Gradient(r, 9, 6000), &stray).ok());
+    ASSERT_TRUE(backup_.Push(r, kWeights, 1, Gradient(r, 9, kWeightFloats), &stray).ok());
   }
   ASSERT_TRUE(Step(1));
   ASSERT_TRUE(Step(2));
   EXPECT_TRUE(link_->broken());
   EXPECT_EQ(Held(&leader_, kWeights).second, 3);
   link_.reset();  // its threads done: what they said is all there
-  EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: its backup, shard 1 at 127.0.0.1:"))
-      << err_.str();
+  EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: its backup, shard 1 at ")) << err_.str();
   EXPECT_TRUE(absl::StrContains(err_.str(), "shard 1: the update of key 0 part 0 to version 2 "
                                             "came while its backup is at version 2"))
       << err_.str();
@@ -116,10 +162,12 @@ TEST_F(GrpcReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt)
 }
 
 // The backup leaves a job that ended before its leader heard of the end: it cancels the
-// stream, and the leader answers without it and says nothing.
-TEST_F(GrpcReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
+// stream (its service's, and its shared-memory server goes), and the leader answers without it
+// and says nothing.
+TEST_P(ReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
   ASSERT_TRUE(Step(0));
   service_.CloseReplication();
+  shm_server_.reset();
   ASSERT_TRUE(Step(1));
   ASSERT_TRUE(Step(2));
   EXPECT_TRUE(link_->broken());
@@ -130,15 +178,71 @@ TEST_F(GrpcReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
 
 // A backup that goes without leaving (its server gone, as a killed process's is): the leader
 // says so and answers without it.
-TEST_F(GrpcReplicaLinkTest, ABackupThatGoesAwayIsSaid) {
-  ASSERT_TRUE(Step(0));
-  server_.Shutdown();
-  ASSERT_TRUE(Step(1));
-  ASSERT_TRUE(Step(2));
-  EXPECT_TRUE(link_->broken());
-  link_.reset();
-  EXPECT_TRUE(absl::StrContains(err_.str(), "shard 0: its backup, shard 1 at 127.0.0.1:"))
-      << err_.str();
+TEST(GrpcReplicaLinkTest, ABackupThatGoesAwayIsSaid) {
+  ShardCore leader(0), backup(1);
+  SetUpCores({&leader, &backup});
+  ShardService service(&backup);
+  auto server = StartServer("127.0.0.1", 0, {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = absl::StrCat("127.0.0.1:", server->port);
+  std::ostringstream err;
+  auto link = LinkTo(std::make_unique<GrpcReplicaStream>(v1::Shard::NewStub(MakeChannel(address))),
+                     address, &err);
+  ASSERT_TRUE(leader.SetBackup(kWeights, link.get()).ok());
+  std::vector<RecordingSink> sinks(2);
+  ASSERT_TRUE(Step(leader, sinks, 0));
+  server->Shutdown();
+  ASSERT_TRUE(Step(leader, sinks, 1));
+  ASSERT_TRUE(Step(leader, sinks, 2));
+  EXPECT_TRUE(link->broken());
+  link.reset();
+  EXPECT_TRUE(absl::StrContains(err.str(), "shard 0: its backup, shard 1 at 127.0.0.1:"))
+      << err.str();
+}
+
+// A backup on this host whose process ends without a word (killed) after acknowledging the
+// first step: the leader notices through the rings, says so and answers without it.
+TEST(ShmReplicaLinkTest, ABackupWhoseProcessEndsIsSaid) {
+  const std::string name = UniqueName("dies");
+  auto listener = ShmListener::Listen(name, kRingBytes);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The backup: acknowledges the first batch, reads the next, and dies.
+    absl::StatusOr<ShmChannel> channel = (*listener)->Accept();
+    if (!channel.ok()) _exit(2);
+    for (int batch = 0; batch < 2; ++batch) {
+      absl::StatusOr<ShmRing::Message> m = channel->in().Read();
+      if (!m.ok()) _exit(3);
+      channel->in().Release();
+      if (batch == 1) break;
+      v1::ReplicaAck ack;
+      ack.set_applied(1);
+      const std::string bytes = ack.SerializeAsString();
+      const absl::Span<const char> piece(bytes);
+      if (!channel->out().Write({&piece, 1}).ok()) _exit(4);
+    }
+    _exit(0);  // no destructor: the rings' socket closes with the process
+  }
+  listener->reset();
+  ShardCore leader(0);
+  SetUpCores({&leader});
+  absl::StatusOr<ShmChannel> channel = DialShm(name);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  std::ostringstream err;
+  auto link = LinkTo(std::make_unique<ShmReplicaStream>(*std::move(channel)), "@" + name, &err);
+  ASSERT_TRUE(leader.SetBackup(kWeights, link.get()).ok());
+  std::vector<RecordingSink> sinks(2);
+  for (int step = 0; step < 3; ++step) ASSERT_TRUE(Step(leader, sinks, step)) << step;
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(link->broken());
+  link.reset();
+  EXPECT_TRUE(absl::StrContains(err.str(), "shard 0: its backup, shard 1 at @" + name +
+                                               ", is gone (its process ended)"))
+      << err.str();
 }
 
 // Rank 0's Init names the backup: the shard's service links the parts it leads, not the one
@@ -157,8 +261,8 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
   ASSERT_TRUE(backup_server.ok()) << backup_server.status();
   std::ostringstream err;
   ShardService leader_service(&leader, nullptr, nullptr, [&err](const std::string& address) {
-    return std::make_unique<GrpcReplicaLink>(v1::Shard::NewStub(MakeChannel(address)), "shard 0",
-                                             address, &err);
+    return LinkTo(std::make_unique<GrpcReplicaStream>(v1::Shard::NewStub(MakeChannel(address))),
+                  address, &err);
   });
   ShardService unlinked_service(&unlinked);
   auto led_server = StartServer("127.0.0.1", 0, {&leader_service});

@@ -1,0 +1,184 @@
+#include "services/shard/replica_link.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "services/wire/config_proto.h"
+#include "services/wire/part_write_queue.h"
+
+namespace cohort {
+namespace {
+
+// Smaller buffers come as cheaply from malloc.
+constexpr size_t kRecycledBytes = 64 << 10;
+
+}  // namespace
+
+StreamReplicaLink::StreamReplicaLink(std::unique_ptr<ReplicaStream> stream, std::string leader,
+                                     std::string backup, std::ostream* err)
+    : stream_(std::move(stream)),
+      leader_(std::move(leader)),
+      backup_(std::move(backup)),
+      err_(err) {
+  reader_ = std::thread([this] { ReadLoop(); });
+  writer_ = std::thread([this] { WriteLoop(); });
+}
+
+StreamReplicaLink::~StreamReplicaLink() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  stream_->Cancel();
+  reader_.join();
+  writer_.join();
+}
+
+void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void()> done) {
+  Queued q{{}, std::move(done)};
+  v1::ReplicaUpdate& m = q.message;
+  m.set_key(update.id.key);
+  m.set_part(update.id.part);
+  m.set_version(update.version);
+  m.set_lr(update.lr);
+  m.set_rank(update.rank);
+  m.set_pushed_on(update.pushed_on);
+  if (update.buffer != nullptr) {
+    m.mutable_values()->swap(*update.buffer);
+  } else {
+    m.set_values(reinterpret_cast<const char*>(update.values.data()),
+                 update.values.size() * sizeof(float));
+  }
+  if (const PartCopy* copy = update.copy) {
+    m.set_copy(true);
+    m.set_part_set(copy->share);
+    for (const auto& [name, tensor] : copy->optimizer.tensors) {
+      (*m.mutable_optimizer())[name].assign(reinterpret_cast<const char*>(tensor.data()),
+                                            tensor.size() * sizeof(float));
+    }
+    m.set_optimizer_updates(copy->optimizer.updates);
+    for (int64_t v : copy->pushed_on_by_rank) m.add_pushed_on_by_rank(v);
+    for (const std::vector<float>& push : copy->latest_pushes) {
+      m.add_latest_pushes(reinterpret_cast<const char*>(push.data()), push.size() * sizeof(float));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  // The backup may have come back into the job: the first copy carries the job's settings.
+  if (update.copy != nullptr && !config_sent_) {
+    q.config = ToProto(*update.copy->config);
+    config_sent_ = true;
+  }
+  to_send_.push_back(std::move(q));
+}
+
+std::string StreamReplicaLink::Spare(size_t bytes) {
+  std::string spare;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = spares_.lower_bound(bytes);
+    if (it != spares_.end()) {
+      spare = std::move(it->second);
+      spares_.erase(it);
+    }
+  }
+  spare.resize(bytes);
+  return spare;
+}
+
+bool StreamReplicaLink::broken() const {
+  absl::MutexLock lock(&mu_);
+  return broken_;
+}
+
+void StreamReplicaLink::ReadLoop() {
+  v1::ReplicaAck ack;
+  std::vector<std::function<void()>> acknowledged;
+  while (stream_->Read(&ack)) {
+    {
+      absl::MutexLock lock(&mu_);
+      for (int64_t i = 0; i < ack.applied() && !sent_.empty(); ++i) {
+        acknowledged.push_back(std::move(sent_.front()));
+        sent_.pop_front();
+      }
+    }
+    // Outside the lock: a done takes its part's lock, under which Forward takes this one.
+    for (std::function<void()>& done : acknowledged) done();
+    acknowledged.clear();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+    reading_ = false;
+  }
+  GiveUpSent();
+}
+
+void StreamReplicaLink::WriteLoop() {
+  bool finished = false;  // the stream's status is known
+  while (true) {
+    v1::ReplicaBatch batch;
+    std::vector<std::function<void()>> given_up;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !to_send_.empty() || (!reading_ && !finished) || (closing_ && finished);
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (!reading_ && !finished) {
+        finish = finished = true;
+      } else if (to_send_.empty()) {
+        return;  // closing, and nothing is left to give up
+      }
+      // The updates waiting go together, up to the data path's fusion size; once the stream
+      // failed, each is given up instead.
+      for (size_t bytes = 0;
+           !finish && !to_send_.empty() && bytes < static_cast<size_t>(kDefaultFusionBytes);
+           to_send_.pop_front()) {
+        Queued& q = to_send_.front();
+        bytes += q.message.values().size();
+        if (broken_) {
+          given_up.push_back(std::move(q.done));
+        } else {
+          sent_.push_back(std::move(q.done));
+          *batch.add_updates() = std::move(q.message);
+          if (q.config.has_value()) *batch.mutable_config() = *std::move(q.config);
+        }
+      }
+    }
+    if (finish) Say(stream_->Finish());  // the reader saw the stream end: no write in flight
+    for (std::function<void()>& done : given_up) done();
+    if (batch.updates_size() == 0) continue;
+    stream_->Write(batch);  // a failure ends the reader's too
+    absl::MutexLock lock(&mu_);
+    for (v1::ReplicaUpdate& u : *batch.mutable_updates()) {
+      std::string* values = u.mutable_values();
+      if (values->capacity() > kRecycledBytes) {
+        spares_.emplace(values->capacity(), std::move(*values));
+      }
+    }
+  }
+}
+
+void StreamReplicaLink::Say(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return;
+  }
+  if (absl::IsCancelled(why)) return;  // the backup left the job
+  *err_ << absl::StrCat(leader_, ": its backup, ", backup_, ", is gone (",
+                        why.ok() ? "it closed the stream" : why.message(),
+                        "): the parts it leads go on without a backup\n");
+}
+
+void StreamReplicaLink::GiveUpSent() {
+  std::deque<std::function<void()>> given_up;
+  {
+    absl::MutexLock lock(&mu_);
+    given_up.swap(sent_);
+  }
+  for (std::function<void()>& done : given_up) done();
+}
+
+}  // namespace cohort
