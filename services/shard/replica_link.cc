@@ -74,7 +74,7 @@ void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void(
 
 std::string StreamReplicaLink::Spare(size_t bytes) {
   std::string spare;
-  {
+  if (bytes > kRecycledBytes) {
     absl::MutexLock lock(&mu_);
     auto it = spares_.lower_bound(bytes);
     if (it != spares_.end()) {

@@ -11,10 +11,12 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_util.h"
@@ -174,6 +176,25 @@ TEST_P(ReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
   EXPECT_EQ(Held(&leader_, kWeights).second, 3);
   link_.reset();
   EXPECT_EQ(err_.str(), "");
+}
+
+// A leader's stream that comes before the backup is set up waits for it; a backup that leaves
+// the job first lets it go at once (a shard that fails while loading exits without waiting).
+TEST(ReplicaReceiverTest, AStreamWaitingForTheSetUpIsLetGoWhenTheShardLeaves) {
+  ShardCore backup(1);
+  absl::Notification set_up;
+  ShardService service(&backup, &set_up);
+  absl::Notification opened;
+  absl::Status open;
+  std::thread leader([&] {
+    open = service.OpenReplicas();
+    opened.Notify();
+  });
+  EXPECT_FALSE(opened.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  service.CloseReplication();
+  EXPECT_TRUE(opened.WaitForNotificationWithTimeout(absl::Seconds(2)));
+  leader.join();
+  EXPECT_EQ(open.code(), absl::StatusCode::kCancelled) << open;
 }
 
 // A backup that goes without leaving (its server gone, as a killed process's is): the leader

@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
   // the server's handlers and the shared-memory streams, then the checkpoint writer (it writes
   // what is queued); and the core stops reporting to the metrics.
   auto stop_serving = absl::MakeCleanup([&] {
+    service.CloseReplication();  // also lets go of calls waiting for the set-up
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     shm = {};
     rollback.set_checkpointer(nullptr);

@@ -70,7 +70,8 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
 
   // The job is over: the links to the backups end, and so do the Replicate streams of the
   // shards this one backs up, cancelled (which tells their leaders it left: they say nothing;
-  // the shared-memory ones end as their server goes). Later streams are refused.
+  // the shared-memory ones end as their server goes). Later streams are refused, and calls
+  // still waiting for the shard to be set up end.
   void CloseReplication();
   // How many parts of the share (a shard rank's part of the model) this shard holds.
   int PartsOfShare(int share) const;
@@ -78,8 +79,9 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
  private:
   ShardCore* const core_;
   absl::Notification* const set_up_;
-  // OK once the core is set up (or at once without set_up_); Unavailable after 5 minutes.
-  grpc::Status WaitForSetUp(absl::string_view call) const;
+  // OK once the core is set up (or at once without set_up_); Unavailable after 5 minutes;
+  // Cancelled once CloseReplication was called.
+  grpc::Status WaitForSetUp(absl::string_view call) const ABSL_LOCKS_EXCLUDED(link_mu_);
 
   std::unique_ptr<ShardRollback> no_checkpoints_;  // without a rollback given
   ShardRollback* const rollback_;
