@@ -197,6 +197,31 @@ TEST(ReplicaReceiverTest, AStreamWaitingForTheSetUpIsLetGoWhenTheShardLeaves) {
   EXPECT_EQ(open.code(), absl::StatusCode::kCancelled) << open;
 }
 
+// A leader that stopped reading acknowledgements (stuck, or stopped) fills the ring they come
+// back on: a backup leaving the job then does not wait for it.
+TEST(ShmReplicaLinkTest, ABackupLeavesThoughItsLeaderStoppedReading) {
+  ShardCore backup(1);
+  ShardService service(&backup);
+  const std::string name = UniqueName("stuck");
+  auto server = StartShmReplicaServer(&service, name, 1 << 12);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<ShmChannel> leader = DialShm(name);
+  ASSERT_TRUE(leader.ok()) << leader.status();
+  // Empty batches, each acknowledged: many more than the acknowledgements' ring holds.
+  const char empty[4] = {};
+  const absl::Span<const char> piece(empty, sizeof empty);
+  for (int i = 0; i < 2000; ++i) {
+    if (!leader->out().Write({&piece, 1}, absl::Milliseconds(200)).ok()) break;
+  }
+  absl::Notification gone;
+  std::thread leaving([&] {
+    server->reset();
+    gone.Notify();
+  });
+  EXPECT_TRUE(gone.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  leaving.join();
+}
+
 // A backup that goes without leaving (its server gone, as a killed process's is): the leader
 // says so and answers without it.
 TEST(GrpcReplicaLinkTest, ABackupThatGoesAwayIsSaid) {

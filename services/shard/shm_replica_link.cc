@@ -46,7 +46,8 @@ class ShmReplicaSession final : public ShmSession {
   // Ends the stream, cancelled (the shard leaves the job), unless it ended already.
   ~ShmReplicaSession() override {
     leaving_.store(true);
-    channel_.in().Close();  // wakes the reading
+    channel_.in().Close();   // wakes the reading
+    channel_.out().Close();  // and a write, should the leader have stopped reading
     serving_.join();
   }
 
@@ -159,8 +160,9 @@ bool ShmReplicaStream::Read(v1::ReplicaAck* ack) {
   ShmRing& in = channel_.in();
   absl::StatusOr<ShmRing::Message> m = in.Read();
   if (!m.ok()) {
+    // Closed without a last word: by this side, or by a backup leaving the job.
     End(absl::IsUnavailable(m.status()) ? absl::UnavailableError("its process ended")
-                                        : absl::OkStatus());
+                                        : absl::CancelledError("the backup closed the stream"));
     return false;
   }
   if (std::optional<absl::Status> end = StreamEnd(m->bytes())) {
