@@ -14,8 +14,11 @@
 # within an overall budget, so one hang cannot use up the lease; failures are recorded, not fatal.
 # Environment: GPU_RUN_MODE=all|tests|unit|bench (tests: the test binaries and the jobs; unit: the
 # test binaries alone), RUN_BUDGET_S (540), STEP_TIMEOUT_S (300), BENCH_STEPS (40), BENCH_WARMUP
-# (10), BUNDLE (the tarball), PROFILE (1: the ncu profile), TEST_WRAPPER (a command the test
-# binaries run under, e.g. "compute-sanitizer --tool memcheck"); gtest's GTEST_FILTER applies.
+# (10), BENCH_CONFIGS (";"-separated "model batch precision [layout]", the first also timed with
+# the loss read every step, bn+relu fused and torch.compile; default below), BUNDLE (the
+# tarball), PROFILE (1: the ncu profile), PROFILE_CONFIG (";"-separated configurations it
+# profiles: the first), TEST_WRAPPER (a command the test binaries run under, e.g. "compute-sanitizer --tool
+# memcheck"); gtest's GTEST_FILTER applies.
 # Exit status: 0 when everything ran and passed, 1 otherwise.
 set -uo pipefail
 
@@ -40,12 +43,15 @@ budget=${RUN_BUDGET_S:-540}   # the device tool stops a command at 600 s
 step_timeout=${STEP_TIMEOUT_S:-300}
 bench_steps=${BENCH_STEPS:-40}
 bench_warmup=${BENCH_WARMUP:-10}
+bench_configs_env=${BENCH_CONFIGS:-}
 BENCH_CONFIGS=(
   "resnet50 128 bf16"
   "resnet50 256 bf16"
   "resnet56 128 bf16"
   "resnet56 128 fp32"
+  "resnet56 128 fp32 nchw"
 )
+[[ -n $bench_configs_env ]] && IFS=';' read -ra BENCH_CONFIGS <<<"$bench_configs_env"
 
 work=$(mktemp -d /tmp/cohort-gpu.XXXXXX)
 if [[ -z ${OUT:-} ]]; then
@@ -154,15 +160,15 @@ if benches:
             v = ips.get((n, cfg), "-")
             cells.append(f"  {v:>{w[n]}.1f}" if isinstance(v, float) else f"  {v:>{w[n]}}")
         out.append(f"{cfg:<22}" + "".join(cells))
-    # Ours against PyTorch eager where both ran.
+    # Ours against PyTorch eager and compiled where both ran.
     ours = [n for n in names if not n.startswith("torch-")]
-    if ours and "torch-eager" in names:
-        for n in ours:
-            ratios = [f"{cfg}: {ips[(n, cfg)] / ips[('torch-eager', cfg)]:.2f}x"
+    for ref in ("torch-eager", "torch-compile"):
+        for n in ours if ref in names else []:
+            ratios = [f"{cfg}: {ips[(n, cfg)] / ips[(ref, cfg)]:.2f}x"
                       for cfg in configs
-                      if isinstance(ips.get((n, cfg)), float) and isinstance(ips.get(("torch-eager", cfg)), float)]
+                      if isinstance(ips.get((n, cfg)), float) and isinstance(ips.get((ref, cfg)), float)]
             if ratios:
-                out.append(f"{n} / torch-eager: " + ", ".join(ratios))
+                out.append(f"{n} / {ref}: " + ", ".join(ratios))
 
 for r in rows:
     if r["kind"] == "profile":
@@ -423,56 +429,64 @@ if [[ $mode == all || $mode == bench ]]; then
   [[ -z $benches ]] && log "no benchmark binary in the bundle: only PyTorch runs"
   # Ours and PyTorch's per configuration, so a spent budget still leaves pairs to compare.
   for c in "${BENCH_CONFIGS[@]}"; do
-    read -r model bs prec <<<"$c"
-    cfg="$model bs=$bs $prec"
-    tag="${model}_bs${bs}_${prec}"
+    read -r model bs prec layout <<<"$c"
+    layout=${layout:-nhwc}
+    cfg="$model bs=$bs $prec${layout/nhwc/}"
+    tag="${model}_bs${bs}_${prec}_$layout"
+    first=0
+    [[ $c == "${BENCH_CONFIGS[0]}" ]] && first=1
+    # One run of ours: bench BINARY VARIANT FLAGS... (VARIANT names it in the table).
+    bench() {
+      local b=$1 variant=$2
+      shift 2
+      run_step bench "$b$variant" "$cfg" "$results/logs/${b}${variant//[+-]/_}_$tag.log" "" -- \
+        env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" --batch_size="$bs" \
+        --precision="$prec" --layout="$layout" --steps="$bench_steps" --warmup="$bench_warmup" "$@"
+    }
+    for b in $benches; do
+      COHORT_CUDNN_FIND_LOG=1 bench "$b" ""
+      # The step launched whole from a CUDA graph (fp16's loss scaling waits for the GPU).
+      [[ $prec != fp16 ]] && bench "$b" +graph --cuda_graph
+      ((first)) || continue
+      # What waiting for each step's loss (as the trainer does) costs.
+      bench "$b" +loss-read --read_loss_every_step
+      # What fusing batch norm's ReLU in cuDNN (16-bit, channels last) gains.
+      [[ $prec != fp32 && $prec != tf32 && $layout == nhwc ]] &&
+        bench "$b" +unfused --nofuse_bn_relu
+    done
     torch_modes=(eager)
     # torch.compile takes minutes to compile: the first configuration only.
-    ((torch_compile)) && [[ $c == "${BENCH_CONFIGS[0]}" ]] && torch_modes+=(compile)
-    for b in $benches; do
-      run_step bench "$b" "$cfg" "$results/logs/${b}_$tag.log" "" -- \
-        env LD_LIBRARY_PATH="$bin_ld_path" COHORT_CUDNN_FIND_LOG=1 "$root/bin/$b" \
-        --model="$model" --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
-        --warmup="$bench_warmup"
-      # What waiting for each step's loss (as the trainer does) costs: the first case only.
-      [[ $c == "${BENCH_CONFIGS[0]}" ]] &&
-        run_step bench "$b+loss-read" "$cfg" "$results/logs/${b}_loss_read_$tag.log" "" -- \
-          env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" \
-          --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
-          --warmup="$bench_warmup" --read_loss_every_step
-      # Batch norm's ReLU fused by cuDNN (16-bit, channels last): the first case only.
-      [[ $c == "${BENCH_CONFIGS[0]}" && $prec != fp32 && $prec != tf32 ]] &&
-        run_step bench "$b+bn-relu" "$cfg" "$results/logs/${b}_bn_relu_$tag.log" "" -- \
-          env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" \
-          --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
-          --warmup="$bench_warmup" --fuse_bn_relu
-      # The step launched from a CUDA graph where launches bound it (the CIFAR ResNet).
-      [[ $model == resnet56 && $prec != fp16 ]] &&
-        run_step bench "$b+graph" "$cfg" "$results/logs/${b}_graph_$tag.log" "" -- \
-          env LD_LIBRARY_PATH="$bin_ld_path" "$root/bin/$b" --model="$model" \
-          --batch_size="$bs" --precision="$prec" --steps="$bench_steps" \
-          --warmup="$bench_warmup" --cuda_graph
-    done
+    ((torch_compile && first)) && torch_modes+=(compile)
+    [[ $model == lenet ]] && torch_modes=()  # not a model of torch_resnet_bench.py
+    torch_layout=()
+    [[ $layout == nchw ]] && torch_layout=(--no_channels_last)
     for m in "${torch_modes[@]}"; do
       run_step bench "torch-$m" "$cfg" "$results/logs/torch_${m}_$tag.log" "" -- \
         env PYTHONUNBUFFERED=1 python3 "$torch_script" --model "$model" --batch_size "$bs" \
-        --precision "$prec" --mode "$m" --steps "$bench_steps" --warmup "$bench_warmup"
+        --precision "$prec" --mode "$m" --steps "$bench_steps" --warmup "$bench_warmup" \
+        "${torch_layout[@]}"
     done
   done
 
   # GPU time by kernel over timed steps alone (gpu_bench turns profiling on after its warm-up).
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  bench=$(names_of bench | head -1)
-  if [[ ${PROFILE:-1} == 1 && -n $ncu && -n $bench ]]; then
-    read -r model bs prec <<<"${BENCH_CONFIGS[0]}"
+  b=$(names_of bench | head -1)
+  profile_configs=()
+  IFS=';' read -ra profile_configs <<<"${PROFILE_CONFIG:-${BENCH_CONFIGS[0]}}"
+  for pc in "${profile_configs[@]}"; do
+    [[ ${PROFILE:-1} == 1 && -n $ncu && -n $b ]] || break
+    read -r model bs prec layout <<<"$pc"
+    layout=${layout:-nhwc}
     profile_steps=3
-    run_step profile ncu "$model bs=$bs $prec, $profile_steps steps" "$results/logs/profile.log" "" -- \
+    tag="${model}_bs${bs}_${prec}_$layout"
+    run_step profile ncu "$model bs=$bs $prec $layout, $profile_steps steps" \
+      "$results/logs/profile_$tag.log" "" -- \
       bash -c '"$1" --clock-control none --profile-from-start off --metrics gpu__time_duration.sum \
           --print-summary per-kernel --csv "${@:4}" >"$2.csv" && python3 "$3" "$2.csv" --steps '"$profile_steps" \
-      _ "$ncu" "$results/logs/profile" "$kernel_table" env LD_LIBRARY_PATH="$bin_ld_path" \
-      "$root/bin/$bench" --model="$model" --batch_size="$bs" --precision="$prec" \
+      _ "$ncu" "$results/logs/profile_$tag" "$kernel_table" env LD_LIBRARY_PATH="$bin_ld_path" \
+      "$root/bin/$b" --model="$model" --batch_size="$bs" --precision="$prec" --layout="$layout" \
       --steps="$profile_steps" --warmup=3
-  fi
+  done
 fi
 
 summary_rc=1

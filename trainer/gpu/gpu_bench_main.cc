@@ -20,7 +20,7 @@ ABSL_FLAG(std::string, layout, "nhwc", "activation layout: nhwc (channels-last) 
 ABSL_FLAG(int, gpu, 0, "GPU index");
 ABSL_FLAG(int, warmup, 5, "untimed steps before timing");
 ABSL_FLAG(int, steps, 30, "timed steps");
-ABSL_FLAG(bool, fuse_bn_relu, false,
+ABSL_FLAG(bool, fuse_bn_relu, cohort::cuda::CudaBackendOptions{}.fuse_batch_norm_relu,
           "batch norm and the ReLU after it as one cuDNN call (16-bit precisions, nhwc)");
 ABSL_FLAG(bool, cuda_graph, false,
           "launch the timed steps from a CUDA graph of one step (not with fp16 or "
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
       "cohort %s bs=%d %s %s%s%s: %.1f images/sec (step %.2f ms, peak memory %.2f GiB, %.2f GiB "
       "reserved; loss %.4f -> %.4f over %d steps)\n",
       c.model, c.batch, cohort::PrecisionName(*precision), layout,
-      std::string(c.backend.fuse_batch_norm_relu ? ", bn+relu fused" : "") +
+      std::string(c.backend.fuse_batch_norm_relu ? "" : ", bn+relu not fused") +
           (c.cuda_graph ? ", CUDA graph" : ""),
       c.read_loss_every_step ? ", loss read every step" : "", r->images_per_second,
       r->step_ms, r->peak_gib, r->memory_gib, r->first_loss, r->last_loss,

@@ -138,15 +138,19 @@ class ConvOp final : public Conv2dFrame {
       // Channel sums of dy; channels-first dy is made channels-last first, in the workspace,
       // since cuDNN's own bias gradient refuses bf16 there.
       const Shape& y = dy.shape();
-      const void* rows = Ptr(&dy);
+      const int64_t rows = y[0] * y[2] * y[3];
+      // The workspace holds dy channels-last (where it is not already), then the sums' chunks.
+      const size_t staged_bytes = s_->nhwc() ? 0 : (dy.nbytes() + 15) / 16 * 16;
+      char* workspace = static_cast<char*>(
+          s_->ctx->Workspace(staged_bytes + ColumnSumsWorkspaceBytes(rows, y[1])));
+      const void* by_rows = Ptr(&dy);
       if (!s_->nhwc()) {
-        void* staged = s_->ctx->Workspace(dy.nbytes());
         COHORT_CUDA_CHECK(
-            NcsToNsc(Ptr(&dy), y[0], y[1], y[2] * y[3], staged, s_->elem(), s_->stream()));
-        rows = staged;
+            NcsToNsc(Ptr(&dy), y[0], y[1], y[2] * y[3], workspace, s_->elem(), s_->stream()));
+        by_rows = workspace;
       }
-      COHORT_CUDA_CHECK(ColumnSums(rows, y[0] * y[2] * y[3], y[1], Ptr(grad_in[2]), s_->elem(),
-                                   s_->stream()));
+      COHORT_CUDA_CHECK(ColumnSums(by_rows, rows, y[1], Ptr(grad_in[2]), s_->elem(),
+                                   workspace + staged_bytes, s_->stream()));
     }
     if (grad_in[1] != nullptr) {
       Tensor* dw = grad_in[1];

@@ -211,27 +211,63 @@ __global__ void AddRowBiasKernel(T* __restrict__ y, const T* __restrict__ b, int
   COHORT_GRID_STRIDE(i, rows * cols) y[i] = FromF32<T>(ToF32(y[i]) + ToF32(b[i % cols]));
 }
 
-// One block per 32 columns: each warp row sums a strided subset of the rows (coalesced along
-// the columns), then the block adds its kTileRows partial sums in a fixed order.
+// Column sums in two passes, so that every multiprocessor takes part however few the columns
+// (a LeNet convolution's bias gradient: 6 columns of 200,704 rows) and the order of the
+// additions is fixed. Pass one: a block per 32 columns and chunk of rows, each warp row summing
+// a strided subset of the chunk (coalesced along the columns), then the block adds its
+// kTileRows partial sums in a fixed order, into `partial` (chunk, column), or into db when
+// there is one chunk. Pass two: one thread per column adds the chunks in order.
 template <typename T>
-__global__ void ColumnSumsKernel(const T* __restrict__ dy, int64_t rows, int64_t cols,
-                                 T* __restrict__ db) {
-  __shared__ float partial[kTileRows][kTile];
+__global__ void ColumnChunkSumsKernel(const T* __restrict__ dy, int64_t rows, int64_t cols,
+                                      int64_t chunk_rows, float* __restrict__ partial,
+                                      T* __restrict__ db) {
+  __shared__ float sums[kTileRows][kTile];
+  const int64_t first = blockIdx.y * chunk_rows;
+  const int64_t end = min(rows, first + chunk_rows);
   for (int64_t c0 = blockIdx.x * int64_t{kTile}; c0 < cols; c0 += int64_t{gridDim.x} * kTile) {
     const int64_t col = c0 + threadIdx.x;
     float sum = 0.0f;
     if (col < cols) {
-      for (int64_t r = threadIdx.y; r < rows; r += kTileRows) sum += ToF32(dy[r * cols + col]);
+      for (int64_t r = first + threadIdx.y; r < end; r += kTileRows) {
+        sum += ToF32(dy[r * cols + col]);
+      }
     }
-    partial[threadIdx.y][threadIdx.x] = sum;
+    sums[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();
     if (threadIdx.y == 0 && col < cols) {
       float total = 0.0f;
-      for (int i = 0; i < kTileRows; ++i) total += partial[i][threadIdx.x];
-      db[col] = FromF32<T>(total);
+      for (int i = 0; i < kTileRows; ++i) total += sums[i][threadIdx.x];
+      if (gridDim.y == 1) {
+        db[col] = FromF32<T>(total);
+      } else {
+        partial[blockIdx.y * cols + col] = total;
+      }
     }
-    __syncthreads();  // the next chunk overwrites `partial`
+    __syncthreads();  // the next columns overwrite `sums`
   }
+}
+
+template <typename T>
+__global__ void AddChunksKernel(const float* __restrict__ partial, int64_t chunks, int64_t cols,
+                                T* __restrict__ db) {
+  COHORT_GRID_STRIDE(col, cols) {
+    float total = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) total += partial[k * cols + col];
+    db[col] = FromF32<T>(total);
+  }
+}
+
+// Rows per chunk: enough for a block's loads to hide their latency, and at most kMaxChunks
+// chunks so that pass two stays short.
+constexpr int64_t kChunkRows = 256;
+constexpr int64_t kMaxChunks = 1024;
+
+int64_t ColumnChunkRows(int64_t rows) {
+  return std::max(kChunkRows, (rows + kMaxChunks - 1) / kMaxChunks);
+}
+
+int64_t ColumnChunks(int64_t rows) {
+  return std::max<int64_t>(1, (rows + ColumnChunkRows(rows) - 1) / ColumnChunkRows(rows));
 }
 
 // Element (b, ch, i, j) of a (N, C, H, W) tensor in either physical layout.
@@ -556,14 +592,28 @@ cudaError_t AddRowBias(void* y, const void* b, int64_t rows, int64_t cols, Elem 
   });
 }
 
+size_t ColumnSumsWorkspaceBytes(int64_t rows, int64_t cols) {
+  const int64_t chunks = ColumnChunks(rows);
+  return chunks > 1 ? static_cast<size_t>(chunks * cols) * sizeof(float) : 0;
+}
+
 cudaError_t ColumnSums(const void* dy, int64_t rows, int64_t cols, void* db, Elem type,
-                       cudaStream_t stream) {
+                       void* workspace, cudaStream_t stream) {
   // rows == 0 still runs: db becomes zeros.
   if (cols == 0) return cudaSuccess;
+  const int64_t chunks = ColumnChunks(rows);
+  float* partial = static_cast<float*>(workspace);
+  if (chunks > 1 && partial == nullptr) return cudaErrorInvalidValue;
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    ColumnSumsKernel<T><<<Blocks(cols, kTile), dim3(kTile, kTileRows), 0, stream>>>(
-        static_cast<const T*>(dy), rows, cols, static_cast<T*>(db));
+    const dim3 grid(Blocks(cols, kTile), static_cast<unsigned>(chunks));
+    ColumnChunkSumsKernel<T><<<grid, dim3(kTile, kTileRows), 0, stream>>>(
+        static_cast<const T*>(dy), rows, cols, ColumnChunkRows(rows), partial,
+        static_cast<T*>(db));
+    if (chunks > 1) {
+      AddChunksKernel<T><<<Blocks(cols), kThreads, 0, stream>>>(partial, chunks, cols,
+                                                                static_cast<T*>(db));
+    }
   });
 }
 

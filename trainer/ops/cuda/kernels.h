@@ -48,9 +48,11 @@ cudaError_t NscToNcs(const void* x, int64_t n, int64_t c, int64_t s, void* y, El
 // y (rows, cols) += b (cols), broadcast over rows.
 cudaError_t AddRowBias(void* y, const void* b, int64_t rows, int64_t cols, Elem type,
                        cudaStream_t stream);
-// db (cols) = sum over rows of dy (rows, cols), accumulated in fp32.
+// db (cols) = sum over rows of dy (rows, cols), accumulated in fp32 in a fixed order.
+// workspace: ColumnSumsWorkspaceBytes(rows, cols) of device scratch (none for few rows).
+size_t ColumnSumsWorkspaceBytes(int64_t rows, int64_t cols);
 cudaError_t ColumnSums(const void* dy, int64_t rows, int64_t cols, void* db, Elem type,
-                       cudaStream_t stream);
+                       void* workspace, cudaStream_t stream);
 
 // The ResNet "option A" shortcut (SubsamplePadSpec) on x (N, C, H, W) → y (N, C + 2·pad,
 // ceil(H/stride), ceil(W/stride)); x, y, dy and dx are all stored channels-first (NCHW) or all

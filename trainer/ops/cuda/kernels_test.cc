@@ -140,7 +140,7 @@ TEST(KernelsTest, EmptyLaunchesNothing) {
     EXPECT_EQ(cuda::NcsToNsc(nullptr, 2, 0, 3, nullptr, t, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::NscToNcs(nullptr, 0, 2, 3, nullptr, t, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::AddRowBias(nullptr, nullptr, 0, 4, t, nullptr), cudaSuccess);
-    EXPECT_EQ(cuda::ColumnSums(nullptr, 4, 0, nullptr, t, nullptr), cudaSuccess);
+    EXPECT_EQ(cuda::ColumnSums(nullptr, 4, 0, nullptr, t, nullptr, nullptr), cudaSuccess);
     EXPECT_EQ(cuda::SubsamplePadForward(nullptr, 0, 3, 4, 4, 2, 1, true, nullptr, t, nullptr),
               cudaSuccess);
     EXPECT_EQ(cuda::SubsamplePadBackward(nullptr, 0, 3, 4, 4, 2, 1, false, nullptr, t, nullptr),
@@ -311,7 +311,10 @@ TEST(KernelsTest, RowBiasAndColumnSumsMatchHost) {
   struct Shape {
     int64_t rows, cols;
   };
-  for (Shape sh : {Shape{1, 1}, Shape{1000, 37}, Shape{3, 5000}, Shape{0, 7}}) {
+  // Few rows (one chunk), a LeNet convolution's bias gradient (6 columns of 200,704 rows:
+  // many chunks), more rows than kMaxChunks chunks of the least rows hold.
+  for (Shape sh : {Shape{1, 1}, Shape{1000, 37}, Shape{3, 5000}, Shape{0, 7}, Shape{200704, 6},
+                   Shape{300001, 33}}) {
     const int64_t size = sh.rows * sh.cols;
     for (Elem t : kTypes) {
       SCOPED_TRACE(testing::Message() << sh.rows << "x" << sh.cols << " " << Name(t));
@@ -324,9 +327,12 @@ TEST(KernelsTest, RowBiasAndColumnSumsMatchHost) {
           sums[c] += y[r * sh.cols + c];
         }
       }
-      DeviceBuffer dy(Encode(y, t)), dbias(Encode(b, t)), dsums(sh.cols * Size(t));
+      DeviceBuffer dy(Encode(y, t)), dbias(Encode(b, t)), dsums(sh.cols * Size(t)),
+          workspace(cuda::ColumnSumsWorkspaceBytes(sh.rows, sh.cols));
       // Sums first: the bias is added in place.
-      ASSERT_EQ(cuda::ColumnSums(dy.get(), sh.rows, sh.cols, dsums.get(), t, nullptr), cudaSuccess);
+      ASSERT_EQ(cuda::ColumnSums(dy.get(), sh.rows, sh.cols, dsums.get(), t, workspace.get(),
+                                 nullptr),
+                cudaSuccess);
       ASSERT_EQ(cuda::AddRowBias(dy.get(), dbias.get(), sh.rows, sh.cols, t, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       // fp32 accumulation error grows with the rows; then one rounding to the type.
