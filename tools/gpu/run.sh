@@ -3,8 +3,9 @@
 # binary, a distributed job (scheduler, 2 shards, 1 worker on gpu:0; and one worker on every
 # GPU where there are several); where the bundle carries Fashion-MNIST, the same job on it and
 # LeNet trained alone in fp32 and bf16, each export loaded into a PyTorch LeNet and scored; then
-# gpu_bench (its cudnnFind choices logged) and the PyTorch reference over the same
-# configurations (torch.compile on the first), and an ncu profile of ResNet-50's timed steps.
+# gpu_bench (its cudnnFind choices logged; eager and from a CUDA graph) and the PyTorch
+# reference over the same configurations (torch.compile on the first), and an ncu profile of
+# the first configuration's timed steps.
 #
 #   bash tools/gpu/run.sh [--tests-only | --bench-only] [--torch-compile] [--bundle FILE]
 #
@@ -17,8 +18,8 @@
 # (10), BENCH_CONFIGS (";"-separated "model batch precision [layout]", the first also timed with
 # the loss read every step, bn+relu fused and torch.compile; default below), BUNDLE (the
 # tarball), PROFILE (1: the ncu profile), PROFILE_CONFIG (";"-separated configurations it
-# profiles: the first), TEST_WRAPPER (a command the test binaries run under, e.g. "compute-sanitizer --tool
-# memcheck"); gtest's GTEST_FILTER applies.
+# profiles: the first), TEST_WRAPPER (a command the test binaries run under, e.g.
+# "compute-sanitizer --tool memcheck"); gtest's GTEST_FILTER applies.
 # Exit status: 0 when everything ran and passed, 1 otherwise.
 set -uo pipefail
 
@@ -50,6 +51,7 @@ BENCH_CONFIGS=(
   "resnet56 128 bf16"
   "resnet56 128 fp32"
   "resnet56 128 fp32 nchw"
+  "lenet 256 bf16"
 )
 [[ -n $bench_configs_env ]] && IFS=';' read -ra BENCH_CONFIGS <<<"$bench_configs_env"
 
@@ -166,7 +168,8 @@ if benches:
         for n in ours if ref in names else []:
             ratios = [f"{cfg}: {ips[(n, cfg)] / ips[(ref, cfg)]:.2f}x"
                       for cfg in configs
-                      if isinstance(ips.get((n, cfg)), float) and isinstance(ips.get((ref, cfg)), float)]
+                      if isinstance(ips.get((n, cfg)), float)
+                      and isinstance(ips.get((ref, cfg)), float)]
             if ratios:
                 out.append(f"{n} / {ref}: " + ", ".join(ratios))
 
