@@ -44,12 +44,21 @@ void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void(
   m.set_lr(update.lr);
   m.set_rank(update.rank);
   m.set_pushed_on(update.pushed_on);
-  if (update.buffer != nullptr) {
-    m.mutable_values()->swap(*update.buffer);
+  UpdateBuffer* buffer = update.buffer;
+  if (buffer != nullptr && buffer->pool_offset() >= 0 && buffer->pool() != stream_->pool()) {
+    buffer = nullptr;  // another stream's pool (the part's backup changed): copied, let go
+  }
+  if (buffer != nullptr && buffer->pool_offset() >= 0) {
+    m.set_pool_offset(buffer->pool_offset());
+    m.set_pool_value_bytes(static_cast<int64_t>(buffer->size()));
+    q.shared = std::move(*buffer);
+  } else if (buffer != nullptr) {
+    m.mutable_values()->swap(buffer->heap());
   } else {
     m.set_values(reinterpret_cast<const char*>(update.values.data()),
                  update.values.size() * sizeof(float));
   }
+  if (update.buffer != nullptr && buffer == nullptr) *update.buffer = UpdateBuffer();
   if (const PartCopy* copy = update.copy) {
     m.set_copy(true);
     m.set_part_set(copy->share);
@@ -72,7 +81,8 @@ void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void(
   to_send_.push_back(std::move(q));
 }
 
-std::string StreamReplicaLink::Spare(size_t bytes) {
+UpdateBuffer StreamReplicaLink::Spare(size_t bytes) {
+  if (std::optional<UpdateBuffer> shared = stream_->Share(bytes)) return *std::move(shared);
   std::string spare;
   if (bytes > kRecycledBytes) {
     absl::MutexLock lock(&mu_);
@@ -83,7 +93,7 @@ std::string StreamReplicaLink::Spare(size_t bytes) {
     }
   }
   spare.resize(bytes);
-  return spare;
+  return UpdateBuffer::FromHeap(std::move(spare));
 }
 
 bool StreamReplicaLink::broken() const {
@@ -93,7 +103,7 @@ bool StreamReplicaLink::broken() const {
 
 void StreamReplicaLink::ReadLoop() {
   v1::ReplicaAck ack;
-  std::vector<std::function<void()>> acknowledged;
+  std::vector<Sent> acknowledged;
   while (stream_->Read(&ack)) {
     {
       absl::MutexLock lock(&mu_);
@@ -103,8 +113,8 @@ void StreamReplicaLink::ReadLoop() {
       }
     }
     // Outside the lock: a done takes its part's lock, under which Forward takes this one.
-    for (std::function<void()>& done : acknowledged) done();
-    acknowledged.clear();
+    for (Sent& sent : acknowledged) sent.done();
+    acknowledged.clear();  // the shared stretches go back
   }
   {
     absl::MutexLock lock(&mu_);
@@ -141,7 +151,7 @@ void StreamReplicaLink::WriteLoop() {
         if (broken_) {
           given_up.push_back(std::move(q.done));
         } else {
-          sent_.push_back(std::move(q.done));
+          sent_.push_back({std::move(q.done), std::move(q.shared)});
           *batch.add_updates() = std::move(q.message);
           if (q.config.has_value()) *batch.mutable_config() = *std::move(q.config);
         }
@@ -173,12 +183,12 @@ void StreamReplicaLink::Say(const absl::Status& why) {
 }
 
 void StreamReplicaLink::GiveUpSent() {
-  std::deque<std::function<void()>> given_up;
+  std::deque<Sent> given_up;
   {
     absl::MutexLock lock(&mu_);
     given_up.swap(sent_);
   }
-  for (std::function<void()>& done : given_up) done();
+  for (Sent& sent : given_up) sent.done();
 }
 
 }  // namespace cohort

@@ -36,10 +36,16 @@ class ReplicaStream {
   virtual absl::Status Finish() = 0;
   // Ends the stream from this side: Read and Write return false soon. Any thread.
   virtual void Cancel() = 0;
+  // A stretch of memory the backup reads in place, where the stream has such and room (a
+  // batch then carries where the update lies, not its bytes); any thread.
+  virtual std::optional<UpdateBuffer> Share(size_t bytes) { return std::nullopt; }
+  // The pool Share's stretches come from (null: none).
+  virtual const UpdatePool* pool() const { return nullptr; }
 };
 
 // A leader's ReplicaLink to the shard backing its parts up, over one ReplicaStream. Forward
-// takes the update's buffer (or copies its values) into a message and returns; a thread of the link writes them in order,
+// takes the update's buffer (or copies its values) into a message and returns; a thread of the
+// link writes them in order,
 // those waiting together as one batch (up to the data path's fusion size), and another runs
 // each update's done as the backup acknowledges it. Once the stream ends, the link gives every
 // update not acknowledged up (its done runs: the parts go on without a backup) and, unless the
@@ -58,14 +64,20 @@ class StreamReplicaLink final : public ReplicaLink {
   // Whether the stream failed (every later update is given up at once).
   bool broken() const override;
 
-  // One of the update buffers written already, of the closest size at least `bytes`.
-  std::string Spare(size_t bytes) override;
+  // A stretch the stream shares with the backup, else one of the update buffers written
+  // already, of the closest size at least `bytes`.
+  UpdateBuffer Spare(size_t bytes) override;
 
  private:
   struct Queued {
     v1::ReplicaUpdate message;
     std::function<void()> done;
     std::optional<v1::InitMessage::Config> config;  // for the batch it goes in
+    UpdateBuffer shared;  // where a shared update lies, until the backup has it
+  };
+  struct Sent {
+    std::function<void()> done;
+    UpdateBuffer shared;
   };
   void WriteLoop();
   void ReadLoop();
@@ -81,7 +93,7 @@ class StreamReplicaLink final : public ReplicaLink {
 
   mutable absl::Mutex mu_;
   std::deque<Queued> to_send_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::function<void()>> sent_ ABSL_GUARDED_BY(mu_);  // not acknowledged yet
+  std::deque<Sent> sent_ ABSL_GUARDED_BY(mu_);  // not acknowledged yet
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool config_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;

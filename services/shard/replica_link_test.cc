@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -27,6 +29,7 @@
 #include "services/shard/shm_replica_link.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
+#include "services/wire/ring_stream.h"
 #include "services/wire/shm_rendezvous.h"
 
 namespace cohort {
@@ -39,7 +42,9 @@ constexpr int kWeightFloats = 20000;
 // Small enough that batches wrap around its end, their values read from both sides of it.
 constexpr size_t kRingBytes = 1 << 18;
 
-enum class Transport { kGrpc, kSharedMemory };
+// Over gRPC; through the rings alone; with a pool beside them (the updates made in it), and
+// with a pool too small for one update (every update through the ring after all).
+enum class Transport { kGrpc, kSharedMemory, kSharedPool, kSharedPoolTooSmall };
 
 std::string UniqueName(absl::string_view what) {
   static int next = 0;
@@ -100,7 +105,10 @@ class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
                      address, &err_);
     } else {
       const std::string name = UniqueName("backup");
-      auto server = StartShmReplicaServer(&service_, name, kRingBytes);
+      const size_t pool_bytes = GetParam() == Transport::kSharedPool           ? 4 * kRingBytes
+                                : GetParam() == Transport::kSharedPoolTooSmall ? 4096
+                                                                               : 0;
+      auto server = StartShmReplicaServer(&service_, name, kRingBytes, pool_bytes);
       ASSERT_TRUE(server.ok()) << server.status();
       shm_server_ = *std::move(server);
       absl::StatusOr<ShmChannel> channel = DialShm(name);
@@ -129,12 +137,23 @@ class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Transports, ReplicaLinkTest,
-                         ::testing::Values(Transport::kGrpc, Transport::kSharedMemory),
+                         ::testing::Values(Transport::kGrpc, Transport::kSharedMemory,
+                                           Transport::kSharedPool,
+                                           Transport::kSharedPoolTooSmall),
                          [](const ::testing::TestParamInfo<Transport>& info) {
-                           return info.param == Transport::kGrpc ? "Grpc" : "SharedMemory";
+                           switch (info.param) {
+                             case Transport::kGrpc: return "Grpc";
+                             case Transport::kSharedMemory: return "SharedMemory";
+                             case Transport::kSharedPool: return "SharedPool";
+                             case Transport::kSharedPoolTooSmall: return "SharedPoolTooSmall";
+                           }
+                           return "";
                          });
 
 TEST_P(ReplicaLinkTest, TheBackupTakesEveryStepBitwise) {
+  // Updates are made where the backup reads them only with a pool that has room.
+  EXPECT_EQ(link_->Spare(kWeightFloats * sizeof(float)).pool_offset() >= 0,
+            GetParam() == Transport::kSharedPool);
   for (int step = 0; step < 10; ++step) ASSERT_TRUE(Step(step)) << "step " << step;
   for (PartId id : {kWeights, kStats}) EXPECT_EQ(Held(&backup_, id), Held(&leader_, id));
   EXPECT_EQ(Held(&backup_, kWeights).second, 10);
@@ -197,13 +216,47 @@ TEST(ReplicaReceiverTest, AStreamWaitingForTheSetUpIsLetGoWhenTheShardLeaves) {
   EXPECT_EQ(open.code(), absl::StatusCode::kCancelled) << open;
 }
 
+// A pool's stretches come in the order asked for, go back in any order, wrap around its end,
+// and are refused, not overlapped, when there is no room.
+TEST(SharedUpdatePoolTest, HandsOutStretchesInOrderAndTakesThemBackInAny) {
+  auto region = ShmRegion::Create(1024);
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto pool = std::make_shared<SharedUpdatePool>(*region);
+  std::optional<UpdateBuffer> a = pool->Take(300), b = pool->Take(300), c = pool->Take(300);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->pool_offset(), 0);
+  EXPECT_EQ(b->pool_offset(), 320);  // 64-byte aligned
+  EXPECT_EQ(c->pool_offset(), 640);
+  EXPECT_EQ(c->data(), (*region)->data() + 640);
+  EXPECT_EQ(c->size(), 300u);
+  EXPECT_FALSE(pool->Take(100));  // 64 bytes left at the end, and none before a
+  b.reset();
+  EXPECT_FALSE(pool->Take(100));  // a still holds the start
+  a.reset();                      // a and b free: the room before c
+  std::optional<UpdateBuffer> d = pool->Take(100);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->pool_offset(), 0);  // wrapped
+  EXPECT_FALSE(pool->Take(600));   // 512 bytes between d and c
+  std::optional<UpdateBuffer> e = pool->Take(500);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->pool_offset(), 128);
+  EXPECT_FALSE(pool->Take(1));  // full
+  c.reset();
+  d.reset();
+  e.reset();
+  std::optional<UpdateBuffer> whole = pool->Take(1024);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->pool_offset(), 0);
+  EXPECT_FALSE(pool->Take(1025 - 1024));
+}
+
 // A leader that stopped reading acknowledgements (stuck, or stopped) fills the ring they come
 // back on: a backup leaving the job then does not wait for it.
 TEST(ShmReplicaLinkTest, ABackupLeavesThoughItsLeaderStoppedReading) {
   ShardCore backup(1);
   ShardService service(&backup);
   const std::string name = UniqueName("stuck");
-  auto server = StartShmReplicaServer(&service, name, 1 << 12);
+  auto server = StartShmReplicaServer(&service, name, 1 << 12, 0);
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<ShmChannel> leader = DialShm(name);
   ASSERT_TRUE(leader.ok()) << leader.status();
@@ -220,6 +273,40 @@ TEST(ShmReplicaLinkTest, ABackupLeavesThoughItsLeaderStoppedReading) {
   });
   EXPECT_TRUE(gone.WaitForNotificationWithTimeout(absl::Seconds(5)));
   leaving.join();
+}
+
+// A batch naming values past the end of the pool (or with no pool offered) is refused as
+// damaged: the backup ends the stream saying so, and reads nothing outside the pool.
+TEST(ShmReplicaLinkTest, AnUpdateOutsideThePoolIsRefusedAsDamaged) {
+  for (const size_t pool_bytes : {size_t{0}, size_t{1} << 16}) {
+    ShardCore backup(1);
+    SetUpCores({&backup});
+    ShardService service(&backup);
+    const std::string name = UniqueName("outside");
+    auto server = StartShmReplicaServer(&service, name, 1 << 16, pool_bytes);
+    ASSERT_TRUE(server.ok()) << server.status();
+    absl::StatusOr<ShmChannel> leader = DialShm(name);
+    ASSERT_TRUE(leader.ok()) << leader.status();
+    v1::ReplicaBatch batch;
+    v1::ReplicaUpdate* u = batch.add_updates();
+    u->set_key(kWeights.key);
+    u->set_version(1);
+    u->set_pool_offset(static_cast<int64_t>(pool_bytes) - 64);
+    u->set_pool_value_bytes(128);
+    std::string message(4, '\0');
+    batch.AppendToString(&message);
+    const uint32_t length = static_cast<uint32_t>(message.size() - 4);
+    std::memcpy(message.data(), &length, 4);
+    const absl::Span<const char> piece(message);
+    ASSERT_TRUE(leader->out().Write({&piece, 1}).ok());
+    absl::StatusOr<ShmRing::Message> answer = leader->in().Read();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    const std::optional<absl::Status> end = StreamEnd(answer->bytes());
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->code(), absl::StatusCode::kDataLoss) << *end;
+    EXPECT_TRUE(absl::StrContains(end->message(), "128 bytes at byte")) << *end;
+    EXPECT_EQ(Held(&backup, kWeights).second, 0);
+  }
 }
 
 // A backup that goes without leaving (its server gone, as a killed process's is): the leader

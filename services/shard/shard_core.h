@@ -21,6 +21,7 @@
 #include "services/wire/pin_count.h"
 #include "services/wire/shard_config.h"
 #include "services/shard/shard_metrics.h"
+#include "services/shard/update_buffer.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
 
@@ -70,7 +71,7 @@ struct ReplicaUpdate {
   const PartCopy* copy = nullptr;
   // Not null: values are all of this buffer, which the link may take instead of copying them
   // (leaving it empty; the next update's comes from ReplicaLink::Spare).
-  std::string* buffer = nullptr;
+  UpdateBuffer* buffer = nullptr;
 };
 
 // Where a part's updates go to its backup (a stream to another shard; a fake in tests).
@@ -84,9 +85,10 @@ class ReplicaLink {
   virtual void Forward(const ReplicaUpdate& update, std::function<void()> done) = 0;
   // Whether the link gave up (every later update is given up at once).
   virtual bool broken() const = 0;
-  // A buffer of `bytes` bytes for an update to be made in: one of those the link took and is
-  // done with where it has one, so that an update costs neither an allocation nor fresh pages.
-  virtual std::string Spare(size_t bytes) { return std::string(bytes, '\0'); }
+  // A buffer of `bytes` bytes for an update to be made in: memory the backup reads in place
+  // where the link has such, or one of those the link took and is done with, so that an
+  // update costs neither a copy, an allocation nor fresh pages.
+  virtual UpdateBuffer Spare(size_t bytes) { return UpdateBuffer(bytes); }
 };
 
 // Where a shard's parts go at checkpoint steps (shard_checkpointer.h writes them).
@@ -260,7 +262,7 @@ class ShardCore {
       PartSink* sink;
     };
     std::vector<HeldAnswer> held ABSL_GUARDED_BY(mu);
-    std::string forwarded ABSL_GUARDED_BY(mu);  // F32 (aligned as operator new's)
+    UpdateBuffer forwarded ABSL_GUARDED_BY(mu);  // F32, 16-byte aligned
     // The newest version the backup is known to hold (its acknowledgement, or the same Init):
     // an answer of a version it holds goes at once.
     int64_t backed_up_version ABSL_GUARDED_BY(mu) = -1;

@@ -60,6 +60,10 @@ COHORT_DEFINE_SECURITY_FLAGS();
 // Each shared-memory ring's bytes: gRPC's message limit, so that what a stream takes, a ring
 // takes (a part of --part_bytes, 1 MiB by default, or a fusion, many times over).
 constexpr size_t kShmRingBytes = cohort::kMaxMessageBytes;
+// The pool a backup offers each leader of its host beside the rings, which the leader's updates
+// are made in (shm_replica_link.h): room for a few rounds of the parts a shard leads in
+// flight; beyond it updates go through the ring. Pages are taken as they are first written.
+constexpr size_t kReplicaPoolBytes = 4 * kShmRingBytes;
 
 namespace {
 
@@ -100,7 +104,7 @@ SharedMemoryPaths OfferSharedMemory(cohort::ShardCore* core, cohort::ReplicaRece
   auto pushes = cohort::StartShmPushServer(core, cohort::ShardRendezvousName(host, port),
                                            kShmRingBytes);
   auto replicas = cohort::StartShmReplicaServer(
-      receiver, cohort::ReplicaRendezvousName(host, port), kShmRingBytes);
+      receiver, cohort::ReplicaRendezvousName(host, port), kShmRingBytes, kReplicaPoolBytes);
   if (!pushes.ok()) {
     std::cerr << "shard: warning: no shared-memory path for this host's workers: "
               << pushes.status().message() << "\n";

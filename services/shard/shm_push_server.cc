@@ -161,7 +161,7 @@ absl::StatusOr<std::unique_ptr<ShmSessionServer>> StartShmPushServer(ShardCore* 
                                                                      const std::string& name,
                                                                      size_t ring_bytes) {
   return ShmSessionServer::Start(
-      name, ring_bytes, "a worker", "that worker pushes over gRPC",
+      name, ring_bytes, /*pool_bytes=*/0, "a worker", "that worker pushes over gRPC",
       [core](ShmChannel channel) -> std::unique_ptr<ShmSession> {
         return std::make_unique<ShmPushSession>(core, std::move(channel));
       });

@@ -1,5 +1,6 @@
 #include "services/shard/shm_replica_link.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -91,7 +92,21 @@ class ShmReplicaSession final : public ShmSession {
     }
     values_.clear();
     size_t offset = PaddedTo4(kLengthBytes + length);
+    const ShmRegion* pool = channel_.pool().get();
     for (const v1::ReplicaUpdate& u : batch_.updates()) {
+      if (u.has_pool_offset()) {
+        const uint64_t at = static_cast<uint64_t>(u.pool_offset());
+        const uint64_t n = static_cast<uint64_t>(u.pool_value_bytes());
+        if (pool == nullptr || at % sizeof(float) != 0 || n % sizeof(float) != 0 ||
+            at > pool->size() || n > pool->size() - at) {
+          return Damaged(absl::StrCat("the update of key ", u.key(), " part ", u.part(),
+                                      " names ", u.pool_value_bytes(), " bytes at byte ",
+                                      u.pool_offset(), " of a pool of ",
+                                      pool == nullptr ? 0 : pool->size()));
+        }
+        values_.emplace_back(pool->data() + at, n);
+        continue;
+      }
       const uint64_t n = static_cast<uint64_t>(u.ring_value_bytes());
       if (n % sizeof(float) != 0 || offset > total || n > total - offset) {
         return Damaged(absl::StrCat("the update of key ", u.key(), " part ", u.part(), " names ",
@@ -123,9 +138,68 @@ class ShmReplicaSession final : public ShmSession {
   std::thread serving_;  // last: starts once the rest is built
 };
 
+// Stretches start 64-byte aligned: whole cache lines, and the floats' alignment.
+size_t PaddedTo64(size_t n) { return (n + 63) & ~size_t{63}; }
+
 }  // namespace
 
-ShmReplicaStream::ShmReplicaStream(ShmChannel channel) : channel_(std::move(channel)) {}
+SharedUpdatePool::SharedUpdatePool(std::shared_ptr<ShmRegion> region)
+    : region_(std::move(region)) {}
+
+std::optional<UpdateBuffer> SharedUpdatePool::Take(size_t bytes) {
+  const size_t padded = PaddedTo64(std::max<size_t>(bytes, 1));
+  const size_t size = region_->size();
+  size_t at;
+  {
+    absl::MutexLock lock(&mu_);
+    if (taken_.empty()) {
+      next_ = 0;
+      if (padded > size) return std::nullopt;
+      at = 0;
+    } else {
+      // What is taken runs from the oldest stretch to next_, around the end where it wrapped.
+      const size_t oldest = taken_.front().offset;
+      if (next_ > oldest) {
+        if (padded <= size - next_) {
+          at = next_;
+        } else if (padded <= oldest) {
+          at = 0;
+        } else {
+          return std::nullopt;
+        }
+      } else if (next_ < oldest && padded <= oldest - next_) {
+        at = next_;
+      } else {
+        return std::nullopt;  // next_ == oldest: full
+      }
+    }
+    taken_.push_back({at, padded, false});
+    next_ = at + padded;
+  }
+  return UpdateBuffer(shared_from_this(), static_cast<int64_t>(at),
+                      absl::MakeSpan(region_->data() + at, bytes));
+}
+
+void SharedUpdatePool::GiveBack(int64_t offset) {
+  absl::MutexLock lock(&mu_);
+  for (Stretch& s : taken_) {
+    if (s.offset == static_cast<size_t>(offset) && !s.free) {
+      s.free = true;
+      break;
+    }
+  }
+  while (!taken_.empty() && taken_.front().free) taken_.pop_front();
+}
+
+ShmReplicaStream::ShmReplicaStream(ShmChannel channel)
+    : channel_(std::move(channel)),
+      pool_(channel_.pool() != nullptr ? std::make_shared<SharedUpdatePool>(channel_.pool())
+                                       : nullptr) {}
+
+std::optional<UpdateBuffer> ShmReplicaStream::Share(size_t bytes) {
+  if (pool_ == nullptr) return std::nullopt;
+  return pool_->Take(bytes);
+}
 
 bool ShmReplicaStream::Write(v1::ReplicaBatch& batch) {
   values_.resize(batch.updates_size());
@@ -204,9 +278,10 @@ absl::StatusOr<std::unique_ptr<ShmReplicaStream>> DialShmReplica(const std::stri
 
 absl::StatusOr<std::unique_ptr<ShmSessionServer>> StartShmReplicaServer(ReplicaReceiver* receiver,
                                                                         const std::string& name,
-                                                                        size_t ring_bytes) {
+                                                                        size_t ring_bytes,
+                                                                        size_t pool_bytes) {
   return ShmSessionServer::Start(
-      name, ring_bytes, "a leading shard", "it replicates to this shard over gRPC",
+      name, ring_bytes, pool_bytes, "a leading shard", "it replicates to this shard over gRPC",
       [receiver](ShmChannel channel) -> std::unique_ptr<ShmSession> {
         return std::make_unique<ShmReplicaSession>(receiver, std::move(channel));
       });

@@ -9,9 +9,10 @@
 namespace cohort {
 
 absl::StatusOr<std::unique_ptr<ShmSessionServer>> ShmSessionServer::Start(
-    const std::string& name, size_t ring_bytes, std::string who, std::string otherwise,
-    MakeSession make) {
-  absl::StatusOr<std::unique_ptr<ShmListener>> listener = ShmListener::Listen(name, ring_bytes);
+    const std::string& name, size_t ring_bytes, size_t pool_bytes, std::string who,
+    std::string otherwise, MakeSession make) {
+  absl::StatusOr<std::unique_ptr<ShmListener>> listener =
+      ShmListener::Listen(name, ring_bytes, pool_bytes);
   if (!listener.ok()) return listener.status();
   return std::unique_ptr<ShmSessionServer>(new ShmSessionServer(
       *std::move(listener), std::move(who), std::move(otherwise), std::move(make)));

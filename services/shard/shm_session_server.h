@@ -31,11 +31,13 @@ class ShmSession {
 class ShmSessionServer {
  public:
   using MakeSession = std::function<std::unique_ptr<ShmSession>(ShmChannel)>;
-  // ring_bytes: each ring's capacity, at least the largest message either side sends. who: the
+  // ring_bytes: each ring's capacity, at least the largest message either side sends;
+  // pool_bytes: a region beside each channel's rings (ShmChannel::pool; 0: none). who: the
   // peers, for a failed channel's warning ("a worker"); otherwise: what such a peer does then
   // ("that worker pushes over gRPC").
   static absl::StatusOr<std::unique_ptr<ShmSessionServer>> Start(const std::string& name,
                                                                  size_t ring_bytes,
+                                                                 size_t pool_bytes,
                                                                  std::string who,
                                                                  std::string otherwise,
                                                                  MakeSession make);

@@ -1,6 +1,9 @@
 #include "services/wire/shm_rendezvous.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -17,7 +20,8 @@ namespace cohort {
 namespace {
 
 constexpr uint32_t kHello = 0x43524456;  // "CRDV": the listener's one message, with the fds
-constexpr int kFds = 6;                  // each ring's memory, data and space eventfds
+constexpr int kRingFds = 6;  // each ring's memory, data and space eventfds
+constexpr int kMaxFds = 7;   // and the pool's memfd, where the listener offers one
 // How long a dialer waits for a listener that has the connection queued but does not answer.
 constexpr int kAnswerSeconds = 10;
 
@@ -38,9 +42,59 @@ ShmRing::Fds FdsAt(const int* fds) { return ShmRing::Fds{fds[0], fds[1], fds[2]}
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<ShmRegion>> ShmRegion::Create(size_t bytes) {
+  const int fd = memfd_create("cohort-shm-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "cannot create a shared-memory pool's memfd");
+  // Sealed at its size, as a ring: the other process can neither shrink it under this one's
+  // mapping nor grow it.
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot size a shared-memory pool to ", bytes,
+                                                 " bytes (is /dev/shm's memory limited?)"));
+  }
+  void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapping == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
+    return absl::ErrnoToStatus(err, "cannot map a shared-memory pool");
+  }
+  return std::shared_ptr<ShmRegion>(new ShmRegion(fd, static_cast<char*>(mapping), bytes));
+}
+
+absl::StatusOr<std::shared_ptr<ShmRegion>> ShmRegion::Attach(int fd) {
+  const int seals = fcntl(fd, F_GET_SEALS);
+  struct stat st;
+  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+      fstat(fd, &st) != 0 || st.st_size <= 0) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        "the descriptor passed as a shared-memory pool is not a memfd sealed at its size");
+  }
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapping == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot map a shared-memory pool of ", bytes,
+                                                 " bytes"));
+  }
+  return std::shared_ptr<ShmRegion>(new ShmRegion(fd, static_cast<char*>(mapping), bytes));
+}
+
+ShmRegion::~ShmRegion() {
+  munmap(data_, size_);
+  close(fd_);
+}
+
 ShmChannel::ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket,
-                       int peer_pid)
-    : in_(std::move(in)), out_(std::move(out)), socket_(socket), peer_pid_(peer_pid) {
+                       int peer_pid, std::shared_ptr<ShmRegion> pool)
+    : in_(std::move(in)),
+      out_(std::move(out)),
+      socket_(socket),
+      peer_pid_(peer_pid),
+      pool_(std::move(pool)) {
   in_->WatchPeer(socket_);
   out_->WatchPeer(socket_);
 }
@@ -49,7 +103,8 @@ ShmChannel::ShmChannel(ShmChannel&& other) noexcept
     : in_(std::move(other.in_)),
       out_(std::move(other.out_)),
       socket_(other.socket_),
-      peer_pid_(other.peer_pid_) {
+      peer_pid_(other.peer_pid_),
+      pool_(std::move(other.pool_)) {
   other.socket_ = -1;
 }
 
@@ -61,7 +116,8 @@ ShmChannel::~ShmChannel() {
 }
 
 absl::StatusOr<std::unique_ptr<ShmListener>> ShmListener::Listen(const std::string& name,
-                                                                 size_t ring_bytes) {
+                                                                 size_t ring_bytes,
+                                                                 size_t pool_bytes) {
   sockaddr_un addr;
   absl::StatusOr<socklen_t> len = Abstract(name, &addr);
   if (!len.ok()) return len.status();
@@ -75,11 +131,11 @@ absl::StatusOr<std::unique_ptr<ShmListener>> ShmListener::Listen(const std::stri
                           err == EADDRINUSE ? " (another process of this host listens there)"
                                             : ""));
   }
-  return std::unique_ptr<ShmListener>(new ShmListener(name, fd, ring_bytes));
+  return std::unique_ptr<ShmListener>(new ShmListener(name, fd, ring_bytes, pool_bytes));
 }
 
-ShmListener::ShmListener(std::string name, int fd, size_t ring_bytes)
-    : name_(std::move(name)), fd_(fd), ring_bytes_(ring_bytes) {}
+ShmListener::ShmListener(std::string name, int fd, size_t ring_bytes, size_t pool_bytes)
+    : name_(std::move(name)), fd_(fd), ring_bytes_(ring_bytes), pool_bytes_(pool_bytes) {}
 
 ShmListener::~ShmListener() { close(fd_); }
 
@@ -107,12 +163,16 @@ absl::StatusOr<ShmChannel> ShmListener::Accept() {
   }
   absl::StatusOr<std::unique_ptr<ShmRing>> to_here = ShmRing::Create(ring_bytes_);
   absl::StatusOr<std::unique_ptr<ShmRing>> to_there = ShmRing::Create(ring_bytes_);
-  if (!to_here.ok() || !to_there.ok()) {
+  absl::StatusOr<std::shared_ptr<ShmRegion>> pool = std::shared_ptr<ShmRegion>();
+  if (pool_bytes_ > 0) pool = ShmRegion::Create(pool_bytes_);
+  if (!to_here.ok() || !to_there.ok() || !pool.ok()) {
     close(socket);
-    return !to_here.ok() ? to_here.status() : to_there.status();
+    return !to_here.ok() ? to_here.status() : !to_there.ok() ? to_there.status() : pool.status();
   }
   const ShmRing::Fds a = (*to_here)->fds(), b = (*to_there)->fds();
-  const int fds[kFds] = {a.memory, a.data, a.space, b.memory, b.data, b.space};
+  const int fds[kMaxFds] = {a.memory, a.data, a.space, b.memory, b.data, b.space,
+                            *pool ? (*pool)->fd() : -1};
+  const size_t fds_bytes = (*pool ? kMaxFds : kRingFds) * sizeof(int);
   uint32_t hello = kHello;
   iovec iov{&hello, sizeof hello};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
@@ -120,18 +180,19 @@ absl::StatusOr<ShmChannel> ShmListener::Accept() {
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  msg.msg_controllen = CMSG_SPACE(fds_bytes);
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  c->cmsg_len = CMSG_LEN(fds_bytes);
+  std::memcpy(CMSG_DATA(c), fds, fds_bytes);
   if (sendmsg(socket, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello)) {
     const int err = errno;
     close(socket);
     return absl::ErrnoToStatus(err, absl::StrCat("passing rings to a peer on @", name_));
   }
-  return ShmChannel(*std::move(to_here), *std::move(to_there), socket, peer.pid);
+  return ShmChannel(*std::move(to_here), *std::move(to_there), socket, peer.pid,
+                    *std::move(pool));
 }
 
 std::string ShardRendezvousName(absl::string_view host, int port) {
@@ -183,7 +244,7 @@ absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
   }
   uint32_t hello = 0;
   iovec iov{&hello, sizeof hello};
-  alignas(cmsghdr) char control[CMSG_SPACE(kFds * sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -194,13 +255,13 @@ absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
     got = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
   } while (got < 0 && errno == EINTR);
   const int err = errno;
-  int fds[kFds];
+  int fds[kMaxFds];
   const cmsghdr* c = CMSG_FIRSTHDR(&msg);
   const bool rights = c != nullptr && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS;
   // However many descriptors came, they are this process's now: close them if unused.
   const size_t received = rights ? (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) : 0;
-  const bool have_fds = received == kFds;
-  if (have_fds) std::memcpy(fds, CMSG_DATA(c), sizeof fds);
+  const bool have_fds = received == kRingFds || received == kMaxFds;
+  if (have_fds) std::memcpy(fds, CMSG_DATA(c), received * sizeof(int));
   if (got != static_cast<ssize_t>(sizeof hello) || hello != kHello || !have_fds ||
       (msg.msg_flags & MSG_CTRUNC) != 0) {
     for (size_t i = 0; i < received; ++i) {
@@ -215,11 +276,13 @@ absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
   }
   absl::StatusOr<std::unique_ptr<ShmRing>> to_there = ShmRing::Attach(FdsAt(fds));
   absl::StatusOr<std::unique_ptr<ShmRing>> to_here = ShmRing::Attach(FdsAt(fds + 3));
-  if (!to_there.ok() || !to_here.ok()) {
+  absl::StatusOr<std::shared_ptr<ShmRegion>> pool = std::shared_ptr<ShmRegion>();
+  if (received == kMaxFds) pool = ShmRegion::Attach(fds[kRingFds]);
+  if (!to_there.ok() || !to_here.ok() || !pool.ok()) {
     close(socket);
-    return !to_there.ok() ? to_there.status() : to_here.status();
+    return !to_there.ok() ? to_there.status() : !to_here.ok() ? to_here.status() : pool.status();
   }
-  return ShmChannel(*std::move(to_here), *std::move(to_there), socket);
+  return ShmChannel(*std::move(to_here), *std::move(to_there), socket, -1, *std::move(pool));
 }
 
 }  // namespace cohort

@@ -12,13 +12,35 @@
 
 namespace cohort {
 
+// Memory two processes of one host map (a memfd sealed at its size): where one writes what the
+// other reads in place, beside a channel's rings (an update pool, shm_replica_link.h).
+class ShmRegion {
+ public:
+  static absl::StatusOr<std::shared_ptr<ShmRegion>> Create(size_t bytes);
+  // Maps the memfd another process made (and closes `fd`); refused unless sealed at its size.
+  static absl::StatusOr<std::shared_ptr<ShmRegion>> Attach(int fd);
+  ~ShmRegion();
+  ShmRegion(const ShmRegion&) = delete;
+  ShmRegion& operator=(const ShmRegion&) = delete;
+
+  char* data() const { return data_; }
+  size_t size() const { return size_; }
+  int fd() const { return fd_; }
+
+ private:
+  ShmRegion(int fd, char* data, size_t size) : fd_(fd), data_(data), size_(size) {}
+  const int fd_;
+  char* const data_;
+  const size_t size_;
+};
+
 // Two rings between two processes on one host, one each way, and the Unix socket that joined
 // them. Both rings watch the socket, so either side's waits fail once the other process is gone.
 class ShmChannel {
  public:
-  // peer_pid: the other process (-1 where unknown).
+  // peer_pid: the other process (-1 where unknown). pool: a region both map, or null.
   ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket,
-             int peer_pid = -1);
+             int peer_pid = -1, std::shared_ptr<ShmRegion> pool = nullptr);
   ~ShmChannel();
   ShmChannel(ShmChannel&& other) noexcept;
   ShmChannel& operator=(ShmChannel&&) = delete;
@@ -27,11 +49,14 @@ class ShmChannel {
   ShmRing& in() { return *in_; }    // messages to this side
   ShmRing& out() { return *out_; }  // messages from this side
   int peer_pid() const { return peer_pid_; }
+  // The region the listener offered beside the rings (ShmListener's pool_bytes), or null.
+  const std::shared_ptr<ShmRegion>& pool() const { return pool_; }
 
  private:
   std::unique_ptr<ShmRing> in_, out_;
   int socket_;
   int peer_pid_;
+  std::shared_ptr<ShmRegion> pool_;
 };
 
 // Where processes of one host meet: an abstract Unix socket (no file to clean up). Abstract
@@ -39,13 +64,15 @@ class ShmChannel {
 // connect: a peer on another host, or in another namespace, finds nobody and keeps to the
 // network.
 //
-// The listener makes both rings of each connection and passes their descriptors over the socket
-// (SCM_RIGHTS); the other side attaches to them.
+// The listener makes both rings of each connection (and, with pool_bytes, a region) and passes
+// their descriptors over the socket (SCM_RIGHTS); the other side attaches to them.
 class ShmListener {
  public:
-  // ring_bytes: each ring's capacity (a power of two, at least 4096).
+  // ring_bytes: each ring's capacity (a power of two, at least 4096). pool_bytes: a region of
+  // that size beside the rings of each connection (0: none).
   static absl::StatusOr<std::unique_ptr<ShmListener>> Listen(const std::string& name,
-                                                             size_t ring_bytes);
+                                                             size_t ring_bytes,
+                                                             size_t pool_bytes = 0);
   ~ShmListener();
 
   // Waits for the next process to dial and returns its channel. Processes of other users are
@@ -56,11 +83,12 @@ class ShmListener {
   void Close();
 
  private:
-  ShmListener(std::string name, int fd, size_t ring_bytes);
+  ShmListener(std::string name, int fd, size_t ring_bytes, size_t pool_bytes);
 
   const std::string name_;
   const int fd_;
   const size_t ring_bytes_;
+  const size_t pool_bytes_;
   std::atomic<bool> closed_{false};
 };
 

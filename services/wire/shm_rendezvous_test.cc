@@ -31,6 +31,40 @@ absl::StatusOr<std::string> ReadString(ShmRing& ring) {
   return s;
 }
 
+// With a pool, both sides map the same memory: what the dialer (another process) writes there,
+// the listener reads where it lies; without one, neither side has a pool.
+TEST(ShmRendezvousTest, APoolIsMemoryBothSidesMap) {
+  for (const size_t pool_bytes : {size_t{0}, size_t{1} << 20}) {
+    const std::string name = UniqueName(absl::StrCat("pool-", pool_bytes));
+    auto listener = ShmListener::Listen(name, 1 << 12, pool_bytes);
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      absl::StatusOr<ShmChannel> channel = DialShm(name);
+      if (!channel.ok() || (channel->pool() != nullptr) != (pool_bytes > 0)) _exit(2);
+      if (pool_bytes > 0) {
+        if (channel->pool()->size() != pool_bytes) _exit(3);
+        char* pool = channel->pool()->data();
+        for (size_t i = 0; i < pool_bytes; ++i) pool[i] = static_cast<char>(i % 251);
+      }
+      if (!WriteString(channel->out(), "written").ok()) _exit(4);
+      _exit(ReadString(channel->in()).ok() ? 0 : 5);
+    }
+    absl::StatusOr<ShmChannel> channel = (*listener)->Accept();
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    ASSERT_EQ(ReadString(channel->in()).value_or(""), "written");
+    ASSERT_EQ(channel->pool() != nullptr, pool_bytes > 0);
+    for (size_t i = 0; i < pool_bytes; ++i) {
+      ASSERT_EQ(channel->pool()->data()[i], static_cast<char>(i % 251)) << i;
+    }
+    ASSERT_TRUE(WriteString(channel->out(), "done").ok());
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+}
+
 // A second process dials the listener by name, gets its two rings and echoes what comes in.
 TEST(ShmRendezvousTest, ADialerInAnotherProcessGetsBothRings) {
   const std::string name = UniqueName("echo");
