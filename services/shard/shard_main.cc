@@ -61,8 +61,8 @@ COHORT_DEFINE_SECURITY_FLAGS();
 // takes (a part of --part_bytes, 1 MiB by default, or a fusion, many times over).
 constexpr size_t kShmRingBytes = cohort::kMaxMessageBytes;
 // The pool a backup offers each leader of its host beside the rings, which the leader's updates
-// are made in (shm_replica_link.h): room for a few rounds of the parts a shard leads in
-// flight; beyond it updates go through the ring. Pages are taken as they are first written.
+// are made in (shm_replica_link.h): 64 MiB of updates not yet acknowledged (a 100 MB model's
+// half a round); beyond it updates go through the ring. Pages are taken as first written.
 constexpr size_t kReplicaPoolBytes = 4 * kShmRingBytes;
 
 namespace {
