@@ -83,7 +83,10 @@ absl::Status ShardRecovery::RecoverShards(const absl::Status& failure) {
   std::cerr << failure.message() << "; the shards are back ("
             << absl::StrJoin(view.addresses, ", ") << "): rolling back\n";
   core_->Redial(std::move(view));
-  if (core_->rank() == 0) RETURN_IF_ERROR(RollBackShards(restarted));
+  if (core_->rank() == 0) {
+    RETURN_IF_ERROR(RollBackShards(restarted));
+    set_up_ = core_->shards().incarnations;
+  }
   RETURN_IF_ERROR(membership_->Barrier(round + ": shards rolled back", 0, generation).status());
   // Rank 0 may have waited for more shards than this worker saw restart.
   RETURN_IF_ERROR(FollowRestartsMeanwhile());
@@ -93,11 +96,12 @@ absl::Status ShardRecovery::RecoverShards(const absl::Status& failure) {
 
 absl::StatusOr<std::vector<int>> ShardRecovery::WaitForRestartedShards(ShardsView* view) {
   const ShardsView& before = core_->shards();
+  const std::vector<std::string>& set_up = set_up_.empty() ? before.incarnations : set_up_;
   // The scheduler answers once every shard is up; a shard that came back is another process.
   // A stream that ended while its shard lives brings none back: given up after the grace.
   const absl::Time deadline = absl::Now() + before.restart_grace + kRecoverySlack;
   std::vector<int> restarted;
-  while (restarted.empty()) {
+  for (bool first = true; first || (restarted.empty() && core_->rank() == 0); first = false) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -108,11 +112,11 @@ absl::StatusOr<std::vector<int>> ShardRecovery::WaitForRestartedShards(ShardsVie
       return MembershipChangedError(view->generation, "while a shard restarted");
     }
     for (size_t s = 0; s < view->incarnations.size(); ++s) {
-      if (s >= before.incarnations.size() || view->incarnations[s] != before.incarnations[s]) {
+      if (s >= set_up.size() || view->incarnations[s] != set_up[s]) {
         restarted.push_back(static_cast<int>(s));
       }
     }
-    if (restarted.empty()) absl::SleepFor(kRecoveryPoll);
+    if (restarted.empty() && core_->rank() == 0) absl::SleepFor(kRecoveryPoll);
   }
   return restarted;
 }
@@ -157,7 +161,10 @@ absl::Status ShardRecovery::RegroupOnce() {
   const std::string round = absl::StrCat("generation ", generation);
   // Every worker of the generation has stopped pushing before any shard goes back.
   RETURN_IF_ERROR(membership_->Barrier(round + ": streams closed", 0, generation).status());
-  if (core_->rank() == 0) RETURN_IF_ERROR(RegenerateShardsAsTheyComeBack());
+  if (core_->rank() == 0) {
+    RETURN_IF_ERROR(RegenerateShardsAsTheyComeBack());
+    set_up_ = core_->shards().incarnations;
+  }
   RETURN_IF_ERROR(
       membership_->Barrier(round + ": shards ready", core_->fingerprint(), generation).status());
   // Rank 0 may have waited for a shard that died meanwhile.

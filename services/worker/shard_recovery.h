@@ -63,7 +63,10 @@ class ShardRecovery {
   // when the workers change meanwhile.
   absl::Status RecoverShards(const absl::Status& failure);
   // Waits, up to the scheduler's grace, for the shards that came back: their ranks, with the
-  // view of the shards they are in.
+  // view of the shards they are in. Rank 0 (which sets them up) counts a shard as back when its
+  // incarnation is not the one rank 0 last set up: one that restarted while the workers
+  // followed rank 0's set-up was dialled, never rolled back. Other workers only need every
+  // shard up (rank 0 decides which roll back).
   absl::StatusOr<std::vector<int>> WaitForRestartedShards(ShardsView* view);
   // The core's streams dialled again at the shards of the job's current generation.
   absl::Status MoveToCurrentGeneration();
@@ -104,6 +107,8 @@ class ShardRecovery {
   JobMembership* const membership_;
   ShardTransport* const transport_;
   KVStore::UpdateRuleFor update_rule_;
+  // Rank 0: the shards' incarnations as it last set them up (empty: as the job began).
+  std::vector<std::string> set_up_;
 };
 
 }  // namespace cohort

@@ -120,6 +120,32 @@ TEST_F(ShardRecoveryTest, APullFromAShardThatDiedMeanwhileIsRecoveredFrom) {
   EXPECT_EQ(*kv_->StartStep(), 40);
 }
 
+// Shard 0 restarts just as rank 0 finished rolling it back: the workers follow it to its new
+// address without anyone setting it up, so the first pull from it fails. Rank 0 takes it for a
+// shard that came back (its incarnation is not the one rank 0 set up), sets it up and rolls
+// back again, rather than wait for a restart that already happened.
+TEST_F(ShardRecoveryTest, AShardRestartedAfterTheRollBackIsSetUpAtTheNextFailure) {
+  const absl::Status failure = Shard1DiesAndComesBackAt40();
+  ASSERT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  membership_->set_restart_grace(absl::Milliseconds(200));
+  transport_->OnNextRollBack([&](int) {
+    membership_->ShardCameBack(0, "fake-0-again");
+    return absl::OkStatus();  // the old process took the roll back, then died
+  });
+  ASSERT_TRUE(kv_->Recover(failure).ok());
+  EXPECT_EQ(transport_->addresses(), (std::vector<std::string>{"fake-0-again", "fake-1-again"}));
+  EXPECT_EQ(transport_->configs().size(), 3u);  // shard 0's new process not set up yet
+  transport_->DieUnnoticed();
+  Tensor value0(Shape{6}), value1(Shape{3});
+  const absl::Status pulled = kv_->Pull(0, &value0);
+  ASSERT_EQ(pulled.code(), absl::StatusCode::kUnavailable) << pulled;
+  ASSERT_TRUE(kv_->Recover(pulled).ok());
+  EXPECT_EQ(transport_->configs().size(), 4u);  // now it is
+  ASSERT_TRUE(kv_->Pull(0, &value0).ok());
+  ASSERT_TRUE(kv_->Pull(1, &value1).ok());
+  EXPECT_EQ(*kv_->StartStep(), 40);
+}
+
 // An elastic job's worker dies while rank 0 of 3 waits for its answers: the scheduler's new
 // generation (of 2 workers) ends the wait; the store regroups in it: rank 0 takes the newest
 // checkpoint both shards hold (step 20 of 10 steps an epoch), renumbered for 2 workers (12 steps
