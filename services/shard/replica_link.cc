@@ -45,20 +45,19 @@ void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void(
   m.set_rank(update.rank);
   m.set_pushed_on(update.pushed_on);
   UpdateBuffer* buffer = update.buffer;
-  if (buffer != nullptr && buffer->pool_offset() >= 0 && buffer->pool() != stream_->pool()) {
-    buffer = nullptr;  // another stream's pool (the part's backup changed): copied, let go
-  }
-  if (buffer != nullptr && buffer->pool_offset() >= 0) {
+  const bool pooled = buffer != nullptr && buffer->pool_offset() >= 0;
+  if (pooled && buffer->pool() == stream_->pool()) {
     m.set_pool_offset(buffer->pool_offset());
     m.set_pool_value_bytes(static_cast<int64_t>(buffer->size()));
     q.shared = std::move(*buffer);
-  } else if (buffer != nullptr) {
+  } else if (buffer != nullptr && !pooled) {
     m.mutable_values()->swap(buffer->heap());
   } else {
     m.set_values(reinterpret_cast<const char*>(update.values.data()),
                  update.values.size() * sizeof(float));
+    // A stretch of an earlier stream's pool (the part's backup changed): copied, let go.
+    if (pooled) *buffer = UpdateBuffer();
   }
-  if (update.buffer != nullptr && buffer == nullptr) *update.buffer = UpdateBuffer();
   if (const PartCopy* copy = update.copy) {
     m.set_copy(true);
     m.set_part_set(copy->share);

@@ -43,14 +43,13 @@ class ReplicaStream {
   virtual const UpdatePool* pool() const { return nullptr; }
 };
 
-// A leader's ReplicaLink to the shard backing its parts up, over one ReplicaStream. Forward
-// takes the update's buffer (or copies its values) into a message and returns; a thread of the
-// link writes them in order,
-// those waiting together as one batch (up to the data path's fusion size), and another runs
-// each update's done as the backup acknowledges it. Once the stream ends, the link gives every
-// update not acknowledged up (its done runs: the parts go on without a backup) and, unless the
-// backup cancelled it as it left a job that ended (ShardService::CloseReplication), says why
-// on err: the backup died, or refused an update.
+// A leader's ReplicaLink to the shard backing its parts up, over one ReplicaStream. Forward takes
+// the update's buffer (or copies its values) into a message and returns; a thread of the link
+// writes them in order, those waiting together as one batch (up to the data path's fusion size),
+// and another runs each update's done as the backup acknowledges it. Once the stream ends, the link
+// gives every update not acknowledged up (its done runs: the parts go on without a backup) and,
+// unless the backup cancelled it as it left a job that ended (ShardService::CloseReplication), says
+// why on err: the backup died, or refused an update.
 class StreamReplicaLink final : public ReplicaLink {
  public:
   // leader: how messages name this shard ("shard 0"); backup: the backup's name and address.

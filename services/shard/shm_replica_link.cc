@@ -173,7 +173,7 @@ std::optional<UpdateBuffer> SharedUpdatePool::Take(size_t bytes) {
         return std::nullopt;  // next_ == oldest: full
       }
     }
-    taken_.push_back({at, padded, false});
+    taken_.push_back({at, false});
     next_ = at + padded;
   }
   return UpdateBuffer(shared_from_this(), static_cast<int64_t>(at),

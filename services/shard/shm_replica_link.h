@@ -46,7 +46,7 @@ class SharedUpdatePool final : public UpdatePool,
 
  private:
   struct Stretch {
-    size_t offset, bytes;
+    size_t offset;
     bool free;
   };
   const std::shared_ptr<ShmRegion> region_;
