@@ -125,8 +125,9 @@ void StreamReplicaLink::ReadLoop() {
 
 void StreamReplicaLink::WriteLoop() {
   bool finished = false;  // the stream's status is known
+  v1::ReplicaBatch batch;  // its messages kept from one batch to the next
   while (true) {
-    v1::ReplicaBatch batch;
+    batch.Clear();
     std::vector<std::function<void()>> given_up;
     bool finish = false;
     {

@@ -99,6 +99,7 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value, int sh
                                                    " part ", id.part, " initialised twice"));
   }
   auto p = std::make_unique<PartState>();
+  p->id = id;
   {
     absl::MutexLock part_lock(&p->mu);
     p->settings = settings_;

@@ -235,6 +235,7 @@ class ShardCore {
   };
   struct PartState {
     absl::Mutex mu;
+    PartId id;  // set once
     std::shared_ptr<const Settings> settings ABSL_GUARDED_BY(mu);
     int share = 0;  // the shard rank whose share of the model the part is; set once
     // Whether this shard leads the part (a backup's leads from the first worker push it takes):
@@ -334,7 +335,7 @@ class ShardCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu);
   // The backup holds version `version` (or the link gave up on it): its held answers go, with
   // the part's current value.
-  void SendHeldAnswers(PartId id, PartState* p, int64_t version) ABSL_LOCKS_EXCLUDED(p->mu);
+  static void SendHeldAnswers(PartState* p, int64_t version) ABSL_LOCKS_EXCLUDED(p->mu);
   // ApplyReplica of a copy: the part, created if the shard does not hold it, takes it whole.
   absl::Status TakeCopy(const ReplicaUpdate& update);
   // The part as a copy for a new backup.

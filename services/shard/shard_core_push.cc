@@ -221,12 +221,15 @@ absl::Status ShardCore::Refuse(Rejection reason, absl::Status status) const {
 void ShardCore::Applied(int64_t version, int pushes) {
   ShardMetrics* m = metrics_.load();
   if (m == nullptr) return;
-  m->pushes_applied.Increment(pushes);
+  if (pushes > 0) m->pushes_applied.Increment(pushes);
   if (pushes > 1) m->pulls_waiting.Decrement(pushes - 1);
   int64_t highest = highest_version_.load();
-  while (version > highest && !highest_version_.compare_exchange_weak(highest, version)) {
+  while (version > highest) {
+    if (highest_version_.compare_exchange_weak(highest, version)) {
+      m->parameter_version.Set(static_cast<double>(highest_version_.load()));
+      return;
+    }
   }
-  m->parameter_version.Set(static_cast<double>(highest_version_.load()));
 }
 
 void ShardCore::ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
@@ -250,34 +253,36 @@ void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::S
   const float scale = 1.0f / static_cast<float>(num_workers);
   // Per gRPC thread: the push's block and the reduced block, both small enough to stay in cache.
   thread_local std::vector<float> block(kBlockFloats), reduced(kBlockFloats);
+  float* const forwarded = reinterpret_cast<float*>(p->forwarded.data());
   p->optimizer->BeginUpdate(0, static_cast<int64_t>(value.size()));
   ForEachFloatBlock(grad, absl::MakeSpan(block), [&](size_t first, absl::Span<const float> g) {
     const size_t n = g.size();
     absl::Span<const float> update = g;  // x · 1 == x: W = 1 needs no pass
+    // With a backup, the update is made straight where it is forwarded from.
+    float* const out = p->backup != nullptr ? forwarded + first : reduced.data();
     if (config.mode == KVStoreMode::kDistAsync && num_workers > 1) {
-      for (size_t i = 0; i < n; ++i) reduced[i] = g[i] * scale;
-      update = absl::MakeConstSpan(reduced.data(), n);
+      for (size_t i = 0; i < n; ++i) out[i] = g[i] * scale;
+      update = absl::MakeConstSpan(out, n);
     } else if (num_workers > 1) {
       // Rank order, whatever order the pushes arrived in: ((g0 + g1) + g2 ...) · (1/W), this
       // push read from its block and the others from their slots.
       const auto rank_values = [&](int r) {
         return r == rank ? g.data() : p->slots[r].data() + first;
       };
-      float* sum = reduced.data();
       for (int r = 1; r < num_workers; ++r) {
-        const float* a = r == 1 ? rank_values(0) : sum;
+        const float* a = r == 1 ? rank_values(0) : out;
         const float* b = rank_values(r);
         if (r + 1 < num_workers) {
-          for (size_t i = 0; i < n; ++i) sum[i] = a[i] + b[i];
+          for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
         } else {
-          for (size_t i = 0; i < n; ++i) sum[i] = (a[i] + b[i]) * scale;
+          for (size_t i = 0; i < n; ++i) out[i] = (a[i] + b[i]) * scale;
         }
       }
-      update = absl::MakeConstSpan(sum, n);
+      update = absl::MakeConstSpan(out, n);
     }
     p->optimizer->Apply(0, static_cast<int64_t>(first), value.subspan(first, n), update, lr);
-    if (p->backup != nullptr) {
-      std::copy(update.begin(), update.end(), reinterpret_cast<float*>(p->forwarded.data()) + first);
+    if (p->backup != nullptr && update.data() != forwarded + first) {
+      std::copy(update.begin(), update.end(), forwarded + first);
     }
   });
 }

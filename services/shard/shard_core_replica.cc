@@ -45,8 +45,8 @@ absl::Status ShardCore::AddBackup(absl::Span<const PartId> parts, int share, Rep
     const PartId id = parts[i];
     const int64_t version = p->version;
     link->Forward(ReplicaUpdate{id, version, 0, p->value->data, -1, 0, &copy},
-                  [this, id, p, version, left, done] {
-                    SendHeldAnswers(id, p, version);
+                  [p, version, left, done] {
+                    SendHeldAnswers(p, version);
                     if (left->fetch_sub(1) == 1) (*done)();
                   });
   }
@@ -98,6 +98,7 @@ absl::Status ShardCore::TakeCopy(const ReplicaUpdate& u) {
     auto it = parts_.find(u.id);
     if (it == parts_.end()) {
       auto created = std::make_unique<PartState>();
+      created->id = u.id;
       absl::MutexLock part_lock(&created->mu);
       created->settings = settings_;
       created->share = copy.share;
@@ -160,10 +161,11 @@ void ShardCore::Forward(PartId id, PartState* p, float lr, int rank, int64_t pus
     update.buffer = &p->forwarded;
   }
   const int64_t version = p->version;
-  p->backup->Forward(update, [this, id, p, version] { SendHeldAnswers(id, p, version); });
+  // Two words: std::function keeps them without allocating.
+  p->backup->Forward(update, [p, version] { SendHeldAnswers(p, version); });
 }
 
-void ShardCore::SendHeldAnswers(PartId id, PartState* p, int64_t version) {
+void ShardCore::SendHeldAnswers(PartState* p, int64_t version) {
   absl::MutexLock lock(&p->mu);
   p->backed_up_version = std::max(p->backed_up_version, version);
   // In the order they were held: dist_sync's rotation of who hears first stays.
@@ -172,7 +174,7 @@ void ShardCore::SendHeldAnswers(PartId id, PartState* p, int64_t version) {
     if (h.version > version) {
       *kept++ = h;
     } else if (h.sink != nullptr) {
-      h.sink->Send(id, p->version, p->value->data, &p->value->readers);
+      h.sink->Send(p->id, p->version, p->value->data, &p->value->readers);
     }
   }
   p->held.erase(kept, p->held.end());
@@ -183,22 +185,25 @@ absl::Status ShardCore::ApplyReplica(const ReplicaUpdate& u) {
   ASSIGN_OR_RETURN(PartState * p, FindPart(u.id, "replica"));
   absl::MutexLock lock(&p->mu);
   const ShardConfig& config = p->settings->config;
-  const std::string where = absl::StrCat("shard ", shard_rank_.load(), ": the update of key ",
-                                         u.id.key, " part ", u.id.part, " to version ", u.version);
+  // Only for a refusal: built for every update, the words would cost more than the update.
+  const auto where = [&] {
+    return absl::StrCat("shard ", shard_rank_.load(), ": the update of key ", u.id.key, " part ",
+                        u.id.part, " to version ", u.version);
+  };
   if (p->backup != nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat(where, " came from another shard, but this one leads the part"));
+        absl::StrCat(where(), " came from another shard, but this one leads the part"));
   }
   if (u.version != p->version + 1) {
     return absl::FailedPreconditionError(absl::StrCat(
-        where, " came while its backup is at version ", p->version,
+        where(), " came while its backup is at version ", p->version,
         ": a leader's updates must reach the backup each once, in order"));
   }
   const size_t elements = p->value->data.size();
   if (u.values.size() != elements || u.rank >= config.num_workers ||
       (config.mode == KVStoreMode::kDistAsync) != (u.rank >= 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, " holds ", u.values.size(), " values of rank ", u.rank, "; the part has ",
+        where(), " holds ", u.values.size(), " values of rank ", u.rank, "; the part has ",
         elements, " elements in a ", KVStoreModeName(config.mode), " job of ", config.num_workers,
         " workers"));
   }

@@ -205,8 +205,9 @@ bool ShmReplicaStream::Write(v1::ReplicaBatch& batch) {
   values_.resize(batch.updates_size());
   for (int i = 0; i < batch.updates_size(); ++i) {
     v1::ReplicaUpdate& u = *batch.mutable_updates(i);
-    values_[i].swap(*u.mutable_values());
-    u.clear_values();
+    values_[i].clear();
+    // A pool's update has none (and asking for them would allocate an empty string).
+    if (!u.values().empty()) values_[i].swap(*u.mutable_values());
     u.set_ring_value_bytes(static_cast<int64_t>(values_[i].size()));
   }
   message_.assign(kLengthBytes, '\0');
@@ -217,8 +218,8 @@ bool ShmReplicaStream::Write(v1::ReplicaBatch& batch) {
   pieces_.assign(1, absl::MakeConstSpan(message_));
   for (const std::string& v : values_) pieces_.emplace_back(v.data(), v.size());
   const absl::Status written = channel_.out().Write(pieces_);
-  for (int i = 0; i < batch.updates_size(); ++i) {
-    values_[i].swap(*batch.mutable_updates(i)->mutable_values());  // back, for reuse
+  for (int i = 0; i < batch.updates_size(); ++i) {  // back, for reuse
+    if (!values_[i].empty()) values_[i].swap(*batch.mutable_updates(i)->mutable_values());
   }
   if (written.ok()) return true;
   // Closed by the backup, or gone: the reader hears why. Anything else (a batch larger than
