@@ -36,29 +36,23 @@ StreamReplicaLink::~StreamReplicaLink() {
 }
 
 void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void()> done) {
-  Queued q{{}, std::move(done)};
-  v1::ReplicaUpdate& m = q.message;
-  m.set_key(update.id.key);
-  m.set_part(update.id.part);
-  m.set_version(update.version);
-  m.set_lr(update.lr);
-  m.set_rank(update.rank);
-  m.set_pushed_on(update.pushed_on);
+  Queued q{update.id, update.version, update.lr, update.rank, update.pushed_on};
+  q.done = std::move(done);
   UpdateBuffer* buffer = update.buffer;
   const bool pooled = buffer != nullptr && buffer->pool_offset() >= 0;
   if (pooled && buffer->pool() == stream_->pool()) {
-    m.set_pool_offset(buffer->pool_offset());
-    m.set_pool_value_bytes(static_cast<int64_t>(buffer->size()));
     q.shared = std::move(*buffer);
   } else if (buffer != nullptr && !pooled) {
-    m.mutable_values()->swap(buffer->heap());
+    q.values.swap(buffer->heap());
   } else {
-    m.set_values(reinterpret_cast<const char*>(update.values.data()),
-                 update.values.size() * sizeof(float));
+    q.values.assign(reinterpret_cast<const char*>(update.values.data()),
+                    update.values.size() * sizeof(float));
     // A stretch of an earlier stream's pool (the part's backup changed): copied, let go.
     if (pooled) *buffer = UpdateBuffer();
   }
   if (const PartCopy* copy = update.copy) {
+    q.copy = std::make_unique<v1::ReplicaUpdate>();
+    v1::ReplicaUpdate& m = *q.copy;
     m.set_copy(true);
     m.set_part_set(copy->share);
     for (const auto& [name, tensor] : copy->optimizer.tensors) {
@@ -74,10 +68,26 @@ void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void(
   absl::MutexLock lock(&mu_);
   // The backup may have come back into the job: the first copy carries the job's settings.
   if (update.copy != nullptr && !config_sent_) {
-    q.config = ToProto(*update.copy->config);
+    q.config = std::make_unique<v1::InitMessage::Config>(ToProto(*update.copy->config));
     config_sent_ = true;
   }
   to_send_.push_back(std::move(q));
+}
+
+void StreamReplicaLink::Fill(Queued& q, v1::ReplicaUpdate& m) {
+  if (q.copy != nullptr) m.Swap(q.copy.get());
+  m.set_key(q.id.key);
+  m.set_part(q.id.part);
+  m.set_version(q.version);
+  m.set_lr(q.lr);
+  m.set_rank(q.rank);
+  m.set_pushed_on(q.pushed_on);
+  if (q.shared.pool_offset() >= 0) {
+    m.set_pool_offset(q.shared.pool_offset());
+    m.set_pool_value_bytes(static_cast<int64_t>(q.shared.size()));
+  } else {
+    m.mutable_values()->swap(q.values);
+  }
 }
 
 UpdateBuffer StreamReplicaLink::Spare(size_t bytes) {
@@ -147,13 +157,13 @@ void StreamReplicaLink::WriteLoop() {
            !finish && !to_send_.empty() && bytes < static_cast<size_t>(kDefaultFusionBytes);
            to_send_.pop_front()) {
         Queued& q = to_send_.front();
-        bytes += q.message.values().size();
+        bytes += q.values.size();
         if (broken_) {
           given_up.push_back(std::move(q.done));
         } else {
+          Fill(q, *batch.add_updates());
+          if (q.config != nullptr) batch.mutable_config()->Swap(q.config.get());
           sent_.push_back({std::move(q.done), std::move(q.shared)});
-          *batch.add_updates() = std::move(q.message);
-          if (q.config.has_value()) *batch.mutable_config() = *std::move(q.config);
         }
       }
     }

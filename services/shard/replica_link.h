@@ -68,12 +68,23 @@ class StreamReplicaLink final : public ReplicaLink {
   UpdateBuffer Spare(size_t bytes) override;
 
  private:
+  // An update waiting for the writer, as plain fields: the writer fills its batch's messages,
+  // kept from one batch to the next, from them.
   struct Queued {
-    v1::ReplicaUpdate message;
-    std::function<void()> done;
-    std::optional<v1::InitMessage::Config> config;  // for the batch it goes in
+    PartId id;
+    int64_t version = 0;
+    float lr = 0;
+    int rank = -1;
+    int64_t pushed_on = 0;
+    std::string values;   // F32 bytes; empty for a shared update
     UpdateBuffer shared;  // where a shared update lies, until the backup has it
+    // A whole part's copy: the message's copy fields (rare: built here).
+    std::unique_ptr<v1::ReplicaUpdate> copy;
+    std::unique_ptr<v1::InitMessage::Config> config;  // for the batch it goes in
+    std::function<void()> done;
   };
+  // Fills m (cleared) from q, taking its values.
+  static void Fill(Queued& q, v1::ReplicaUpdate& m);
   struct Sent {
     std::function<void()> done;
     UpdateBuffer shared;
