@@ -25,14 +25,6 @@ namespace {
 // How long a Back waits for its copies to be held.
 constexpr absl::Duration kCopyWait = absl::Minutes(1);
 
-// Asks for up to the first 4 KiB of bytes into the cache (the hardware's prefetcher follows a
-// longer run once it is read).
-void PrefetchHead(absl::Span<const char> bytes) {
-  constexpr size_t kLine = 64;
-  const size_t n = std::min<size_t>(bytes.size(), 4096);
-  for (size_t at = 0; at < n; at += kLine) __builtin_prefetch(bytes.data() + at);
-}
-
 // One worker's PushPull stream. Reads a message of parts, hands them to the core (PushHandler),
 // reads the next; answers (which the core sends from whichever stream's thread completed an
 // update) queue here and go out one write at a time, in model order, small ones fused
@@ -267,9 +259,6 @@ absl::Status ShardService::TakeReplicas(const v1::ReplicaBatch& batch,
                                                     " values"));
   }
   for (int i = 0; taken.ok() && i < batch.updates_size(); ++i) {
-    // The next update's first bytes are asked for while this one is applied: they were just
-    // written, by the leader on another core, and each update starts cold.
-    if (i + 1 < batch.updates_size()) PrefetchHead(values[i + 1]);
     taken = TakeReplica(batch.updates(i), values[i]);
   }
   if (!taken.ok()) {
