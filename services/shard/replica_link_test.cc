@@ -30,6 +30,7 @@
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
 #include "services/wire/ring_stream.h"
+#include "services/wire/shm_region.h"
 #include "services/wire/shm_rendezvous.h"
 
 namespace cohort {
@@ -219,7 +220,7 @@ TEST(ReplicaReceiverTest, AStreamWaitingForTheSetUpIsLetGoWhenTheShardLeaves) {
 // A pool's stretches come in the order asked for, go back in any order, wrap around its end,
 // and are refused, not overlapped, when there is no room.
 TEST(SharedUpdatePoolTest, HandsOutStretchesInOrderAndTakesThemBackInAny) {
-  auto region = ShmRegion::Create(1024);
+  auto region = ShmRegion::Create(1024, "a test pool");
   ASSERT_TRUE(region.ok()) << region.status();
   auto pool = std::make_shared<SharedUpdatePool>(*region);
   std::optional<UpdateBuffer> a = pool->Take(300), b = pool->Take(300), c = pool->Take(300);

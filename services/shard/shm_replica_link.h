@@ -16,6 +16,7 @@
 #include "proto/shard.pb.h"
 #include "services/shard/replica_link.h"
 #include "services/shard/shm_session_server.h"
+#include "services/wire/shm_region.h"
 #include "services/wire/shm_rendezvous.h"
 
 namespace cohort {

@@ -1,9 +1,6 @@
 #include "services/wire/shm_rendezvous.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -41,52 +38,6 @@ absl::StatusOr<socklen_t> Abstract(const std::string& name, sockaddr_un* addr) {
 ShmRing::Fds FdsAt(const int* fds) { return ShmRing::Fds{fds[0], fds[1], fds[2]}; }
 
 }  // namespace
-
-absl::StatusOr<std::shared_ptr<ShmRegion>> ShmRegion::Create(size_t bytes) {
-  const int fd = memfd_create("cohort-shm-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "cannot create a shared-memory pool's memfd");
-  // Sealed at its size, as a ring: the other process can neither shrink it under this one's
-  // mapping nor grow it.
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot size a shared-memory pool to ", bytes,
-                                                 " bytes (is /dev/shm's memory limited?)"));
-  }
-  void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (mapping == MAP_FAILED) {
-    const int err = errno;
-    close(fd);
-    return absl::ErrnoToStatus(err, "cannot map a shared-memory pool");
-  }
-  return std::shared_ptr<ShmRegion>(new ShmRegion(fd, static_cast<char*>(mapping), bytes));
-}
-
-absl::StatusOr<std::shared_ptr<ShmRegion>> ShmRegion::Attach(int fd) {
-  const int seals = fcntl(fd, F_GET_SEALS);
-  struct stat st;
-  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
-      fstat(fd, &st) != 0 || st.st_size <= 0) {
-    close(fd);
-    return absl::InvalidArgumentError(
-        "the descriptor passed as a shared-memory pool is not a memfd sealed at its size");
-  }
-  const size_t bytes = static_cast<size_t>(st.st_size);
-  void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (mapping == MAP_FAILED) {
-    const int err = errno;
-    close(fd);
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot map a shared-memory pool of ", bytes,
-                                                 " bytes"));
-  }
-  return std::shared_ptr<ShmRegion>(new ShmRegion(fd, static_cast<char*>(mapping), bytes));
-}
-
-ShmRegion::~ShmRegion() {
-  munmap(data_, size_);
-  close(fd_);
-}
 
 ShmChannel::ShmChannel(std::unique_ptr<ShmRing> in, std::unique_ptr<ShmRing> out, int socket,
                        int peer_pid, std::shared_ptr<ShmRegion> pool)
@@ -164,7 +115,7 @@ absl::StatusOr<ShmChannel> ShmListener::Accept() {
   absl::StatusOr<std::unique_ptr<ShmRing>> to_here = ShmRing::Create(ring_bytes_);
   absl::StatusOr<std::unique_ptr<ShmRing>> to_there = ShmRing::Create(ring_bytes_);
   absl::StatusOr<std::shared_ptr<ShmRegion>> pool = std::shared_ptr<ShmRegion>();
-  if (pool_bytes_ > 0) pool = ShmRegion::Create(pool_bytes_);
+  if (pool_bytes_ > 0) pool = ShmRegion::Create(pool_bytes_, "a shared-memory pool");
   if (!to_here.ok() || !to_there.ok() || !pool.ok()) {
     close(socket);
     return !to_here.ok() ? to_here.status() : !to_there.ok() ? to_there.status() : pool.status();
@@ -277,7 +228,7 @@ absl::StatusOr<ShmChannel> DialShm(const std::string& name) {
   absl::StatusOr<std::unique_ptr<ShmRing>> to_there = ShmRing::Attach(FdsAt(fds));
   absl::StatusOr<std::unique_ptr<ShmRing>> to_here = ShmRing::Attach(FdsAt(fds + 3));
   absl::StatusOr<std::shared_ptr<ShmRegion>> pool = std::shared_ptr<ShmRegion>();
-  if (received == kMaxFds) pool = ShmRegion::Attach(fds[kRingFds]);
+  if (received == kMaxFds) pool = ShmRegion::Attach(fds[kRingFds], "a shared-memory pool");
   if (!to_there.ok() || !to_here.ok() || !pool.ok()) {
     close(socket);
     return !to_there.ok() ? to_there.status() : !to_here.ok() ? to_here.status() : pool.status();

@@ -8,31 +8,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "services/wire/shm_region.h"
 #include "services/wire/shm_ring.h"
 
 namespace cohort {
-
-// Memory two processes of one host map (a memfd sealed at its size): where one writes what the
-// other reads in place, beside a channel's rings (an update pool, shm_replica_link.h).
-class ShmRegion {
- public:
-  static absl::StatusOr<std::shared_ptr<ShmRegion>> Create(size_t bytes);
-  // Maps the memfd another process made (and closes `fd`); refused unless sealed at its size.
-  static absl::StatusOr<std::shared_ptr<ShmRegion>> Attach(int fd);
-  ~ShmRegion();
-  ShmRegion(const ShmRegion&) = delete;
-  ShmRegion& operator=(const ShmRegion&) = delete;
-
-  char* data() const { return data_; }
-  size_t size() const { return size_; }
-  int fd() const { return fd_; }
-
- private:
-  ShmRegion(int fd, char* data, size_t size) : fd_(fd), data_(data), size_(size) {}
-  const int fd_;
-  char* const data_;
-  const size_t size_;
-};
 
 // Two rings between two processes on one host, one each way, and the Unix socket that joined
 // them. Both rings watch the socket, so either side's waits fail once the other process is gone.

@@ -1,10 +1,7 @@
 #include "services/wire/shm_ring.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,8 +20,8 @@ constexpr size_t kLengthBytes = 8;       // each message's length, before its by
 
 size_t Padded(size_t bytes) { return (bytes + 7) & ~size_t{7}; }
 
-void CloseFds(const ShmRing::Fds& fds) {
-  for (int fd : {fds.memory, fds.data, fds.space}) {
+void CloseEventFds(int data, int space) {
+  for (int fd : {data, space}) {
     if (fd >= 0) close(fd);
   }
 }
@@ -50,86 +47,57 @@ absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Create(size_t capacity) {
     return absl::InvalidArgumentError(
         absl::StrCat("shared-memory ring of ", capacity, " bytes: needs a power of two >= 4096"));
   }
-  Fds fds;
-  fds.memory = memfd_create("cohort-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  fds.data = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  fds.space = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (fds.memory < 0 || fds.data < 0 || fds.space < 0) {
+  const int data = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int space = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (data < 0 || space < 0) {
     const int err = errno;
-    CloseFds(fds);
-    return absl::ErrnoToStatus(err, "cannot create a shared-memory ring's memfd or eventfds");
+    CloseEventFds(data, space);
+    return absl::ErrnoToStatus(err, "cannot create a shared-memory ring's eventfds");
   }
-  const size_t bytes = kHeaderBytes + capacity;
-  // Sealed at its size: the other process can neither shrink it under this one's mapping (a
-  // SIGBUS here) nor grow it.
-  if (ftruncate(fds.memory, static_cast<off_t>(bytes)) != 0 ||
-      fcntl(fds.memory, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    const int err = errno;
-    CloseFds(fds);
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot size a shared-memory ring to ", bytes,
-                                                 " bytes (is /dev/shm's memory limited?)"));
-  }
-  void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds.memory, 0);
-  if (mapping == MAP_FAILED) {
-    const int err = errno;
-    CloseFds(fds);
-    return absl::ErrnoToStatus(err, "cannot map a shared-memory ring");
+  absl::StatusOr<std::shared_ptr<ShmRegion>> memory =
+      ShmRegion::Create(kHeaderBytes + capacity, "a shared-memory ring");
+  if (!memory.ok()) {
+    CloseEventFds(data, space);
+    return memory.status();
   }
   // A fresh memfd reads as zeros: positions, flags and `closed` start at 0.
-  Header* header = static_cast<Header*>(mapping);
+  Header* header = reinterpret_cast<Header*>((*memory)->data());
   header->capacity = capacity;
   header->magic = kMagic;
-  return std::unique_ptr<ShmRing>(new ShmRing(fds, mapping, bytes, capacity));
+  return std::unique_ptr<ShmRing>(new ShmRing(*std::move(memory), data, space, capacity));
 }
 
 absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Attach(Fds fds) {
-  const int seals = fcntl(fds.memory, F_GET_SEALS);
-  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
-    CloseFds(fds);
-    return absl::InvalidArgumentError(
-        "the descriptor passed as a shared-memory ring is not sealed at its size");
+  absl::StatusOr<std::shared_ptr<ShmRegion>> memory =
+      ShmRegion::Attach(fds.memory, "a shared-memory ring");
+  if (!memory.ok()) {
+    CloseEventFds(fds.data, fds.space);
+    return memory.status();
   }
-  struct stat st;
-  if (fstat(fds.memory, &st) != 0) {
-    const int err = errno;
-    CloseFds(fds);
-    return absl::ErrnoToStatus(err, "cannot read the size of a shared-memory ring's memfd");
-  }
-  const size_t bytes = static_cast<size_t>(st.st_size);
-  void* mapping = bytes > kHeaderBytes ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                                              MAP_SHARED, fds.memory, 0)
-                                       : MAP_FAILED;
-  if (mapping == MAP_FAILED) {
-    CloseFds(fds);
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot map a shared-memory ring of ", bytes, " bytes"));
-  }
-  const Header* header = static_cast<const Header*>(mapping);
-  const size_t capacity = header->capacity;  // read once: the other side could change it
-  if (header->magic != kMagic || capacity + kHeaderBytes != bytes || capacity < 4096 ||
-      (capacity & (capacity - 1)) != 0) {
-    munmap(mapping, bytes);
-    CloseFds(fds);
+  const size_t bytes = (*memory)->size();
+  const Header* header = reinterpret_cast<const Header*>((*memory)->data());
+  // Read once: the other side could change it.
+  const size_t capacity = bytes > kHeaderBytes ? header->capacity : 0;
+  if (bytes <= kHeaderBytes || header->magic != kMagic || capacity + kHeaderBytes != bytes ||
+      capacity < 4096 || (capacity & (capacity - 1)) != 0) {
+    CloseEventFds(fds.data, fds.space);
     return absl::InvalidArgumentError(
         "the descriptor passed as a shared-memory ring is not one (wrong magic or size)");
   }
-  return std::unique_ptr<ShmRing>(new ShmRing(fds, mapping, bytes, capacity));
+  return std::unique_ptr<ShmRing>(
+      new ShmRing(*std::move(memory), fds.data, fds.space, capacity));
 }
 
-ShmRing::ShmRing(Fds fds, void* mapping, size_t mapping_bytes, size_t capacity)
-    : fds_(fds),
-      mapping_(mapping),
-      mapping_bytes_(mapping_bytes),
+ShmRing::ShmRing(std::shared_ptr<ShmRegion> memory, int data, int space, size_t capacity)
+    : memory_(std::move(memory)),
+      fds_{memory_->fd(), data, space},
       capacity_(capacity),
-      header_(static_cast<Header*>(mapping)),
-      data_(static_cast<char*>(mapping) + kHeaderBytes) {
+      header_(reinterpret_cast<Header*>(memory_->data())),
+      data_(memory_->data() + kHeaderBytes) {
   static_assert(sizeof(Header) <= kHeaderBytes);
 }
 
-ShmRing::~ShmRing() {
-  munmap(mapping_, mapping_bytes_);
-  CloseFds(fds_);
-}
+ShmRing::~ShmRing() { CloseEventFds(fds_.data, fds_.space); }
 
 absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces,
                             absl::Duration timeout) {

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "services/wire/byte_chunks.h"
+#include "services/wire/shm_region.h"
 
 namespace cohort {
 
@@ -71,7 +72,7 @@ class ShmRing {
 
  private:
   struct Header;
-  ShmRing(Fds fds, void* mapping, size_t mapping_bytes, size_t capacity);
+  ShmRing(std::shared_ptr<ShmRegion> memory, int data, int space, size_t capacity);
   // Returns once ready() holds, sleeping on `eventfd` (flagged in `sleeping` for the other
   // side) while it does not. Cancelled when the ring is closed first; Unavailable when the peer
   // went away and ready() still fails; DeadlineExceeded past the deadline.
@@ -82,9 +83,8 @@ class ShmRing {
   absl::Status Wait(int eventfd, std::atomic<uint32_t>& sleeping, absl::Time deadline);
   void Wake(int eventfd, std::atomic<uint32_t>& sleeping);
 
-  Fds fds_;
-  void* mapping_;
-  size_t mapping_bytes_;
+  const std::shared_ptr<ShmRegion> memory_;  // the header's page, then the ring
+  const Fds fds_;                             // its memfd (the region's) and two eventfds
   size_t capacity_;
   Header* header_;
   char* data_;

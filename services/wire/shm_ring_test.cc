@@ -175,11 +175,14 @@ TEST(ShmRingTest, RefusesWhatCannotWork) {
   EXPECT_EQ(WriteString(**ring, std::string(4089, 'x')).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(WriteString(**ring, std::string(4088, 'x')).ok());  // exactly the ring
-  // A memfd that is not a ring.
-  ShmRing::Fds fake{memfd_create("not-a-ring", MFD_CLOEXEC), dup((*ring)->fds().data),
-                    dup((*ring)->fds().space)};
-  ASSERT_EQ(ftruncate(fake.memory, 8192), 0);
-  EXPECT_EQ(ShmRing::Attach(fake).status().code(), absl::StatusCode::kInvalidArgument);
+  // Sealed shared memory that is not a ring (no magic).
+  auto region = ShmRegion::Create(8192, "a test region");
+  ASSERT_TRUE(region.ok()) << region.status();
+  ShmRing::Fds fake{dup((*region)->fd()), dup((*ring)->fds().data), dup((*ring)->fds().space)};
+  const auto attached = ShmRing::Attach(fake);
+  EXPECT_EQ(attached.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(attached.status().message().find("not one"), std::string::npos)
+      << attached.status();
 }
 
 }  // namespace
