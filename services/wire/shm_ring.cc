@@ -90,14 +90,15 @@ absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Attach(Fds fds) {
 
 ShmRing::ShmRing(std::shared_ptr<ShmRegion> memory, int data, int space, size_t capacity)
     : memory_(std::move(memory)),
-      fds_{memory_->fd(), data, space},
+      data_fd_(data),
+      space_fd_(space),
       capacity_(capacity),
       header_(reinterpret_cast<Header*>(memory_->data())),
       data_(memory_->data() + kHeaderBytes) {
   static_assert(sizeof(Header) <= kHeaderBytes);
 }
 
-ShmRing::~ShmRing() { CloseEventFds(fds_.data, fds_.space); }
+ShmRing::~ShmRing() { CloseEventFds(data_fd_, space_fd_); }
 
 absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces,
                             absl::Duration timeout) {
@@ -111,7 +112,7 @@ absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces,
   }
   const uint64_t w = header_->write_pos.load(std::memory_order_relaxed);
   auto fits = [&] { return capacity_ - (w - header_->read_pos.load()) >= need; };
-  if (absl::Status s = WaitUntil(fits, fds_.space, header_->producer_sleeping,
+  if (absl::Status s = WaitUntil(fits, space_fd_, header_->producer_sleeping,
                                  absl::Now() + timeout);
       !s.ok()) {
     return s;
@@ -128,14 +129,14 @@ absl::Status ShmRing::Write(absl::Span<const absl::Span<const char>> pieces,
     at += p.size();
   }
   header_->write_pos.store(w + need);
-  Wake(fds_.data, header_->consumer_sleeping);
+  Wake(data_fd_, header_->consumer_sleeping);
   return absl::OkStatus();
 }
 
 absl::StatusOr<ShmRing::Message> ShmRing::Read() {
   const uint64_t r = header_->read_pos.load(std::memory_order_relaxed);
   auto ready = [&] { return header_->write_pos.load() != r; };
-  if (absl::Status s = WaitUntil(ready, fds_.data, header_->consumer_sleeping,
+  if (absl::Status s = WaitUntil(ready, data_fd_, header_->consumer_sleeping,
                                  absl::InfiniteFuture());
       !s.ok()) {
     return s;
@@ -164,7 +165,7 @@ void ShmRing::Release() {
   if (pending_release_ == 0) return;
   header_->read_pos.store(header_->read_pos.load(std::memory_order_relaxed) + pending_release_);
   pending_release_ = 0;
-  Wake(fds_.space, header_->producer_sleeping);
+  Wake(space_fd_, header_->producer_sleeping);
 }
 
 bool ShmRing::closed() const { return header_->closed.load() != 0; }
@@ -172,7 +173,7 @@ bool ShmRing::closed() const { return header_->closed.load() != 0; }
 void ShmRing::Close() {
   header_->closed.store(1);
   const uint64_t one = 1;
-  for (int fd : {fds_.data, fds_.space}) {
+  for (int fd : {data_fd_, space_fd_}) {
     [[maybe_unused]] ssize_t n = write(fd, &one, sizeof(one));
   }
 }

@@ -49,7 +49,7 @@ class ShmRing {
   ShmRing& operator=(const ShmRing&) = delete;
 
   // The descriptors to hand to the other process (still owned here).
-  Fds fds() const { return fds_; }
+  Fds fds() const { return Fds{memory_->fd(), data_fd_, space_fd_}; }
   // Waits also watch `fd` (not owned) and fail with Unavailable once it hangs up.
   void WatchPeer(int fd) { peer_ = fd; }
 
@@ -84,7 +84,8 @@ class ShmRing {
   void Wake(int eventfd, std::atomic<uint32_t>& sleeping);
 
   const std::shared_ptr<ShmRegion> memory_;  // the header's page, then the ring
-  const Fds fds_;                             // its memfd (the region's) and two eventfds
+  const int data_fd_;                         // the eventfds (Fds::data, Fds::space)
+  const int space_fd_;
   size_t capacity_;
   Header* header_;
   char* data_;
