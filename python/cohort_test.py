@@ -2,7 +2,9 @@
 """The cohort package on the local kvstore: values land in the caller's own memory; an array
 handed to pushpull stays the kvstore's (its memory held in place) until wait(); numpy arrays
 and CPU torch tensors both work; wrong dtypes, shapes, layouts and non-arrays are cohort.Error
-naming the key and what to do. hvd.elastic's state, sampler and run() on a job of one.
+naming the key and what to do. hvd.elastic's state, sampler and run() on a job of one; the
+DistributedOptimizer there (fp16, bf16 and float32 tensors step as torch's; gradients copied
+from a GPU pushed in order, each once its copy is done).
 cohortrun's options become the launcher's command line.
 Usage: cohort_test.py PATH/TO/cohort/__init__.py
 """
@@ -187,6 +189,65 @@ class ElasticStateTest(unittest.TestCase):
         on_the_shards.server_optimizer = True  # as DistributedOptimizer(server_optimizer=True)
         with self.assertRaisesRegex(cohort.Error, "server_optimizer=True"):
             elastic.TorchState(model, on_the_shards)
+
+
+@unittest.skipIf(torch is None, "needs python3-torch")
+class DistributedOptimizerTest(unittest.TestCase):
+    """The DistributedOptimizer on a job of one (the local store): what it does to tensors of
+    each dtype, and the order in which gradients copied from a GPU are pushed."""
+
+    def setUp(self):
+        import cohort.torch as hvd
+        hvd.init(kv_store="local")
+        self.hvd = hvd
+
+    def test_fp16_and_bf16_parameters_step_as_torch_does(self):
+        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+            torch.manual_seed(5)
+            x = torch.randn(8, 4).to(dtype)
+            mine = torch.nn.Parameter(torch.randn(8, 4).to(dtype))
+            torchs = torch.nn.Parameter(mine.detach().clone())
+            start = mine.detach().clone()
+            optimizer = self.hvd.DistributedOptimizer(
+                torch.optim.SGD([mine], lr=0.25, momentum=0.5))
+            reference = torch.optim.SGD([torchs], lr=0.25, momentum=0.5)
+            for _ in range(3):
+                for w, o in ((mine, optimizer), (torchs, reference)):
+                    o.zero_grad()
+                    (w * x).square().mean().backward()  # (CPU torch has no fp16 matmul)
+                    o.step()
+            # The mean of one rank's gradient is that gradient, through float32 and back.
+            self.assertEqual(mine.dtype, dtype)
+            self.assertFalse(torch.equal(mine, start))
+            self.assertTrue(torch.equal(mine, torchs), f"{dtype}: {mine} != {torchs}")
+
+    def test_copied_gradients_are_pushed_once_their_copies_are_done_in_order(self):
+        class Copy:  # a copy's event: done once told
+            def __init__(self):
+                self.done = False
+
+            def query(self):
+                return self.done
+
+            def synchronize(self):
+                self.done = True
+
+        pushed = []
+        copies = self.hvd._HostCopies(pushed.append)
+        events = [Copy() for _ in range(4)]
+        for i, event in enumerate(events):
+            copies.add(i, event)
+        copies.push_done()
+        self.assertEqual(pushed, [])  # none copied yet
+        events[1].done = True
+        copies.push_done()
+        self.assertEqual(pushed, [])  # 1 is copied, but 0 goes first
+        events[0].done = True
+        copies.push_done()
+        self.assertEqual(pushed, [0, 1])
+        copies.push_done(wait=True)
+        self.assertEqual(pushed, [0, 1, 2, 3])
+        self.assertTrue(all(e.done for e in events))
 
 
 class CohortrunTest(unittest.TestCase):

@@ -9,7 +9,9 @@ import line changed to `import cohort.torch as hvd`.
     loss = hvd.allreduce(loss, name="avg_loss")    # a metric averaged over the ranks
 
 The optimizer pushes each gradient as autograd produces it (a hook per parameter), so the
-exchange overlaps the rest of backward; step() waits for the last ones. Two modes:
+exchange overlaps the rest of backward; step() waits for the last ones. A CUDA tensor's gradient
+is copied into pinned host memory on a stream of its own as it is produced, and pushed once
+that copy is done; the mean (or value) goes back to the GPU the same way. Two modes:
 
 - gradient averaging (default, as Horovod): the shards average the workers' gradients (summed
   in rank order, so every rank gets the same bits) and the local optimizer steps on the mean;
@@ -26,6 +28,7 @@ allreduce, allgather, broadcast and the object calls are for small things (cohor
 every rank makes them in the same order.
 """
 
+import collections
 import time
 
 import torch
@@ -339,13 +342,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if server_optimizer:
             store.set_optimizer(**_update_rule(self), **(lr_schedule or {}))
         self._keys = list(_keys(len(self._params)))
-        # What each key's exchange writes: the mean gradient, or the shards' new value.
+        # What each key's exchange writes: the mean gradient, or the shards' new value; and
+        # where a CUDA tensor's gradient is copied for its push. Pinned for CUDA tensors, so
+        # that their copies run on a stream beside the computation.
         self._out = []
+        self._host = []
         for key, p in zip(self._keys, self._params):
             value = p.detach().to("cpu", torch.float32).contiguous()
             _register(store, key, value if server_optimizer else torch.zeros_like(value),
                       auxiliary=not server_optimizer)
-            self._out.append(torch.empty_like(value))
+            pinned = p.is_cuda
+            self._out.append(torch.empty_like(value, pin_memory=pinned))
+            self._host.append(torch.empty_like(value, pin_memory=True) if pinned else None)
+        self._copies = _HostCopies(self._push)
         self._joined_key = _keys(1)[0]
         _register(store, self._joined_key, self._joined, auxiliary=True)
         self._handles = {}
@@ -364,6 +373,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """After the workers regrouped: nothing in flight, no backward pass counted, every key
         pulled (the store goes on from the versions the shards answer)."""
         self._handles = {}
+        self._copies = _HostCopies(self._push)
         self._passes = [0] * len(self._params)
         self._synchronized = False
         self._joined.fill_(0)
@@ -385,14 +395,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _start(self, i):
+        """Starts parameter i's exchange: pushed now, or for a CUDA tensor once its copy to
+        host memory is done (a copy started here, or by an earlier gradient, may be done)."""
         if self.server_optimizer:
             self._follow_lr()
-        p = self._params[i]
-        # The kvstore reads float32 in host memory: other dtypes and devices (fp16, bf16, a
-        # GPU's tensors) go through a host copy; each mean or value comes back to the device.
-        grad = p.grad.detach().to("cpu", torch.float32).contiguous()
-        self._handles[i] = (self._store.pushpull(self._keys[i], grad, self._out[i]), grad)
+        grad = self._params[i].grad.detach()
         self._synchronized = False
+        if grad.is_cuda:
+            self._copies.start(i, grad, self._host[i])
+        else:
+            # The kvstore reads float32 in host memory: other dtypes (fp16, bf16) go through a
+            # copy.
+            self._push(i, grad.to(torch.float32).contiguous())
+        self._copies.push_done()
+
+    def _push(self, i, grad=None):
+        """Pushes grad (by default the gradient copied to host memory) and pulls the mean or
+        value of parameter i."""
+        grad = self._host[i] if grad is None else grad
+        self._handles[i] = (self._store.pushpull(self._keys[i], grad, self._out[i]), grad)
 
     def _follow_lr(self):
         """The shards update this step at the torch learning rate (an LR scheduler moves it),
@@ -422,6 +443,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
                 self._start(i)
+        self._copies.push_done(wait=True)
         joined = (self._store.pushpull(self._joined_key, self._joined, self._joined_mean)
                   if exchange_joined else None)
         start = time.monotonic()
@@ -433,7 +455,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self.server_optimizer:
             with torch.no_grad():
                 for p, out in zip(self._params, self._out):
-                    p.grad.copy_(out)
+                    # A CUDA tensor's copy is queued before the optimizer's kernels; out is
+                    # written again only after the next gradient's copy, queued after them.
+                    p.grad.copy_(out, non_blocking=True)
         self._synchronized = True
         return waited
 
@@ -487,7 +511,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise cohort.Error("server_optimizer=True: step() takes no closure")
             with torch.no_grad():
                 for p, out in zip(self._params, self._out):
-                    p.copy_(out)
+                    p.copy_(out, non_blocking=True)
         else:
             loss = super(self.__class__, self).step(closure)
         now = time.monotonic()
@@ -497,6 +521,44 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                 lr=self.param_groups[0]["lr"])
         self._last_step = now
         return loss
+
+
+class _HostCopies:
+    """The copies of CUDA gradients into pinned host memory, on a stream of their own (one per
+    device), and the pushes that wait for them. Each copy starts as autograd produces its
+    gradient, so backward goes on meanwhile; each push starts once its copy is done (as a later
+    gradient comes, or at synchronize()). One stream finishes its copies in the order they
+    started, so they are pushed in that order."""
+
+    def __init__(self, push):
+        self._push = push  # push(i): starts the exchange of parameter i's copied gradient
+        self._in_flight = collections.deque()  # (i, the event its copy records when done)
+        self._streams = {}  # device: its copy stream
+
+    def start(self, i, grad, host):
+        """Copies grad (a CUDA tensor of any floating dtype) into host (pinned float32)."""
+        stream = self._streams.get(grad.device)
+        if stream is None:
+            stream = self._streams[grad.device] = torch.cuda.Stream(grad.device)
+        stream.wait_stream(torch.cuda.current_stream(grad.device))  # where grad was made
+        with torch.cuda.stream(stream):
+            host.copy_(grad, non_blocking=True)
+            grad.record_stream(stream)  # its memory is not reused before the copy read it
+            done = torch.cuda.Event()
+            done.record(stream)
+        self.add(i, done)
+
+    def add(self, i, done):
+        """A copy in flight: done has query() (whether it is) and synchronize() (waits)."""
+        self._in_flight.append((i, done))
+
+    def push_done(self, wait=False):
+        """Pushes each gradient whose copy is done; with wait, every one, waiting for its
+        copy."""
+        while self._in_flight and (wait or self._in_flight[0][1].query()):
+            i, done = self._in_flight.popleft()
+            done.synchronize()
+            self._push(i)
 
 
 def _check_compression(compression):
