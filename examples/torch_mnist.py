@@ -10,6 +10,7 @@ Fashion-MNIST, read from the IDX files with numpy.
 --batch_size is per worker: step s of an epoch trains on the global batch of samples
 [s·W·b, (s+1)·W·b) of the epoch's shuffled order, rank r on its r-th slice of b, so W workers
 compute what one process computes on the W·b samples (--kv_store none: plain PyTorch, alone).
+--device cuda trains on a GPU (each worker on its host's GPU local_rank, modulo the GPUs there).
 """
 
 import argparse
@@ -69,11 +70,11 @@ class LeNet(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
-def train(model, optimizer, args, rank, workers):
+def train(model, optimizer, args, rank, workers, device="cpu"):
     """The training loop: rank's slice of every global batch; rank 0 prints each epoch's time
     and test accuracy (as "Epoch E: S s, N steps, test top-1 P%")."""
-    train_x, train_y = load(args.data_dir, "train")
-    test_x, test_y = load(args.data_dir, "t10k")
+    train_x, train_y = (t.to(device) for t in load(args.data_dir, "train"))
+    test_x, test_y = (t.to(device) for t in load(args.data_dir, "t10k"))
     scheduler = (torch.optim.lr_scheduler.StepLR(optimizer, args.lr_step, gamma=0.5)
                  if args.lr_step else None)
     global_batch = args.batch_size * workers
@@ -89,7 +90,7 @@ def train(model, optimizer, args, rank, workers):
             if args.steps and step == args.steps:
                 break
             first = s * global_batch + rank * args.batch_size
-            rows = order[first:first + args.batch_size]
+            rows = order[first:first + args.batch_size].to(device)
             optimizer.zero_grad()
             loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
             loss.backward()
@@ -124,6 +125,7 @@ def arguments(argv=None):
     parser.add_argument("--server_optimizer", action="store_true",
                         help="the shards run SGD (else they average gradients)")
     parser.add_argument("--save", default="", help="rank 0 writes the parameters here (.npz)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     return parser.parse_args(argv)
 
 
@@ -131,7 +133,12 @@ def main():
     args = arguments()
 
     torch.manual_seed(args.seed)
-    model = LeNet()
+    device = torch.device(args.device)
+    if args.device == "cuda" and args.kv_store != "none":
+        ct.init(kv_store=args.kv_store)
+        device = torch.device("cuda", ct.local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    model = LeNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     rank, workers = 0, 1
     if args.kv_store != "none":
@@ -142,7 +149,7 @@ def main():
                                             batch_size=args.batch_size)
         ct.broadcast_parameters(model.state_dict())
 
-    train(model, optimizer, args, rank, workers)
+    train(model, optimizer, args, rank, workers, device)
     if rank == 0 and args.save:
         save(model, args.save)
     return 0
@@ -150,7 +157,7 @@ def main():
 
 def save(model, path):
     """The model's parameters as a .npz, by name."""
-    np.savez(path, **{n: t.detach().numpy() for n, t in model.state_dict().items()})
+    np.savez(path, **{n: t.detach().cpu().numpy() for n, t in model.state_dict().items()})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Assembles the cohort wheel (a zip, PEP 427) from the built package and role binaries:
-cohort/ (the Python files and _cohort.so), cohort/.libs/ (the shared libraries _cohort.so
-links, but the C and C++ runtimes: a Python with glibc 2.36 and GCC 12's libstdc++ or newer,
+cohort/ (the Python files and libcohort.so), cohort/.libs/ (the shared libraries libcohort.so
+links, but the C and C++ runtimes: a system with glibc 2.36 and GCC 12's libstdc++ or newer,
 Debian 12's, needs no other package), cohort/bin/ (launch, scheduler, shard, worker: they use
 this machine's libraries) and the dist-info with a `cohortrun` entry point. Bazel runs it
 (//python:wheel); pip installs the result offline: pip install --no-index bazel-bin/python/cohort-*.whl.
@@ -18,23 +18,24 @@ import subprocess
 import sys
 import zipfile
 
-TAG = "cp311-cp311-linux_x86_64"  # Debian 12's Python; the binaries are x86-64 Linux
-# The C library's parts and the C++ runtime: the Python that loads the extension has them
+# Any CPython 3 (libcohort.so is loaded with ctypes); the binaries are x86-64 Linux.
+TAG = "py3-none-linux_x86_64"
+# The C library's parts and the C++ runtime: the Python that loads libcohort.so has them
 # (as manylinux wheels leave them out), and one copy each in a process is the only safe count.
 RUNTIME = re.compile(r"^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libutil|"
                      r"libresolv|libstdc\+\+|libgcc_s)\.so")
 
 
-def linked_libraries(extension):
-    """(soname, path) of every shared library the extension loads, but the runtime's."""
-    out = subprocess.run(["ldd", extension], capture_output=True, text=True, check=True).stdout
+def linked_libraries(library):
+    """(soname, path) of every shared library `library` loads, but the runtime's."""
+    out = subprocess.run(["ldd", library], capture_output=True, text=True, check=True).stdout
     libraries = []
     for line in out.splitlines():
         m = re.match(r"\s*(\S+) => (\S+)", line)
         if m is None or RUNTIME.match(m.group(1)):
             continue
         if m.group(2) == "not":
-            raise SystemExit(f"build_wheel: {extension} needs {m.group(1)}, which is not found")
+            raise SystemExit(f"build_wheel: {library} needs {m.group(1)}, which is not found")
         libraries.append((m.group(1), os.path.realpath(m.group(2))))
     return libraries
 
@@ -59,7 +60,7 @@ def main(argv):
         "Metadata-Version: 2.1\nName: cohort\n"
         f"Version: {version}\n"
         "Summary: Cohort: distributed deep-learning training, parameter servers over gRPC\n"
-        "Requires-Python: >=3.11\n").encode(), False))
+        "Requires-Python: >=3.8\n").encode(), False))
     files.append((f"{info}/WHEEL", (
         "Wheel-Version: 1.0\nGenerator: cohort build_wheel.py\nRoot-Is-Purelib: false\n"
         f"Tag: {TAG}\n").encode(), False))

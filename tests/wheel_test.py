@@ -2,10 +2,13 @@
 """The wheel (//python:wheel) as a user installs it: pip install --no-index into a fresh venv
 (with Debian's numpy and torch beside it) and into a folder of Debian's Python (--target), then
 `cohortrun -np 2 python numpy_kvstore.py` and `python -m cohort.run --nproc-per-node 2 ...` from
-a folder of the user's own: both jobs end DONE, the two ranks holding the same weights.
+a folder of the user's own: both jobs end DONE, the two ranks holding the same weights. The
+same wheel in every other CPython 3 of the machine (pyenv's, /usr/local's; none on a bare
+Debian): its kvstore works there without a rebuild.
 Usage: wheel_test.py WHEEL NUMPY_EXAMPLE JOB_PROCESSES_PY
 """
 
+import glob
 import os
 import re
 import shutil
@@ -19,6 +22,19 @@ sys.path.insert(0, os.path.dirname(JOB_PROCESSES))
 from job_processes import wait_job_gone  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # Debian's
+
+
+def other_pythons():
+    """The machine's other CPythons from 3.8 on, but Debian's."""
+    found = set()
+    for path in glob.glob("/usr/local/bin/python3.*") + glob.glob("/usr/bin/python3.*") + \
+            glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")):
+        version = subprocess.run([path, "-c", "import sys; print(sys.version_info[1])"],
+                                 capture_output=True, text=True)
+        if version.returncode == 0 and int(version.stdout) >= 8 and \
+                os.path.realpath(path) != os.path.realpath(PYTHON):
+            found.add(os.path.realpath(path))
+    return sorted(found)
 
 
 class WheelTest(unittest.TestCase):
@@ -55,6 +71,26 @@ class WheelTest(unittest.TestCase):
                         WHEEL], check=True)
         self.run_job([PYTHON, "-m", "cohort.run", "--nproc-per-node", "2", "-s", "1", PYTHON,
                       "numpy_kvstore.py"], f"wheel-target-{os.getpid()}", PYTHONPATH=target)
+
+    @unittest.skipIf(not other_pythons(), "no CPython here but Debian's")
+    def test_every_cpython_3_loads_the_same_wheel(self):
+        script = ("import array, sys; import cohort\n"
+                  "kv = cohort.kvstore.create('local')\n"
+                  "kv.set_optimizer('sgd', lr=0.5)\n"
+                  "kv.init(3, array.array('f', [1, 2, 3]))\n"
+                  "out = array.array('f', [0, 0, 0])\n"
+                  "kv.pushpull(3, array.array('f', [1, 1, 1]), out).wait()\n"
+                  "print(sys.version_info[:2], list(out))\n")
+        for python in other_pythons():
+            with self.subTest(python=python):
+                target = os.path.join(self.dir, os.path.basename(python) + "-site")
+                subprocess.run([python, "-m", "pip", "install", "--no-index", "-q",
+                                "--target", target, WHEEL], check=True)
+                done = subprocess.run([python, "-c", script], cwd=self.user, capture_output=True,
+                                      text=True, env=dict(os.environ, PYTHONPATH=target),
+                                      timeout=60)
+                self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+                self.assertIn("[0.5, 1.5, 2.5]", done.stdout)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ packages=(
   libturbojpeg0-dev                         # JPEG decoding (image folders, RecordIO, TFRecord)
   dataset-fashion-mnist                     # the main job's data
   python3 python3-numpy                     # tools/check_model.py
-  python3-dev pybind11-dev python3-torch    # the Python package (//python:cohort), its examples
+  python3-torch                             # the Python package's examples and tests
   python3-venv python3-pip                  # the wheel's test: pip install into a fresh venv
   python3-pil python3-torchvision           # the image path and the exports against torchvision's
   iperf3 iproute2                           # benchmarks: TCP baseline, network namespaces

@@ -9,8 +9,9 @@
 # (a default target that does not exist, or does not build, is skipped with a warning; a target
 # named on the command line must exist). Only cc_test/cc_binary executables are bundled.
 # Left out of lib/: glibc (every machine has its own) and the CUDA libraries the GPU machine's
-# pip wheels provide (libcuda, cuDNN, cuBLAS, cudart, nvrtc, nvJitLink). Fashion-MNIST's files
-# travel in data/ for run.sh's LeNet runs.
+# pip wheels provide (libcuda, cuDNN, cuBLAS, cudart, nvrtc, nvJitLink). The Python package
+# (//python:cohort: libcohort.so serves any CPython 3) travels in python/ for run.sh's PyTorch
+# jobs; Fashion-MNIST's files in data/ for its LeNet runs.
 set -euo pipefail
 
 case ${1:-} in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
@@ -100,6 +101,29 @@ mkdir -p "$stage/bin" "$stage/lib" "$stage/lib-cxx"
 skip_lib='^(linux-vdso\.so|linux-gate\.so|ld-linux[^/]*|libc\.so|libm\.so|libmvec\.so|libpthread\.so|libdl\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so|libcudnn[^/]*|libcublas[^/]*|libcublasLt[^/]*|libcudart[^/]*|libnvrtc[^/]*|libnvJitLink[^/]*)'
 : >"$stage/manifest.tsv"
 declare -A have_lib
+# bundle_libs FILE: the libraries FILE links into lib/ (lib-cxx/ for the C++ runtime), but those
+# above. ldd on the build output itself, so the $ORIGIN runpath finds Bazel's _solib libraries.
+bundle_libs() {
+  local name lib path dest
+  name=$(basename "$1")
+  while read -r lib path; do
+    [[ $lib =~ $skip_lib ]] && continue
+    if [[ $path == "not found" ]]; then
+      warn "$name needs $lib, which is not found here"
+      continue
+    fi
+    [[ -n ${have_lib[$lib]:-} ]] && continue
+    have_lib[$lib]=1
+    case $lib in
+      libstdc++.so*|libgcc_s.so*) dest=$stage/lib-cxx ;;  # run.sh uses these only if the machine's are older
+      *) dest=$stage/lib ;;
+    esac
+    cp -L "$path" "$dest/$lib"
+    chmod u+w "$dest/$lib"
+  done < <(ldd "$1" | awk '
+    $2 == "=>" { print $1, ($3 == "not" ? "not found" : $3); next }
+    $2 ~ /^\(/ { n = $1; sub(".*/", "", n); print n, $1 }  # the loader and the vDSO')
+}
 for i in "${!cc_labels[@]}"; do
   label=${cc_labels[$i]}
   [[ " ${built[*]} " == *" $label "* ]] || continue
@@ -123,30 +147,26 @@ for i in "${!cc_labels[@]}"; do
   cp -L "$src" "$stage/bin/$name"
   chmod u+w,a+rx "$stage/bin/$name"
   printf '%s\t%s\t%s\n' "$name" "$kind" "$label" >>"$stage/manifest.tsv"
-
-  # ldd on the build output itself, so the $ORIGIN runpath finds Bazel's _solib libraries.
-  while read -r lib path; do
-    [[ $lib =~ $skip_lib ]] && continue
-    if [[ $path == "not found" ]]; then
-      warn "$name needs $lib, which is not found here"
-      continue
-    fi
-    [[ -n ${have_lib[$lib]:-} ]] && continue
-    have_lib[$lib]=1
-    case $lib in
-      libstdc++.so*|libgcc_s.so*) dest=$stage/lib-cxx ;;  # run.sh uses these only if the machine's are older
-      *) dest=$stage/lib ;;
-    esac
-    cp -L "$path" "$dest/$lib"
-    chmod u+w "$dest/$lib"
-  done < <(ldd "$src" | awk '
-    $2 == "=>" { print $1, ($3 == "not" ? "not found" : $3); next }
-    $2 ~ /^\(/ { n = $1; sub(".*/", "", n); print n, $1 }  # the loader and the vDSO')
+  bundle_libs "$src"
 done
 [[ -s $stage/manifest.tsv ]] || die "no binary bundled"
 
+# The Python package, for PyTorch jobs with CUDA tensors (the GPU machine's python3 has torch).
+if ((strict == 0)) && bazel build -c opt //python:cohort; then
+  mkdir -p "$stage/python/cohort"
+  while read -r f; do
+    cp -L "$f" "$stage/python/cohort/"
+    chmod u+w "$stage/python/cohort/$(basename "$f")"
+    [[ $f == *.so ]] && bundle_libs "$f"
+  done < <(bazel cquery -c opt --output=starlark \
+    --starlark:expr='"\\n".join([f.path for f in target.files.to_list()])' //python:cohort 2>/dev/null)
+else
+  warn "no Python package: run.sh's PyTorch jobs do not run"
+fi
+
 cp tools/gpu/run.sh tools/gpu/torch_resnet_bench.py tools/gpu/torch_lenet_check.py \
-  tools/gpu/kernel_table.py tools/check_model.py "$stage/"
+  tools/gpu/torch_ddp_resnet.py examples/torch_mnist.py tools/gpu/kernel_table.py \
+  tools/check_model.py "$stage/"
 # check_model.py's modules, without their tests.
 mkdir -p "$stage/numpy_model"
 find tools/numpy_model -maxdepth 1 -name '*.py' ! -name '*_test.py' ! -name testing.py \

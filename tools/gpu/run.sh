@@ -2,10 +2,11 @@
 # Runs the GPU bundle made by tools/gpu/bundle.sh on the GPU machine: gpu_info, every GPU test
 # binary, a distributed job (scheduler, 2 shards, 1 worker on gpu:0; and one worker on every
 # GPU where there are several); where the bundle carries Fashion-MNIST, the same job on it and
-# LeNet trained alone in fp32 and bf16, each export loaded into a PyTorch LeNet and scored; then
-# gpu_bench (its cudnnFind choices logged; eager and from a CUDA graph) and the PyTorch
-# reference over the same configurations (torch.compile on the first), and an ncu profile of
-# the first configuration's timed steps.
+# LeNet trained alone in fp32 and bf16, each export loaded into a PyTorch LeNet and scored, and
+# the PyTorch example on cohortrun with CUDA tensors and with CPU tensors; then gpu_bench (its
+# cudnnFind choices logged; eager and from a CUDA graph) and the PyTorch reference over the same
+# configurations (torch.compile on the first), ResNet-50 with CUDA tensors on Cohort against
+# DDP over nccl, and an ncu profile of the first configuration's timed steps.
 #
 #   bash tools/gpu/run.sh [--tests-only | --bench-only] [--torch-compile] [--bundle FILE]
 #
@@ -384,6 +385,19 @@ launch_bin=$(bin_of //tools/launch:launch)
 scheduler_bin=$(bin_of //services/scheduler:scheduler)
 shard_bin=$(bin_of //services/shard:shard)
 worker_bin=$(bin_of //services/worker:worker_gpu)
+# The bundled Python package's cohortrun, with the bundled launcher, scheduler and shard:
+# run_cohortrun KIND NAME CONFIG LOG COHORTRUN_ARGS...
+have_cohortrun=0
+[[ -d $root/python/cohort && -n $launch_bin && -n $scheduler_bin && -n $shard_bin ]] &&
+  have_cohortrun=1
+run_cohortrun() {
+  local kind=$1 name=$2 config=$3 log_file=$4
+  shift 4
+  run_step "$kind" "$name" "$config" "$log_file" "" -- \
+    env PYTHONUNBUFFERED=1 PYTHONPATH="$root/python" LD_LIBRARY_PATH="$bin_ld_path" \
+    COHORT_LAUNCH="$root/bin/$launch_bin" python3 -m cohort.run \
+    --scheduler_binary="$root/bin/$scheduler_bin" --shard_binary="$root/bin/$shard_bin" "$@"
+}
 if [[ $mode == all || $mode == tests ]]; then
   data_dir=$root/data/fashion-mnist
   [[ -d $data_dir ]] || log "no Fashion-MNIST in the bundle: LeNet trains on synthetic images only"
@@ -424,6 +438,22 @@ if [[ $mode == all || $mode == tests ]]; then
       run_step check "torch load_state_dict" "lenet $prec" "$results/logs/torch_lenet_$prec.log" "" -- \
         env PYTHONUNBUFFERED=1 python3 "$lenet_check" "$work/lenet_$prec.safetensors" --data_dir "$data_dir"
     done
+  fi
+  # The README's PyTorch example through the bundled package: 2 workers with CUDA tensors and
+  # 2 with CPU tensors, one epoch each; their test accuracies within a point.
+  if [[ -d $data_dir && $have_cohortrun == 1 ]]; then
+    for dev in cuda cpu; do
+      run_cohortrun job "cohortrun torch_mnist" "W2 S2 $dev" "$results/logs/torch_mnist_$dev.log" \
+        -np 2 -s 2 python3 "$(script_of torch_mnist.py)" --data_dir "$data_dir" --epochs 1 \
+        --device "$dev"
+    done
+    run_step check "torch_mnist cuda vs cpu" "top-1 within 1 point" \
+      "$results/logs/torch_mnist_compare.log" "" -- python3 -c '
+import re, sys
+top1 = [float(re.findall(r"test top-1 ([0-9.]+)%", open(f).read())[-1]) for f in sys.argv[1:]]
+print(f"test top-1 cuda {top1[0]:.2f}% cpu {top1[1]:.2f}%")
+sys.exit(abs(top1[0] - top1[1]) > 1.0)' "$results/logs/torch_mnist_cuda.log" \
+      "$results/logs/torch_mnist_cpu.log"
   fi
 fi
 
@@ -470,6 +500,20 @@ if [[ $mode == all || $mode == bench ]]; then
         "${torch_layout[@]}"
     done
   done
+
+  # ResNet-50 with CUDA tensors on Cohort (one worker, 2 shards) against DDP over nccl, twice
+  # each, alternated.
+  if [[ $have_cohortrun == 1 ]]; then
+    ddp_script=$(script_of torch_ddp_resnet.py)
+    for rep in 1 2; do
+      run_step bench torch-ddp-nccl "resnet50 bs=64 bf16 (torch)" \
+        "$results/logs/torch_ddp_resnet_ddp_$rep.log" "" -- \
+        env PYTHONUNBUFFERED=1 python3 "$ddp_script" --mode ddp
+      run_cohortrun bench cohort-torch "resnet50 bs=64 bf16 (torch)" \
+        "$results/logs/torch_ddp_resnet_cohort_$rep.log" -np 1 -s 2 python3 "$ddp_script" \
+        --mode cohort
+    done
+  fi
 
   # GPU time by kernel over timed steps alone (gpu_bench turns profiling on after its warm-up).
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
