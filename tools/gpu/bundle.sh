@@ -159,7 +159,7 @@ if ((strict == 0)) && bazel build -c opt //python:cohort; then
     chmod u+w "$stage/python/cohort/$(basename "$f")"
     [[ $f == *.so ]] && bundle_libs "$f"
   done < <(bazel cquery -c opt --output=starlark \
-    --starlark:expr='"\\n".join([f.path for f in target.files.to_list()])' //python:cohort 2>/dev/null)
+    --starlark:expr='"\n".join([f.path for f in target.files.to_list()])' //python:cohort 2>/dev/null)
 else
   warn "no Python package: run.sh's PyTorch jobs do not run"
 fi
