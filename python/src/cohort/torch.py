@@ -373,7 +373,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """After the workers regrouped: nothing in flight, no backward pass counted, every key
         pulled (the store goes on from the versions the shards answer)."""
         self._handles = {}
-        self._copies = _HostCopies(self._push)
+        self._copies.drop()
         self._passes = [0] * len(self._params)
         self._synchronized = False
         self._joined.fill_(0)
@@ -551,6 +551,11 @@ class _HostCopies:
     def add(self, i, done):
         """A copy in flight: done has query() (whether it is) and synchronize() (waits)."""
         self._in_flight.append((i, done))
+
+    def drop(self):
+        """Forgets the copies in flight (the workers regrouped); their streams stay, so a new
+        copy into the same memory comes after them."""
+        self._in_flight.clear()
 
     def push_done(self, wait=False):
         """Pushes each gradient whose copy is done; with wait, every one, waiting for its
