@@ -133,17 +133,17 @@ def main():
     args = arguments()
 
     torch.manual_seed(args.seed)
-    device = torch.device(args.device)
-    if args.device == "cuda" and args.kv_store != "none":
-        ct.init(kv_store=args.kv_store)
-        device = torch.device("cuda", ct.local_rank() % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-    model = LeNet().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     rank, workers = 0, 1
     if args.kv_store != "none":
         ct.init(kv_store=args.kv_store)
         rank, workers = ct.rank(), ct.size()
+    device = torch.device(args.device)
+    if args.device == "cuda" and args.kv_store != "none":
+        device = torch.device("cuda", ct.local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    model = LeNet().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    if args.kv_store != "none":
         optimizer = ct.DistributedOptimizer(optimizer, model.named_parameters(),
                                             server_optimizer=args.server_optimizer,
                                             batch_size=args.batch_size)

@@ -6,8 +6,7 @@
 // fails returns false, and cohort_error() says why (per thread, until that thread's next call).
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
+#include <cstdlib>  // on_exit
 #include <memory>
 #include <mutex>
 #include <string>

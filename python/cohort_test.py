@@ -66,6 +66,13 @@ class KVStoreTest(unittest.TestCase):
         out_bytes.append(0)
         np.testing.assert_array_equal(np.frombuffer(out_bytes[:24], np.float32),
                                       np.arange(6) - 0.5)
+        # numpy arrays, taken by their address, are held too: numpy moves none another holds.
+        grad, out = np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)
+        handle = self.kv.pushpull(7, grad, out)
+        with self.assertRaisesRegex(ValueError, "cannot resize"):
+            out.resize(12)
+        handle.wait()
+        out.resize(12)  # let go
 
     def test_errors_name_the_key_and_what_to_do(self):
         cases = [
@@ -233,7 +240,8 @@ class DistributedOptimizerTest(unittest.TestCase):
                 self.done = True
 
         pushed = []
-        copies = self.hvd._HostCopies(pushed.append)
+        from cohort.host_copies import HostCopies
+        copies = HostCopies(pushed.append)
         events = [Copy() for _ in range(4)]
         for i, event in enumerate(events):
             copies.add(i, event)

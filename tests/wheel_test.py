@@ -37,6 +37,9 @@ def other_pythons():
     return sorted(found)
 
 
+OTHER_PYTHONS = other_pythons()
+
+
 class WheelTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -72,7 +75,7 @@ class WheelTest(unittest.TestCase):
         self.run_job([PYTHON, "-m", "cohort.run", "--nproc-per-node", "2", "-s", "1", PYTHON,
                       "numpy_kvstore.py"], f"wheel-target-{os.getpid()}", PYTHONPATH=target)
 
-    @unittest.skipIf(not other_pythons(), "no CPython here but Debian's")
+    @unittest.skipIf(not OTHER_PYTHONS, "no CPython here but Debian's")
     def test_every_cpython_3_loads_the_same_wheel(self):
         script = ("import array, sys; import cohort\n"
                   "kv = cohort.kvstore.create('local')\n"
@@ -81,7 +84,7 @@ class WheelTest(unittest.TestCase):
                   "out = array.array('f', [0, 0, 0])\n"
                   "kv.pushpull(3, array.array('f', [1, 1, 1]), out).wait()\n"
                   "print(sys.version_info[:2], list(out))\n")
-        for python in other_pythons():
+        for python in OTHER_PYTHONS:
             with self.subTest(python=python):
                 target = os.path.join(self.dir, os.path.basename(python) + "-site")
                 subprocess.run([python, "-m", "pip", "install", "--no-index", "-q",

@@ -96,6 +96,36 @@ _PyBUF_WRITABLE, _PyBUF_FORMAT, _PyBUF_STRIDES = 0x1, 0x4, 0x18
 _FLOAT32 = (b"f", b"<f", b"=f", b"@f")
 
 
+class Memory:
+    """float32 memory at address data with dimensions shape, kept (in place) by owner for as
+    long as this is held: a contiguous torch tensor's, taken without the buffer protocol's
+    cost."""
+
+    __slots__ = ("data", "dims", "ndim", "_owner")
+
+    def __init__(self, data, shape, owner):
+        self.data, self.ndim, self._owner = data, len(shape), owner
+        self.dims = (ctypes.c_int64 * self.ndim)(*shape)
+
+    def release(self):
+        """Nothing to give back: the owner goes with this object."""
+
+
+def _borrow(array, writable, key, what):
+    """array's memory, held until release(): a Memory as it is, a numpy array that fits by its
+    address (holding it keeps its memory: numpy resizes no array another holds), anything else
+    through the buffer protocol (which also says what does not fit)."""
+    kind = type(array)
+    if kind is Memory:
+        return array
+    if kind.__name__ == "ndarray" and kind.__module__ == "numpy":
+        flags = array.flags
+        if flags.c_contiguous and (flags.writeable or not writable) and \
+                array.dtype.char == "f" and array.size > 0:
+            return Memory(array.__array_interface__["data"][0], array.shape, array)
+    return _Borrowed(array, writable, key, what)
+
+
 class _Borrowed:
     """An array's float32 memory and dimensions, its buffer held (the array and its memory
     stay in place) until release()."""
@@ -155,9 +185,13 @@ class KVStore:
         if getattr(self, "_handle", None):
             _free(self._handle)
             self._handle = None
-        for arrays in getattr(self, "_in_flight", {}).values():
-            for a in arrays:
-                a.release()
+        for key in list(getattr(self, "_in_flight", {})):
+            self._let_go(key)
+
+    def _let_go(self, key):
+        """Releases the arrays of key's pushpull, if one is in flight."""
+        for a in self._in_flight.pop(key, ()):
+            a.release()
 
     @property
     def type(self):
@@ -185,7 +219,7 @@ class KVStore:
         _check(_set_learning_rate(self._handle, lr))
 
     def _call_with(self, f, key, array, writable, what, *rest):
-        a = _Borrowed(array, writable, key, what)
+        a = _borrow(array, writable, key, what)
         try:
             _check(f(self._handle, key, a.data, a.dims, a.ndim, *rest))
         finally:
@@ -204,9 +238,9 @@ class KVStore:
         """Starts key's push of grad and pull into out; both stay borrowed until wait(key)."""
         if key in self._in_flight:
             raise Error(f"key {key}: a pushpull is in flight; wait() for it first")
-        g = _Borrowed(grad, False, key, "the gradient")
+        g = _borrow(grad, False, key, "the gradient")
         try:
-            o = _Borrowed(out, True, key, "the output")
+            o = _borrow(out, True, key, "the output")
         except Error:
             g.release()
             raise
@@ -220,15 +254,12 @@ class KVStore:
         try:
             _check(_wait(self._handle, key))
         finally:
-            for a in self._in_flight.pop(key, ()):
-                a.release()
+            self._let_go(key)
 
     def recover(self):
         _check(_recover(self._handle))
-        in_flight, self._in_flight = self._in_flight, {}  # nothing writes into them any more
-        for arrays in in_flight.values():
-            for a in arrays:
-                a.release()
+        for key in list(self._in_flight):  # the streams were stopped: nothing writes into them
+            self._let_go(key)
 
     @property
     def workers_changed(self):

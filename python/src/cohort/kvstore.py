@@ -21,14 +21,17 @@ from cohort._cohort import Error
 
 
 def _array(x):
-    """x itself, or for a torch tensor a numpy view of its memory (torch tensors do not speak
-    the buffer protocol)."""
+    """x itself, or for a torch tensor its memory (torch tensors do not speak the buffer
+    protocol): a contiguous one's address, else a numpy view, which the kvstore refuses saying
+    why."""
     if type(x).__module__.startswith("torch"):
         if x.device.type != "cpu":
             raise Error(f"a tensor on {x.device}: the kvstore takes CPU tensors")
         if str(x.dtype) != "torch.float32":
             raise Error(f"a {x.dtype} tensor: the kvstore takes float32 (convert with .float(); "
                         "cohort.torch's DistributedOptimizer does)")
+        if x.is_contiguous() and x.numel() > 0:
+            return _cohort.Memory(x.data_ptr(), x.shape, x)
         return x.detach().numpy()
     return x
 
