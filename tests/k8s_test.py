@@ -372,7 +372,10 @@ class KubePlaySmokeTest(unittest.TestCase):
                 self.podman("wait", container, check=True, timeout=120)
                 state = self.podman("inspect", "--format",
                                     "{{.State.ExitCode}} {{.RestartCount}}", container).stdout
-                self.assertEqual(state.split(), ["0", "0"], container)
+                if state.split() != ["0", "0"]:  # what the container said, to see why
+                    logs = self.podman("logs", "--tail", "40", container)
+                    self.fail(f"{container}: exit code and restarts {state.split()}, not 0 0; its "
+                              f"last lines:\n{logs.stdout}{logs.stderr}")
         self.assertTrue(all(p["spec"]["restartPolicy"] == "Never"
                             for p in played if p["kind"] == "Pod"))
 
