@@ -146,7 +146,7 @@ class GrpcShardTransport final : public ShardTransport {
       if (!ok) break;
       EncodePart(p.id, /*version=*/0, /*rank=*/0, p.value, message.mutable_part());
       message.set_backup(p.backup);
-      message.set_part_set(p.share);
+      message.set_share(p.share);
       ok = writer->Write(message);
     }
     writer->WritesDone();

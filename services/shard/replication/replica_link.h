@@ -1,5 +1,5 @@
-#ifndef COHORT_SERVICES_SHARD_REPLICA_LINK_H_
-#define COHORT_SERVICES_SHARD_REPLICA_LINK_H_
+#ifndef COHORT_SERVICES_SHARD_REPLICATION_REPLICA_LINK_H_
+#define COHORT_SERVICES_SHARD_REPLICATION_REPLICA_LINK_H_
 
 #include <deque>
 #include <functional>
@@ -48,7 +48,7 @@ class ReplicaStream {
 // writes them in order, those waiting together as one batch (up to the data path's fusion size),
 // and another runs each update's done as the backup acknowledges it. Once the stream ends, the link
 // gives every update not acknowledged up (its done runs: the parts go on without a backup) and,
-// unless the backup cancelled it as it left a job that ended (ShardService::CloseReplication), says
+// unless the backup cancelled it as it left a job that ended (ShardReplication::Close), says
 // why on err: the backup died, or refused an update.
 class StreamReplicaLink final : public ReplicaLink {
  public:
@@ -115,7 +115,7 @@ class StreamReplicaLink final : public ReplicaLink {
   std::thread reader_;
 };
 
-// What a backup does with the batches its leaders send, whatever carried them (ShardService).
+// What a backup does with the batches its leaders send, whatever carried them (ShardReplication).
 class ReplicaReceiver {
  public:
   virtual ~ReplicaReceiver() = default;
@@ -130,4 +130,4 @@ class ReplicaReceiver {
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_SHARD_REPLICA_LINK_H_
+#endif  // COHORT_SERVICES_SHARD_REPLICATION_REPLICA_LINK_H_

@@ -1,4 +1,4 @@
-#include "services/shard/shm_replica_link.h"
+#include "services/shard/replication/shm_replica_link.h"
 
 #include <algorithm>
 #include <atomic>

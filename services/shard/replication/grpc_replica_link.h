@@ -1,11 +1,11 @@
-#ifndef COHORT_SERVICES_SHARD_GRPC_REPLICA_LINK_H_
-#define COHORT_SERVICES_SHARD_GRPC_REPLICA_LINK_H_
+#ifndef COHORT_SERVICES_SHARD_REPLICATION_GRPC_REPLICA_LINK_H_
+#define COHORT_SERVICES_SHARD_REPLICATION_GRPC_REPLICA_LINK_H_
 
 #include <memory>
 
 #include "absl/status/status.h"
 #include "proto/shard.grpc.pb.h"
-#include "services/shard/replica_link.h"
+#include "services/shard/replication/replica_link.h"
 
 namespace cohort {
 
@@ -27,4 +27,4 @@ class GrpcReplicaStream final : public ReplicaStream {
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_SHARD_GRPC_REPLICA_LINK_H_
+#endif  // COHORT_SERVICES_SHARD_REPLICATION_GRPC_REPLICA_LINK_H_

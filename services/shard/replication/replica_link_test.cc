@@ -3,7 +3,7 @@
 // workers hear each step once the backup holds it, and when the backup refuses, leaves or goes
 // away the leader says so (or, when it left a job that ended, nothing) and answers without it.
 
-#include "services/shard/replica_link.h"
+#include "services/shard/replication/replica_link.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,11 +22,13 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_util.h"
-#include "services/shard/grpc_replica_link.h"
+#include "services/shard/replication/grpc_replica_link.h"
 #include "services/shard/shard_core_testing.h"
+#include "services/shard/replication/shard_replication.h"
 #include "services/shard/shard_service.h"
-#include "services/shard/share_copier.h"
-#include "services/shard/shm_replica_link.h"
+#include "services/shard/shard_set_up.h"
+#include "services/shard/replication/share_copier.h"
+#include "services/shard/replication/shm_replica_link.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
 #include "services/wire/ring_stream.h"
@@ -83,6 +85,18 @@ std::pair<std::vector<float>, int64_t> Held(ShardCore* core, PartId id) {
   return {value, version};
 }
 
+// A shard's replication and its service, set up (make_link: how it reaches a backup).
+struct ServedShard {
+  explicit ServedShard(ShardCore* core, ShardReplication::LinkFactory make_link = nullptr)
+      : replication(core, &set_up, std::move(make_link), &std::cerr),
+        service(core, &set_up, nullptr, &replication) {
+    set_up.Done();
+  }
+  ShardSetUp set_up;
+  ShardReplication replication;
+  ShardService service;
+};
+
 void SetUpCores(std::initializer_list<ShardCore*> cores) {
   ShardConfig config = Config(2, KVStoreMode::kDistSync, /*parts=*/2);
   config.auxiliary_keys = {kStats.key};
@@ -98,7 +112,7 @@ class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
   void SetUp() override {
     SetUpCores({&leader_, &backup_});
     if (GetParam() == Transport::kGrpc) {
-      auto server = StartServer("127.0.0.1", 0, {&service_});
+      auto server = StartServer("127.0.0.1", 0, {&served_.service});
       ASSERT_TRUE(server.ok()) << server.status();
       server_ = std::move(*server);
       const std::string address = absl::StrCat("127.0.0.1:", server_.port);
@@ -109,7 +123,7 @@ class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
       const size_t pool_bytes = GetParam() == Transport::kSharedPool           ? 4 * kRingBytes
                                 : GetParam() == Transport::kSharedPoolTooSmall ? 4096
                                                                                : 0;
-      auto server = StartShmReplicaServer(&service_, name, kRingBytes, pool_bytes);
+      auto server = StartShmReplicaServer(&served_.replication, name, kRingBytes, pool_bytes);
       ASSERT_TRUE(server.ok()) << server.status();
       shm_server_ = *std::move(server);
       absl::StatusOr<ShmChannel> channel = DialShm(name);
@@ -129,7 +143,7 @@ class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
 
   ShardCore leader_{0};
   ShardCore backup_{1};
-  ShardService service_{&backup_};
+  ServedShard served_{&backup_};
   RunningServer server_;
   std::unique_ptr<ShmSessionServer> shm_server_;
   std::ostringstream err_;
@@ -188,7 +202,7 @@ TEST_P(ReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt) {
 // and says nothing.
 TEST_P(ReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
   ASSERT_TRUE(Step(0));
-  service_.CloseReplication();
+  served_.replication.Close();
   shm_server_.reset();
   ASSERT_TRUE(Step(1));
   ASSERT_TRUE(Step(2));
@@ -196,25 +210,6 @@ TEST_P(ReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
   EXPECT_EQ(Held(&leader_, kWeights).second, 3);
   link_.reset();
   EXPECT_EQ(err_.str(), "");
-}
-
-// A leader's stream that comes before the backup is set up waits for it; a backup that leaves
-// the job first lets it go at once (a shard that fails while loading exits without waiting).
-TEST(ReplicaReceiverTest, AStreamWaitingForTheSetUpIsLetGoWhenTheShardLeaves) {
-  ShardCore backup(1);
-  absl::Notification set_up;
-  ShardService service(&backup, &set_up);
-  absl::Notification opened;
-  absl::Status open;
-  std::thread leader([&] {
-    open = service.OpenReplicas();
-    opened.Notify();
-  });
-  EXPECT_FALSE(opened.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
-  service.CloseReplication();
-  EXPECT_TRUE(opened.WaitForNotificationWithTimeout(absl::Seconds(2)));
-  leader.join();
-  EXPECT_EQ(open.code(), absl::StatusCode::kCancelled) << open;
 }
 
 // A pool's stretches come in the order asked for, go back in any order, wrap around its end,
@@ -255,9 +250,9 @@ TEST(SharedUpdatePoolTest, HandsOutStretchesInOrderAndTakesThemBackInAny) {
 // back on: a backup leaving the job then does not wait for it.
 TEST(ShmReplicaLinkTest, ABackupLeavesThoughItsLeaderStoppedReading) {
   ShardCore backup(1);
-  ShardService service(&backup);
+  ServedShard served(&backup);
   const std::string name = UniqueName("stuck");
-  auto server = StartShmReplicaServer(&service, name, 1 << 12, 0);
+  auto server = StartShmReplicaServer(&served.replication, name, 1 << 12, 0);
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<ShmChannel> leader = DialShm(name);
   ASSERT_TRUE(leader.ok()) << leader.status();
@@ -282,9 +277,9 @@ TEST(ShmReplicaLinkTest, AnUpdateOutsideThePoolIsRefusedAsDamaged) {
   for (const size_t pool_bytes : {size_t{0}, size_t{1} << 16}) {
     ShardCore backup(1);
     SetUpCores({&backup});
-    ShardService service(&backup);
+    ServedShard served(&backup);
     const std::string name = UniqueName("outside");
-    auto server = StartShmReplicaServer(&service, name, 1 << 16, pool_bytes);
+    auto server = StartShmReplicaServer(&served.replication, name, 1 << 16, pool_bytes);
     ASSERT_TRUE(server.ok()) << server.status();
     absl::StatusOr<ShmChannel> leader = DialShm(name);
     ASSERT_TRUE(leader.ok()) << leader.status();
@@ -382,7 +377,7 @@ TEST(ShmReplicaLinkTest, ABackupWhoseProcessEndsIsSaid) {
 // Rank 0's Init names the backup: the shard's service links the parts it leads, not the one
 // it backs up for another shard, to the backup, whose copy then takes every step; a shard
 // started without a way to reach a backup refuses such an Init. A shard that came back later
-// copies a share from its leader (Back) and takes its steps from then on.
+// copies a share from its leader (CopyShare) and takes its steps from then on.
 TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCopiesAShare) {
   constexpr PartId kLed{0, 0}, kBackedUp{1, 0};
   ShardConfig config = Config(2, KVStoreMode::kDistSync, /*parts=*/2);
@@ -394,12 +389,12 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
   auto backup_server = StartServer("127.0.0.1", 0, {&backup_service});
   ASSERT_TRUE(backup_server.ok()) << backup_server.status();
   std::ostringstream err;
-  ShardService leader_service(&leader, nullptr, nullptr, [&err](const std::string& address) {
+  ServedShard leading(&leader, [&err](const std::string& address) {
     return LinkTo(std::make_unique<GrpcReplicaStream>(v1::Shard::NewStub(MakeChannel(address))),
                   address, &err);
   });
   ShardService unlinked_service(&unlinked);
-  auto led_server = StartServer("127.0.0.1", 0, {&leader_service});
+  auto led_server = StartServer("127.0.0.1", 0, {&leading.service});
   auto unlinked_server = StartServer("127.0.0.1", 0, {&unlinked_service});
   ASSERT_TRUE(led_server.ok() && unlinked_server.ok());
   config.backup_address = absl::StrCat("127.0.0.1:", backup_server->port);
@@ -416,7 +411,7 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
     writer->Write(message);
     EncodePart(kBackedUp, 0, 0, Gradient(3, 0, 10), message.mutable_part());
     message.set_backup(true);
-    message.set_part_set(1);
+    message.set_share(1);
     writer->Write(message);
     writer->WritesDone();
     return writer->Finish();
@@ -457,8 +452,8 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
   // A shard that came back, which rank 0 never initialised, backs share 0 up: the leader
   // copies kLed to it (and not the share it backs up), then forwards its next step there.
   ShardCore joiner(3);
-  ShardService joiner_service(&joiner);
-  auto joiner_server = StartServer("127.0.0.1", 0, {&joiner_service});
+  ServedShard joining(&joiner);
+  auto joiner_server = StartServer("127.0.0.1", 0, {&joining.service});
   ASSERT_TRUE(joiner_server.ok());
   ShardsView view;
   view.addresses = {absl::StrCat("127.0.0.1:", led_server->port), ""};
@@ -470,14 +465,14 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
     return v1::Shard::NewStub(MakeChannel(address));
   };
   const absl::StatusOr<std::vector<int>> copied =
-      CopyShares(view, 3, joiner_service, dial, &said);
+      CopyShares(view, 3, joining.replication, dial, &said);
   ASSERT_TRUE(copied.ok()) << copied.status();
   EXPECT_EQ(*copied, std::vector<int>{0});
   EXPECT_TRUE(absl::StrContains(said.str(), "shard 3: backs up share 0 (1 part) led by shard 0 "
                                             "at 127.0.0.1:"))
       << said.str();
-  EXPECT_EQ(joiner_service.PartsOfShare(0), 1);
-  EXPECT_EQ(joiner_service.PartsOfShare(1), 0);
+  EXPECT_EQ(joining.replication.PartsOfShare(0), 1);
+  EXPECT_EQ(joining.replication.PartsOfShare(1), 0);
   std::vector<float> joined;
   EXPECT_EQ(*joiner.Read(kLed, &joined), 3);
   EXPECT_EQ(joined, led_value);
@@ -495,12 +490,12 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
   view.share_backups = {-1, 3};
   view.addresses[1] = view.addresses[0];
   view.share_backup_addresses[1] = "127.0.0.1:1";
-  const absl::Status unreached = CopyShares(view, 3, joiner_service, dial, &said).status();
+  const absl::Status unreached = CopyShares(view, 3, joining.replication, dial, &said).status();
   EXPECT_TRUE(absl::StrContains(unreached.message(), "did not copy share 1 here: shard 0: the "
                                                      "copy of share 1 did not reach shard 3 at "
                                                      "127.0.0.1:1"))
       << unreached;
-  leader_service.CloseReplication();
+  leading.replication.Close();
   led_server->Shutdown();
   unlinked_server->Shutdown();
   backup_server->Shutdown();

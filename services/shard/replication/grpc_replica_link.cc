@@ -1,4 +1,4 @@
-#include "services/shard/grpc_replica_link.h"
+#include "services/shard/replication/grpc_replica_link.h"
 
 #include <utility>
 

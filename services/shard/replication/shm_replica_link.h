@@ -1,5 +1,5 @@
-#ifndef COHORT_SERVICES_SHARD_SHM_REPLICA_LINK_H_
-#define COHORT_SERVICES_SHARD_SHM_REPLICA_LINK_H_
+#ifndef COHORT_SERVICES_SHARD_REPLICATION_SHM_REPLICA_LINK_H_
+#define COHORT_SERVICES_SHARD_REPLICATION_SHM_REPLICA_LINK_H_
 
 #include <cstddef>
 #include <deque>
@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "proto/shard.pb.h"
-#include "services/shard/replica_link.h"
+#include "services/shard/replication/replica_link.h"
 #include "services/shard/shm_session_server.h"
 #include "services/wire/shm_region.h"
 #include "services/wire/shm_rendezvous.h"
@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<ShmReplicaStream>> DialShmReplica(const std::stri
 // The backup's side: serves the leaders of this host that dial `name` (ReplicaRendezvousName),
 // each batch taken by `receiver` in place and acknowledged; a refused one ends that stream
 // with the reason. Once the server goes, each stream ends cancelled (the leader says nothing,
-// as for ShardService::CloseReplication). The receiver must outlive the server.
+// as for ShardReplication::Close). The receiver must outlive the server.
 // pool_bytes: the pool offered beside each leader's rings (0: none; values then go through the
 // ring).
 absl::StatusOr<std::unique_ptr<ShmSessionServer>> StartShmReplicaServer(ReplicaReceiver* receiver,
@@ -102,4 +102,4 @@ absl::StatusOr<std::unique_ptr<ShmSessionServer>> StartShmReplicaServer(ReplicaR
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_SHARD_SHM_REPLICA_LINK_H_
+#endif  // COHORT_SERVICES_SHARD_REPLICATION_SHM_REPLICA_LINK_H_

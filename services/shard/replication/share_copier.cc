@@ -1,4 +1,4 @@
-#include "services/shard/share_copier.h"
+#include "services/shard/replication/share_copier.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -9,7 +9,7 @@
 namespace cohort {
 
 absl::StatusOr<std::vector<int>> CopyShares(const ShardsView& view, int rank,
-                                            const ShardService& held, const ShardDialer& dial,
+                                            const ShardReplication& held, const ShardDialer& dial,
                                             std::ostream* out) {
   std::vector<int> copied;
   for (size_t share = 0; share < view.share_backups.size(); ++share) {
@@ -17,13 +17,13 @@ absl::StatusOr<std::vector<int>> CopyShares(const ShardsView& view, int rank,
     const std::string leader = absl::StrCat("shard ", view.share_leaders.at(share), " at ",
                                             view.addresses.at(share));
     const absl::Time start = absl::Now();
-    v1::BackRequest request;
-    request.set_part_set(static_cast<int>(share));
+    v1::CopyShareRequest request;
+    request.set_share(static_cast<int>(share));
     request.set_address(view.share_backup_addresses.at(share));
     request.set_rank(rank);
-    v1::BackReply reply;
+    v1::CopyShareReply reply;
     grpc::ClientContext context;
-    const grpc::Status status = dial(view.addresses[share])->Back(&context, request, &reply);
+    const grpc::Status status = dial(view.addresses[share])->CopyShare(&context, request, &reply);
     if (!status.ok()) {
       return absl::UnavailableError(absl::StrCat(
           "shard ", rank, ": ", leader, " did not copy share ", share, " here: ",

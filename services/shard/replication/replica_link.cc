@@ -1,4 +1,4 @@
-#include "services/shard/replica_link.h"
+#include "services/shard/replication/replica_link.h"
 
 #include <utility>
 #include <vector>
@@ -54,7 +54,7 @@ void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void(
     q.copy = std::make_unique<v1::ReplicaUpdate>();
     v1::ReplicaUpdate& m = *q.copy;
     m.set_copy(true);
-    m.set_part_set(copy->share);
+    m.set_share(copy->share);
     for (const auto& [name, tensor] : copy->optimizer.tensors) {
       (*m.mutable_optimizer())[name].assign(reinterpret_cast<const char*>(tensor.data()),
                                             tensor.size() * sizeof(float));
