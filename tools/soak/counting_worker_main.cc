@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "services/common/data_path_tuning.h"
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 #include "trainer/base/status_macros.h"
 
 ABSL_FLAG(int64_t, samples, 240000, "samples an epoch (a step takes batch x workers of them)");
@@ -83,9 +83,10 @@ absl::Status Count(KVStore& kv, std::vector<Tensor>& values, const Tensor& grad,
 absl::Status Run() {
   ASSIGN_OR_RETURN(const JobOptions job, JobOptionsFromEnvironment());
   ASSIGN_OR_RETURN(std::unique_ptr<KVStore> kv, kvstore::Create("dist_sync", job));
+  KVStoreRecovery* const recovery = kv->recovery();  // a distributed store's: never null
   ASSIGN_OR_RETURN(const OptimizerSpec spec, CountingRule(kv->num_workers()));
   RETURN_IF_ERROR(kv->SetOptimizer(spec));
-  kv->SetUpdateRuleFor(CountingRule);
+  recovery->SetUpdateRuleFor(CountingRule);
   const int keys = absl::GetFlag(FLAGS_keys);
   std::vector<Tensor> values;
   Tensor grad(Shape{absl::GetFlag(FLAGS_elements)});
@@ -97,7 +98,7 @@ absl::Status Run() {
   }
   const auto pull = [&]() -> absl::StatusOr<int64_t> {
     for (int k = 0; k < keys; ++k) RETURN_IF_ERROR(kv->Pull(k, &values[k]));
-    return kv->StartStep();
+    return recovery->StartStep();
   };
   absl::StatusOr<int64_t> from = pull();
   while (true) {
@@ -127,7 +128,7 @@ absl::Status Run() {
         return absl::OkStatus();
       }
     }
-    RETURN_IF_ERROR(kv->Recover(failure));
+    RETURN_IF_ERROR(recovery->Recover(failure));
     from = pull();
   }
 }

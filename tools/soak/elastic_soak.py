@@ -22,9 +22,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
-from soak_common import finish, kill_job, members, sample_rss, wait_job_gone
+from soak_common import finish, run_job
 
 
 def start_worker(job, work, worker, samples, number):
@@ -80,77 +79,58 @@ def main():
                "--min_workers=2", "--restart_failed_shards",
                f"--checkpoint_dir={work}/ckpt", "--checkpoint_every=50", "--checkpoint_keep=3",
                "--", args.worker, f"--samples={samples}", f"--result={work}/result"]
-    print(f"soak: {' '.join(command)}\nsoak: log in {log_path}", flush=True)
-    with open(log_path, "wb") as log:
-        launcher = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=work)
-    started = time.monotonic()
     # Seconds into the job: at a quarter and two thirds of it.
     shard_kills = {args.minutes * 15: "shard 1", args.minutes * 40: "shard 0"}
-    next_worker_kill = started + args.kill_every
-    rss = {}  # pid -> (name, first seen, [(t, KiB)])
+    next_worker_kill = args.kill_every  # seconds into the job
     kills = []
     joins = []  # when to start a new worker
     joiners = []  # (process, log)
-    try:
-        while launcher.poll() is None:
-            now = time.monotonic()
-            if joins and now >= joins[0]:
-                joins.pop(0)
-                joiners.append(start_worker(job, work, args.worker, samples, 3 + len(joiners)))
-            live = members(job)
-            sample_rss(rss, live, now)
-            if now >= next_worker_kill and now - started < args.minutes * 60:
-                workers = sorted((int(n.split()[1]), pid) for pid, n in live.items()
-                                 if n.startswith("worker"))
-                if workers:
-                    os.kill(workers[-1][1], signal.SIGKILL)
-                    kills.append((round(now - started), f"worker {workers[-1][0]}"))
-                    joins.append(now + args.join_after)
-                next_worker_kill += args.kill_every
-            for at, name in list(shard_kills.items()):
-                if now - started >= at:
-                    del shard_kills[at]
-                    for pid, n in live.items():
-                        if n == name:
-                            os.kill(pid, signal.SIGKILL)
-                            kills.append((round(now - started), name))
-            time.sleep(2)
-        seconds = time.monotonic() - started
-        rc = launcher.returncode
+
+    def tick(now, started, live):
+        nonlocal next_worker_kill
+        if joins and now >= joins[0]:
+            joins.pop(0)
+            joiners.append(start_worker(job, work, args.worker, samples, 3 + len(joiners)))
+        if now - started >= next_worker_kill and now - started < args.minutes * 60:
+            workers = sorted((int(n.split()[1]), pid) for pid, n in live.items()
+                             if n.startswith("worker"))
+            if workers:
+                os.kill(workers[-1][1], signal.SIGKILL)
+                kills.append((round(now - started), f"worker {workers[-1][0]}"))
+                joins.append(now + args.join_after)
+            next_worker_kill += args.kill_every
+        for at, name in list(shard_kills.items()):
+            if now - started >= at:
+                del shard_kills[at]
+                for pid, n in live.items():
+                    if n == name:
+                        os.kill(pid, signal.SIGKILL)
+                        kills.append((round(now - started), name))
+
+    def wait_for_joiners():
         for joiner, _ in joiners:
             if joiner.poll() is None:
                 joiner.wait(timeout=30)
-        joined_rcs = [j.returncode for j, _ in joiners]
-        orphans = wait_job_gone(job, 10)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-        kill_job(job)
 
-    with open(log_path, errors="replace") as f:
-        log = f.read()
+    run = run_job(command, work, job, log_path, tick, 2, before_gone=wait_for_joiners)
+    joined_rcs = [j.returncode for j, _ in joiners]
+    log = run.log
     steps, value = steps_in_history(log)
-    failures = []
-    if rc != 0:
-        failures.append(f"the launcher exited with {rc}")
+    failures = run.failures(args.minutes)
     # A joiner is killed (-9) or finishes (0).
     if any(r not in (0, -signal.SIGKILL) for r in joined_rcs):
         failures.append(f"the joining workers exited with {joined_rcs} (logs in {work})")
-    if seconds < args.minutes * 60:
-        failures.append(f"the job ran {seconds:.0f} s, less than {args.minutes} minutes")
     if value is None or value != steps:
         failures.append(f"every element is {value}, the history holds {steps} steps")
-    if orphans:
-        failures.append(f"processes left: {orphans}")
-    print(f"\n| | |\n|---|---|\n| job | {seconds / 60:.1f} min, launcher exit {rc} |")
+    print(f"\n| | |\n|---|---|\n| job | {run.seconds / 60:.1f} min, launcher exit {run.rc} |")
     print(f"| kills (s into the job) | {', '.join(f'{n} at {t}' for t, n in kills)}; a new "
           f"worker {args.join_after:.0f} s after each worker's |")
     print(f"| generations | {len(re.findall(r'every shard went back to step', log))} roll backs "
           f"for a change of workers, {len(re.findall(r'every shard is back at step', log))} "
           f"for a restarted shard |")
     print(f"| no lost update | every element {value}; steps in the history {steps} |")
-    print(f"| orphans | {len(orphans)} |")
-    return finish(rss, args.warmup, failures)
+    print(f"| orphans | {len(run.orphans)} |")
+    return finish(run.rss, args.warmup, failures)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,10 @@ import os
 import random
 import re
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 
-from soak_common import finish, kill_job, members, sample_rss, wait_job_gone
+from soak_common import finish, run_job
 
 SHARDS = 3
 DIED = re.compile(r"scheduler: warning: shard (\d+) \(host .*\) died \(.*\): (.*)")
@@ -100,66 +98,47 @@ def main():
                "--restart_failed_shards", f"--max_shard_restarts={kills_planned + 1}",
                f"--checkpoint_dir={work}/ckpt", "--checkpoint_every=1000", "--checkpoint_keep=2",
                "--", args.worker, f"--samples={samples}", f"--result={work}/result"]
-    print(f"soak: {' '.join(command)}\nsoak: log in {log_path}; seed {seed}", flush=True)
-    with open(log_path, "wb") as log:
-        launcher = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=work)
-    started = time.monotonic()
-    next_kill = started + args.kill_every
-    rss = {}  # pid -> (name, first seen, [(t, KiB, role)])
+    print(f"soak: seed {seed}", flush=True)
+    next_kill = args.kill_every  # seconds into the job
     roles = ShareRoles(log_path)
     kills = []
-    try:
-        while launcher.poll() is None:
-            now = time.monotonic()
-            live = members(job)
-            roles.follow()
-            sample_rss(rss, live, now, lambda pid: roles.role(live[pid]))
-            if now >= next_kill and now - started < args.minutes * 60:
-                shards = sorted((n, pid) for pid, n in live.items() if n.startswith("shard"))
-                if shards:
-                    name, pid = chooser.choice(shards)
-                    os.kill(pid, signal.SIGKILL)
-                    kills.append((round(now - started), name))
-                next_kill += args.kill_every
-            time.sleep(1)
-        seconds = time.monotonic() - started
-        rc = launcher.returncode
-        orphans = wait_job_gone(job, 10)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-        kill_job(job)
 
-    with open(log_path, errors="replace") as f:
-        log = f.read()
+    def tick(now, started, live):
+        nonlocal next_kill
+        roles.follow()
+        if now - started >= next_kill and now - started < args.minutes * 60:
+            shards = sorted((n, pid) for pid, n in live.items() if n.startswith("shard"))
+            if shards:
+                name, pid = chooser.choice(shards)
+                os.kill(pid, signal.SIGKILL)
+                kills.append((round(now - started), name))
+            next_kill += args.kill_every
+
+    run = run_job(command, work, job, log_path, tick, 1,
+                  role_of=lambda live, pid: roles.role(live[pid]))
+    log = run.log
     final = re.search(r"every element of every key is ([\d.]+) after step (\d+)", log)
     value, steps = (float(final.group(1)), int(final.group(2))) if final else (None, None)
     handed = len(re.findall(r"scheduler: warning: shard \d+ \(host .*\) died \(.*\): ", log))
     copies = re.findall(r"shard \d+: backs up share \d+ \(\d+ parts?\) led by shard \d+ at \S+, "
                         r"copied in (\d+) ms", log)
     roll_backs = len(re.findall(ROLL_BACK, log))
-    failures = []
-    if rc != 0:
-        failures.append(f"the launcher exited with {rc}")
-    if seconds < args.minutes * 60:
-        failures.append(f"the job ran {seconds:.0f} s, less than {args.minutes} minutes")
+    failures = run.failures(args.minutes)
     if value is None or value != steps:
         failures.append(f"every element is {value}, the job has {steps} steps")
     if roll_backs:
         failures.append(f"{roll_backs} roll backs logged")
     if handed != len(kills):
         failures.append(f"{len(kills)} shards killed, {handed} hand-overs logged")
-    if orphans:
-        failures.append(f"processes left: {orphans}")
     copy_ms = sorted(int(c) for c in copies)
-    print(f"\n| | |\n|---|---|\n| job | {seconds / 60:.1f} min, launcher exit {rc} |")
+    print(f"\n| | |\n|---|---|\n| job | {run.seconds / 60:.1f} min, launcher exit {run.rc} |")
     print(f"| kills (s into the job) | {', '.join(f'{n} at {t}' for t, n in kills)} |")
     print(f"| hand-overs | {handed}; {len(copies)} shares copied to a restarted shard"
           + (f" in {copy_ms[0]}-{copy_ms[-1]} ms" if copy_ms else "") + " |")
     print(f"| roll backs | {roll_backs} |")
     print(f"| no lost step | every element {value}; steps in the job {steps} |")
-    print(f"| orphans | {len(orphans)} |")
-    return finish(rss, args.warmup, failures)
+    print(f"| orphans | {len(run.orphans)} |")
+    return finish(run.rss, args.warmup, failures)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,63 @@
-"""What the soaks share: the job's processes (and job_processes.py's helpers for them), their
-memory over time, and the memory check."""
+"""What the soaks share: the run of the job (its processes, through job_processes.py's helpers),
+their memory over time, the checks every soak makes, and the memory check."""
 
 import os
 import statistics
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
 from job_processes import environ_of, job_pids, kill_job, wait_job_gone  # noqa: E402,F401
+
+
+class SoakRun:
+    """What run_job saw: seconds the job ran, the launcher's exit status, the processes of the
+    job left after it, every member's memory over time (sample_rss) and the job's log."""
+
+    def __init__(self, seconds, rc, orphans, rss, log):
+        self.seconds, self.rc, self.orphans, self.rss, self.log = seconds, rc, orphans, rss, log
+
+    def failures(self, minutes):
+        """The checks of every soak: the launcher ended well, after at least `minutes`, and
+        left nothing behind."""
+        failures = []
+        if self.rc != 0:
+            failures.append(f"the launcher exited with {self.rc}")
+        if self.seconds < minutes * 60:
+            failures.append(f"the job ran {self.seconds:.0f} s, less than {minutes} minutes")
+        if self.orphans:
+            failures.append(f"processes left: {self.orphans}")
+        return failures
+
+
+def run_job(command, work, job, log_path, tick, interval, role_of=None, before_gone=None):
+    """Runs the launcher's command in work (its output to log_path) until it exits; every
+    `interval` seconds calls tick(now, started, live) with live = members(job), then samples
+    each member's memory (with role_of(live, pid) as its role). Then calls before_gone() and waits
+    up to 10 s for the job's processes to go. Whatever happens, nothing of the job is left."""
+    print(f"soak: {' '.join(command)}\nsoak: log in {log_path}", flush=True)
+    with open(log_path, "wb") as log:
+        launcher = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    started = time.monotonic()
+    rss = {}  # pid -> (name, first seen, [(t, KiB, role)])
+    try:
+        while launcher.poll() is None:
+            now = time.monotonic()
+            live = members(job)
+            tick(now, started, live)
+            sample_rss(rss, live, now, lambda pid: role_of(live, pid) if role_of else None)
+            time.sleep(interval)
+        seconds = time.monotonic() - started
+        if before_gone:
+            before_gone()
+        orphans = wait_job_gone(job, 10)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        kill_job(job)
+    with open(log_path, errors="replace") as f:
+        return SoakRun(seconds, launcher.returncode, orphans, rss, f.read())
 
 
 def rss_kib(pid):
