@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 
 namespace {
 

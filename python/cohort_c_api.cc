@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "services/common/addresses.h"
 #include "services/wire/wire_encoding.h"
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 #include "services/worker/worker_process.h"
 #include "trainer/kvstore/kvstore.h"
 #include "trainer/loop/training.h"
@@ -240,21 +240,24 @@ __attribute__((visibility("default"))) bool cohort_wait(Store* s, int64_t key) {
   return s->Call([&] { return s->store->Wait(key); });
 }
 
-// After a call failed: the store recovers from its failure (KVStore::Recover: a shard came
-// back, an elastic job's workers changed), or fails again; with no failure since the last
-// recovery, it joins the job's current generation (KVStore::CatchUp). Every worker of the
-// generation calls it at once; then the caller pulls every key and goes on from
-// cohort_start_step().
+// After a call failed: the store recovers from its failure (KVStoreRecovery::Recover: a shard
+// came back, an elastic job's workers changed), or fails again; with no failure since the last
+// recovery, it joins the job's current generation (KVStoreRecovery::CatchUp). Every worker of
+// the generation calls it at once; then the caller pulls every key and goes on from
+// cohort_start_step(). A store without recovery (the local one) only fails again.
 __attribute__((visibility("default"))) bool cohort_recover(Store* s) {
   return s->Call([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
     const absl::Status failure = std::exchange(s->last_failure, absl::OkStatus());
-    return failure.ok() ? s->store->CatchUp() : s->store->Recover(failure);
+    cohort::KVStoreRecovery* recovery = s->store->recovery();
+    if (recovery == nullptr) return failure;
+    return failure.ok() ? recovery->CatchUp() : recovery->Recover(failure);
   });
 }
 
 // Whether the job's workers changed since the store's generation (its next call fails).
 __attribute__((visibility("default"))) bool cohort_workers_changed(Store* s) {
-  return s->store->WorkersChanged();
+  const cohort::KVStoreRecovery* recovery = s->store->recovery();
+  return recovery != nullptr && recovery->WorkersChanged();
 }
 
 // Whether a call failed since the last recovery.
@@ -340,7 +343,8 @@ __attribute__((visibility("default"))) int cohort_metrics_port(Store* s) {
 __attribute__((visibility("default"))) bool cohort_start_step(Store* s, int64_t* step) {
   absl::StatusOr<int64_t> start;
   if (!s->Call([&] {
-        start = s->store->StartStep();
+        cohort::KVStoreRecovery* recovery = s->store->recovery();
+        start = recovery != nullptr ? recovery->StartStep() : 0;
         return start.status();
       })) {
     return false;

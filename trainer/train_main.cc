@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "absl/flags/usage.h"
-#include "services/common/crash_report.h"
+#include "trainer/base/crash_report.h"
 #include "trainer/cli/args.h"
 #include "trainer/cli/train_flags.h"
 #include "trainer/loop/training.h"

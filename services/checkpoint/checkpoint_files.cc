@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "services/common/durable_file.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "trainer/base/status_macros.h"
 
 namespace cohort {

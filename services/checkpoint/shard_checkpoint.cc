@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "services/checkpoint/checkpoint_files.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/io/safetensors.h"
 

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "services/checkpoint/checkpoint_files.h"
 #include "services/common/durable_file.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "services/common/test_tmp_dir.h"
 
 namespace cohort {

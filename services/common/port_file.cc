@@ -1,22 +1,12 @@
 #include "services/common/port_file.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "services/common/durable_file.h"
+#include "trainer/io/whole_file.h"
 
 namespace cohort {
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 absl::Status WritePortFile(const std::string& path, int port) {
   return WriteFileAtomically(path, absl::StrCat(port, "\n"));

@@ -8,9 +8,6 @@
 
 namespace cohort {
 
-// The whole of a file (a certificate, a token, a checkpoint); NotFound naming it.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
-
 // Port files (Contracts, "Ports"): a service writes the port it got as one decimal line,
 // atomically; whoever started it reads it back.
 absl::Status WritePortFile(const std::string& path, int port);

@@ -25,7 +25,7 @@
 #include "absl/time/clock.h"
 #include "services/common/addresses.h"
 #include "services/common/log_safe.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 
 namespace cohort {
 namespace {

@@ -19,7 +19,7 @@
 #include "absl/time/clock.h"
 #include "services/common/clock.h"
 #include "services/common/count_text.h"
-#include "services/common/crash_report.h"
+#include "trainer/base/crash_report.h"
 #include "services/common/data_path_tuning.h"
 #include "services/common/durable_file.h"
 #include "services/common/grpc_util.h"

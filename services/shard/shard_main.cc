@@ -8,7 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "services/checkpoint/checkpoint_options.h"
-#include "services/common/crash_report.h"
+#include "trainer/base/crash_report.h"
 #include "services/common/data_path_tuning.h"
 #include "services/common/open_files.h"
 #include "services/common/security_flags.h"

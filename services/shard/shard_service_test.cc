@@ -22,7 +22,7 @@
 #include "services/common/job_certs_testing.h"
 #include "services/common/metrics.h"
 #include "services/common/test_tmp_dir.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "services/shard/shard_metrics.h"
 #include "services/wire/part_codec.h"
 

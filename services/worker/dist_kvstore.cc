@@ -1,4 +1,4 @@
-#include "services/worker/composed_kvstore.h"
+#include "services/worker/dist_kvstore.h"
 
 #include "trainer/base/status_macros.h"
 

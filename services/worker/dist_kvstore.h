@@ -1,5 +1,5 @@
-#ifndef COHORT_SERVICES_WORKER_COMPOSED_KVSTORE_H_
-#define COHORT_SERVICES_WORKER_COMPOSED_KVSTORE_H_
+#ifndef COHORT_SERVICES_WORKER_DIST_KVSTORE_H_
+#define COHORT_SERVICES_WORKER_DIST_KVSTORE_H_
 
 #include <cstdint>
 #include <memory>
@@ -22,7 +22,7 @@ namespace cohort {
 // recovery (ShardRecovery::Recover says what it recovers from).
 //
 // Calls come from one thread (KVStore's contract).
-class DistKVStore : public KVStore {
+class DistKVStore : public KVStore, public KVStoreRecovery {
  public:
   // mode: dist_sync or dist_async. membership outlives the store. shards: the view the
   // transport was dialled from (JobMembership::WaitForShards).
@@ -33,10 +33,6 @@ class DistKVStore : public KVStore {
   KVStoreMode mode() const override { return core_.mode(); }
   int rank() const override { return core_.rank(); }
   int num_workers() const override { return core_.num_workers(); }
-  int initial_num_workers() const override { return core_.initial_num_workers(); }
-  void SetUpdateRuleFor(UpdateRuleFor rule) override {
-    recovery_.SetUpdateRuleFor(std::move(rule));
-  }
 
   absl::Status SetOptimizer(const OptimizerSpec& spec) override;
   absl::Status SetLearningRate(float lr) override;
@@ -48,10 +44,17 @@ class DistKVStore : public KVStore {
   absl::Status Pull(int64_t key, Tensor* out) override;
   absl::Status Barrier() override;
   absl::StatusOr<std::vector<std::string>> Exchange(std::string payload) override;
+  KVStoreRecovery* recovery() override { return this; }
+
+  // KVStoreRecovery.
   absl::StatusOr<int64_t> StartStep() override;
   absl::Status Recover(const absl::Status& failure) override;
   absl::Status CatchUp() override;
   bool WorkersChanged() const override;
+  int initial_num_workers() const override { return core_.initial_num_workers(); }
+  void SetUpdateRuleFor(UpdateRuleFor rule) override {
+    recovery_.SetUpdateRuleFor(std::move(rule));
+  }
 
  private:
   absl::Status Commit();
@@ -65,4 +68,4 @@ class DistKVStore : public KVStore {
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_WORKER_COMPOSED_KVSTORE_H_
+#endif  // COHORT_SERVICES_WORKER_DIST_KVSTORE_H_

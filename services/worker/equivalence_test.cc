@@ -21,7 +21,7 @@
 
 #include "gtest/gtest.h"
 #include "services/testing/delaying_transport.h"
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 #include "services/testing/local_cluster.h"
 #include "trainer/base/random.h"
 #include "trainer/loop/devices.h"

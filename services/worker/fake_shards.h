@@ -18,7 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "services/membership/job_membership.h"
-#include "services/worker/composed_kvstore.h"
+#include "services/worker/dist_kvstore.h"
 #include "services/worker/shard_transport.h"
 
 namespace cohort {

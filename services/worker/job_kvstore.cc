@@ -1,4 +1,4 @@
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 
 #include <cstdlib>
 

@@ -1,5 +1,5 @@
-#ifndef COHORT_SERVICES_WORKER_DIST_KVSTORE_H_
-#define COHORT_SERVICES_WORKER_DIST_KVSTORE_H_
+#ifndef COHORT_SERVICES_WORKER_JOB_KVSTORE_H_
+#define COHORT_SERVICES_WORKER_JOB_KVSTORE_H_
 
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "services/common/transport_security.h"
 #include "services/membership/member_session.h"
-#include "services/worker/composed_kvstore.h"
+#include "services/worker/dist_kvstore.h"
 #include "services/worker/dist_kvstore_core.h"
 #include "trainer/kvstore/kvstore.h"
 
@@ -86,4 +86,4 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateDistKVStore(
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_WORKER_DIST_KVSTORE_H_
+#endif  // COHORT_SERVICES_WORKER_JOB_KVSTORE_H_

@@ -1,6 +1,6 @@
 // A whole job in one process over 127.0.0.1: a scheduler, two shards and two workers' kvstores.
 
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 
 #include <cstdlib>
 #include <thread>

@@ -31,8 +31,8 @@ class ShardRecovery {
   // core and membership outlive the recovery; it talks to the shards on the core's transport.
   ShardRecovery(DistKVStoreCore* core, JobMembership* membership);
 
-  // How the update rule follows the number of workers (KVStore::SetUpdateRuleFor).
-  void SetUpdateRuleFor(KVStore::UpdateRuleFor rule) { update_rule_ = std::move(rule); }
+  // How the update rule follows the number of workers (KVStoreRecovery::SetUpdateRuleFor).
+  void SetUpdateRuleFor(KVStoreRecovery::UpdateRuleFor rule) { update_rule_ = std::move(rule); }
 
   // After a call of the committed store failed with `failure`. standing: how the store's
   // commit, or its last regroup, went; a regroup replaces it with its own outcome.
@@ -106,7 +106,7 @@ class ShardRecovery {
   DistKVStoreCore* const core_;
   JobMembership* const membership_;
   ShardTransport* const transport_;
-  KVStore::UpdateRuleFor update_rule_;
+  KVStoreRecovery::UpdateRuleFor update_rule_;
   // Rank 0: the shards' incarnations as it last set them up (empty: as the job began).
   std::vector<std::string> set_up_;
 };

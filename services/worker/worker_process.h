@@ -7,7 +7,7 @@
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
 #include "services/membership/member_session.h"
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 #include "services/worker/worker_metrics.h"
 
 namespace cohort {

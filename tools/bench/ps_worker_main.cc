@@ -15,7 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "services/common/data_path_tuning.h"
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/cli/args.h"
 

@@ -12,7 +12,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "trainer/cli/args.h"
 #include "trainer/data/image_transform.h"
 #include "trainer/data/jpeg.h"

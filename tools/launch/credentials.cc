@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "services/common/durable_file.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/remote.h"
 

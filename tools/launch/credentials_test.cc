@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/durable_file.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "services/common/test_tmp_dir.h"
 
 namespace cohort::launch {

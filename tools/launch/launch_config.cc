@@ -15,7 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "services/common/addresses.h"
 #include "services/common/cpu_list.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "tools/launch/child_process.h"
 #include "tools/launch/hosts.h"
 #include "tools/launch/data_sync.h"

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "services/common/crash_report.h"
+#include "trainer/base/crash_report.h"
 #include "tools/launch/command_line.h"
 #include "tools/launch/launch_config.h"
 #include "tools/launch/launcher.h"

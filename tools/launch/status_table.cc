@@ -9,7 +9,7 @@
 #include "services/common/http_server.h"
 #include "services/common/count_text.h"
 #include "services/common/log_safe.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "trainer/loop/progress_log.h"
 
 namespace cohort::launch {

@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "services/membership/job_membership.h"
-#include "services/worker/dist_kvstore.h"
+#include "services/worker/job_kvstore.h"
 #include "tools/launch/child_process.h"
 #include "trainer/base/status_macros.h"
 

@@ -1,5 +1,5 @@
-#ifndef COHORT_SERVICES_COMMON_CRASH_REPORT_H_
-#define COHORT_SERVICES_COMMON_CRASH_REPORT_H_
+#ifndef COHORT_TRAINER_BASE_CRASH_REPORT_H_
+#define COHORT_TRAINER_BASE_CRASH_REPORT_H_
 
 namespace cohort {
 
@@ -12,4 +12,4 @@ void ReportCrashes(const char* argv0);
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_COMMON_CRASH_REPORT_H_
+#endif  // COHORT_TRAINER_BASE_CRASH_REPORT_H_

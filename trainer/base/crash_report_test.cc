@@ -1,4 +1,4 @@
-#include "services/common/crash_report.h"
+#include "trainer/base/crash_report.h"
 
 #include <csignal>
 #include <cstdlib>

@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/data/image_folder.h"
 #include "trainer/data/recordio.h"

@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 
 namespace cohort {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "services/common/port_file.h"
+#include "trainer/io/whole_file.h"
 #include "trainer/data/recordio.h"
 #include "trainer/data/tfrecord.h"
 #include "trainer/loop/progress_log.h"

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "trainer/kvstore/kvstore_mode.h"
+#include "trainer/kvstore/kvstore_recovery.h"
 #include "trainer/optim/optimizer_spec.h"
 #include "trainer/tensor/tensor.h"
 
@@ -66,30 +67,9 @@ class KVStore {
   virtual absl::StatusOr<std::vector<std::string>> Exchange(std::string payload) {
     return std::vector<std::string>{std::move(payload)};
   }
-  // The step the values pulled after Init are at: 0 for a new job; for a job whose shards
-  // resumed from a checkpoint, the checkpoint's step, where training goes on. Call after
-  // pulling every key.
-  virtual absl::StatusOr<int64_t> StartStep() { return 0; }
-  // After a call failed with `failure`: OK when the store has recovered and training goes on
-  // from StartStep(), pulling every key first (a distributed store whose dead shard came back
-  // from a checkpoint, or an elastic job whose workers changed: the parameters went back to
-  // the newest checkpoint, and rank() and num_workers() may be others); otherwise the failure
-  // itself.
-  virtual absl::Status Recover(const absl::Status& failure) { return failure; }
-  // Without a failure: the store joins the job's current generation as every worker of it
-  // does at once (an elastic program's reset): it commits (a worker that joined the running
-  // job regroups with the others there), or, when it heard of a new generation, regroups as
-  // Recover does; then the caller pulls and goes on from StartStep(). OK at once otherwise.
-  virtual absl::Status CatchUp() { return absl::OkStatus(); }
-  // Whether the job's workers changed since the store's generation (its next call fails, and
-  // CatchUp or Recover regroups).
-  virtual bool WorkersChanged() const { return false; }
-  // The number of workers the job started with (an elastic job's changes).
-  virtual int initial_num_workers() const { return num_workers(); }
-  // How the update rule follows the number of workers: an elastic store asks it for the spec
-  // of the new number when the workers change (without one, the spec stays).
-  using UpdateRuleFor = std::function<absl::StatusOr<OptimizerSpec>(int num_workers)>;
-  virtual void SetUpdateRuleFor(UpdateRuleFor rule) {}
+  // How the store goes on when its job changes under it (kvstore_recovery.h); null: it has
+  // nothing to recover from (the local store), and it starts at step 0.
+  virtual KVStoreRecovery* recovery() { return nullptr; }
 };
 
 // OK when lr can be a SetLearningRate's: not infinite or NaN.
@@ -100,7 +80,7 @@ using KVStoreFactory =
     std::function<absl::StatusOr<std::unique_ptr<KVStore>>(absl::string_view type)>;
 
 // "local": one process holds the parameters and applies each push at once. The distributed
-// types (dist_sync, dist_async) come from the worker's runtime (services/worker/dist_kvstore.h);
+// types (dist_sync, dist_async) come from the worker's runtime (services/worker/job_kvstore.h);
 // here they are Unimplemented.
 absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(absl::string_view type);
 

@@ -178,15 +178,26 @@ absl::StatusOr<OptimizerSpec> UpdateRule(const TrainOptions& options, int num_wo
   return spec;
 }
 
+// The step where a store's values are after its Init and pulls: 0 for a store without recovery.
+absl::StatusOr<int64_t> StartStepOf(KVStore& kvstore) {
+  KVStoreRecovery* recovery = kvstore.recovery();
+  return recovery != nullptr ? recovery->StartStep() : 0;
+}
+
+// The number of workers the job started with.
+int InitialWorkersOf(KVStore& kvstore) {
+  const KVStoreRecovery* recovery = kvstore.recovery();
+  return recovery != nullptr ? recovery->initial_num_workers() : kvstore.num_workers();
+}
+
 absl::StatusOr<Plan> MakePlan(const TrainOptions& options, const DataPartition& partition,
-                              const KVStore& kvstore) {
+                              KVStore& kvstore) {
   const int num_workers = kvstore.num_workers();
   const int64_t global_batch = options.batch_size * num_workers;
   ASSIGN_OR_RETURN(const int64_t steps_per_epoch,
                    StepsPerEpoch(options, num_workers, partition));
   ASSIGN_OR_RETURN(OptimizerSpec optimizer,
-                   UpdateRule(options, num_workers, kvstore.initial_num_workers(),
-                              steps_per_epoch));
+                   UpdateRule(options, num_workers, InitialWorkersOf(kvstore), steps_per_epoch));
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(optimizer.lr_schedule));
   return Plan{kvstore.rank(),  num_workers,          kvstore.rank() == 0,
               global_batch,    steps_per_epoch,      std::move(optimizer),
@@ -349,7 +360,7 @@ class TrainingRun {
   absl::StatusOr<int64_t> Start() {
     absl::StatusOr<int64_t> started = [&]() -> absl::StatusOr<int64_t> {
       RETURN_IF_ERROR(InitKVStore(*model_, kvstore_));
-      return kvstore_->StartStep();
+      return StartStepOf(*kvstore_);
     }();
     if (!started.ok()) started = GoBackAfter(started.status());
     RETURN_IF_ERROR(started.status());
@@ -376,11 +387,13 @@ class TrainingRun {
   // meanwhile) is recovered from in turn.
   absl::StatusOr<int64_t> GoBackAfter(absl::Status failure) {
     while (!failure.ok()) {
-      RETURN_IF_ERROR(kvstore_->Recover(failure));
+      KVStoreRecovery* recovery = kvstore_->recovery();
+      if (recovery == nullptr) return failure;
+      RETURN_IF_ERROR(recovery->Recover(failure));
       failure = PullKVStore(*model_, kvstore_);
     }
     ASSIGN_OR_RETURN(plan_, MakePlan(options_, data_.partition, *kvstore_));
-    ASSIGN_OR_RETURN(const int64_t from, kvstore_->StartStep());
+    ASSIGN_OR_RETURN(const int64_t from, StartStepOf(*kvstore_));
     out_ << absl::StrFormat(
                 "train: rank %d of %d: rolled back to step %d (epoch %d, step %d of %d)\n",
                 plan_.rank, plan_.num_workers, from, from / plan_.steps_per_epoch,
@@ -573,10 +586,12 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options, const KVStoreFact
   // An elastic job's shards take the new number of workers' rule when its workers change.
   const DataPartition* partition = &data.partition;
   KVStore* store = kvstore.get();
-  kvstore->SetUpdateRuleFor([&options, partition, store](int num_workers) {
-    return UpdateRule(options, num_workers, store->initial_num_workers(),
-                      partition->StepsPerEpoch(num_workers, options.batch_size));
-  });
+  if (KVStoreRecovery* recovery = store->recovery()) {
+    recovery->SetUpdateRuleFor([&options, partition, recovery](int num_workers) {
+      return UpdateRule(options, num_workers, recovery->initial_num_workers(),
+                        partition->StepsPerEpoch(num_workers, options.batch_size));
+    });
+  }
   TrainingRun run(options, store, &data, &replicas, std::move(plan), out, observer);
   return run.Run();
 }
