@@ -1,4 +1,4 @@
-#include "trainer/ops/cuda/conv_op.h"
+#include "trainer/ops/cuda/cuda_ops.h"
 
 #include <cstdio>
 #include <cstdlib>

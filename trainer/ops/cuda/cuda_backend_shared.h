@@ -1,7 +1,8 @@
 #ifndef COHORT_TRAINER_OPS_CUDA_CUDA_BACKEND_SHARED_H_
 #define COHORT_TRAINER_OPS_CUDA_CUDA_BACKEND_SHARED_H_
 
-// Inside the CUDA backend: what its ops share (cuda_backend.cc, conv_op.cc), not for its users.
+// Inside the CUDA backend: what its ops share (cuda_backend.cc and the ops' files), not for its
+// users.
 
 #include <cudnn.h>
 
@@ -73,6 +74,43 @@ class TensorDesc {
  private:
   cudnnTensorDescriptor_t d_;
 };
+
+// A ReLU for the ops cuDNN fuses one into.
+class ReluDesc {
+ public:
+  ReluDesc() {
+    COHORT_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d_));
+    COHORT_CUDNN_CHECK(
+        cudnnSetActivationDescriptor(d_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  ~ReluDesc() { cudnnDestroyActivationDescriptor(d_); }
+  ReluDesc(const ReluDesc&) = delete;
+  ReluDesc& operator=(const ReluDesc&) = delete;
+  cudnnActivationDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnActivationDescriptor_t d_;
+};
+
+// The shape an op last prepared for, so descriptors are rebuilt only when it changes.
+class LastShape {
+ public:
+  // True (and remembers s) when s differs from the last one.
+  bool Changed(const Shape& s) {
+    if (valid_ && s == shape_) return false;
+    shape_ = s;
+    valid_ = true;
+    return true;
+  }
+
+ private:
+  Shape shape_;
+  bool valid_ = false;
+};
+
+inline void CopyOnStream(const Shared& s, void* dst, const void* src, size_t bytes) {
+  COHORT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.stream()));
+}
 
 }  // namespace cohort::cuda
 
