@@ -25,6 +25,17 @@ int64_t RenumberStep(int64_t step, int64_t old_steps_per_epoch, int64_t new_step
 // settings and set-up) and the membership's barriers, and talks to the shards on the core's
 // transport (their checkpoints, roll back).
 //
+// The four ways back a worker has, and where each is:
+//  1. A shard died and came back from its checkpoint (--restart_failed_shards): Recover rolls
+//     every shard back to the checkpoint the restarted one resumed from.
+//  2. The job's workers changed (--on_worker_failure=elastic): Recover regroups the workers of
+//     the new generation (Regroup), every shard back to the newest checkpoint they all hold.
+//  3. A worker joins a running elastic job: it regroups with the others at its commit.
+//  4. A shard of a job of replicated shards (--shard_replicas 2) died: no roll back and no
+//     call here; the data path hands the dead shard's parts to their backups within the wait
+//     (DistKVStoreCore::TakeOver, dist_kvstore_core_takeover.cc), which hold every update the
+//     leader answered (services/shard/replication/shard_replication.h), and the step goes on.
+//
 // Calls come from the store's one calling thread.
 class ShardRecovery {
  public:
