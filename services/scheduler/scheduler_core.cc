@@ -52,9 +52,7 @@ void SchedulerCore::TakeOver(const JournalState& journal) {
   }
   if (journal.shares.has_value() && journal.shares->leaders.size() == shards_.size()) {
     // The replicated shards as the scheduler before left them: a dead one will not register.
-    share_leaders_ = journal.shares->leaders;
-    share_backups_ = journal.shares->backups;
-    share_copied_.assign(journal.shares->copied.begin(), journal.shares->copied.end());
+    shares_placed_.Restore(*journal.shares);
     for (int rank : journal.shares->dead) {
       if (rank < 0 || rank >= static_cast<int>(shards_.size())) continue;
       Member& m = shards_[rank];
@@ -213,7 +211,9 @@ int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
   };
   if (all(shards_) && all(workers_)) {
     state_ = JobState::kRunning;
-    PlaceShares();
+    std::vector<std::string> addresses;
+    for (const Member& s : shards_) addresses.push_back(s.address);
+    shares_placed_.Place(addresses, spec_.shard_replicas);
   }
   AnswerClusterWaiters();
   return rank;
@@ -255,12 +255,16 @@ bool SchedulerCore::Active(int rank) const {
 void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
   Member& m = Members(role)[rank];
   m.dead = true;
-  if (role == MemberRole::kShard && state_ == JobState::kRunning && !share_leaders_.empty()) {
-    const absl::StatusOr<std::string> moved = HandOverShares(rank);
+  if (role == MemberRole::kShard && state_ == JobState::kRunning && shares_placed_.placed()) {
+    const absl::StatusOr<std::string> moved =
+        shares_placed_.HandOver(rank, [this](int shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return Describe(MemberRole::kShard, shard);
+        });
     if (!moved.ok()) {
       Fail(absl::StrCat(Describe(role, rank), " is dead: ", why, "; ", moved.status().message()));
       return;
     }
+    RecordShares();
     m.died_at = clock_->Now();
     notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "): ", *moved));
     return;

@@ -18,6 +18,7 @@
 #include "services/common/clock.h"
 #include "services/scheduler/job_journal.h"
 #include "services/scheduler/job_status.h"
+#include "services/scheduler/share_placement.h"
 #include "services/scheduler/straggler.h"
 #include "trainer/kvstore/kvstore_mode.h"
 
@@ -276,13 +277,6 @@ class SchedulerCore {
   // replicated job, or it waits to be restarted when the job allows it; anything else fails
   // the job.
   void Died(MemberRole role, int rank, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Replicated shards, when the job starts running: every share led by its own shard and
-  // backed up by the next one round the ring on another host (ShardsView::BackupOf).
-  void PlaceShares() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Replicated shards: dead shard `rank`'s shares go to their backups, and the shares it
-  // backed up go on without one; what changed, for a notice. Nothing moves, and DataLoss says
-  // why, when a share it led has no backup holding its copy (the only copy died with it).
-  absl::StatusOr<std::string> HandOverShares(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A restarted shard registers again under its rank: the workers roll back to its checkpoint,
   // or, with replicas, it backs up the shares that have no backup (BackUpShares).
   absl::StatusOr<int> Reregister(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -358,11 +352,8 @@ class SchedulerCore {
   std::optional<HeldFailure> held_failure_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<int> shard_restarts_ ABSL_GUARDED_BY(mu_);  // by rank: how often it came back
-  // Replicated shards, by share: the rank leading it and the rank backing it up (-1: none).
-  std::vector<int> share_leaders_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> share_backups_ ABSL_GUARDED_BY(mu_);
-  // By share: its backup holds the copy (a shard that came back says so once it does).
-  std::vector<char> share_copied_ ABSL_GUARDED_BY(mu_);
+  // Replicated shards: who leads and backs up each share.
+  SharePlacement shares_placed_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);  // by registered rank
   // The membership generation, its workers (registered ranks, ascending: their ranks in it)
   // and what started it.

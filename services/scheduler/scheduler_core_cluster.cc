@@ -44,15 +44,15 @@ absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
   view.host_groups = GroupsByHost();
   for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
     // A dead shard's share is where its backup took it.
-    const int leader = share_leaders_.empty() ? share : share_leaders_[share];
+    const int leader = shares_placed_.LeaderOf(share);
     const Member& at = shards_[leader];
     view.shard_addresses.push_back(at.address);
     view.shard_incarnations.push_back(absl::StrCat(
         leader != share ? absl::StrCat("led by shard ", leader, ": ") : "", at.host, " ", at.pid));
   }
-  view.share_leaders = share_leaders_;
-  view.share_backups = share_backups_;
-  for (int backup : share_backups_) {
+  view.share_leaders = shares_placed_.leaders();
+  view.share_backups = shares_placed_.backups();
+  for (int backup : view.share_backups) {
     view.share_backup_addresses.push_back(backup >= 0 ? shards_[backup].address : "");
   }
   return view;

@@ -1,15 +1,14 @@
 // SchedulerCore and dead shards: one that registers again after a restart, and, in a job of
-// replicated shards, who leads and who backs up each shard's share of the model as shards die
-// and come back.
+// replicated shards, one that comes back as a backup (who leads and backs up each share is
+// SharePlacement's).
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "services/common/count_text.h"
-#include "services/membership/job_membership.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace cohort {
@@ -17,7 +16,7 @@ namespace cohort {
 absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
   const int rank = r.requested_rank;
   const bool known = rank >= 0 && rank < static_cast<int>(shards_.size());
-  if (known && !share_leaders_.empty() && shards_[rank].dead && !shards_[rank].restarting) {
+  if (known && shares_placed_.placed() && shards_[rank].dead && !shards_[rank].restarting) {
     return BackUpShares(r);
   }
   if (!known || !shards_[rank].restarting) {
@@ -49,13 +48,7 @@ absl::StatusOr<int> SchedulerCore::BackUpShares(const MemberRegistration& r) {
   ++shard_restarts_[rank];
   Admit(r, rank);
   shards_[rank].joined_as_backup = true;
-  std::vector<std::string> backed;
-  for (size_t share = 0; share < share_backups_.size(); ++share) {
-    if (share_backups_[share] >= 0 || share_leaders_[share] == rank) continue;
-    share_backups_[share] = rank;
-    share_copied_[share] = 0;
-    backed.push_back(absl::StrCat(share, " (led by shard ", share_leaders_[share], ")"));
-  }
+  const std::vector<std::string> backed = shares_placed_.BackUpUnbacked(rank);
   notices_.push_back(absl::StrFormat(
       "shard %d is back (host %s, pid %d, at %s)%s; it backs up share%s %s, copying them from "
       "their leaders while training goes on (no roll back)",
@@ -72,11 +65,9 @@ void SchedulerCore::CopiesHeld(int shard, int64_t pid, absl::Span<const int> sha
   absl::MutexLock lock(&mu_);
   if (FindProcess(MemberRole::kShard, shard, pid) == nullptr) return;
   for (int share : shares) {
-    if (share >= 0 && share < static_cast<int>(share_backups_.size()) &&
-        share_backups_[share] == shard && !share_copied_[share]) {
-      share_copied_[share] = 1;
+    if (shares_placed_.CopyHeld(shard, share)) {
       notices_.push_back(absl::StrCat("shard ", shard, " holds its copy of share ", share,
-                                      " (led by shard ", share_leaders_[share], ")"));
+                                      " (led by shard ", shares_placed_.LeaderOf(share), ")"));
       RecordShares();
     }
   }
@@ -84,12 +75,11 @@ void SchedulerCore::CopiesHeld(int shard, int64_t pid, absl::Span<const int> sha
 
 void SchedulerCore::RecordShares() {
   if (journal_ == nullptr) return;
-  JournalShares shares{share_leaders_, share_backups_,
-                       std::vector<bool>(share_copied_.begin(), share_copied_.end()), {}};
+  std::vector<int> dead;
   for (int rank = 0; rank < static_cast<int>(shards_.size()); ++rank) {
-    if (shards_[rank].dead) shares.dead.push_back(rank);
+    if (shards_[rank].dead) dead.push_back(rank);
   }
-  Journalled(journal_->RecordShares(shares));
+  Journalled(journal_->RecordShares(shares_placed_.ToJournal(std::move(dead))));
 }
 
 bool SchedulerCore::JoinedAsBackup(int shard) const {
@@ -103,58 +93,6 @@ bool SchedulerCore::ShardRestarting() const {
     if (s.restarting) return true;
   }
   return false;
-}
-
-void SchedulerCore::PlaceShares() {
-  if (spec_.shard_replicas < 2 || !share_leaders_.empty()) return;
-  ShardsView placed;  // where rank 0 places the parts: by the addresses the shards registered
-  placed.replicas = spec_.shard_replicas;
-  for (const Member& s : shards_) placed.addresses.push_back(s.address);
-  for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
-    share_leaders_.push_back(share);
-    share_backups_.push_back(placed.BackupOf(share));
-    share_copied_.push_back(1);  // rank 0 gives each backup its copy before the job trains
-  }
-}
-
-absl::StatusOr<std::string> SchedulerCore::HandOverShares(int rank) {
-  for (size_t share = 0; share < share_leaders_.size(); ++share) {
-    if (share_leaders_[share] != rank) continue;
-    if (share_backups_[share] < 0) {
-      return absl::DataLossError(absl::StrCat(
-          "share ", share, " it led had no backup left (its backup died before it), so the "
-          "job's only copy of it died with it; run with --checkpoint_every to resume from a "
-          "checkpoint"));
-    }
-    if (!share_copied_[share]) {
-      return absl::DataLossError(absl::StrCat(
-          "share ", share, " it led was still being copied to its new backup, shard ",
-          share_backups_[share], ", so the job's only copy of it died with it; run with "
-          "--checkpoint_every to resume from a checkpoint"));
-    }
-  }
-  std::vector<std::string> moved;
-  int unbacked = 0;
-  for (size_t share = 0; share < share_leaders_.size(); ++share) {
-    if (share_leaders_[share] == rank) {
-      share_leaders_[share] = share_backups_[share];
-      share_backups_[share] = -1;
-      moved.push_back(absl::StrCat(Describe(MemberRole::kShard, share_leaders_[share]),
-                                   " leads share ", share));
-    } else if (share_backups_[share] == rank) {
-      share_backups_[share] = -1;
-      ++unbacked;
-    }
-  }
-  RecordShares();
-  std::string said = moved.empty() ? std::string("it led no share")
-                                   : absl::StrCat(absl::StrJoin(moved, ", "),
-                                                  " from now on (no roll back)");
-  if (unbacked > 0) {
-    absl::StrAppend(&said, "; ", Count(unbacked, "share"),
-                    " it backed up go on without a backup until a shard comes back");
-  }
-  return said;
 }
 
 }  // namespace cohort
