@@ -22,6 +22,30 @@ struct SpawnOptions {
   bool stdin_pipe = false;
 };
 
+// A process of a job as the launcher's event loop (Job) sees it: its output pipes, its stdin,
+// its end and its process group. ChildProcess is the real one; tests give Job fakes.
+class Process {
+ public:
+  enum class Stream { kStdout = 0, kStderr = 1 };
+
+  virtual ~Process() = default;
+  virtual pid_t pid() const = 0;  // also its process group id
+  // The read end of a stream's pipe, or -1 once closed.
+  virtual int fd(Stream s) const = 0;
+  virtual void Close(Stream s) = 0;
+  // The non-blocking write end of the process's stdin, or -1 once closed or without one.
+  // Closing it gives the process end-of-file.
+  virtual int stdin_fd() const = 0;
+  virtual void CloseStdin() = 0;
+  // Collects the exit status if the process has ended; returns whether it has.
+  virtual bool TryReap() = 0;
+  virtual bool reaped() const = 0;
+  // The waitpid status; only once reaped().
+  virtual int wait_status() const = 0;
+  // Sends `sig` to the process group (an empty group is not an error).
+  virtual void SignalGroup(int sig) const = 0;
+};
+
 // One process the launcher started, set up so that it can never outlive the launcher and can be
 // stopped with everything it started in turn:
 //  - it leads its own process group (a terminal's Ctrl-C reaches only the launcher, which stops
@@ -33,38 +57,29 @@ struct SpawnOptions {
 //  - it starts with no blocked and no ignored signals, whatever the launcher's were.
 // Not thread-safe: the spawning thread owns it. Destroying a ChildProcess that was not reaped
 // kills its process group with SIGKILL and waits for it, so no error path leaves a child behind.
-class ChildProcess {
+class ChildProcess final : public Process {
  public:
-  enum class Stream { kStdout = 0, kStderr = 1 };
-
   // Starts the program and returns once it runs (execve succeeded), or the reason it could not
   // start (no such file, not executable, bad working directory) naming the program.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const SpawnOptions& options);
 
-  ~ChildProcess();
+  ~ChildProcess() override;
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  pid_t pid() const { return pid_; }  // also its process group id
-
-  // The read end of a stream's pipe, or -1 once closed.
-  int fd(Stream s) const { return fds_[static_cast<int>(s)]; }
-  void Close(Stream s);
-
-  // The non-blocking write end of the child's stdin (SpawnOptions::stdin_pipe), or -1 once
-  // closed or without one. Closing it gives the child end-of-file.
-  int stdin_fd() const { return stdin_fd_; }
-  void CloseStdin();
-
-  // Collects the exit status if the child has ended (waitpid WNOHANG); returns whether it has.
-  bool TryReap();
-  bool reaped() const { return wait_status_.has_value(); }
-  // The waitpid status; only once reaped().
-  int wait_status() const { return *wait_status_; }
-
-  // Sends `sig` to the child's process group, reaching whatever it started and left in its group
-  // even after the child itself has ended. A group that is already empty is not an error.
-  void SignalGroup(int sig) const;
+  pid_t pid() const override { return pid_; }
+  int fd(Stream s) const override { return fds_[static_cast<int>(s)]; }
+  void Close(Stream s) override;
+  // The write end of the stdin pipe (SpawnOptions::stdin_pipe).
+  int stdin_fd() const override { return stdin_fd_; }
+  void CloseStdin() override;
+  // waitpid WNOHANG.
+  bool TryReap() override;
+  bool reaped() const override { return wait_status_.has_value(); }
+  int wait_status() const override { return *wait_status_; }
+  // Reaches whatever the child started and left in its group even after the child itself has
+  // ended.
+  void SignalGroup(int sig) const override;
 
  private:
   ChildProcess(pid_t pid, int stdin_fd, int stdout_fd, int stderr_fd);
