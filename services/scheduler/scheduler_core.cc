@@ -80,7 +80,7 @@ void SchedulerCore::End(JobState state, std::string reason) {
   if (journal_ != nullptr) Journalled(journal_->RecordEnd(state, reason));
   state_ = state;
   reason_ = std::move(reason);
-  ReleaseBarrier(absl::AbortedError(reason_));
+  barrier_.Abandon(absl::AbortedError(reason_));
   AnswerClusterWaiters();
   if (change_listener_) change_listener_(state_, generation_, reason_);
 }
@@ -240,9 +240,7 @@ void SchedulerCore::NewGeneration(const std::string& why) {
   generation_why_ = why;
   host_groups_ = nullptr;
   // Waiters leave unpassed; the new generation starts afresh.
-  barrier_arrived_ = 0;
-  barrier_name_.clear();
-  ReleaseBarrier(MembershipChangedError(generation_, generation_why_));
+  barrier_.Abandon(MembershipChangedError(generation_, generation_why_));
   if (change_listener_) change_listener_(state_, generation_, std::string());
   notices_.push_back(absl::StrCat(why, ": generation ", generation_, " with ", active_.size(),
                                   " workers; they go back to the shards' newest checkpoint"));

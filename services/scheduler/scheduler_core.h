@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "services/common/clock.h"
+#include "services/scheduler/barrier_round.h"
 #include "services/scheduler/job_journal.h"
 #include "services/scheduler/job_status.h"
 #include "services/scheduler/share_placement.h"
@@ -169,13 +170,8 @@ class SchedulerCore {
   // `generation` is not the current one or the generation moves on while it waits.
   absl::StatusOr<uint64_t> Barrier(int rank, const std::string& name, uint64_t fingerprint,
                                    int64_t generation = 0);
-  // What passing a barrier gives each worker: the fingerprint agreed on, and the bytes every
-  // worker brought to it, by rank in the generation (an exchange: the collectives of a Python
-  // worker's allreduce, allgather and broadcast of small tensors and objects).
-  struct BarrierPassed {
-    uint64_t fingerprint = 0;
-    std::shared_ptr<const std::vector<std::string>> payloads;
-  };
+  // What passing a barrier gives each worker (barrier_round.h).
+  using BarrierPassed = cohort::BarrierPassed;
   // A worker's arrival another worker of its host brings along with its own.
   struct Arrival {
     int rank = 0;
@@ -183,13 +179,13 @@ class SchedulerCore {
     uint64_t fingerprint = 0;
   };
   // The most bytes the workers together bring to one barrier (its answer is one message).
-  static constexpr size_t kMaxExchangeBytes = 12 << 20;
+  static constexpr size_t kMaxExchangeBytes = BarrierRound::kMaxExchangeBytes;
   // Barrier without a thread waiting, bringing `payload`, and arriving for `host_arrivals` too
   // (workers of this one's host that met it there): `done` gets its result once the
   // barrier releases (or at once). It runs under the core's lock, from whichever call released
   // the barrier: it must not call the core, only hand the result on (the service's reactor
   // finishes the call). Payloads past kMaxExchangeBytes together fail the job, saying so.
-  using BarrierDone = std::function<void(absl::StatusOr<BarrierPassed>)>;
+  using BarrierDone = BarrierRound::Done;
   void BarrierAsync(int rank, const std::string& name, uint64_t fingerprint, int64_t generation,
                     std::string payload, BarrierDone done,
                     absl::Span<const Arrival> host_arrivals = {});
@@ -314,14 +310,11 @@ class SchedulerCore {
   absl::Status CheckActive(int rank, const std::string& name) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts the worker's arrival at the barrier in progress; a different barrier or partition
-  // map fails the job.
+  // map fails the job (Aborted with its reason).
   absl::Status Arrive(int rank, const std::string& name, uint64_t fingerprint)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The generation's workers grouped by host key (computed once a generation).
   std::shared_ptr<const HostGroups> GroupsByHost() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every worker waiting at the barrier gets `result`.
-  void ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == JobState::kDone || state_ == JobState::kFailed;
   }
@@ -360,23 +353,12 @@ class SchedulerCore {
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);
   std::string generation_why_ ABSL_GUARDED_BY(mu_);
-  // The barrier in progress: its name, arrivals, and the callers waiting for its release.
-  std::string barrier_name_ ABSL_GUARDED_BY(mu_);
-  int barrier_arrived_ ABSL_GUARDED_BY(mu_) = 0;
-  // By rank in the generation, what each worker brought to it, and their bytes together.
-  std::vector<std::string> barrier_payloads_ ABSL_GUARDED_BY(mu_);
-  size_t barrier_payload_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<BarrierDone> barrier_waiters_ ABSL_GUARDED_BY(mu_);
+  // The barrier in progress, and the barriers' counts.
+  BarrierRound barrier_ ABSL_GUARDED_BY(mu_);
   std::vector<ClusterDone> cluster_waiters_ ABSL_GUARDED_BY(mu_);
   ChangeListener change_listener_;
-  uint64_t fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
-  int fingerprint_rank_ ABSL_GUARDED_BY(mu_) = -1;
-  absl::Time barrier_started_ ABSL_GUARDED_BY(mu_);  // the current barrier's first arrival
-  std::vector<absl::Duration> barrier_waits_ ABSL_GUARDED_BY(mu_);  // not yet taken
   // GroupsByHost's, null until asked in this generation and these registrations.
   mutable std::shared_ptr<const HostGroups> host_groups_ ABSL_GUARDED_BY(mu_);
-  int64_t barrier_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t barrier_arrivals_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t missed_heartbeats_[kNumMemberRoles] ABSL_GUARDED_BY(mu_) = {};
   std::vector<std::string> notices_ ABSL_GUARDED_BY(mu_);
   bool journal_failed_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,5 @@
-// SchedulerCore's barriers: every worker of the generation meets, the callers waiting held as
-// callbacks, released together at the last arrival, the job's end or a new generation.
+// SchedulerCore's barriers: who may arrive (the generation's workers, a host's leader for its
+// host), checked before the round in progress (BarrierRound) counts them.
 
 #include "services/scheduler/scheduler_core.h"
 
@@ -11,7 +11,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "services/membership/job_membership.h"
 
@@ -56,14 +55,8 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
     }
   }
   if (absl::Status active = CheckActive(rank, name); !active.ok()) return done(active);
-  ++barrier_calls_;
-  barrier_arrivals_ += 1 + static_cast<int64_t>(host_arrivals.size());
-  if (barrier_arrived_ == 0) {
-    barrier_name_ = name;
-    barrier_started_ = clock_->Now();
-    barrier_payloads_.assign(active_.size(), std::string());
-    barrier_payload_bytes_ = 0;
-  }
+  barrier_.Count(1 + host_arrivals.size());
+  barrier_.OpenIfIdle(name, active_.size(), clock_->Now());
   // The host's arrivals count before the caller's own, which completes the barrier.
   for (const Arrival& a : host_arrivals) {
     if (absl::Status arrived = Arrive(a.rank, a.name, a.fingerprint); !arrived.ok()) {
@@ -71,23 +64,15 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
     }
   }
   if (absl::Status arrived = Arrive(rank, name, fingerprint); !arrived.ok()) return done(arrived);
-  barrier_payload_bytes_ += payload.size();
-  if (barrier_payload_bytes_ > kMaxExchangeBytes) {
-    Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " brought ", payload.size(),
-                      " bytes to '", name, "', past the ", kMaxExchangeBytes >> 20,
-                      " MiB the workers may bring to one exchange together: allreduce, "
-                      "allgather and broadcast there are for small tensors and objects; send "
-                      "parameters and gradients through the kvstore"));
+  const auto place = std::lower_bound(active_.begin(), active_.end(), rank);
+  if (absl::Status brought = barrier_.Bring(place - active_.begin(), std::move(payload),
+                                            Describe(MemberRole::kWorker, rank));
+      !brought.ok()) {
+    Fail(std::string(brought.message()));
     return done(absl::AbortedError(reason_));
   }
-  const auto place = std::lower_bound(active_.begin(), active_.end(), rank);
-  barrier_payloads_[place - active_.begin()] = std::move(payload);
-  barrier_waiters_.push_back(std::move(done));
-  if (barrier_arrived_ < static_cast<int>(active_.size())) return;
-  barrier_arrived_ = 0;
-  barrier_waits_.push_back(clock_->Now() - barrier_started_);
-  ReleaseBarrier(BarrierPassed{
-      fingerprint_, std::make_shared<const std::vector<std::string>>(std::move(barrier_payloads_))});
+  barrier_.Wait(std::move(done));
+  barrier_.ReleaseIfComplete(active_.size(), clock_->Now());
 }
 
 absl::Status SchedulerCore::CheckActive(int rank, const std::string& name) const {
@@ -99,26 +84,11 @@ absl::Status SchedulerCore::CheckActive(int rank, const std::string& name) const
 }
 
 absl::Status SchedulerCore::Arrive(int rank, const std::string& name, uint64_t fingerprint) {
-  if (name != barrier_name_) {
-    Fail(absl::StrCat(Describe(MemberRole::kWorker, rank), " reached barrier '", name,
-                      "' while the others wait at '", barrier_name_,
-                      "': the workers run different programs"));
-    return absl::AbortedError(reason_);
-  }
-  if (fingerprint != 0) {
-    if (fingerprint_rank_ < 0) {
-      fingerprint_ = fingerprint;
-      fingerprint_rank_ = rank;
-    } else if (fingerprint != fingerprint_) {
-      Fail(absl::StrFormat(
-          "%s computed partition map %016x, but worker %d computed %016x: the workers build "
-          "different models or pass different --part_bytes",
-          Describe(MemberRole::kWorker, rank), fingerprint, fingerprint_rank_, fingerprint_));
-      return absl::AbortedError(reason_);
-    }
-  }
-  ++barrier_arrived_;
-  return absl::OkStatus();
+  absl::Status arrived =
+      barrier_.Arrive(rank, name, fingerprint, Describe(MemberRole::kWorker, rank));
+  if (arrived.ok()) return arrived;
+  Fail(std::string(arrived.message()));
+  return absl::AbortedError(reason_);
 }
 
 std::optional<HostGroup> SchedulerCore::MeetOnHostFirst(int rank, int64_t generation,
@@ -130,13 +100,6 @@ std::optional<HostGroup> SchedulerCore::MeetOnHostFirst(int rank, int64_t genera
     return std::nullopt;
   }
   return group;
-}
-
-void SchedulerCore::ReleaseBarrier(const absl::StatusOr<BarrierPassed>& result) {
-  std::vector<BarrierDone> waiters;
-  waiters.swap(barrier_waiters_);
-  barrier_payloads_.clear();
-  for (BarrierDone& w : waiters) w(result);
 }
 
 }  // namespace cohort

@@ -79,9 +79,9 @@ SchedulerSnapshot SchedulerCore::TakeSnapshot() {
     for (const Member& m : Members(role)) ++s.members[r][static_cast<int>(StateOf(m))];
     s.missed_heartbeats[r] = missed_heartbeats_[r];
   }
-  s.barrier_waits.swap(barrier_waits_);
-  s.barrier_calls = barrier_calls_;
-  s.barrier_arrivals = barrier_arrivals_;
+  s.barrier_waits = barrier_.TakeWaits();
+  s.barrier_calls = barrier_.calls();
+  s.barrier_arrivals = barrier_.arrivals();
   s.straggler = Slowest();
   return s;
 }
