@@ -172,9 +172,6 @@ absl::Status ShardProcess::ServeUntilEnded() {
                    options_.bind, (*http)->port())
             << std::flush;
   session_->WaitUntilEnded(absl::InfiniteDuration());
-  // Before the server goes: the backups' leaders hear it left.
-  replication_.Close();
-  shm_replicas_.reset();
   const absl::Status end = session_->end_status();
   StopServing();
   session_->Leave(absl::OkStatus());
@@ -185,13 +182,14 @@ absl::Status ShardProcess::ServeUntilEnded() {
 
 void ShardProcess::StopServing() {
   set_up_.Leave();  // calls still waiting for the set-up end
+  // Before the server goes: the backups' leaders hear this shard left.
   replication_.Close();
+  shm_replicas_.reset();
   if (serving_) {
     server_.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     serving_ = false;
   }
   shm_pushes_.reset();
-  shm_replicas_.reset();
   rollback_.set_checkpointer(nullptr);
   checkpointer_.reset();
   core_.set_metrics(nullptr);

@@ -43,10 +43,11 @@ struct ShardProcessOptions {
 // serves /metrics until the job ends.
 //
 // Taking apart (the destructor; ServeUntilEnded's end): what serves the job stops before what
-// it reports to goes. Replication closes first (the backups' leaders hear this shard left, and
-// calls still waiting for the set-up end), then the server's handlers and the shared-memory
-// streams, then the checkpoint writer (it writes what is queued); the core stops reporting to
-// the metrics, and the member leaves its job last. Thread-compatible.
+// it reports to goes. Replication closes first, its shared-memory server with it (the backups'
+// leaders hear this shard left, and calls still waiting for the set-up end), then the
+// server's handlers and the workers' shared-memory streams, then the checkpoint writer (it
+// writes what is queued); the core stops reporting to the metrics, and the member leaves its
+// job last. Thread-compatible.
 class ShardProcess {
  public:
   // Errors are whole sentences for stderr, naming the shard: a member that joined leaves

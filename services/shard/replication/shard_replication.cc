@@ -74,7 +74,7 @@ absl::Status ShardReplication::OpenReplicas() {
 
 absl::StatusOr<std::unique_ptr<ShardReplication::ServedStream>> ShardReplication::ServeStream(
     std::function<void()> cancel) {
-  RETURN_IF_ERROR(OpenReplicas());
+  RETURN_IF_ERROR(set_up_->Wait("replicate"));
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError("the shard left the job");
   const int64_t id = next_stream_++;
