@@ -221,18 +221,21 @@ class PrometheusJobTest(JobTestCase):
                                 urllib.parse.urlencode({"query": expr, "start": f"{started:.3f}",
                                                         "end": f"{ended:.3f}", "step": "1"})))
         self.assertEqual(answer["status"], "success", answer)
-        drawn = [float(v) for _, v in answer["data"]["result"][0]["values"] if float(v) > 0]
-        self.assertGreater(len(drawn), 5, answer)
-        # The plateau, where the panel's window lies wholly inside the training (it ramps up
-        # from the worker's start, and down after its end), is the figure a person reads off
-        # it: a 1m rate peaked at half the log's. Its middle, not its highest point: on a
-        # machine busy with other work the speed wanders by a tenth around the mean.
-        plateau = [v for v in drawn if v >= 0.75 * max(drawn)]
-        reading = statistics.median(plateau)
-        print(f"Job images/sec: the panel's plateau {reading:.1f} (peak {max(drawn):.1f}) over "
-              f"{len(drawn)} s, the log's {logged:.1f}, {ended - started:.1f} s in all")
+        drawn = [(float(t), float(v)) for t, v in answer["data"]["result"][0]["values"]
+                 if float(v) > 0]
+        self.assertGreater(len(drawn), 15, answer)
+        # The panel's mean from the first time its 10 s window lies wholly inside the training
+        # (before, it fills), the area under it divided by its span, is what the log's mean is:
+        # the images over the wall time. Not its plateau: on a machine busy with other work the
+        # speed can change within the run (a CI run drew 7,000 img/s for half of it and 12,700
+        # for the rest, against the log's 10,586).
+        inside = [v for t, v in drawn if t >= drawn[0][0] + 10]
+        reading = statistics.mean(inside)
+        print(f"Job images/sec: the panel's mean {reading:.1f} over {len(inside)} s (median "
+              f"{statistics.median(inside):.1f}, peak {max(inside):.1f}), the log's "
+              f"{logged:.1f}, {ended - started:.1f} s in all")
         self.assertAlmostEqual(reading, logged, delta=0.1 * logged,
-                               msg=f"panel {drawn}, log {logged}")
+                               msg=f"panel {inside}, log {logged}")
 
     def test_prometheus_scrapes_a_tls_job_over_https_with_its_token(self):
         self.prometheus, targets_dir = self.start_prometheus()
