@@ -45,7 +45,7 @@ absl::Status ShardCore::Configure(const ShardConfig& config) {
     start_step_ = resume_->step;
     resumed_ = true;
   }
-  settings_ = std::make_shared<const Settings>(Settings{config, std::move(schedule)});
+  settings_ = std::make_shared<const PartSettings>(PartSettings{config, std::move(schedule)});
   auxiliary_keys_.insert(config.auxiliary_keys.begin(), config.auxiliary_keys.end());
   expected_parts_ = config.num_parts;
   configured_ = true;
@@ -98,26 +98,17 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value, int sh
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard_rank_.load(), ": key ", id.key,
                                                    " part ", id.part, " initialised twice"));
   }
-  auto p = std::make_unique<PartState>();
-  p->id = id;
+  std::unique_ptr<ShardPart> p = NewPart(id, share >= 0 ? share : shard_rank_.load());
   {
     absl::MutexLock part_lock(&p->mu);
-    p->settings = settings_;
-    p->share = share >= 0 ? share : shard_rank_.load();
     p->leads = leads;
-    if (checkpoints_ != nullptr) checkpoints_->Holds(p->share);
-    p->value = std::make_unique<PinnedValue>();
     p->value->data.assign(value.begin(), value.end());
-    if (!auxiliary_keys_.contains(id.key)) {
-      const OptimizerSpec& spec = settings_->config.optimizer;
-      p->optimizer = *MakeOptimizer(spec.optimizer, spec.optimizer_options);
-    }
     if (resume_.has_value()) {
       RETURN_IF_ERROR(Restore(id, p.get()));
     } else {
-      MaybeCheckpoint(id, p.get());
+      MaybeCheckpoint(p.get());
     }
-    ResetPushes(p.get());
+    p->ResetPushes();
   }
   parts_.emplace(id, std::move(p));
   if (static_cast<int>(parts_.size()) == expected_parts_) {
@@ -125,6 +116,23 @@ absl::Status ShardCore::AddPart(PartId id, absl::Span<const float> value, int sh
     resume_.reset();
   }
   return absl::OkStatus();
+}
+
+std::unique_ptr<ShardPart> ShardCore::NewPart(PartId id, int share) {
+  auto p = std::make_unique<ShardPart>();
+  p->id = id;
+  p->share = share;
+  if (checkpoints_ != nullptr) checkpoints_->Holds(share);
+  {
+    absl::MutexLock part_lock(&p->mu);
+    p->settings = settings_;
+    p->value = std::make_unique<PinnedValue>();
+    if (!auxiliary_keys_.contains(id.key)) {
+      const OptimizerSpec& spec = settings_->config.optimizer;
+      p->optimizer = *MakeOptimizer(spec.optimizer, spec.optimizer_options);
+    }
+  }
+  return p;
 }
 
 absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint,
@@ -136,7 +144,7 @@ absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint,
   }
   const ShardConfig& current = settings_->config;
   RETURN_IF_ERROR(CheckCheckpointFits(checkpoint, current));
-  std::shared_ptr<const Settings> settings = settings_;
+  std::shared_ptr<const PartSettings> settings = settings_;
   if (next.has_value()) {
     const ShardConfig& c = next->config;
     RETURN_IF_ERROR(CheckConfig(c));
@@ -149,7 +157,7 @@ absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint,
           "optimizer), or starts at step ", next->step));
     }
     ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(c.optimizer.lr_schedule));
-    settings = std::make_shared<const Settings>(Settings{c, std::move(schedule)});
+    settings = std::make_shared<const PartSettings>(PartSettings{c, std::move(schedule)});
   }
   // Every part is checked before any changes: a checkpoint that does not fit leaves the shard
   // as it was.
@@ -186,7 +194,7 @@ absl::Status ShardCore::RollBack(ShardCheckpoint checkpoint,
     p->settings = settings;
     if (next.has_value()) p->version = step * PushesPerStep(settings->config);
     version = std::max(version, p->version);
-    ResetPushes(p.get());
+    p->ResetPushes();
   }
   settings_ = std::move(settings);
   start_step_ = step;
@@ -209,7 +217,7 @@ void ShardCore::CheckpointNow() {
   absl::MutexLock lock(&mu_);
   for (auto& [id, p] : parts_) {
     absl::MutexLock part_lock(&p->mu);
-    if (p->leads) AddCheckpoint(id, p.get());
+    if (p->leads) AddCheckpoint(p.get());
   }
 }
 
@@ -241,53 +249,24 @@ int64_t ShardCore::start_step() const {
   return start_step_;
 }
 
-void ShardCore::ResetPushes(PartState* p) {
-  p->arrived = 0;
-  const ShardConfig& config = p->settings->config;
-  if (config.mode == KVStoreMode::kDistSync) {
-    p->slots.resize(config.num_workers);  // allocated on first use
-    p->pushed.assign(config.num_workers, 0);
-    p->waiting.assign(config.num_workers, nullptr);
-  } else {
-    p->async_pushed_on.assign(config.num_workers, -1);
-    // An auxiliary part: until a worker pushes, it counts with the part's value.
-    if (p->optimizer == nullptr) p->slots.assign(config.num_workers, p->value->data);
-  }
-}
-
-absl::Status ShardCore::Restore(PartId id, PartState* p) {
+absl::Status ShardCore::Restore(PartId id, ShardPart* p) {
   auto it = resume_parts_.find(id);
   const std::string where = absl::StrCat("shard ", shard_rank_.load(), ": key ", id.key, " part ",
                                          id.part, " of the checkpoint at step ", resume_->step);
   if (it == resume_parts_.end()) {
     return absl::FailedPreconditionError(absl::StrCat(where, " is missing"));
   }
-  const PartCheckpoint& saved = *it->second;
-  const size_t elements = p->value->data.size();
-  if (saved.value.size() != elements) {
-    return absl::FailedPreconditionError(absl::StrCat(where, " has ", saved.value.size(),
-                                                      " elements; the model's part has ",
-                                                      elements));
-  }
-  WritableValue(p) = saved.value;
-  p->version = saved.version;
-  if (p->optimizer == nullptr) return absl::OkStatus();  // auxiliary
-  const absl::Status loaded =
-      p->optimizer->LoadState(0, static_cast<int64_t>(elements), saved.optimizer);
-  if (!loaded.ok()) return absl::DataLossError(absl::StrCat(where, ": ", loaded.message()));
-  return absl::OkStatus();
+  return p->Restore(*it->second, where);
 }
 
-void ShardCore::MaybeCheckpoint(PartId id, PartState* p) {
+void ShardCore::MaybeCheckpoint(ShardPart* p) {
   if (checkpoint_every_ <= 0 || !p->leads) return;
   if (p->version % (checkpoint_every_ * PushesPerStep(p->settings->config)) != 0) return;
-  AddCheckpoint(id, p);
+  AddCheckpoint(p);
 }
 
-void ShardCore::AddCheckpoint(PartId id, PartState* p) {
-  checkpoints_->Add(p->version / PushesPerStep(p->settings->config), p->share,
-                    {id, p->version, p->value->data,
-                     p->optimizer != nullptr ? p->optimizer->SaveState(0) : OptimizerState{}});
+void ShardCore::AddCheckpoint(ShardPart* p) {
+  checkpoints_->Add(p->version / PushesPerStep(p->settings->config), p->share, p->Checkpoint());
 }
 
 bool ShardCore::ready() const {
@@ -295,7 +274,7 @@ bool ShardCore::ready() const {
   return configured_ && static_cast<int>(parts_.size()) == expected_parts_;
 }
 
-absl::StatusOr<ShardCore::PartState*> ShardCore::FindPart(PartId id, absl::string_view what) const {
+absl::StatusOr<ShardPart*> ShardCore::FindPart(PartId id, absl::string_view what) const {
   // Shared: every stream's pushes look parts up at once; the table changes only before them.
   absl::ReaderMutexLock lock(&mu_);
   if (!configured_ || static_cast<int>(parts_.size()) != expected_parts_) {
@@ -313,27 +292,19 @@ absl::StatusOr<ShardCore::PartState*> ShardCore::FindPart(PartId id, absl::strin
 }
 
 absl::StatusOr<int64_t> ShardCore::Read(PartId id, std::vector<float>* out) {
-  ASSIGN_OR_RETURN(PartState * p, FindPart(id, "pull"));
+  ASSIGN_OR_RETURN(ShardPart * p, FindPart(id, "pull"));
   absl::MutexLock lock(&p->mu);
   out->assign(p->value->data.begin(), p->value->data.end());
   return p->version;
 }
 
 void ShardCore::Detach(PartSink* sink) {
-  std::vector<PartState*> parts;
+  std::vector<ShardPart*> parts;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, p] : parts_) parts.push_back(p.get());
   }
-  for (PartState* p : parts) {
-    absl::MutexLock lock(&p->mu);
-    for (PartSink*& w : p->waiting) {
-      if (w == sink) w = nullptr;
-    }
-    for (PartState::HeldAnswer& h : p->held) {
-      if (h.sink == sink) h.sink = nullptr;
-    }
-  }
+  for (ShardPart* p : parts) p->Detach(sink);
 }
 
 }  // namespace cohort

@@ -22,7 +22,7 @@ absl::Status ShardCore::Push(int rank, PartId id, int64_t version,
 }
 
 absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink* reply_to) {
-  ASSIGN_OR_RETURN(PartState * p, FindPart(header.id, "push"));
+  ASSIGN_OR_RETURN(ShardPart * p, FindPart(header.id, "push"));
   absl::MutexLock lock(&p->mu);
   RETURN_IF_ERROR(CheckPush(header, grad, *p));
   p->leads = true;  // a worker pushes here: the part's leader died, if it was another shard
@@ -49,7 +49,7 @@ absl::Status ShardCore::Push(const PartHeader& header, ByteChunks grad, PartSink
                             "(bf16 keeps F32's range)"
                           : "")));
   }
-  if (AnsweredAsReplicated(header, p, reply_to)) return absl::OkStatus();
+  if (p->AnsweredAsReplicated(header, reply_to)) return absl::OkStatus();
   if (p->settings->config.mode == KVStoreMode::kDistAsync) {
     return PushAsync(header, grad, p, reply_to);
   }
@@ -71,7 +71,7 @@ std::string ShardCore::PushWhere(const PartHeader& header) const {
 }
 
 absl::Status ShardCore::CheckPush(const PartHeader& header, ByteChunks grad,
-                                  const PartState& p) const {
+                                  const ShardPart& p) const {
   const ShardConfig& config = p.settings->config;
   // Before the rank: ranks are renumbered from one generation to the next.
   if (header.generation != config.generation) {
@@ -108,9 +108,9 @@ absl::Status ShardCore::DecodePush(const PartHeader& header, ByteChunks grad,
                 absl::InvalidArgumentError(absl::StrCat(PushWhere(header), ": ", valid.message())));
 }
 
-absl::Status ShardCore::PushAsync(const PartHeader& header, ByteChunks grad, PartState* p,
+absl::Status ShardCore::PushAsync(const PartHeader& header, ByteChunks grad, ShardPart* p,
                                   PartSink* reply_to) {
-  const Settings& settings = *p->settings;
+  const PartSettings& settings = *p->settings;
   // Each push is 1/W of a step: the schedule advances one step per W pushes, as in dist_sync.
   const float lr =
       header.lr >= 0
@@ -123,21 +123,17 @@ absl::Status ShardCore::PushAsync(const PartHeader& header, ByteChunks grad, Par
                       PushWhere(header), " was computed on version ", header.version,
                       ", which the part has not reached (", p->version, ")")));
   }
-  if (p->optimizer == nullptr) {
-    AverageIntoValue(p, grad, header.rank, absl::MakeSpan(WritableValue(p)));
-  } else {
-    ApplyPush(p, grad, header.rank, absl::MakeSpan(WritableValue(p)), lr);
-  }
+  Update(p, grad, header.rank, lr);
   ++p->version;
   p->async_pushed_on[header.rank] = header.version;
   Applied(p->version, 1);
-  MaybeCheckpoint(header.id, p);
-  Answer(header.id, p, reply_to);
-  if (p->backup != nullptr) Forward(header.id, p, lr, header.rank, header.version);
+  MaybeCheckpoint(p);
+  p->Answer(reply_to);
+  if (p->backup != nullptr) p->Forward(lr, header.rank, header.version);
   return absl::OkStatus();
 }
 
-absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, PartState* p,
+absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, ShardPart* p,
                                  PartSink* reply_to) {
   const int rank = header.rank;
   const int num_workers = p->settings->config.num_workers;
@@ -176,14 +172,10 @@ absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, Part
   // The last push of the version is reduced and applied straight from its bytes.
   const float lr = p->pushed_lr >= 0 ? p->pushed_lr
                                     : static_cast<float>(p->settings->schedule.At(p->version));
-  if (p->optimizer == nullptr) {
-    AverageIntoValue(p, grad, rank, absl::MakeSpan(WritableValue(p)));
-  } else {
-    ApplyPush(p, grad, rank, absl::MakeSpan(WritableValue(p)), lr);
-  }
+  Update(p, grad, rank, lr);
   ++p->version;
   Applied(p->version, num_workers);
-  MaybeCheckpoint(header.id, p);
+  MaybeCheckpoint(p);
   p->arrived = 0;
   // The answers go out one after another from this thread (each a write of its stream): each
   // update starts them at another rank, so that no worker is always the last to hear (at 1,024
@@ -192,25 +184,12 @@ absl::Status ShardCore::PushSync(const PartHeader& header, ByteChunks grad, Part
       ((static_cast<uint64_t>(p->version) * 0x9E3779B97F4A7C15ull) >> 32) % num_workers);
   for (int i = 0; i < num_workers; ++i) {
     const int r = (first + i) % num_workers;
-    if (p->waiting[r] != nullptr) Answer(header.id, p, p->waiting[r]);
+    if (p->waiting[r] != nullptr) p->Answer(p->waiting[r]);
     p->waiting[r] = nullptr;
     p->pushed[r] = 0;
   }
-  if (p->backup != nullptr) Forward(header.id, p, lr, /*rank=*/-1, header.version);
+  if (p->backup != nullptr) p->Forward(lr, /*rank=*/-1, header.version);
   return absl::OkStatus();
-}
-
-std::vector<float>& ShardCore::WritableValue(PartState* p) {
-  p->retired.erase(std::remove_if(p->retired.begin(), p->retired.end(),
-                                  [](const auto& v) { return v->readers.count() == 0; }),
-                   p->retired.end());
-  if (p->value->readers.count() > 0) {
-    auto fresh = std::make_unique<PinnedValue>();
-    fresh->data = p->value->data;
-    p->retired.push_back(std::move(p->value));
-    p->value = std::move(fresh);
-  }
-  return p->value->data;
 }
 
 absl::Status ShardCore::Refuse(Rejection reason, absl::Status status) const {
@@ -232,75 +211,17 @@ void ShardCore::Applied(int64_t version, int pushes) {
   }
 }
 
-void ShardCore::ApplyPush(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
-                          float lr) {
-  const auto start = std::chrono::steady_clock::now();
-  const size_t bytes = value.size() * sizeof(float);
-  if (p->backup != nullptr && p->forwarded.size() != bytes) {
-    p->forwarded = p->backup->Spare(bytes);
+void ShardCore::Update(ShardPart* p, ByteChunks grad, int rank, float lr) {
+  if (p->optimizer == nullptr) {
+    p->AverageIntoValue(grad, rank);
+    return;
   }
-  ApplyPushBlocks(p, grad, rank, value, lr);
+  const auto start = std::chrono::steady_clock::now();
+  p->ApplyPush(grad, rank, lr);
   if (ShardMetrics* m = metrics_.load()) {
     m->apply_seconds.Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-}
-
-void ShardCore::ApplyPushBlocks(PartState* p, ByteChunks grad, int rank, absl::Span<float> value,
-                                float lr) {
-  const ShardConfig& config = p->settings->config;
-  const int num_workers = config.num_workers;
-  const float scale = 1.0f / static_cast<float>(num_workers);
-  // Per gRPC thread: the push's block and the reduced block, both small enough to stay in cache.
-  thread_local std::vector<float> block(kBlockFloats), reduced(kBlockFloats);
-  float* const forwarded = reinterpret_cast<float*>(p->forwarded.data());
-  p->optimizer->BeginUpdate(0, static_cast<int64_t>(value.size()));
-  ForEachFloatBlock(grad, absl::MakeSpan(block), [&](size_t first, absl::Span<const float> g) {
-    const size_t n = g.size();
-    absl::Span<const float> update = g;  // x · 1 == x: W = 1 needs no pass
-    // With a backup, the update is made straight where it is forwarded from.
-    float* const out = p->backup != nullptr ? forwarded + first : reduced.data();
-    if (config.mode == KVStoreMode::kDistAsync && num_workers > 1) {
-      for (size_t i = 0; i < n; ++i) out[i] = g[i] * scale;
-      update = absl::MakeConstSpan(out, n);
-    } else if (num_workers > 1) {
-      // Rank order, whatever order the pushes arrived in: ((g0 + g1) + g2 ...) · (1/W), this
-      // push read from its block and the others from their slots.
-      const auto rank_values = [&](int r) {
-        return r == rank ? g.data() : p->slots[r].data() + first;
-      };
-      for (int r = 1; r < num_workers; ++r) {
-        const float* a = r == 1 ? rank_values(0) : out;
-        const float* b = rank_values(r);
-        if (r + 1 < num_workers) {
-          for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-        } else {
-          for (size_t i = 0; i < n; ++i) out[i] = (a[i] + b[i]) * scale;
-        }
-      }
-      update = absl::MakeConstSpan(out, n);
-    }
-    p->optimizer->Apply(0, static_cast<int64_t>(first), value.subspan(first, n), update, lr);
-    if (p->backup != nullptr && update.data() != forwarded + first) {
-      std::copy(update.begin(), update.end(), forwarded + first);
-    }
-  });
-}
-
-void ShardCore::AverageIntoValue(PartState* p, ByteChunks grad, int rank,
-                                 absl::Span<float> value) {
-  std::vector<float>& slot = p->slots[rank];
-  slot.resize(value.size());
-  CopyChunks(grad, slot.data());
-  const int num_workers = p->settings->config.num_workers;
-  std::copy(p->slots[0].begin(), p->slots[0].end(), value.begin());
-  if (num_workers == 1) return;
-  for (int r = 1; r < num_workers; ++r) {
-    const std::vector<float>& s = p->slots[r];
-    for (size_t i = 0; i < value.size(); ++i) value[i] += s[i];
-  }
-  const float scale = 1.0f / static_cast<float>(num_workers);
-  for (float& v : value) v *= scale;
 }
 
 }  // namespace cohort
