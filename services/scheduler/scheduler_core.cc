@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "services/common/addresses.h"
 #include "services/common/count_text.h"
 #include "services/membership/job_membership.h"
 
@@ -30,10 +29,9 @@ SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal)
       clock_(clock),
       journal_(journal),
       started_(clock->Now()),
-      straggler_reported_(started_) {
-  shards_.resize(spec_.num_shards);
+      straggler_reported_(started_),
+      roster_(spec_.num_shards, spec_.num_workers, spec_.heartbeat_interval) {
   shard_restarts_.resize(spec_.num_shards);
-  workers_.resize(spec_.num_workers);
   for (int r = 0; r < spec_.num_workers; ++r) active_.push_back(r);
   if (journal_ != nullptr) {
     absl::MutexLock lock(&mu_);
@@ -43,22 +41,12 @@ SchedulerCore::SchedulerCore(JobSpec spec, Clock* clock, JobJournal* journal)
 
 void SchedulerCore::TakeOver(const JournalState& journal) {
   for (const auto& [rank, finished] : journal.finished_workers) {
-    if (rank < 0 || rank >= static_cast<int>(workers_.size())) continue;
-    Member& m = workers_[rank];
-    m.registered = m.stopped = true;
-    m.host = finished.host;
-    m.pid = finished.pid;
-    m.last_heartbeat = clock_->Now();
+    roster_.FinishedBefore(rank, finished.host, finished.pid, clock_->Now());
   }
-  if (journal.shares.has_value() && journal.shares->leaders.size() == shards_.size()) {
+  if (journal.shares.has_value() && journal.shares->leaders.size() == roster_.shards().size()) {
     // The replicated shards as the scheduler before left them: a dead one will not register.
     shares_placed_.Restore(*journal.shares);
-    for (int rank : journal.shares->dead) {
-      if (rank < 0 || rank >= static_cast<int>(shards_.size())) continue;
-      Member& m = shards_[rank];
-      m.registered = m.dead = true;
-      m.host = "(dead before this scheduler started)";
-    }
+    for (int rank : journal.shares->dead) roster_.DeadBefore(rank);
   }
   if (journal.end.has_value()) {
     state_ = *journal.end;
@@ -88,32 +76,15 @@ void SchedulerCore::End(JobState state, std::string reason) {
 void SchedulerCore::EndIfAllFinished() {
   if (Ended()) return;
   for (int w : active_) {
-    if (!workers_[w].stopped || !workers_[w].last_error.empty()) return;
+    if (!roster_.workers()[w].stopped || !roster_.workers()[w].last_error.empty()) return;
   }
   End(JobState::kDone, active_.size() == 1 ? std::string("the worker finished")
                                            : absl::StrCat("all ", active_.size(),
                                                           " workers finished"));
 }
 
-std::vector<SchedulerCore::Member>& SchedulerCore::Members(MemberRole role) {
-  return role == MemberRole::kShard ? shards_ : workers_;
-}
-
-SchedulerCore::Member* SchedulerCore::Find(MemberRole role, int rank) {
-  std::vector<Member>& members = Members(role);
-  if (rank < 0 || rank >= static_cast<int>(members.size()) || !members[rank].registered) {
-    return nullptr;
-  }
-  return &members[rank];
-}
-
-std::string SchedulerCore::Describe(MemberRole role, int rank) const {
-  const Member& m = (role == MemberRole::kShard ? shards_ : workers_)[rank];
-  return absl::StrFormat("%s %d (host %s, pid %d)", RoleName(role), rank, m.host, m.pid);
-}
-
 void SchedulerCore::Fail(const std::string& reason) {
-  const std::vector<std::string> missing = Unregistered();
+  const std::vector<std::string> missing = roster_.Unregistered();
   if (state_ != JobState::kForming || missing.empty()) return End(JobState::kFailed, reason);
   // Before the job ran: whoever had not joined is what a person looks at first (a member whose
   // program failed before it joined, and the launcher then stopped the others).
@@ -124,7 +95,7 @@ void SchedulerCore::Fail(const std::string& reason) {
 absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   absl::MutexLock lock(&mu_);
   const char* role = RoleName(r.role);
-  std::vector<Member>& members = Members(r.role);
+  std::vector<Member>& members = roster_.of(r.role);
   const bool known_rank =
       r.requested_rank >= 0 && r.requested_rank < static_cast<int>(members.size());
   if (r.rejoin && known_rank && members[r.requested_rank].registered) {
@@ -141,7 +112,7 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   if (r.rejoin && known_rank && state_ == JobState::kDone) {
     // The job ended while this member's scheduler was away (this one took it over): its first
     // heartbeat tells it so.
-    Enroll(members[r.requested_rank], r);
+    roster_.Enroll(members[r.requested_rank], r, clock_->Now());
     return r.requested_rank;
   }
   if (state_ == JobState::kRunning && r.role == MemberRole::kWorker && spec_.elastic &&
@@ -177,9 +148,9 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
                                                    role, "s (ranks 0..", members.size() - 1, ")"));
   } else if (members[rank].registered) {
     return absl::AlreadyExistsError(absl::StrCat(role, " rank ", rank, " is already taken by ",
-                                                 Describe(r.role, rank)));
+                                                 roster_.Describe(r.role, rank)));
   }
-  if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
+  if (absl::Status s = roster_.CheckReachable(r, rank); !s.ok()) return s;
   if (r.rejoin) {
     notices_.push_back(absl::StrFormat("%s %d (host %s, pid %d) joined again: this scheduler "
                                        "took over a running job",
@@ -188,31 +159,17 @@ absl::StatusOr<int> SchedulerCore::Register(const MemberRegistration& r) {
   return Admit(r, rank);
 }
 
-void SchedulerCore::Enroll(Member& m, const MemberRegistration& r) {
-  m.registered = true;
-  m.host = r.host;
-  m.host_key = r.host_key;
-  host_groups_ = nullptr;
-  m.pid = r.pid;
-  m.address = r.address;
-  m.threads = r.threads;
-  m.cores = r.cores;
-  m.last_heartbeat = clock_->Now();
-}
-
 int SchedulerCore::Admit(const MemberRegistration& r, int rank) {
-  Enroll(Members(r.role)[rank], r);
-  if (r.role == MemberRole::kWorker) CheckHostThreads(r.host);
-  auto all = [](const std::vector<Member>& ms) {
-    for (const Member& x : ms) {
-      if (!x.registered) return false;
+  roster_.Enroll(roster_.of(r.role)[rank], r, clock_->Now());
+  if (r.role == MemberRole::kWorker) {
+    if (std::optional<std::string> notice = roster_.OversubscribedNotice(r.host)) {
+      notices_.push_back(*std::move(notice));
     }
-    return true;
-  };
-  if (all(shards_) && all(workers_)) {
+  }
+  if (roster_.AllRegistered()) {
     state_ = JobState::kRunning;
     std::vector<std::string> addresses;
-    for (const Member& s : shards_) addresses.push_back(s.address);
+    for (const Member& s : roster_.shards()) addresses.push_back(s.address);
     shares_placed_.Place(addresses, spec_.shard_replicas);
   }
   AnswerClusterWaiters();
@@ -226,9 +183,9 @@ absl::StatusOr<int> SchedulerCore::Join(const MemberRegistration& r) {
         "job ", spec_.job_id, " already runs ", active_.size(), " workers, its --max_workers=",
         most, "; start it with a larger --max_workers to add more"));
   }
-  const int rank = static_cast<int>(workers_.size());
-  if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
-  workers_.emplace_back();
+  const int rank = static_cast<int>(roster_.workers().size());
+  if (absl::Status s = roster_.CheckReachable(r, rank); !s.ok()) return s;
+  roster_.AddWorker();
   Admit(r, rank);
   active_.push_back(rank);
   NewGeneration(absl::StrFormat("worker %d (host %s, pid %d) joined", rank, r.host, r.pid));
@@ -238,7 +195,7 @@ absl::StatusOr<int> SchedulerCore::Join(const MemberRegistration& r) {
 void SchedulerCore::NewGeneration(const std::string& why) {
   ++generation_;
   generation_why_ = why;
-  host_groups_ = nullptr;
+  roster_.ForgetHostGroups();
   // Waiters leave unpassed; the new generation starts afresh.
   barrier_.Abandon(MembershipChangedError(generation_, generation_why_));
   if (change_listener_) change_listener_(state_, generation_, std::string());
@@ -251,20 +208,20 @@ bool SchedulerCore::Active(int rank) const {
 }
 
 void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
-  Member& m = Members(role)[rank];
+  Member& m = roster_.of(role)[rank];
   m.dead = true;
   if (role == MemberRole::kShard && state_ == JobState::kRunning && shares_placed_.placed()) {
     const absl::StatusOr<std::string> moved =
         shares_placed_.HandOver(rank, [this](int shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return Describe(MemberRole::kShard, shard);
+          return roster_.Describe(MemberRole::kShard, shard);
         });
     if (!moved.ok()) {
-      Fail(absl::StrCat(Describe(role, rank), " is dead: ", why, "; ", moved.status().message()));
+      Fail(absl::StrCat(roster_.Describe(role, rank), " is dead: ", why, "; ", moved.status().message()));
       return;
     }
     RecordShares();
     m.died_at = clock_->Now();
-    notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "): ", *moved));
+    notices_.push_back(absl::StrCat(roster_.Describe(role, rank), " died (", why, "): ", *moved));
     return;
   }
   if (role == MemberRole::kShard && spec_.shard_restart_grace > absl::ZeroDuration() &&
@@ -272,7 +229,7 @@ void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
       shard_restarts_[rank] >= spec_.max_shard_restarts) {
     Fail(absl::StrFormat("%s is dead: %s; it was restarted %d times already, the most "
                          "--max_shard_restarts (launch --restart_failed_shards) allows",
-                         Describe(role, rank), why, shard_restarts_[rank]));
+                         roster_.Describe(role, rank), why, shard_restarts_[rank]));
     return;
   }
   if (role == MemberRole::kShard && spec_.shard_restart_grace > absl::ZeroDuration() &&
@@ -280,7 +237,7 @@ void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
     m.restarting = true;
     m.died_at = clock_->Now();
     m.death = why;
-    notices_.push_back(absl::StrCat(Describe(role, rank), " died (", why, "); waiting up to ",
+    notices_.push_back(absl::StrCat(roster_.Describe(role, rank), " died (", why, "); waiting up to ",
                                     absl::FormatDuration(spec_.shard_restart_grace),
                                     " for it to restart"));
     return;
@@ -289,68 +246,19 @@ void SchedulerCore::Died(MemberRole role, int rank, const std::string& why) {
     if (!Active(rank)) return;  // its death is known
     active_.erase(std::find(active_.begin(), active_.end(), rank));
     if (static_cast<int>(active_.size()) >= spec_.min_workers) {
-      NewGeneration(absl::StrCat(Describe(role, rank), " died (", why, ")"));
+      NewGeneration(absl::StrCat(roster_.Describe(role, rank), " died (", why, ")"));
       return;
     }
     Fail(absl::StrFormat("%s is dead: %s; %s left, fewer than --min_workers=%d",
-                         Describe(role, rank), why, Count(active_.size(), "worker"),
+                         roster_.Describe(role, rank), why, Count(active_.size(), "worker"),
                          spec_.min_workers));
     return;
   }
   const bool lost_first = role == MemberRole::kShard && held_failure_.has_value() &&
                           held_failure_->shard == rank;
-  Fail(absl::StrFormat("%s is dead: %s; last error: %s%s", Describe(role, rank), why,
+  Fail(absl::StrFormat("%s is dead: %s; last error: %s%s", roster_.Describe(role, rank), why,
                        m.last_error.empty() ? "none reported" : m.last_error,
                        lost_first ? absl::StrCat("; before that, ", held_failure_->reason) : ""));
-}
-
-absl::Status SchedulerCore::CheckReachable(const MemberRegistration& r, int rank) const {
-  if (r.host.empty()) return absl::OkStatus();
-  auto loopback = [](const std::string& address) {
-    return !address.empty() && IsLoopbackAddress(HostOfAddress(address));
-  };
-  for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
-    const std::vector<Member>& members = role == MemberRole::kShard ? shards_ : workers_;
-    for (size_t i = 0; i < members.size(); ++i) {
-      const Member& m = members[i];
-      if (!m.registered || m.dead || m.host.empty() || m.host == r.host) continue;
-      if (r.role == MemberRole::kShard && loopback(r.address)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "shard ", rank, " on host ", r.host, " would be dialled at ", r.address,
-            ", a loopback address, but ", Describe(role, static_cast<int>(i)),
-            " is on another host: start the shard with --advertise_address=<an address of ",
-            r.host, " the other hosts reach>"));
-      }
-      if (role == MemberRole::kShard && loopback(m.address)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            RoleName(r.role), " ", rank, " on host ", r.host, " could not reach ",
-            Describe(role, static_cast<int>(i)), " at ", m.address,
-            ", a loopback address of its host: restart that shard with "
-            "--advertise_address=<an address of ", m.host, " the other hosts reach>"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-void SchedulerCore::CheckHostThreads(const std::string& host) {
-  if (oversubscribed_hosts_.contains(host)) return;
-  int threads = 0, cores = 0;
-  std::vector<std::string> ranks;
-  for (size_t r = 0; r < workers_.size(); ++r) {
-    const Member& w = workers_[r];
-    if (!w.registered || w.host != host || w.threads <= 0) continue;
-    threads += w.threads;
-    cores = std::max(cores, w.cores);
-    ranks.push_back(absl::StrCat(r));
-  }
-  if (ranks.size() < 2 || cores <= 0 || threads <= cores) return;
-  oversubscribed_hosts_.insert(host);
-  notices_.push_back(absl::StrCat(
-      "host ", host, ": workers ", absl::StrJoin(ranks, ", "), " run ", threads,
-      " compute threads on its ", cores, " cores and will slow each other down; give each ",
-      "OMP_NUM_THREADS=", std::max<size_t>(1, cores / ranks.size()),
-      " (the launcher does), or start fewer workers there"));
 }
 
 std::vector<std::string> SchedulerCore::TakeNotices() {
@@ -358,34 +266,11 @@ std::vector<std::string> SchedulerCore::TakeNotices() {
   return std::move(notices_);
 }
 
-void SchedulerCore::CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now) {
-  // The beats that should have come since the last one, less the one that may be on its way.
-  absl::Duration rest;
-  const int64_t missed =
-      absl::IDivDuration(now - m.last_heartbeat, spec_.heartbeat_interval, &rest) - 1;
-  if (missed <= m.missed_in_silence) return;
-  missed_heartbeats_[static_cast<int>(role)] += missed - m.missed_in_silence;
-  m.missed_in_silence = missed;
-}
-
-SchedulerCore::Member* SchedulerCore::FindProcess(MemberRole role, int rank, int64_t pid) {
-  Member* m = Find(role, rank);
-  return m != nullptr && (pid == 0 || m->pid == pid) ? m : nullptr;
-}
-
 JobState SchedulerCore::Heartbeat(MemberRole role, int rank, const WorkerProgress* progress,
                                   int64_t pid) {
   absl::MutexLock lock(&mu_);
-  if (Member* m = FindProcess(role, rank, pid)) {
-    const absl::Time now = clock_->Now();
-    CountMissedHeartbeats(role, *m, now);
-    m->last_heartbeat = now;
-    m->missed_in_silence = 0;
-    m->stream_open = true;
-    if (progress != nullptr) {
-      m->has_progress = true;
-      m->progress = *progress;
-    }
+  if (Member* m = roster_.FindProcess(role, rank, pid)) {
+    roster_.Heard(role, *m, clock_->Now(), progress);
   }
   return state_;
 }
@@ -393,7 +278,7 @@ JobState SchedulerCore::Heartbeat(MemberRole role, int rank, const WorkerProgres
 void SchedulerCore::ControlStreamEnded(MemberRole role, int rank, const std::string& detail,
                                        int64_t pid) {
   absl::MutexLock lock(&mu_);
-  Member* m = FindProcess(role, rank, pid);
+  Member* m = roster_.FindProcess(role, rank, pid);
   if (m == nullptr) return;
   m->stream_open = false;  // a dead member's too: the scheduler waits for no stream at the end
   if (m->restarting || m->dead) return;  // its death is known
@@ -416,11 +301,11 @@ int64_t SchedulerCore::generation() const {
 void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& error,
                                   std::optional<int> lost_shard) {
   absl::MutexLock lock(&mu_);
-  Member* m = Find(role, rank);
+  Member* m = roster_.Find(role, rank);
   if (m == nullptr && error.empty() && role == MemberRole::kWorker && rank >= 0 &&
-      rank < static_cast<int>(workers_.size()) && state_ == JobState::kForming) {
+      rank < static_cast<int>(roster_.workers().size()) && state_ == JobState::kForming) {
     // It finished while this scheduler took the job over, before it joined again.
-    m = &workers_[rank];
+    m = &roster_.workers()[rank];
     m->registered = true;
     m->last_heartbeat = clock_->Now();
   }
@@ -437,9 +322,9 @@ void SchedulerCore::MemberStopped(MemberRole role, int rank, const std::string& 
       return;
     }
     m->dead = true;
-    std::string reason = absl::StrCat(Describe(role, rank), " failed: ", error);
+    std::string reason = absl::StrCat(roster_.Describe(role, rank), " failed: ", error);
     const Member* lost =
-        lost_shard.has_value() ? Find(MemberRole::kShard, *lost_shard) : nullptr;
+        lost_shard.has_value() ? roster_.Find(MemberRole::kShard, *lost_shard) : nullptr;
     if (lost != nullptr && !lost->dead && !lost->stopped && state_ == JobState::kRunning &&
         !held_failure_.has_value()) {
       held_failure_ =
@@ -459,17 +344,6 @@ void SchedulerCore::Stop(const std::string& reason) {
   Fail(reason);
 }
 
-std::vector<std::string> SchedulerCore::Unregistered() const {
-  std::vector<std::string> missing;
-  for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
-    const std::vector<Member>& ms = role == MemberRole::kShard ? shards_ : workers_;
-    for (size_t r = 0; r < ms.size(); ++r) {
-      if (!ms[r].registered) missing.push_back(absl::StrCat(RoleName(role), " ", r));
-    }
-  }
-  return missing;
-}
-
 void SchedulerCore::CheckLiveness() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
@@ -478,7 +352,7 @@ void SchedulerCore::CheckLiveness() {
     End(JobState::kFailed,
         absl::StrCat("job ", spec_.job_id, " did not form within ",
                      absl::FormatDuration(spec_.form_timeout), ": missing ",
-                     absl::StrJoin(Unregistered(), ", "),
+                     absl::StrJoin(roster_.Unregistered(), ", "),
                      "; start them with --scheduler=<this scheduler's address>"));
     return;
   }
@@ -489,7 +363,7 @@ void SchedulerCore::CheckLiveness() {
   }
   ReportStraggler(now);
   for (MemberRole role : {MemberRole::kShard, MemberRole::kWorker}) {
-    std::vector<Member>& ms = Members(role);
+    std::vector<Member>& ms = roster_.of(role);
     for (size_t r = 0; r < ms.size(); ++r) {
       Member& m = ms[r];
       if (m.stopped) continue;
@@ -497,14 +371,14 @@ void SchedulerCore::CheckLiveness() {
         if (now - m.died_at < spec_.shard_restart_grace) continue;
         Fail(absl::StrFormat("%s died (%s) and did not come back within %s "
                              "(launch --restart_failed_shards restarts it; see its log)",
-                             Describe(role, static_cast<int>(r)), m.death,
+                             roster_.Describe(role, static_cast<int>(r)), m.death,
                              absl::FormatDuration(spec_.shard_restart_grace)));
         return;
       }
       if (m.dead) continue;  // an elastic job's worker, gone
       const absl::Duration silent = now - m.last_heartbeat;
       // The beats that should have come by now, less the one that may be on its way.
-      CountMissedHeartbeats(role, m, now);
+      roster_.CountMissedHeartbeats(role, m, now);
       if (silent < spec_.heartbeat_timeout) continue;
       Died(role, static_cast<int>(r),
            absl::StrFormat("no heartbeat for %s (limit %s)",
@@ -535,17 +409,12 @@ bool SchedulerCore::WaitUntilEnded(absl::Duration timeout) {
 
 bool SchedulerCore::WaitForMembersToLeave(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(
-                                  +[](SchedulerCore* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                    for (const auto* ms : {&self->shards_, &self->workers_}) {
-                                      for (const Member& m : *ms) {
-                                        if (m.stream_open) return false;
-                                      }
-                                    }
-                                    return true;
-                                  },
-                                  this),
-                              timeout);
+  return mu_.AwaitWithTimeout(
+      absl::Condition(+[](SchedulerCore* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                        return !self->roster_.AnyStreamOpen();
+                      },
+                      this),
+      timeout);
 }
 
 }  // namespace cohort

@@ -19,6 +19,7 @@
 #include "services/scheduler/barrier_round.h"
 #include "services/scheduler/job_journal.h"
 #include "services/scheduler/job_status.h"
+#include "services/scheduler/member_roster.h"
 #include "services/scheduler/share_placement.h"
 #include "services/scheduler/straggler.h"
 #include "trainer/kvstore/kvstore_mode.h"
@@ -81,30 +82,6 @@ absl::Duration HeartbeatIntervalFor(int members, absl::Duration timeout);
 // The heartbeat timeout when none is asked for: 3 s, or three intervals of a job too large to
 // beat more often (about 6.5 s at 1,088 members).
 absl::Duration AutomaticHeartbeatTimeout(int members);
-
-struct MemberRegistration {
-  MemberRole role = MemberRole::kWorker;
-  int requested_rank = -1;  // -1: the lowest free rank
-  std::string host;         // for messages
-  int64_t pid = 0;
-  std::string address;  // shards: host:port workers dial
-  int threads = 0;       // workers: compute threads (0: unknown)
-  int cores = 0;         // workers: their host's cores (0: unknown)
-  // Workers: the kernel, network and user namespaces and Unix user they run as; those sharing
-  // one meet at a barrier on their host first (empty: alone).
-  std::string host_key;
-  // A member of the running job registering again (its control stream broke): the same process
-  // keeps its place; a scheduler restarted mid-job admits it while it forms again.
-  bool rejoin = false;
-};
-
-// The workers of a generation sharing a host key (they meet at a barrier on their host first):
-// the lowest rank of them, which arrives for them all, and how many they are.
-struct HostGroup {
-  int leader = 0;
-  int workers = 1;
-};
-using HostGroups = absl::flat_hash_map<int, HostGroup>;  // by registered rank
 
 struct ClusterView {
   std::vector<std::string> shard_addresses;     // by shard rank
@@ -237,37 +214,8 @@ class SchedulerCore {
   SchedulerSnapshot TakeSnapshot();
 
  private:
-  struct Member {
-    bool registered = false;
-    std::string host;
-    std::string host_key;
-    int64_t pid = 0;
-    std::string address;
-    int threads = 0;
-    int cores = 0;
-    absl::Time last_heartbeat;
-    bool stream_open = false;
-    bool stopped = false;
-    std::string stream_end;  // why its control stream ended, if it did
-    std::string last_error;
-    bool dead = false;
-    int64_t missed_in_silence = 0;  // missed heartbeats counted since the last one
-    bool has_progress = false;
-    WorkerProgress progress;
-    // A shard that died and may come back (shard_restart_grace): since when, and why.
-    bool restarting = false;
-    absl::Time died_at;
-    std::string death;
-    // Replicated shards: it came back into the running job as a backup (it leads nothing).
-    bool joined_as_backup = false;
-  };
+  using Member = MemberRoster::Member;
 
-  std::vector<Member>& Members(MemberRole role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Member* Find(MemberRole role, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string Describe(MemberRole role, int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static MemberState StateOf(const Member& m);
-  void CountMissedHeartbeats(MemberRole role, Member& m, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The member died (why: what showed it). A shard's backup leads its parts from now on in a
   // replicated job, or it waits to be restarted when the job allows it; anything else fails
@@ -279,8 +227,6 @@ class SchedulerCore {
   absl::StatusOr<int> BackUpShares(const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records who leads and backs up each share, and the dead shards, in the journal.
   void RecordShares() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The registration's process takes the member's place.
-  void Enroll(Member& m, const MemberRegistration& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a member in at `rank`; the job runs once every member is in.
   int Admit(const MemberRegistration& r, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An elastic job's new worker: a new rank in a new generation.
@@ -288,24 +234,12 @@ class SchedulerCore {
   // The workers changed (why: how): a new generation; a barrier in progress is not passed.
   void NewGeneration(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Active(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The registered member at (role, rank) when pid is 0 or its process's; else null.
-  Member* FindProcess(MemberRole role, int rank, int64_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool ShardRestarting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "shard 1", "worker 0": the members that have not registered.
-  std::vector<std::string> Unregistered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether WaitForCluster has its answer: the job ended, or runs with every shard up.
   bool ClusterSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<ClusterView> Cluster() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Once the cluster settled, every WaitForClusterAsync caller waiting gets its answer.
   void AnswerClusterWaiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<Straggler> Slowest() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportStraggler(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Refuses a registration that would leave a shard reachable only at a loopback address in a
-  // job whose members are on more than one host.
-  absl::Status CheckReachable(const MemberRegistration& r, int rank) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After a worker on `host` registered: a notice if the workers there now oversubscribe it.
-  void CheckHostThreads(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why the worker may not arrive at barrier `name`: it is not one of the generation's.
   absl::Status CheckActive(int rank, const std::string& name) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -313,8 +247,6 @@ class SchedulerCore {
   // map fails the job (Aborted with its reason).
   absl::Status Arrive(int rank, const std::string& name, uint64_t fingerprint)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The generation's workers grouped by host key (computed once a generation).
-  std::shared_ptr<const HostGroups> GroupsByHost() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == JobState::kDone || state_ == JobState::kFailed;
   }
@@ -343,11 +275,10 @@ class SchedulerCore {
     absl::Time until;
   };
   std::optional<HeldFailure> held_failure_ ABSL_GUARDED_BY(mu_);
-  std::vector<Member> shards_ ABSL_GUARDED_BY(mu_);
+  MemberRoster roster_ ABSL_GUARDED_BY(mu_);
   std::vector<int> shard_restarts_ ABSL_GUARDED_BY(mu_);  // by rank: how often it came back
   // Replicated shards: who leads and backs up each share.
   SharePlacement shares_placed_ ABSL_GUARDED_BY(mu_);
-  std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);  // by registered rank
   // The membership generation, its workers (registered ranks, ascending: their ranks in it)
   // and what started it.
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
@@ -357,12 +288,8 @@ class SchedulerCore {
   BarrierRound barrier_ ABSL_GUARDED_BY(mu_);
   std::vector<ClusterDone> cluster_waiters_ ABSL_GUARDED_BY(mu_);
   ChangeListener change_listener_;
-  // GroupsByHost's, null until asked in this generation and these registrations.
-  mutable std::shared_ptr<const HostGroups> host_groups_ ABSL_GUARDED_BY(mu_);
-  int64_t missed_heartbeats_[kNumMemberRoles] ABSL_GUARDED_BY(mu_) = {};
   std::vector<std::string> notices_ ABSL_GUARDED_BY(mu_);
   bool journal_failed_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_set<std::string> oversubscribed_hosts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cohort

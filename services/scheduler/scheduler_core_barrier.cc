@@ -32,7 +32,7 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
                                  int64_t generation, std::string payload, BarrierDone done,
                                  absl::Span<const Arrival> host_arrivals) {
   absl::MutexLock lock(&mu_);
-  if (Find(MemberRole::kWorker, rank) == nullptr) {
+  if (roster_.Find(MemberRole::kWorker, rank) == nullptr) {
     return done(absl::FailedPreconditionError(
         absl::StrCat("barrier '", name, "' from worker ", rank, ", which has not registered")));
   }
@@ -42,13 +42,13 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
   // group, once.
   absl::flat_hash_set<int> brought;
   for (const Arrival& a : host_arrivals) {
-    if (a.rank == rank || Find(MemberRole::kWorker, a.rank) == nullptr) {
+    if (a.rank == rank || roster_.Find(MemberRole::kWorker, a.rank) == nullptr) {
       return done(absl::InvalidArgumentError(absl::StrCat(
           "barrier '", name, "' from worker ", rank, " for worker ", a.rank,
           ", which is not another registered worker")));
     }
     if (absl::Status active = CheckActive(a.rank, a.name); !active.ok()) return done(active);
-    if (GroupsByHost()->at(a.rank).leader != rank || !brought.insert(a.rank).second) {
+    if (roster_.GroupsByHost(active_)->at(a.rank).leader != rank || !brought.insert(a.rank).second) {
       return done(absl::InvalidArgumentError(absl::StrCat(
           "barrier '", name, "' from worker ", rank, " for worker ", a.rank,
           ", which is not a worker of the host it leads or was brought twice")));
@@ -66,7 +66,7 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
   if (absl::Status arrived = Arrive(rank, name, fingerprint); !arrived.ok()) return done(arrived);
   const auto place = std::lower_bound(active_.begin(), active_.end(), rank);
   if (absl::Status brought = barrier_.Bring(place - active_.begin(), std::move(payload),
-                                            Describe(MemberRole::kWorker, rank));
+                                            roster_.Describe(MemberRole::kWorker, rank));
       !brought.ok()) {
     Fail(std::string(brought.message()));
     return done(absl::AbortedError(reason_));
@@ -78,14 +78,14 @@ void SchedulerCore::BarrierAsync(int rank, const std::string& name, uint64_t fin
 absl::Status SchedulerCore::CheckActive(int rank, const std::string& name) const {
   if (Active(rank)) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "barrier '", name, "' from ", Describe(MemberRole::kWorker, rank),
+      "barrier '", name, "' from ", roster_.Describe(MemberRole::kWorker, rank),
       ", which is not one of the job's workers any more (taken for dead: no heartbeat in "
       "time)"));
 }
 
 absl::Status SchedulerCore::Arrive(int rank, const std::string& name, uint64_t fingerprint) {
   absl::Status arrived =
-      barrier_.Arrive(rank, name, fingerprint, Describe(MemberRole::kWorker, rank));
+      barrier_.Arrive(rank, name, fingerprint, roster_.Describe(MemberRole::kWorker, rank));
   if (arrived.ok()) return arrived;
   Fail(std::string(arrived.message()));
   return absl::AbortedError(reason_);
@@ -95,7 +95,7 @@ std::optional<HostGroup> SchedulerCore::MeetOnHostFirst(int rank, int64_t genera
                                                         size_t host_arrivals) {
   absl::MutexLock lock(&mu_);
   if (Ended() || generation != generation_ || !Active(rank)) return std::nullopt;
-  const HostGroup& group = GroupsByHost()->at(rank);
+  const HostGroup& group = roster_.GroupsByHost(active_)->at(rank);
   if (group.workers < 2 || (group.leader == rank && host_arrivals + 1 == size_t(group.workers))) {
     return std::nullopt;
   }

@@ -31,7 +31,7 @@ void SchedulerCore::WaitForClusterAsync(ClusterDone done) {
 }
 
 bool SchedulerCore::ClusterSettled() const {
-  return Ended() || (state_ == JobState::kRunning && !ShardRestarting());
+  return Ended() || (state_ == JobState::kRunning && !roster_.AnyShardRestarting());
 }
 
 absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
@@ -40,12 +40,12 @@ absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
   view.shard_restart_grace = spec_.shard_restart_grace;
   view.generation = generation_;
   view.workers = active_;
-  for (int rank : active_) view.worker_hosts.push_back(workers_[rank].host);
-  view.host_groups = GroupsByHost();
-  for (int share = 0; share < static_cast<int>(shards_.size()); ++share) {
+  for (int rank : active_) view.worker_hosts.push_back(roster_.workers()[rank].host);
+  view.host_groups = roster_.GroupsByHost(active_);
+  for (int share = 0; share < static_cast<int>(roster_.shards().size()); ++share) {
     // A dead shard's share is where its backup took it.
     const int leader = shares_placed_.LeaderOf(share);
-    const Member& at = shards_[leader];
+    const Member& at = roster_.shards()[leader];
     view.shard_addresses.push_back(at.address);
     view.shard_incarnations.push_back(absl::StrCat(
         leader != share ? absl::StrCat("led by shard ", leader, ": ") : "", at.host, " ", at.pid));
@@ -53,7 +53,7 @@ absl::StatusOr<ClusterView> SchedulerCore::Cluster() const {
   view.share_leaders = shares_placed_.leaders();
   view.share_backups = shares_placed_.backups();
   for (int backup : view.share_backups) {
-    view.share_backup_addresses.push_back(backup >= 0 ? shards_[backup].address : "");
+    view.share_backup_addresses.push_back(backup >= 0 ? roster_.shards()[backup].address : "");
   }
   return view;
 }
@@ -64,24 +64,6 @@ void SchedulerCore::AnswerClusterWaiters() {
   waiters.swap(cluster_waiters_);
   const absl::StatusOr<ClusterView> view = Cluster();
   for (ClusterDone& w : waiters) w(view);
-}
-
-std::shared_ptr<const HostGroups> SchedulerCore::GroupsByHost() const {
-  if (host_groups_ != nullptr) return host_groups_;
-  absl::flat_hash_map<std::string, HostGroup> by_key;
-  for (int rank : active_) {  // ascending: the first of a key leads it
-    const std::string& key = workers_[rank].host_key;
-    if (key.empty()) continue;
-    ++by_key.try_emplace(key, HostGroup{rank, 0}).first->second.workers;
-  }
-  auto groups = std::make_shared<HostGroups>();
-  groups->reserve(active_.size());
-  for (int rank : active_) {
-    const std::string& key = workers_[rank].host_key;
-    (*groups)[rank] = key.empty() ? HostGroup{rank, 1} : by_key.at(key);
-  }
-  host_groups_ = std::move(groups);
-  return host_groups_;
 }
 
 }  // namespace cohort

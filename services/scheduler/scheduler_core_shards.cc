@@ -15,22 +15,24 @@ namespace cohort {
 
 absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
   const int rank = r.requested_rank;
-  const bool known = rank >= 0 && rank < static_cast<int>(shards_.size());
-  if (known && shares_placed_.placed() && shards_[rank].dead && !shards_[rank].restarting) {
+  const bool known = rank >= 0 && rank < static_cast<int>(roster_.shards().size());
+  if (known && shares_placed_.placed() && roster_.shards()[rank].dead &&
+      !roster_.shards()[rank].restarting) {
     return BackUpShares(r);
   }
-  if (!known || !shards_[rank].restarting) {
+  if (!known || !roster_.shards()[rank].restarting) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", spec_.job_id, " is RUNNING; a shard joins it only to take the place of a dead "
         "one, under its --rank, with launch --restart_failed_shards (",
-        rank < 0 ? "no rank"
-        : !known ? absl::StrCat("it has ", shards_.size(), " shards, ranks 0..",
-                                shards_.size() - 1, "; shard ", rank, " is not one of them")
-                 : absl::StrCat("shard ", rank, " is not dead"),
+        rank < 0  ? "no rank"
+        : !known  ? absl::StrCat("it has ", roster_.shards().size(), " shards, ranks 0..",
+                                 roster_.shards().size() - 1, "; shard ", rank,
+                                 " is not one of them")
+                  : absl::StrCat("shard ", rank, " is not dead"),
         ")"));
   }
-  if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
-  Member& m = shards_[rank];
+  if (absl::Status s = roster_.CheckReachable(r, rank); !s.ok()) return s;
+  Member& m = roster_.shards()[rank];
   notices_.push_back(absl::StrFormat(
       "shard %d is back (host %s, pid %d, at %s) %.1f s after its death; the workers roll back "
       "to its checkpoint",
@@ -42,12 +44,12 @@ absl::StatusOr<int> SchedulerCore::Reregister(const MemberRegistration& r) {
 
 absl::StatusOr<int> SchedulerCore::BackUpShares(const MemberRegistration& r) {
   const int rank = r.requested_rank;
-  if (absl::Status s = CheckReachable(r, rank); !s.ok()) return s;
-  const absl::Time died_at = shards_[rank].died_at;
-  shards_[rank] = Member();
+  if (absl::Status s = roster_.CheckReachable(r, rank); !s.ok()) return s;
+  const absl::Time died_at = roster_.shards()[rank].died_at;
+  roster_.shards()[rank] = Member();
   ++shard_restarts_[rank];
   Admit(r, rank);
-  shards_[rank].joined_as_backup = true;
+  roster_.shards()[rank].joined_as_backup = true;
   const std::vector<std::string> backed = shares_placed_.BackUpUnbacked(rank);
   notices_.push_back(absl::StrFormat(
       "shard %d is back (host %s, pid %d, at %s)%s; it backs up share%s %s, copying them from "
@@ -63,7 +65,7 @@ absl::StatusOr<int> SchedulerCore::BackUpShares(const MemberRegistration& r) {
 
 void SchedulerCore::CopiesHeld(int shard, int64_t pid, absl::Span<const int> shares) {
   absl::MutexLock lock(&mu_);
-  if (FindProcess(MemberRole::kShard, shard, pid) == nullptr) return;
+  if (roster_.FindProcess(MemberRole::kShard, shard, pid) == nullptr) return;
   for (int share : shares) {
     if (shares_placed_.CopyHeld(shard, share)) {
       notices_.push_back(absl::StrCat("shard ", shard, " holds its copy of share ", share,
@@ -75,24 +77,13 @@ void SchedulerCore::CopiesHeld(int shard, int64_t pid, absl::Span<const int> sha
 
 void SchedulerCore::RecordShares() {
   if (journal_ == nullptr) return;
-  std::vector<int> dead;
-  for (int rank = 0; rank < static_cast<int>(shards_.size()); ++rank) {
-    if (shards_[rank].dead) dead.push_back(rank);
-  }
-  Journalled(journal_->RecordShares(shares_placed_.ToJournal(std::move(dead))));
+  Journalled(journal_->RecordShares(shares_placed_.ToJournal(roster_.DeadShards())));
 }
 
 bool SchedulerCore::JoinedAsBackup(int shard) const {
   absl::MutexLock lock(&mu_);
-  return shard >= 0 && shard < static_cast<int>(shards_.size()) &&
-         shards_[shard].joined_as_backup;
-}
-
-bool SchedulerCore::ShardRestarting() const {
-  for (const Member& s : shards_) {
-    if (s.restarting) return true;
-  }
-  return false;
+  return shard >= 0 && shard < static_cast<int>(roster_.shards().size()) &&
+         roster_.shards()[shard].joined_as_backup;
 }
 
 }  // namespace cohort

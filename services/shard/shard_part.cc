@@ -100,9 +100,8 @@ PartCheckpoint ShardPart::Checkpoint() const {
 absl::Status ShardPart::Restore(const PartCheckpoint& saved, absl::string_view where) {
   const size_t elements = value->data.size();
   if (saved.value.size() != elements) {
-    return absl::FailedPreconditionError(absl::StrCat(where, " has ", saved.value.size(),
-                                                      " elements; the model's part has ",
-                                                      elements));
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, " has ", saved.value.size(), " elements; the model's part has ", elements));
   }
   WritableValue() = saved.value;
   version = saved.version;
@@ -124,8 +123,7 @@ void ShardPart::Answer(PartSink* reply_to) {
 void ShardPart::Forward(float lr, int rank, int64_t pushed_on) {
   ReplicaUpdate update{id, version, lr, {}, rank, pushed_on};
   if (optimizer == nullptr) {
-    update.values =
-        rank < 0 ? absl::MakeConstSpan(value->data) : absl::MakeConstSpan(slots[rank]);
+    update.values = rank < 0 ? absl::MakeConstSpan(value->data) : absl::MakeConstSpan(slots[rank]);
   } else {
     update.values = absl::MakeConstSpan(reinterpret_cast<const float*>(forwarded.data()),
                                         forwarded.size() / sizeof(float));
@@ -190,16 +188,18 @@ absl::Status ShardPart::TakeCopy(const ReplicaUpdate& u, absl::string_view where
   const bool async_auxiliary = config.mode == KVStoreMode::kDistAsync && optimizer == nullptr;
   if (copy.pushed_on_by_rank.size() != workers ||
       (async_auxiliary && copy.latest_pushes.size() != workers)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, " names the pushes of ", copy.pushed_on_by_rank.size(), " ranks; the job has ",
-        workers, " workers"));
+    return absl::InvalidArgumentError(absl::StrCat(where, " names the pushes of ",
+                                                   copy.pushed_on_by_rank.size(),
+                                                   " ranks; the job has ", workers, " workers"));
   }
   WritableValue().assign(u.values.begin(), u.values.end());
   version = u.version;
   if (optimizer != nullptr) {
     const absl::Status loaded =
         optimizer->LoadState(0, static_cast<int64_t>(u.values.size()), copy.optimizer);
-    if (!loaded.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", loaded.message()));
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", loaded.message()));
+    }
   }
   ResetPushes();
   if (async_auxiliary) slots = copy.latest_pushes;
@@ -215,17 +215,17 @@ absl::Status ShardPart::TakeUpdate(const ReplicaUpdate& u, absl::FunctionRef<std
         absl::StrCat(where(), " came from another shard, but this one leads the part"));
   }
   if (u.version != version + 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        where(), " came while its backup is at version ", version,
-        ": a leader's updates must reach the backup each once, in order"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(where(), " came while its backup is at version ", version,
+                     ": a leader's updates must reach the backup each once, in order"));
   }
   const size_t elements = value->data.size();
   if (u.values.size() != elements || u.rank >= config.num_workers ||
       (config.mode == KVStoreMode::kDistAsync) != (u.rank >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where(), " holds ", u.values.size(), " values of rank ", u.rank, "; the part has ",
-        elements, " elements in a ", KVStoreModeName(config.mode), " job of ", config.num_workers,
-        " workers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), " holds ", u.values.size(), " values of rank ", u.rank,
+                     "; the part has ", elements, " elements in a ", KVStoreModeName(config.mode),
+                     " job of ", config.num_workers, " workers"));
   }
   if (optimizer == nullptr) {
     if (u.rank < 0) {
