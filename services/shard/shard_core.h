@@ -128,28 +128,28 @@ class ShardCore {
   // Copies the part's current value into out (resized) and returns its version.
   absl::StatusOr<int64_t> Read(PartId id, std::vector<float>* out);
 
-  // Replicated shards (shard_core_replica.cc). The shard leads the part, and from now on
+  // Replicated shards (shard_core_replication.cc). The shard leads the part, and from now on
   // every update of it goes to its backup through link; the workers' answers wait until the
   // backup holds the update, so that no answered step is lost with this shard. Null: the part
   // goes on without a backup (answers held for an update in flight go when its done runs).
-  absl::Status SetBackup(PartId id, ReplicaLink* link);
+  absl::Status SetBackup(PartId id, BackupLink* link);
   // The shard leads these parts of a share, and a shard that came back backs them up from now
   // on while training goes on: each part's copy (PartCopy) goes through link, then its updates
   // (a backup it had before is replaced). copied runs once link's done ran for every copy.
-  absl::Status AddBackup(absl::Span<const PartId> parts, int share, ReplicaLink* link,
+  absl::Status AddBackup(absl::Span<const PartId> parts, int share, BackupLink* link,
                          std::function<void()> copied);
   // Every part goes on without a backup (the job ended).
   void DropBackups();
   // The parts still forwarding to link (one that gave up: the same as none) go on without a
   // backup, so that the link may go.
-  void DropBackupLink(const ReplicaLink* link);
+  void DropBackupLink(const BackupLink* link);
   // The shard backs the part up: it takes the leader's update (the next version, or refused
   // naming both versions). Once it leads the part itself (its leader died), a worker's push
   // that an update taken so held already is answered with the current value, not applied
   // again: the leader may have died between its backup's update and its answer.
   // A copy (update.copy) sets the part up whole, the shard configured by its settings first
   // if rank 0 never initialised it (it came back into the job).
-  absl::Status ApplyReplica(const ReplicaUpdate& update);
+  absl::Status ApplyLeaderUpdate(const LeaderUpdate& update);
   // Forgets every waiting reply to sink (its stream ended).
   void Detach(PartSink* sink);
 
@@ -191,8 +191,8 @@ class ShardCore {
   // A new part of `share` under the current settings, its optimizer fresh (none for an
   // auxiliary key), its value still empty; the checkpoint sink told the shard holds the share.
   std::unique_ptr<ShardPart> NewPart(PartId id, int share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ApplyReplica of a copy: the part, created if the shard does not hold it, takes it whole.
-  absl::Status TakeCopy(const ReplicaUpdate& update);
+  // ApplyLeaderUpdate of a copy: the part, created if the shard does not hold it, takes it whole.
+  absl::Status TakeCopy(const LeaderUpdate& update);
   // Counts a refused request; returns status.
   absl::Status Refuse(Rejection reason, absl::Status status) const;
   // Counts an update to `version` made of `pushes` pushes.

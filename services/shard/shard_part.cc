@@ -121,7 +121,7 @@ void ShardPart::Answer(PartSink* reply_to) {
 }
 
 void ShardPart::Forward(float lr, int rank, int64_t pushed_on) {
-  ReplicaUpdate update{id, version, lr, {}, rank, pushed_on};
+  LeaderUpdate update{id, version, lr, {}, rank, pushed_on};
   if (optimizer == nullptr) {
     update.values = rank < 0 ? absl::MakeConstSpan(value->data) : absl::MakeConstSpan(slots[rank]);
   } else {
@@ -177,7 +177,7 @@ PartCopy ShardPart::CopyOf(int copy_share) const {
   return copy;
 }
 
-absl::Status ShardPart::TakeCopy(const ReplicaUpdate& u, absl::string_view where) {
+absl::Status ShardPart::TakeCopy(const LeaderUpdate& u, absl::string_view where) {
   const PartCopy& copy = *u.copy;
   const ShardConfig& config = settings->config;
   if (backup != nullptr) {
@@ -208,7 +208,7 @@ absl::Status ShardPart::TakeCopy(const ReplicaUpdate& u, absl::string_view where
   return absl::OkStatus();
 }
 
-absl::Status ShardPart::TakeUpdate(const ReplicaUpdate& u, absl::FunctionRef<std::string()> where) {
+absl::Status ShardPart::TakeUpdate(const LeaderUpdate& u, absl::FunctionRef<std::string()> where) {
   const ShardConfig& config = settings->config;
   if (backup != nullptr) {
     return absl::FailedPreconditionError(

@@ -52,7 +52,7 @@ struct PartCopy {
 // to make the same (chain replication): the backup runs its own copy of the update rule on the
 // same input, block by block as the leader did, and so stays bitwise equal to it, optimizer
 // state included.
-struct ReplicaUpdate {
+struct LeaderUpdate {
   PartId id;
   int64_t version = 0;  // the part's version after the update
   float lr = 0;         // the rate the leader's optimizer ran at
@@ -67,19 +67,19 @@ struct ReplicaUpdate {
   // Not null: no update but the whole part (values is its value at `version`).
   const PartCopy* copy = nullptr;
   // Not null: values are all of this buffer, which the link may take instead of copying them
-  // (leaving it empty; the next update's comes from ReplicaLink::Spare).
+  // (leaving it empty; the next update's comes from BackupLink::Spare).
   UpdateBuffer* buffer = nullptr;
 };
 
 // Where a part's updates go to its backup (a stream to another shard; a fake in tests).
-class ReplicaLink {
+class BackupLink {
  public:
-  virtual ~ReplicaLink() = default;
+  virtual ~BackupLink() = default;
   // Sends the update (its bytes valid only during the call) on its way. done runs exactly
   // once, never inside Forward and before the core goes away: when the backup holds the
   // update, or when the link gave up on it (the backup is gone: the part goes on without).
   // One part's updates are forwarded in order, under its lock.
-  virtual void Forward(const ReplicaUpdate& update, std::function<void()> done) = 0;
+  virtual void Forward(const LeaderUpdate& update, std::function<void()> done) = 0;
   // Whether the link gave up (every later update is given up at once).
   virtual bool broken() const = 0;
   // A buffer of `bytes` bytes for an update to be made in: memory the backup reads in place
@@ -132,7 +132,7 @@ struct ShardPart {
   float pushed_lr ABSL_GUARDED_BY(mu) = -1;  // the current version's pushes' (PartHeader::lr)
   // Replication: the backup the part's updates go to (null: none); answers waiting until it
   // holds the update of their version (null sink: its stream ended); the update forwarded.
-  ReplicaLink* backup ABSL_GUARDED_BY(mu) = nullptr;
+  BackupLink* backup ABSL_GUARDED_BY(mu) = nullptr;
   struct HeldAnswer {
     int64_t version;
     PartSink* sink;
@@ -187,10 +187,10 @@ struct ShardPart {
   // The part as a copy for a new backup.
   PartCopy CopyOf(int share) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The backup takes the leader's copy (update.copy) whole.
-  absl::Status TakeCopy(const ReplicaUpdate& update, absl::string_view where)
+  absl::Status TakeCopy(const LeaderUpdate& update, absl::string_view where)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The backup makes the leader's update (the next version, or refused naming both).
-  absl::Status TakeUpdate(const ReplicaUpdate& update, absl::FunctionRef<std::string()> where)
+  absl::Status TakeUpdate(const LeaderUpdate& update, absl::FunctionRef<std::string()> where)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Forgets every waiting reply to sink (its stream ended).
   void Detach(PartSink* sink) ABSL_LOCKS_EXCLUDED(mu);

@@ -11,7 +11,7 @@
 #include "services/common/http_server.h"
 #include "services/shard/replication/backup_links.h"
 #include "services/shard/replication/share_copier.h"
-#include "services/shard/replication/shm_replica_link.h"
+#include "services/shard/replication/shm_backup_link.h"
 #include "services/shard/shm_push_server.h"
 #include "services/wire/shm_rendezvous.h"
 #include "trainer/base/status_macros.h"
@@ -23,9 +23,9 @@ namespace {
 // takes (a part of --part_bytes, 1 MiB by default, or a fusion, many times over).
 constexpr size_t kShmRingBytes = kMaxMessageBytes;
 // The pool a backup offers each leader of its host beside the rings, which the leader's updates
-// are made in (shm_replica_link.h): 64 MiB of updates not yet acknowledged (a 100 MB model's
+// are made in (shm_backup_link.h): 64 MiB of updates not yet acknowledged (a 100 MB model's
 // half a round); beyond it updates go through the ring. Pages are taken as first written.
-constexpr size_t kReplicaPoolBytes = 4 * kShmRingBytes;
+constexpr size_t kBackupPoolBytes = 4 * kShmRingBytes;
 
 // status, its message said as `who`'s error.
 absl::Status Error(absl::string_view who, const absl::Status& status) {
@@ -72,9 +72,9 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(ShardProcessOp
     auto pushes =
         StartShmPushServer(&shard->core_, ShardRendezvousName(host, shard->server_.port),
                            kShmRingBytes);
-    auto replicas = StartShmReplicaServer(&shard->replication_,
-                                          ReplicaRendezvousName(host, shard->server_.port),
-                                          kShmRingBytes, kReplicaPoolBytes);
+    auto replicas = StartShmBackupServer(&shard->replication_,
+                                          BackupRendezvousName(host, shard->server_.port),
+                                          kShmRingBytes, kBackupPoolBytes);
     if (pushes.ok()) {
       shard->shm_pushes_ = *std::move(pushes);
     } else {
@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(ShardProcessOp
                 << pushes.status().message() << "\n";
     }
     if (replicas.ok()) {
-      shard->shm_replicas_ = *std::move(replicas);
+      shard->shm_backups_ = *std::move(replicas);
     } else {
       std::cerr << "shard: warning: no shared-memory path for the shards of this host it backs "
                    "up: "
@@ -184,7 +184,7 @@ void ShardProcess::StopServing() {
   set_up_.Leave();  // calls still waiting for the set-up end
   // Before the server goes: the backups' leaders hear this shard left.
   replication_.Close();
-  shm_replicas_.reset();
+  shm_backups_.reset();
   if (serving_) {
     server_.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     serving_ = false;

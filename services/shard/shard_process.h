@@ -79,7 +79,7 @@ class ShardProcess {
   ShardService service_;
   RunningServer server_;
   bool serving_ = false;
-  std::unique_ptr<ShmSessionServer> shm_pushes_, shm_replicas_;
+  std::unique_ptr<ShmSessionServer> shm_pushes_, shm_backups_;
   std::unique_ptr<MemberSession> session_;
   std::unique_ptr<LeavingOnSignal> leaving_;  // after the session: its end comes first
   std::unique_ptr<ProcessMetrics> process_metrics_;

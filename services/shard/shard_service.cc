@@ -205,20 +205,20 @@ grpc::Status ShardService::Init(grpc::ServerContext*, grpc::ServerReader<v1::Ini
 
 grpc::Status ShardService::Replicate(
     grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaBatch>* stream) {
+    grpc::ServerReaderWriter<v1::BackupAck, v1::LeaderUpdateBatch>* stream) {
   absl::StatusOr<std::unique_ptr<ShardReplication::ServedStream>> served =
       replication_->ServeStream([context] { context->TryCancel(); });
   if (!served.ok()) return ToGrpcStatus(served.status());
   const std::string from = LogSafe(context->peer(), 128);
-  v1::ReplicaBatch batch;
-  v1::ReplicaAck ack;
+  v1::LeaderUpdateBatch batch;
+  v1::BackupAck ack;
   std::vector<absl::Span<const char>> values;
   while (stream->Read(&batch)) {
     values.clear();
-    for (const v1::ReplicaUpdate& u : batch.updates()) {
+    for (const v1::LeaderUpdate& u : batch.updates()) {
       values.emplace_back(u.values().data(), u.values().size());
     }
-    if (absl::Status taken = replication_->TakeReplicas(batch, values, from); !taken.ok()) {
+    if (absl::Status taken = replication_->TakeUpdates(batch, values, from); !taken.ok()) {
       return ToGrpcStatus(taken);
     }
     ack.set_applied(batch.updates_size());

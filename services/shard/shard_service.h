@@ -41,10 +41,10 @@ class ShardService final : public v1::Shard::WithRawCallbackMethod_PushPull<v1::
   grpc::Status ListCheckpoints(grpc::ServerContext* context,
                                const v1::ListCheckpointsRequest* request,
                                v1::ListCheckpointsReply* reply) override;
-  // ShardReplication::ServeStream and TakeReplicas: each batch acknowledged once taken.
+  // ShardReplication::ServeStream and TakeUpdates: each batch acknowledged once taken.
   grpc::Status Replicate(
       grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::ReplicaAck, v1::ReplicaBatch>* stream) override;
+      grpc::ServerReaderWriter<v1::BackupAck, v1::LeaderUpdateBatch>* stream) override;
   // ShardReplication::CopyShareTo.
   grpc::Status CopyShare(grpc::ServerContext* context, const v1::CopyShareRequest* request,
                          v1::CopyShareReply* reply) override;

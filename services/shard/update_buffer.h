@@ -18,8 +18,8 @@ class UpdatePool {
   virtual void GiveBack(int64_t offset) = 0;
 };
 
-// The bytes of one update, which a leading shard's optimizer pass writes and its replica link
-// takes: heap memory, or a stretch of a pool that the backup maps too (shm_replica_link.h),
+// The bytes of one update, which a leading shard's optimizer pass writes and its backup link
+// takes: heap memory, or a stretch of a pool that the backup maps too (shm_backup_link.h),
 // given back to the pool when the buffer goes. Move-only.
 class UpdateBuffer {
  public:

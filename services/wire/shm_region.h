@@ -11,7 +11,7 @@ namespace cohort {
 
 // Memory two processes of one host map: a memfd sealed at its size, made by one and passed to
 // the other, where one writes what the other reads in place (a ring's, shm_ring.h; an update
-// pool, shm_replica_link.h). The seals keep either process from shrinking it under the other's
+// pool, shm_backup_link.h). The seals keep either process from shrinking it under the other's
 // mapping (a SIGBUS there) or growing it.
 class ShmRegion {
  public:

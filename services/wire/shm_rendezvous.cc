@@ -151,7 +151,7 @@ std::string ShardRendezvousName(absl::string_view host, int port) {
                       : absl::StrCat("cohort-shard-", host, ":", port);
 }
 
-std::string ReplicaRendezvousName(absl::string_view host, int port) {
+std::string BackupRendezvousName(absl::string_view host, int port) {
   return absl::StrCat(ShardRendezvousName(host, port), "/replicas");
 }
 

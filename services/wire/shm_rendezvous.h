@@ -78,8 +78,8 @@ class ShmListener {
 std::string ShardRendezvousName(absl::string_view host, int port);
 
 // The rendezvous name of the replication of the shard serving gRPC at host:port (its backup's
-// side of shm_replica_link.h), as ShardRendezvousName.
-std::string ReplicaRendezvousName(absl::string_view host, int port);
+// side of shm_backup_link.h), as ShardRendezvousName.
+std::string BackupRendezvousName(absl::string_view host, int port);
 
 // Connects to what the shard at `address` (host:port) offers on this host under `named`'s names:
 // the one for its own address, then the one for every address. NotFound when the address is

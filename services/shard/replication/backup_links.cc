@@ -5,19 +5,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_util.h"
-#include "services/shard/replication/grpc_replica_link.h"
-#include "services/shard/replication/shm_replica_link.h"
+#include "services/shard/replication/grpc_backup_link.h"
+#include "services/shard/replication/shm_backup_link.h"
 
 namespace cohort {
 
 ShardReplication::LinkFactory BackupLinks(bool shared_memory, std::function<int()> rank,
                                           std::shared_ptr<const TransportSecurity> security,
                                           std::ostream* out, std::ostream* err) {
-  return [=](const std::string& address) -> std::unique_ptr<ReplicaLink> {
+  return [=](const std::string& address) -> std::unique_ptr<BackupLink> {
     const std::string leader = absl::StrCat("shard ", rank());
-    std::unique_ptr<ReplicaStream> stream;
+    std::unique_ptr<BackupStream> stream;
     if (shared_memory) {
-      absl::StatusOr<std::unique_ptr<ShmReplicaStream>> shm = DialShmReplica(address);
+      absl::StatusOr<std::unique_ptr<ShmBackupStream>> shm = DialShmBackup(address);
       if (shm.ok()) {
         *out << leader << ": replicates to its backup at " << address
              << " through shared memory\n";
@@ -29,10 +29,10 @@ ShardReplication::LinkFactory BackupLinks(bool shared_memory, std::function<int(
       }
     }
     if (stream == nullptr) {
-      stream = std::make_unique<GrpcReplicaStream>(
+      stream = std::make_unique<GrpcBackupStream>(
           v1::Shard::NewStub(MakeChannel(address, *security)));
     }
-    return std::make_unique<StreamReplicaLink>(std::move(stream), leader,
+    return std::make_unique<StreamBackupLink>(std::move(stream), leader,
                                                absl::StrCat("the shard at ", address), err);
   };
 }

@@ -19,12 +19,12 @@ namespace {
 constexpr absl::Duration kCopyWait = absl::Minutes(1);
 
 // Floats from a message's bytes, read in place: protobuf's string is aligned for any scalar
-// (it comes from operator new), and so are a ring's values (shm_replica_link.h).
+// (it comes from operator new), and so are a ring's values (shm_backup_link.h).
 absl::StatusOr<absl::Span<const float>> FloatsOf(absl::Span<const char> bytes,
-                                                 const v1::ReplicaUpdate& u) {
+                                                 const v1::LeaderUpdate& u) {
   if (bytes.size() % sizeof(float) != 0 ||
       reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("replica of key ", u.key(), " part ",
+    return absl::InvalidArgumentError(absl::StrCat("the leader's update of key ", u.key(), " part ",
                                                    u.part(), ": ", bytes.size(),
                                                    " bytes are no F32 values"));
   }
@@ -33,7 +33,7 @@ absl::StatusOr<absl::Span<const float>> FloatsOf(absl::Span<const char> bytes,
 }
 
 absl::StatusOr<absl::Span<const float>> FloatsOf(const std::string& bytes,
-                                                 const v1::ReplicaUpdate& u) {
+                                                 const v1::LeaderUpdate& u) {
   return FloatsOf(absl::MakeConstSpan(bytes), u);
 }
 
@@ -65,7 +65,7 @@ absl::Status ShardReplication::LinkLedParts(const std::string& backup_address,
   return absl::OkStatus();
 }
 
-absl::Status ShardReplication::OpenReplicas() {
+absl::Status ShardReplication::OpenIntake() {
   RETURN_IF_ERROR(set_up_->Wait("replicate"));
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError("the shard left the job");
@@ -87,7 +87,7 @@ void ShardReplication::EndStream(int64_t id) {
   streams_.erase(id);
 }
 
-absl::Status ShardReplication::TakeReplicas(const v1::ReplicaBatch& batch,
+absl::Status ShardReplication::TakeUpdates(const v1::LeaderUpdateBatch& batch,
                                             absl::Span<const absl::Span<const char>> values,
                                             absl::string_view from) {
   absl::Status taken = batch.has_config() ? ConfigureFromCopy(batch.config()) : absl::OkStatus();
@@ -97,7 +97,7 @@ absl::Status ShardReplication::TakeReplicas(const v1::ReplicaBatch& batch,
                                                     " values"));
   }
   for (int i = 0; taken.ok() && i < batch.updates_size(); ++i) {
-    taken = TakeReplica(batch.updates(i), values[i]);
+    taken = TakeLeaderUpdate(batch.updates(i), values[i]);
   }
   if (!taken.ok()) {
     *log_ << absl::StrCat(taken.message(), " (from ", from,
@@ -106,11 +106,11 @@ absl::Status ShardReplication::TakeReplicas(const v1::ReplicaBatch& batch,
   return taken;
 }
 
-absl::Status ShardReplication::TakeReplica(const v1::ReplicaUpdate& u,
+absl::Status ShardReplication::TakeLeaderUpdate(const v1::LeaderUpdate& u,
                                            absl::Span<const char> bytes) {
   ASSIGN_OR_RETURN(const absl::Span<const float> values, FloatsOf(bytes, u));
-  ReplicaUpdate update{{u.key(), u.part()}, u.version(), u.lr(), values, u.rank(), u.pushed_on()};
-  if (!u.copy()) return core_->ApplyReplica(update);
+  LeaderUpdate update{{u.key(), u.part()}, u.version(), u.lr(), values, u.rank(), u.pushed_on()};
+  if (!u.copy()) return core_->ApplyLeaderUpdate(update);
   PartCopy copy;
   copy.share = u.share();
   for (const auto& [name, bytes] : u.optimizer()) {
@@ -124,7 +124,7 @@ absl::Status ShardReplication::TakeReplica(const v1::ReplicaUpdate& u,
     copy.latest_pushes.emplace_back(push.begin(), push.end());
   }
   update.copy = &copy;
-  RETURN_IF_ERROR(core_->ApplyReplica(update));
+  RETURN_IF_ERROR(core_->ApplyLeaderUpdate(update));
   Holds(copy.share, update.id);
   return absl::OkStatus();
 }
@@ -149,7 +149,7 @@ absl::StatusOr<int> ShardReplication::CopyShareTo(int share, int rank,
                      who, " cannot back it up"));
   }
   std::vector<PartId> parts;
-  ReplicaLink* link = nullptr;
+  BackupLink* link = nullptr;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::CancelledError("the shard left the job");
@@ -198,7 +198,7 @@ int ShardReplication::PartsOfShare(int share) const {
 }
 
 void ShardReplication::Close() {
-  std::vector<std::unique_ptr<ReplicaLink>> links;
+  std::vector<std::unique_ptr<BackupLink>> links;
   {
     absl::MutexLock lock(&mu_);
     links.swap(links_);

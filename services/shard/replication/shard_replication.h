@@ -17,7 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "proto/shard.pb.h"
-#include "services/shard/replication/replica_link.h"
+#include "services/shard/replication/backup_link.h"
 #include "services/shard/shard_core.h"
 #include "services/shard/shard_set_up.h"
 #include "services/wire/part_id.h"
@@ -27,15 +27,15 @@ namespace cohort {
 
 // A shard's part in a job of replicated shards (--shard_replicas 2), gRPC-free. Each share (a
 // shard rank's part of the model) is led by one shard and backed up by another, which makes
-// every update its leader makes (chain replication: ShardCore::ApplyReplica), so that a worker
+// every update its leader makes (chain replication: ShardCore::ApplyLeaderUpdate), so that a worker
 // whose shard died goes on with the backup and no answered step is lost. Three cases:
 //
 // - Leading: rank 0's Init hands the shard its parts, those it leads and those it backs up
 //   for another (Holds), then names the backup of the parts it leads (LinkLedParts): their
-//   updates go there through a ReplicaLink made by the factory (a Replicate stream, or two
+//   updates go there through a BackupLink made by the factory (a Replicate stream, or two
 //   shared-memory rings on one host), and the workers' answers wait until the backup has them.
-// - Backing up: the leaders' updates come in batches (ReplicaReceiver: OpenReplicas and
-//   TakeReplicas, from a gRPC stream served (ServeStream) or a shared-memory session); a
+// - Backing up: the leaders' updates come in batches (BackupIntake: OpenIntake and
+//   TakeUpdates, from a gRPC stream served (ServeStream) or a shared-memory session); a
 //   refused one ends that leader's stream, and its parts go on without a backup.
 // - Coming back: a shard that came back into the running job holds nothing and leads nothing:
 //   it asks each share's leader for a copy (share_copier.h); the leader (CopyShareTo) links to
@@ -48,10 +48,10 @@ namespace cohort {
 //
 // Thread safety: every method may be called from any thread. Close ends it all once: links to
 // the backups go, the streams served are cancelled, and later streams and copies are refused.
-class ShardReplication : public ReplicaReceiver {
+class ShardReplication : public BackupIntake {
  public:
   // The link to the backup at an address (host:port).
-  using LinkFactory = std::function<std::unique_ptr<ReplicaLink>(const std::string& address)>;
+  using LinkFactory = std::function<std::unique_ptr<BackupLink>(const std::string& address)>;
 
   // core and set_up outlive this; calls wait for set_up (its Leave lets them go). make_link:
   // null for a shard started without a way to reach a backup: it leads nothing backed up
@@ -67,13 +67,13 @@ class ShardReplication : public ReplicaReceiver {
   absl::Status LinkLedParts(const std::string& backup_address, absl::Span<const PartId> led,
                             int num_parts) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ReplicaReceiver: a shared-memory session's batches.
-  absl::Status OpenReplicas() override ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status TakeReplicas(const v1::ReplicaBatch& batch,
+  // BackupIntake: a shared-memory session's batches.
+  absl::Status OpenIntake() override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TakeUpdates(const v1::LeaderUpdateBatch& batch,
                             absl::Span<const absl::Span<const char>> values,
                             absl::string_view from) override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A leader's gRPC stream begins (OpenReplicas), served until the returned guard goes; cancel
+  // A leader's gRPC stream begins (OpenIntake), served until the returned guard goes; cancel
   // ends it from here (Close), never after the guard went.
   class ServedStream;
   absl::StatusOr<std::unique_ptr<ServedStream>> ServeStream(std::function<void()> cancel)
@@ -96,7 +96,7 @@ class ShardReplication : public ReplicaReceiver {
   // The job's settings from a leader's first copy, for a shard rank 0 never initialised.
   absl::Status ConfigureFromCopy(const v1::InitMessage::Config& config) ABSL_LOCKS_EXCLUDED(mu_);
   // One update, or copy, into the core; values: its F32 bytes.
-  absl::Status TakeReplica(const v1::ReplicaUpdate& u, absl::Span<const char> values)
+  absl::Status TakeLeaderUpdate(const v1::LeaderUpdate& u, absl::Span<const char> values)
       ABSL_LOCKS_EXCLUDED(mu_);
   void EndStream(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -111,7 +111,7 @@ class ShardReplication : public ReplicaReceiver {
   int64_t next_stream_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<int64_t, std::function<void()>> streams_ ABSL_GUARDED_BY(mu_);
   // To the backups of the parts this shard leads (Init's, then one a CopyShareTo), until Close.
-  std::vector<std::unique_ptr<ReplicaLink>> links_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<BackupLink>> links_ ABSL_GUARDED_BY(mu_);
   // The parts held, by share: what a CopyShareTo copies.
   absl::flat_hash_map<int, absl::flat_hash_set<PartId>> shares_ ABSL_GUARDED_BY(mu_);
 };

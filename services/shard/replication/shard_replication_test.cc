@@ -1,7 +1,7 @@
 // A shard's part in replicated shards without a stream: what it leads goes to its backup's
 // link, a copy for a shard that came back is counted and configures it, streams end when it
 // leaves, and what a shard without a way to reach a backup cannot do is refused, saying so.
-// (replica_link_test.cc runs the same over real streams.)
+// (backup_link_test.cc runs the same over real streams.)
 
 #include "services/shard/replication/shard_replication.h"
 
@@ -24,12 +24,12 @@ constexpr PartId kLed{0, 0}, kOther{1, 0};
 
 // A link whose backup holds each update at once: the updates it was given, their dones run on
 // a thread of its own (never inside Forward).
-class HoldingLink final : public ReplicaLink {
+class HoldingLink final : public BackupLink {
  public:
   ~HoldingLink() override {
     for (std::thread& t : acks_) t.join();
   }
-  void Forward(const ReplicaUpdate& update, std::function<void()> done) override {
+  void Forward(const LeaderUpdate& update, std::function<void()> done) override {
     absl::MutexLock lock(&mu_);
     forwarded_.push_back({update.id, update.version, update.copy != nullptr});
     acks_.emplace_back(std::move(done));
@@ -131,11 +131,11 @@ TEST(ShardReplicationBackupTest, ACopyConfiguresAShardThatCameBackAndIsCounted) 
   set_up.Done();
   std::ostringstream log;
   ShardReplication replication(&core, &set_up, nullptr, &log);
-  ASSERT_TRUE(replication.OpenReplicas().ok());
-  v1::ReplicaBatch batch;
+  ASSERT_TRUE(replication.OpenIntake().ok());
+  v1::LeaderUpdateBatch batch;
   *batch.mutable_config() = ToProto(Config(2, KVStoreMode::kDistSync, /*parts=*/2));
   const std::vector<float> value = Gradient(4, 0, 8);
-  v1::ReplicaUpdate* u = batch.add_updates();
+  v1::LeaderUpdate* u = batch.add_updates();
   u->set_key(kLed.key);
   u->set_version(7);
   u->set_copy(true);
@@ -144,7 +144,7 @@ TEST(ShardReplicationBackupTest, ACopyConfiguresAShardThatCameBackAndIsCounted) 
   u->add_pushed_on_by_rank(6);
   const absl::Span<const char> bytes(reinterpret_cast<const char*>(value.data()),
                                      value.size() * sizeof(float));
-  ASSERT_TRUE(replication.TakeReplicas(batch, {bytes}, "shard 0").ok()) << log.str();
+  ASSERT_TRUE(replication.TakeUpdates(batch, {bytes}, "shard 0").ok()) << log.str();
   ASSERT_TRUE(core.config().has_value());
   EXPECT_EQ(core.config()->num_workers, 2);
   EXPECT_EQ(replication.PartsOfShare(0), 1);
@@ -156,7 +156,7 @@ TEST(ShardReplicationBackupTest, ACopyConfiguresAShardThatCameBackAndIsCounted) 
   batch.clear_config();
   u->set_copy(false);
   u->set_version(8);
-  const absl::Status refused = replication.TakeReplicas(batch, {bytes.subspan(0, 5)}, "shard 0");
+  const absl::Status refused = replication.TakeUpdates(batch, {bytes.subspan(0, 5)}, "shard 0");
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
   EXPECT_TRUE(absl::StrContains(log.str(), "5 bytes are no F32 values (from shard 0); the "
                                            "leader's parts go on without this backup"))
@@ -214,7 +214,7 @@ TEST(ShardReplicationBackupTest, ClosingCancelsTheStreamsServedAndRefusesLaterOn
   EXPECT_EQ(cancelled_open, 1);
   EXPECT_EQ(cancelled_ended, 0);
   EXPECT_EQ(replication.ServeStream([] {}).status().code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(replication.OpenReplicas().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(replication.OpenIntake().code(), absl::StatusCode::kCancelled);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "services/shard/replication/replica_link.h"
+#include "services/shard/replication/backup_link.h"
 
 #include <utility>
 #include <vector>
@@ -15,7 +15,7 @@ constexpr size_t kRecycledBytes = 64 << 10;
 
 }  // namespace
 
-StreamReplicaLink::StreamReplicaLink(std::unique_ptr<ReplicaStream> stream, std::string leader,
+StreamBackupLink::StreamBackupLink(std::unique_ptr<BackupStream> stream, std::string leader,
                                      std::string backup, std::ostream* err)
     : stream_(std::move(stream)),
       leader_(std::move(leader)),
@@ -25,7 +25,7 @@ StreamReplicaLink::StreamReplicaLink(std::unique_ptr<ReplicaStream> stream, std:
   writer_ = std::thread([this] { WriteLoop(); });
 }
 
-StreamReplicaLink::~StreamReplicaLink() {
+StreamBackupLink::~StreamBackupLink() {
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
@@ -35,7 +35,7 @@ StreamReplicaLink::~StreamReplicaLink() {
   writer_.join();
 }
 
-void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void()> done) {
+void StreamBackupLink::Forward(const LeaderUpdate& update, std::function<void()> done) {
   Queued q{update.id, update.version, update.lr, update.rank, update.pushed_on};
   q.done = std::move(done);
   UpdateBuffer* buffer = update.buffer;
@@ -51,8 +51,8 @@ void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void(
     if (pooled) *buffer = UpdateBuffer();
   }
   if (const PartCopy* copy = update.copy) {
-    q.copy = std::make_unique<v1::ReplicaUpdate>();
-    v1::ReplicaUpdate& m = *q.copy;
+    q.copy = std::make_unique<v1::LeaderUpdate>();
+    v1::LeaderUpdate& m = *q.copy;
     m.set_copy(true);
     m.set_share(copy->share);
     for (const auto& [name, tensor] : copy->optimizer.tensors) {
@@ -74,7 +74,7 @@ void StreamReplicaLink::Forward(const ReplicaUpdate& update, std::function<void(
   to_send_.push_back(std::move(q));
 }
 
-void StreamReplicaLink::Fill(Queued& q, v1::ReplicaUpdate& m) {
+void StreamBackupLink::Fill(Queued& q, v1::LeaderUpdate& m) {
   if (q.copy != nullptr) m.Swap(q.copy.get());
   m.set_key(q.id.key);
   m.set_part(q.id.part);
@@ -90,7 +90,7 @@ void StreamReplicaLink::Fill(Queued& q, v1::ReplicaUpdate& m) {
   }
 }
 
-UpdateBuffer StreamReplicaLink::Spare(size_t bytes) {
+UpdateBuffer StreamBackupLink::Spare(size_t bytes) {
   if (std::optional<UpdateBuffer> shared = stream_->Share(bytes)) return *std::move(shared);
   std::string spare;
   if (bytes > kRecycledBytes) {
@@ -105,13 +105,13 @@ UpdateBuffer StreamReplicaLink::Spare(size_t bytes) {
   return UpdateBuffer::FromHeap(std::move(spare));
 }
 
-bool StreamReplicaLink::broken() const {
+bool StreamBackupLink::broken() const {
   absl::MutexLock lock(&mu_);
   return broken_;
 }
 
-void StreamReplicaLink::ReadLoop() {
-  v1::ReplicaAck ack;
+void StreamBackupLink::ReadLoop() {
+  v1::BackupAck ack;
   std::vector<Sent> acknowledged;
   while (stream_->Read(&ack)) {
     {
@@ -133,9 +133,9 @@ void StreamReplicaLink::ReadLoop() {
   GiveUpSent();
 }
 
-void StreamReplicaLink::WriteLoop() {
+void StreamBackupLink::WriteLoop() {
   bool finished = false;  // the stream's status is known
-  v1::ReplicaBatch batch;  // its messages kept from one batch to the next
+  v1::LeaderUpdateBatch batch;  // its messages kept from one batch to the next
   while (true) {
     batch.Clear();
     std::vector<std::function<void()>> given_up;
@@ -172,7 +172,7 @@ void StreamReplicaLink::WriteLoop() {
     if (batch.updates_size() == 0) continue;
     stream_->Write(batch);  // a failure ends the reader's too
     absl::MutexLock lock(&mu_);
-    for (v1::ReplicaUpdate& u : *batch.mutable_updates()) {
+    for (v1::LeaderUpdate& u : *batch.mutable_updates()) {
       std::string* values = u.mutable_values();
       if (values->capacity() > kRecycledBytes) {
         spares_.emplace(values->capacity(), std::move(*values));
@@ -181,7 +181,7 @@ void StreamReplicaLink::WriteLoop() {
   }
 }
 
-void StreamReplicaLink::Say(const absl::Status& why) {
+void StreamBackupLink::Say(const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     if (closing_) return;
@@ -192,7 +192,7 @@ void StreamReplicaLink::Say(const absl::Status& why) {
                         "): the parts it leads go on without a backup\n");
 }
 
-void StreamReplicaLink::GiveUpSent() {
+void StreamBackupLink::GiveUpSent() {
   std::deque<Sent> given_up;
   {
     absl::MutexLock lock(&mu_);

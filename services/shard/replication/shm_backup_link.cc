@@ -1,4 +1,4 @@
-#include "services/shard/replication/shm_replica_link.h"
+#include "services/shard/replication/shm_backup_link.h"
 
 #include <algorithm>
 #include <atomic>
@@ -36,16 +36,16 @@ absl::Span<const char> BytesAt(const ShmRing::Message& m, size_t offset, size_t 
 
 // One leader's stream at its backup: a thread takes each batch where it lies in the ring and
 // acknowledges it on the other ring.
-class ShmReplicaSession final : public ShmSession {
+class ShmBackupSession final : public ShmSession {
  public:
-  ShmReplicaSession(ReplicaReceiver* receiver, ShmChannel channel)
+  ShmBackupSession(BackupIntake* receiver, ShmChannel channel)
       : receiver_(receiver),
         channel_(std::move(channel)),
         from_(absl::StrCat("shard pid ", channel_.peer_pid(), " on this host")),
         serving_([this] { Serve(); }) {}
 
   // Ends the stream, cancelled (the shard leaves the job), unless it ended already.
-  ~ShmReplicaSession() override {
+  ~ShmBackupSession() override {
     leaving_.store(true);
     channel_.in().Close();   // wakes the reading
     channel_.out().Close();  // and a write, should the leader have stopped reading
@@ -57,8 +57,8 @@ class ShmReplicaSession final : public ShmSession {
  private:
   void Serve() {
     ShmRing& in = channel_.in();
-    absl::Status why = receiver_->OpenReplicas();
-    v1::ReplicaAck ack;
+    absl::Status why = receiver_->OpenIntake();
+    v1::BackupAck ack;
     while (why.ok()) {
       absl::StatusOr<ShmRing::Message> m = in.Read();
       // The leader closed its side or went away: nobody to tell.
@@ -93,7 +93,7 @@ class ShmReplicaSession final : public ShmSession {
     values_.clear();
     size_t offset = PaddedTo4(kLengthBytes + length);
     const ShmRegion* pool = channel_.pool().get();
-    for (const v1::ReplicaUpdate& u : batch_.updates()) {
+    for (const v1::LeaderUpdate& u : batch_.updates()) {
       if (u.has_pool_offset()) {
         const uint64_t at = static_cast<uint64_t>(u.pool_offset());
         const uint64_t n = static_cast<uint64_t>(u.pool_value_bytes());
@@ -116,23 +116,23 @@ class ShmReplicaSession final : public ShmSession {
       values_.push_back(BytesAt(m, offset, n, &scratch_));
       offset += n;
     }
-    return receiver_->TakeReplicas(batch_, values_, from_);
+    return receiver_->TakeUpdates(batch_, values_, from_);
   }
 
   absl::Status Damaged(const std::string& what) {
     const absl::Status damaged = absl::DataLossError(
-        absl::StrCat("a replica batch from ", from_, " is damaged: ", what));
+        absl::StrCat("a batch of updates from ", from_, " is damaged: ", what));
     std::cerr << damaged.message() << "; the leader's parts go on without this backup\n";
     return damaged;
   }
 
-  ReplicaReceiver* const receiver_;
+  BackupIntake* const receiver_;
   ShmChannel channel_;
   const std::string from_;
   std::atomic<bool> leaving_{false};
   std::atomic<bool> finished_{false};
   // The serving thread's.
-  v1::ReplicaBatch batch_;
+  v1::LeaderUpdateBatch batch_;
   std::vector<absl::Span<const char>> values_;
   std::string scratch_, ack_;
   std::thread serving_;  // last: starts once the rest is built
@@ -191,20 +191,20 @@ void SharedUpdatePool::GiveBack(int64_t offset) {
   while (!taken_.empty() && taken_.front().free) taken_.pop_front();
 }
 
-ShmReplicaStream::ShmReplicaStream(ShmChannel channel)
+ShmBackupStream::ShmBackupStream(ShmChannel channel)
     : channel_(std::move(channel)),
       pool_(channel_.pool() != nullptr ? std::make_shared<SharedUpdatePool>(channel_.pool())
                                        : nullptr) {}
 
-std::optional<UpdateBuffer> ShmReplicaStream::Share(size_t bytes) {
+std::optional<UpdateBuffer> ShmBackupStream::Share(size_t bytes) {
   if (pool_ == nullptr) return std::nullopt;
   return pool_->Take(bytes);
 }
 
-bool ShmReplicaStream::Write(v1::ReplicaBatch& batch) {
+bool ShmBackupStream::Write(v1::LeaderUpdateBatch& batch) {
   values_.resize(batch.updates_size());
   for (int i = 0; i < batch.updates_size(); ++i) {
-    v1::ReplicaUpdate& u = *batch.mutable_updates(i);
+    v1::LeaderUpdate& u = *batch.mutable_updates(i);
     values_[i].clear();
     // A pool's update has none (and asking for them would allocate an empty string).
     if (!u.values().empty()) values_[i].swap(*u.mutable_values());
@@ -231,7 +231,7 @@ bool ShmReplicaStream::Write(v1::ReplicaBatch& batch) {
   return false;
 }
 
-bool ShmReplicaStream::Read(v1::ReplicaAck* ack) {
+bool ShmBackupStream::Read(v1::BackupAck* ack) {
   ShmRing& in = channel_.in();
   absl::StatusOr<ShmRing::Message> m = in.Read();
   if (!m.ok()) {
@@ -254,37 +254,37 @@ bool ShmReplicaStream::Read(v1::ReplicaAck* ack) {
   return false;
 }
 
-absl::Status ShmReplicaStream::Finish() {
+absl::Status ShmBackupStream::Finish() {
   absl::MutexLock lock(&mu_);
   return why_;
 }
 
-void ShmReplicaStream::Cancel() {
+void ShmBackupStream::Cancel() {
   channel_.in().Close();
   channel_.out().Close();
 }
 
-void ShmReplicaStream::End(const absl::Status& why) {
+void ShmBackupStream::End(const absl::Status& why) {
   absl::MutexLock lock(&mu_);
   if (ended_) return;
   ended_ = true;
   why_ = why;
 }
 
-absl::StatusOr<std::unique_ptr<ShmReplicaStream>> DialShmReplica(const std::string& address) {
-  absl::StatusOr<ShmChannel> channel = DialShardOnThisHost(address, ReplicaRendezvousName);
+absl::StatusOr<std::unique_ptr<ShmBackupStream>> DialShmBackup(const std::string& address) {
+  absl::StatusOr<ShmChannel> channel = DialShardOnThisHost(address, BackupRendezvousName);
   if (!channel.ok()) return channel.status();
-  return std::make_unique<ShmReplicaStream>(*std::move(channel));
+  return std::make_unique<ShmBackupStream>(*std::move(channel));
 }
 
-absl::StatusOr<std::unique_ptr<ShmSessionServer>> StartShmReplicaServer(ReplicaReceiver* receiver,
+absl::StatusOr<std::unique_ptr<ShmSessionServer>> StartShmBackupServer(BackupIntake* receiver,
                                                                         const std::string& name,
                                                                         size_t ring_bytes,
                                                                         size_t pool_bytes) {
   return ShmSessionServer::Start(
       name, ring_bytes, pool_bytes, "a leading shard", "it replicates to this shard over gRPC",
       [receiver](ShmChannel channel) -> std::unique_ptr<ShmSession> {
-        return std::make_unique<ShmReplicaSession>(receiver, std::move(channel));
+        return std::make_unique<ShmBackupSession>(receiver, std::move(channel));
       });
 }
 

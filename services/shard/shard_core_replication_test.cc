@@ -26,9 +26,9 @@ constexpr size_t kWeightsSize = 10000;
 constexpr size_t kStatsSize = 5;
 
 // Keeps each forwarded update until the test hands it to the backup.
-class QueuedLink final : public ReplicaLink {
+class QueuedLink final : public BackupLink {
  public:
-  void Forward(const ReplicaUpdate& update, std::function<void()> done) override {
+  void Forward(const LeaderUpdate& update, std::function<void()> done) override {
     absl::MutexLock lock(&mu_);
     queue_.push_back({update, {update.values.begin(), update.values.end()}, std::move(done)});
     if (update.copy != nullptr) queue_.back().copy = *update.copy;
@@ -44,7 +44,7 @@ class QueuedLink final : public ReplicaLink {
     for (Pending& p : taken) {
       p.update.values = p.values;
       if (p.copy.has_value()) p.update.copy = &*p.copy;
-      const absl::Status applied = backup->ApplyReplica(p.update);
+      const absl::Status applied = backup->ApplyLeaderUpdate(p.update);
       EXPECT_TRUE(applied.ok()) << applied;
       if (acknowledge) p.done();
     }
@@ -57,7 +57,7 @@ class QueuedLink final : public ReplicaLink {
 
  private:
   struct Pending {
-    ReplicaUpdate update;
+    LeaderUpdate update;
     std::vector<float> values;
     std::function<void()> done;
     std::optional<PartCopy> copy;
@@ -124,7 +124,7 @@ struct Replicated {
 // to a shard without a backup. Only the leader gives checkpoints; once the leader died and the
 // backup leads (two more steps), the backup's checkpoint (values and optimizer state) is the
 // one the shard without a backup gives.
-TEST(ShardCoreReplicaTest, ABackupStaysBitwiseEqualToItsLeader) {
+TEST(ShardCoreReplicationTest, ABackupStaysBitwiseEqualToItsLeader) {
   for (KVStoreMode mode : {KVStoreMode::kDistSync, KVStoreMode::kDistAsync}) {
     for (const std::string optimizer : {"sgd", "adam"}) {
       SCOPED_TRACE(absl::StrCat(KVStoreModeName(mode), " ", optimizer));
@@ -194,7 +194,7 @@ TEST(ShardCoreReplicaTest, ABackupStaysBitwiseEqualToItsLeader) {
 // The workers push step 0 again to the backup, which now leads the part: each is answered at
 // once with version 1, not applied again; step 1 is applied as usual, and the part is bitwise
 // what a shard that never failed holds.
-TEST(ShardCoreReplicaTest, ABackupThatLeadsAnswersThePushesItHeldAndAppliesTheNext) {
+TEST(ShardCoreReplicationTest, ABackupThatLeadsAnswersThePushesItHeldAndAppliesTheNext) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
   Replicated shards(config);
   ShardCore &leader = shards.leader, &backup = shards.backup, &alone = shards.alone;
@@ -225,7 +225,7 @@ TEST(ShardCoreReplicaTest, ABackupThatLeadsAnswersThePushesItHeldAndAppliesTheNe
 
 // dist_async: the leader dies after its backup took worker 0's push; worker 0 sends it again
 // to the backup, which answers it without applying it twice, then applies worker 1's.
-TEST(ShardCoreReplicaTest, AnAsyncBackupAppliesEachPushOnce) {
+TEST(ShardCoreReplicationTest, AnAsyncBackupAppliesEachPushOnce) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistAsync, "sgd");
   Replicated shards(config);
   ShardCore &leader = shards.leader, &backup = shards.backup, &alone = shards.alone;
@@ -248,7 +248,7 @@ TEST(ShardCoreReplicaTest, AnAsyncBackupAppliesEachPushOnce) {
 // push), then the updates, and stays bitwise equal to a shard that never failed. The leader
 // dies before it answers a step: the workers' pushes of that step are answered by the new
 // backup from what it holds, the next step applied as usual.
-TEST(ShardCoreReplicaTest, AShardThatCameBackTakesACopyMidTrainingAndCanLeadFromIt) {
+TEST(ShardCoreReplicationTest, AShardThatCameBackTakesACopyMidTrainingAndCanLeadFromIt) {
   for (const KVStoreMode mode : {KVStoreMode::kDistSync, KVStoreMode::kDistAsync}) {
     for (const std::string optimizer : {"sgd", "adam"}) {
       SCOPED_TRACE(absl::StrCat(KVStoreModeName(mode), " ", optimizer));
@@ -302,7 +302,7 @@ TEST(ShardCoreReplicaTest, AShardThatCameBackTakesACopyMidTrainingAndCanLeadFrom
 // gets a new backup (a shard that came back) before the workers' step 0 comes again: those
 // pushes, answered from what the part holds, go as soon as the new backup holds the copy, not
 // after an update that would never come.
-TEST(ShardCoreReplicaTest, APushAnsweredFromWhatIsHeldWaitsOnlyForTheNewBackupsCopy) {
+TEST(ShardCoreReplicationTest, APushAnsweredFromWhatIsHeldWaitsOnlyForTheNewBackupsCopy) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
   Replicated shards(config);
   std::vector<RecordingSink> lost(2), sinks(2);
@@ -326,7 +326,7 @@ TEST(ShardCoreReplicaTest, APushAnsweredFromWhatIsHeldWaitsOnlyForTheNewBackupsC
 }
 
 // A link that gave up is dropped: its parts answer at once, as without a backup.
-TEST(ShardCoreReplicaTest, APartWhoseLinkIsDroppedGoesOnWithoutABackup) {
+TEST(ShardCoreReplicationTest, APartWhoseLinkIsDroppedGoesOnWithoutABackup) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
   Replicated shards(config);
   shards.leader.DropBackupLink(&shards.link);
@@ -337,7 +337,7 @@ TEST(ShardCoreReplicaTest, APartWhoseLinkIsDroppedGoesOnWithoutABackup) {
 }
 
 // Updates a backup cannot take are refused, naming the part, the versions and why.
-TEST(ShardCoreReplicaTest, AnUpdateOutOfOrderOrForALeaderOrOfAnotherSizeIsRefused) {
+TEST(ShardCoreReplicationTest, AnUpdateOutOfOrderOrForALeaderOrOfAnotherSizeIsRefused) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
   ShardCore leader(0), backup(1);
   Start(&leader, config);
@@ -345,22 +345,22 @@ TEST(ShardCoreReplicaTest, AnUpdateOutOfOrderOrForALeaderOrOfAnotherSizeIsRefuse
   QueuedLink link;
   ASSERT_TRUE(leader.SetBackup(kWeights, &link).ok());
   const std::vector<float> values(kWeightsSize, 0.5f);
-  const absl::Status skipped = backup.ApplyReplica({kWeights, 2, 0.1f, values, -1, 1});
+  const absl::Status skipped = backup.ApplyLeaderUpdate({kWeights, 2, 0.1f, values, -1, 1});
   EXPECT_EQ(skipped.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(skipped.message(), "shard 1: the update of key 0 part 0 to "
                                                    "version 2 came while its backup is at "
                                                    "version 0"))
       << skipped;
-  const absl::Status led = leader.ApplyReplica({kWeights, 1, 0.1f, values, -1, 0});
+  const absl::Status led = leader.ApplyLeaderUpdate({kWeights, 1, 0.1f, values, -1, 0});
   EXPECT_TRUE(absl::StrContains(led.message(), "this one leads the part")) << led;
   const absl::Status short_one =
-      backup.ApplyReplica({kWeights, 1, 0.1f, absl::MakeConstSpan(values).first(10), -1, 0});
+      backup.ApplyLeaderUpdate({kWeights, 1, 0.1f, absl::MakeConstSpan(values).first(10), -1, 0});
   EXPECT_EQ(short_one.code(), absl::StatusCode::kInvalidArgument) << short_one;
   EXPECT_EQ(Held(&backup, kWeights).second, 0);
 }
 
 // A worker's stream that ends while its answer waits for the backup is not written to.
-TEST(ShardCoreReplicaTest, AnAnswerHeldForTheBackupIsDroppedWhenItsStreamEnds) {
+TEST(ShardCoreReplicationTest, AnAnswerHeldForTheBackupIsDroppedWhenItsStreamEnds) {
   const ShardConfig config = TwoPartConfig(2, KVStoreMode::kDistSync, "sgd");
   Replicated shards(config);
   ShardCore &leader = shards.leader, &backup = shards.backup;

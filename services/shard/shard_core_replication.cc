@@ -14,7 +14,7 @@
 
 namespace cohort {
 
-absl::Status ShardCore::SetBackup(PartId id, ReplicaLink* link) {
+absl::Status ShardCore::SetBackup(PartId id, BackupLink* link) {
   ASSIGN_OR_RETURN(ShardPart * p, FindPart(id, "backup"));
   absl::MutexLock lock(&p->mu);
   p->backup = link;
@@ -22,7 +22,7 @@ absl::Status ShardCore::SetBackup(PartId id, ReplicaLink* link) {
   return absl::OkStatus();
 }
 
-absl::Status ShardCore::AddBackup(absl::Span<const PartId> parts, int share, ReplicaLink* link,
+absl::Status ShardCore::AddBackup(absl::Span<const PartId> parts, int share, BackupLink* link,
                                   std::function<void()> copied) {
   std::vector<ShardPart*> found;
   for (PartId id : parts) {
@@ -42,7 +42,7 @@ absl::Status ShardCore::AddBackup(absl::Span<const PartId> parts, int share, Rep
     p->backup = link;
     p->backed_up_version = -1;
     const int64_t version = p->version;
-    link->Forward(ReplicaUpdate{p->id, version, 0, p->value->data, -1, 0, &copy},
+    link->Forward(LeaderUpdate{p->id, version, 0, p->value->data, -1, 0, &copy},
                   [p, version, left, done] {
                     p->SendHeldAnswers(version);
                     if (left->fetch_sub(1) == 1) (*done)();
@@ -51,7 +51,7 @@ absl::Status ShardCore::AddBackup(absl::Span<const PartId> parts, int share, Rep
   return absl::OkStatus();
 }
 
-void ShardCore::DropBackupLink(const ReplicaLink* link) {
+void ShardCore::DropBackupLink(const BackupLink* link) {
   absl::ReaderMutexLock lock(&mu_);
   for (auto& [id, p] : parts_) {
     absl::MutexLock part_lock(&p->mu);
@@ -67,7 +67,7 @@ void ShardCore::DropBackups() {
   }
 }
 
-absl::Status ShardCore::TakeCopy(const ReplicaUpdate& u) {
+absl::Status ShardCore::TakeCopy(const LeaderUpdate& u) {
   const std::string where = absl::StrCat("shard ", shard_rank_.load(), ": the copy of key ",
                                          u.id.key, " part ", u.id.part, " at version ", u.version);
   ShardPart* p = nullptr;
@@ -88,9 +88,9 @@ absl::Status ShardCore::TakeCopy(const ReplicaUpdate& u) {
   return p->TakeCopy(u, where);
 }
 
-absl::Status ShardCore::ApplyReplica(const ReplicaUpdate& u) {
+absl::Status ShardCore::ApplyLeaderUpdate(const LeaderUpdate& u) {
   if (u.copy != nullptr) return TakeCopy(u);
-  ASSIGN_OR_RETURN(ShardPart * p, FindPart(u.id, "replica"));
+  ASSIGN_OR_RETURN(ShardPart * p, FindPart(u.id, "the leader's update"));
   absl::MutexLock lock(&p->mu);
   // Only for a refusal: built for every update, the words would cost more than the update.
   RETURN_IF_ERROR(p->TakeUpdate(u, [&] {

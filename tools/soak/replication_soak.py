@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The replica soak: a job of 2 counting workers (counting_worker_main.cc) on 3 replicated
+"""The replication soak: a job of 2 counting workers (counting_worker_main.cc) on 3 replicated
 shards (--shard_replicas=2 --restart_failed_shards, checkpoints beside) for at least --minutes,
 with a shard chosen at random SIGKILLed every --kill_every seconds; each time its backups lead
 its shares, the launcher restarts it and it backs up the shares left without a backup, copied
@@ -15,7 +15,7 @@ from their leaders. It checks:
   - no orphan: nothing of the job is left once the launcher exits.
 It prints a report (markdown) and exits non-zero when a check fails.
 
-  tools/soak/replica_soak.sh [--minutes 10]
+  tools/soak/replication_soak.sh [--minutes 10]
 """
 
 import argparse

@@ -1,5 +1,5 @@
-#ifndef COHORT_SERVICES_SHARD_REPLICATION_REPLICA_LINK_H_
-#define COHORT_SERVICES_SHARD_REPLICATION_REPLICA_LINK_H_
+#ifndef COHORT_SERVICES_SHARD_REPLICATION_BACKUP_LINK_H_
+#define COHORT_SERVICES_SHARD_REPLICATION_BACKUP_LINK_H_
 
 #include <deque>
 #include <functional>
@@ -21,16 +21,16 @@
 namespace cohort {
 
 // How a link's batches reach the backup and its acknowledgements come back: a Replicate stream
-// over gRPC (grpc_replica_link.h), or two shared-memory rings when the backup shares the host
-// (shm_replica_link.h).
-class ReplicaStream {
+// over gRPC (grpc_backup_link.h), or two shared-memory rings when the backup shares the host
+// (shm_backup_link.h).
+class BackupStream {
  public:
-  virtual ~ReplicaStream() = default;
+  virtual ~BackupStream() = default;
   // Sends one batch (the link's writing thread; its values' buffers are left in it, to be used
   // again); false once the stream failed.
-  virtual bool Write(v1::ReplicaBatch& batch) = 0;
+  virtual bool Write(v1::LeaderUpdateBatch& batch) = 0;
   // The next acknowledgement (the link's reading thread); false once the stream ended.
-  virtual bool Read(v1::ReplicaAck* ack) = 0;
+  virtual bool Read(v1::BackupAck* ack) = 0;
   // Why the stream ended, once Read returned false and no Write is in flight. Cancelled: the
   // backup left a job that ended.
   virtual absl::Status Finish() = 0;
@@ -43,22 +43,22 @@ class ReplicaStream {
   virtual const UpdatePool* pool() const { return nullptr; }
 };
 
-// A leader's ReplicaLink to the shard backing its parts up, over one ReplicaStream. Forward takes
+// A leader's BackupLink to the shard backing its parts up, over one BackupStream. Forward takes
 // the update's buffer (or copies its values) into a message and returns; a thread of the link
 // writes them in order, those waiting together as one batch (up to the data path's fusion size),
 // and another runs each update's done as the backup acknowledges it. Once the stream ends, the link
 // gives every update not acknowledged up (its done runs: the parts go on without a backup) and,
 // unless the backup cancelled it as it left a job that ended (ShardReplication::Close), says
 // why on err: the backup died, or refused an update.
-class StreamReplicaLink final : public ReplicaLink {
+class StreamBackupLink final : public BackupLink {
  public:
   // leader: how messages name this shard ("shard 0"); backup: the backup's name and address.
-  StreamReplicaLink(std::unique_ptr<ReplicaStream> stream, std::string leader,
+  StreamBackupLink(std::unique_ptr<BackupStream> stream, std::string leader,
                     std::string backup, std::ostream* err);
   // Ends the stream; every done not run yet runs before it returns.
-  ~StreamReplicaLink() override;
+  ~StreamBackupLink() override;
 
-  void Forward(const ReplicaUpdate& update, std::function<void()> done) override;
+  void Forward(const LeaderUpdate& update, std::function<void()> done) override;
 
   // Whether the stream failed (every later update is given up at once).
   bool broken() const override;
@@ -79,12 +79,12 @@ class StreamReplicaLink final : public ReplicaLink {
     std::string values;   // F32 bytes; empty for a shared update
     UpdateBuffer shared;  // where a shared update lies, until the backup has it
     // A whole part's copy: the message's copy fields (rare: built here).
-    std::unique_ptr<v1::ReplicaUpdate> copy;
+    std::unique_ptr<v1::LeaderUpdate> copy;
     std::unique_ptr<v1::InitMessage::Config> config;  // for the batch it goes in
     std::function<void()> done;
   };
   // Fills m (cleared) from q, taking its values.
-  static void Fill(Queued& q, v1::ReplicaUpdate& m);
+  static void Fill(Queued& q, v1::LeaderUpdate& m);
   struct Sent {
     std::function<void()> done;
     UpdateBuffer shared;
@@ -96,7 +96,7 @@ class StreamReplicaLink final : public ReplicaLink {
   // Runs the dones of updates sent and not acknowledged.
   void GiveUpSent();
 
-  const std::unique_ptr<ReplicaStream> stream_;
+  const std::unique_ptr<BackupStream> stream_;
   const std::string leader_;
   const std::string backup_;
   std::ostream* const err_;
@@ -116,18 +116,18 @@ class StreamReplicaLink final : public ReplicaLink {
 };
 
 // What a backup does with the batches its leaders send, whatever carried them (ShardReplication).
-class ReplicaReceiver {
+class BackupIntake {
  public:
-  virtual ~ReplicaReceiver() = default;
+  virtual ~BackupIntake() = default;
   // A leader's stream begins: waits until the shard is set up; refused once it left the job.
-  virtual absl::Status OpenReplicas() = 0;
+  virtual absl::Status OpenIntake() = 0;
   // One batch, each update taken in order; values[i]: update i's F32 bytes (its `values` field
   // is not read). A refusal is also said on stderr, naming the leader as `from`.
-  virtual absl::Status TakeReplicas(const v1::ReplicaBatch& batch,
+  virtual absl::Status TakeUpdates(const v1::LeaderUpdateBatch& batch,
                                     absl::Span<const absl::Span<const char>> values,
                                     absl::string_view from) = 0;
 };
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_SHARD_REPLICATION_REPLICA_LINK_H_
+#endif  // COHORT_SERVICES_SHARD_REPLICATION_BACKUP_LINK_H_

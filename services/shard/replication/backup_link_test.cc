@@ -3,7 +3,7 @@
 // workers hear each step once the backup holds it, and when the backup refuses, leaves or goes
 // away the leader says so (or, when it left a job that ended, nothing) and answers without it.
 
-#include "services/shard/replication/replica_link.h"
+#include "services/shard/replication/backup_link.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,13 +22,13 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_util.h"
-#include "services/shard/replication/grpc_replica_link.h"
+#include "services/shard/replication/grpc_backup_link.h"
 #include "services/shard/shard_core_testing.h"
 #include "services/shard/replication/shard_replication.h"
 #include "services/shard/shard_service.h"
 #include "services/shard/shard_set_up.h"
 #include "services/shard/replication/share_copier.h"
-#include "services/shard/replication/shm_replica_link.h"
+#include "services/shard/replication/shm_backup_link.h"
 #include "services/wire/config_proto.h"
 #include "services/wire/part_codec.h"
 #include "services/wire/ring_stream.h"
@@ -40,7 +40,7 @@ namespace {
 
 constexpr PartId kWeights{0, 0};
 constexpr PartId kStats{1, 0};
-// Large enough that the link reuses its buffers (StreamReplicaLink::Spare).
+// Large enough that the link reuses its buffers (StreamBackupLink::Spare).
 constexpr int kWeightFloats = 20000;
 // Small enough that batches wrap around its end, their values read from both sides of it.
 constexpr size_t kRingBytes = 1 << 18;
@@ -51,12 +51,12 @@ enum class Transport { kGrpc, kSharedMemory, kSharedPool, kSharedPoolTooSmall };
 
 std::string UniqueName(absl::string_view what) {
   static int next = 0;
-  return absl::StrCat("cohort-replica-link-test-", getpid(), "-", what, "-", next++);
+  return absl::StrCat("cohort-backup-link-test-", getpid(), "-", what, "-", next++);
 }
 
-std::unique_ptr<StreamReplicaLink> LinkTo(std::unique_ptr<ReplicaStream> stream,
+std::unique_ptr<StreamBackupLink> LinkTo(std::unique_ptr<BackupStream> stream,
                                           const std::string& where, std::ostream* err) {
-  return std::make_unique<StreamReplicaLink>(std::move(stream), "shard 0",
+  return std::make_unique<StreamBackupLink>(std::move(stream), "shard 0",
                                              absl::StrCat("shard 1 at ", where), err);
 }
 
@@ -107,7 +107,7 @@ void SetUpCores(std::initializer_list<ShardCore*> cores) {
   }
 }
 
-class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
+class BackupLinkTest : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
     SetUpCores({&leader_, &backup_});
@@ -116,19 +116,19 @@ class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
       ASSERT_TRUE(server.ok()) << server.status();
       server_ = std::move(*server);
       const std::string address = absl::StrCat("127.0.0.1:", server_.port);
-      link_ = LinkTo(std::make_unique<GrpcReplicaStream>(v1::Shard::NewStub(MakeChannel(address))),
+      link_ = LinkTo(std::make_unique<GrpcBackupStream>(v1::Shard::NewStub(MakeChannel(address))),
                      address, &err_);
     } else {
       const std::string name = UniqueName("backup");
       const size_t pool_bytes = GetParam() == Transport::kSharedPool           ? 4 * kRingBytes
                                 : GetParam() == Transport::kSharedPoolTooSmall ? 4096
                                                                                : 0;
-      auto server = StartShmReplicaServer(&served_.replication, name, kRingBytes, pool_bytes);
+      auto server = StartShmBackupServer(&served_.replication, name, kRingBytes, pool_bytes);
       ASSERT_TRUE(server.ok()) << server.status();
       shm_server_ = *std::move(server);
       absl::StatusOr<ShmChannel> channel = DialShm(name);
       ASSERT_TRUE(channel.ok()) << channel.status();
-      link_ = LinkTo(std::make_unique<ShmReplicaStream>(*std::move(channel)), "@" + name, &err_);
+      link_ = LinkTo(std::make_unique<ShmBackupStream>(*std::move(channel)), "@" + name, &err_);
     }
     ASSERT_TRUE(leader_.SetBackup(kWeights, link_.get()).ok());
     ASSERT_TRUE(leader_.SetBackup(kStats, link_.get()).ok());
@@ -147,11 +147,11 @@ class ReplicaLinkTest : public ::testing::TestWithParam<Transport> {
   RunningServer server_;
   std::unique_ptr<ShmSessionServer> shm_server_;
   std::ostringstream err_;
-  std::unique_ptr<StreamReplicaLink> link_;
+  std::unique_ptr<StreamBackupLink> link_;
   std::vector<RecordingSink> sinks_ = std::vector<RecordingSink>(2);
 };
 
-INSTANTIATE_TEST_SUITE_P(Transports, ReplicaLinkTest,
+INSTANTIATE_TEST_SUITE_P(Transports, BackupLinkTest,
                          ::testing::Values(Transport::kGrpc, Transport::kSharedMemory,
                                            Transport::kSharedPool,
                                            Transport::kSharedPoolTooSmall),
@@ -165,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, ReplicaLinkTest,
                            return "";
                          });
 
-TEST_P(ReplicaLinkTest, TheBackupTakesEveryStepBitwise) {
+TEST_P(BackupLinkTest, TheBackupTakesEveryStepBitwise) {
   // Updates are made where the backup reads them only with a pool that has room.
   EXPECT_EQ(link_->Spare(kWeightFloats * sizeof(float)).pool_offset() >= 0,
             GetParam() == Transport::kSharedPool);
@@ -178,7 +178,7 @@ TEST_P(ReplicaLinkTest, TheBackupTakesEveryStepBitwise) {
 
 // A backup that refuses an update (it went its own way: here a worker pushed to it) ends the
 // stream: the leader says why and goes on answering without it.
-TEST_P(ReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt) {
+TEST_P(BackupLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt) {
   ASSERT_TRUE(Step(0));
   RecordingSink stray;
   for (int r = 0; r < 2; ++r) {
@@ -200,7 +200,7 @@ TEST_P(ReplicaLinkTest, ABackupThatRefusesIsSaidAndTheLeaderGoesOnWithoutIt) {
 // The backup leaves a job that ended before its leader heard of the end: it cancels the
 // stream (its service's, and its shared-memory server goes), and the leader answers without it
 // and says nothing.
-TEST_P(ReplicaLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
+TEST_P(BackupLinkTest, ABackupLeavingAJobThatEndedIsLeftQuietly) {
   ASSERT_TRUE(Step(0));
   served_.replication.Close();
   shm_server_.reset();
@@ -248,11 +248,11 @@ TEST(SharedUpdatePoolTest, HandsOutStretchesInOrderAndTakesThemBackInAny) {
 
 // A leader that stopped reading acknowledgements (stuck, or stopped) fills the ring they come
 // back on: a backup leaving the job then does not wait for it.
-TEST(ShmReplicaLinkTest, ABackupLeavesThoughItsLeaderStoppedReading) {
+TEST(ShmBackupLinkTest, ABackupLeavesThoughItsLeaderStoppedReading) {
   ShardCore backup(1);
   ServedShard served(&backup);
   const std::string name = UniqueName("stuck");
-  auto server = StartShmReplicaServer(&served.replication, name, 1 << 12, 0);
+  auto server = StartShmBackupServer(&served.replication, name, 1 << 12, 0);
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<ShmChannel> leader = DialShm(name);
   ASSERT_TRUE(leader.ok()) << leader.status();
@@ -273,18 +273,18 @@ TEST(ShmReplicaLinkTest, ABackupLeavesThoughItsLeaderStoppedReading) {
 
 // A batch naming values past the end of the pool (or with no pool offered) is refused as
 // damaged: the backup ends the stream saying so, and reads nothing outside the pool.
-TEST(ShmReplicaLinkTest, AnUpdateOutsideThePoolIsRefusedAsDamaged) {
+TEST(ShmBackupLinkTest, AnUpdateOutsideThePoolIsRefusedAsDamaged) {
   for (const size_t pool_bytes : {size_t{0}, size_t{1} << 16}) {
     ShardCore backup(1);
     SetUpCores({&backup});
     ServedShard served(&backup);
     const std::string name = UniqueName("outside");
-    auto server = StartShmReplicaServer(&served.replication, name, 1 << 16, pool_bytes);
+    auto server = StartShmBackupServer(&served.replication, name, 1 << 16, pool_bytes);
     ASSERT_TRUE(server.ok()) << server.status();
     absl::StatusOr<ShmChannel> leader = DialShm(name);
     ASSERT_TRUE(leader.ok()) << leader.status();
-    v1::ReplicaBatch batch;
-    v1::ReplicaUpdate* u = batch.add_updates();
+    v1::LeaderUpdateBatch batch;
+    v1::LeaderUpdate* u = batch.add_updates();
     u->set_key(kWeights.key);
     u->set_version(1);
     u->set_pool_offset(static_cast<int64_t>(pool_bytes) - 64);
@@ -307,7 +307,7 @@ TEST(ShmReplicaLinkTest, AnUpdateOutsideThePoolIsRefusedAsDamaged) {
 
 // A backup that goes without leaving (its server gone, as a killed process's is): the leader
 // says so and answers without it.
-TEST(GrpcReplicaLinkTest, ABackupThatGoesAwayIsSaid) {
+TEST(GrpcBackupLinkTest, ABackupThatGoesAwayIsSaid) {
   ShardCore leader(0), backup(1);
   SetUpCores({&leader, &backup});
   ShardService service(&backup);
@@ -315,7 +315,7 @@ TEST(GrpcReplicaLinkTest, ABackupThatGoesAwayIsSaid) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string address = absl::StrCat("127.0.0.1:", server->port);
   std::ostringstream err;
-  auto link = LinkTo(std::make_unique<GrpcReplicaStream>(v1::Shard::NewStub(MakeChannel(address))),
+  auto link = LinkTo(std::make_unique<GrpcBackupStream>(v1::Shard::NewStub(MakeChannel(address))),
                      address, &err);
   ASSERT_TRUE(leader.SetBackup(kWeights, link.get()).ok());
   std::vector<RecordingSink> sinks(2);
@@ -331,7 +331,7 @@ TEST(GrpcReplicaLinkTest, ABackupThatGoesAwayIsSaid) {
 
 // A backup on this host whose process ends without a word (killed) after acknowledging the
 // first step: the leader notices through the rings, says so and answers without it.
-TEST(ShmReplicaLinkTest, ABackupWhoseProcessEndsIsSaid) {
+TEST(ShmBackupLinkTest, ABackupWhoseProcessEndsIsSaid) {
   const std::string name = UniqueName("dies");
   auto listener = ShmListener::Listen(name, kRingBytes);
   ASSERT_TRUE(listener.ok()) << listener.status();
@@ -346,7 +346,7 @@ TEST(ShmReplicaLinkTest, ABackupWhoseProcessEndsIsSaid) {
       if (!m.ok()) _exit(3);
       channel->in().Release();
       if (batch == 1) break;
-      v1::ReplicaAck ack;
+      v1::BackupAck ack;
       ack.set_applied(1);
       const std::string bytes = ack.SerializeAsString();
       const absl::Span<const char> piece(bytes);
@@ -360,7 +360,7 @@ TEST(ShmReplicaLinkTest, ABackupWhoseProcessEndsIsSaid) {
   absl::StatusOr<ShmChannel> channel = DialShm(name);
   ASSERT_TRUE(channel.ok()) << channel.status();
   std::ostringstream err;
-  auto link = LinkTo(std::make_unique<ShmReplicaStream>(*std::move(channel)), "@" + name, &err);
+  auto link = LinkTo(std::make_unique<ShmBackupStream>(*std::move(channel)), "@" + name, &err);
   ASSERT_TRUE(leader.SetBackup(kWeights, link.get()).ok());
   std::vector<RecordingSink> sinks(2);
   for (int step = 0; step < 3; ++step) ASSERT_TRUE(Step(leader, sinks, step)) << step;
@@ -390,7 +390,7 @@ TEST(ReplicatedInitTest, AnInitLinksThePartsTheShardLeadsAndAShardThatCameBackCo
   ASSERT_TRUE(backup_server.ok()) << backup_server.status();
   std::ostringstream err;
   ServedShard leading(&leader, [&err](const std::string& address) {
-    return LinkTo(std::make_unique<GrpcReplicaStream>(v1::Shard::NewStub(MakeChannel(address))),
+    return LinkTo(std::make_unique<GrpcBackupStream>(v1::Shard::NewStub(MakeChannel(address))),
                   address, &err);
   });
   ShardService unlinked_service(&unlinked);
