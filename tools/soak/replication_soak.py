@@ -88,8 +88,8 @@ def main():
 
     seed = args.seed or random.SystemRandom().randrange(1, 1 << 30)
     chooser = random.Random(seed)
-    work = tempfile.mkdtemp(prefix="cohort-replica-soak-")
-    job = f"replica-soak-{os.getpid()}"
+    work = tempfile.mkdtemp(prefix="cohort-replication-soak-")
+    job = f"replication-soak-{os.getpid()}"
     # ~27 ms a step of 200 samples (2 workers) on 2 cores.
     samples = args.samples or int(args.minutes * 60 / 0.027 * 200 * 1.2)
     log_path = os.path.join(work, "job.log")
