@@ -1,0 +1,183 @@
+#include "services/shard/tables/embedding_table.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/base/check.h"
+
+namespace cohort {
+namespace {
+
+// splitmix64's finaliser.
+uint64_t Mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+EmbeddingTable::EmbeddingTable(TableSpec spec, const RowOptimizer* rule)
+    : spec_(std::move(spec)), rule_(rule), stride_(spec_.dim * (1 + rule->state_floats())) {
+  COHORT_CHECK(spec_.dim > 0 && (spec_.kind != TableSpec::Kind::kFixed || spec_.rows > 0),
+               "table %s: dim %ld, rows %ld", spec_.name.c_str(), spec_.dim, spec_.rows);
+}
+
+uint64_t EmbeddingTable::KeyOf(uint64_t id) const {
+  return spec_.kind == TableSpec::Kind::kFixed ? id % static_cast<uint64_t>(spec_.rows) : id;
+}
+
+void EmbeddingTable::InitialValues(uint64_t key, absl::Span<float> out) const {
+  const uint64_t row = Mix(spec_.seed ^ Mix(key));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double unit = static_cast<double>(Mix(row + i) >> 11) * 0x1.0p-53;  // [0, 1)
+    out[i] = static_cast<float>((2 * unit - 1) * spec_.init_scale);
+  }
+}
+
+int64_t EmbeddingTable::SlotOf(uint64_t key) const {
+  auto it = slots_.find(key);
+  return it == slots_.end() ? -1 : it->second;
+}
+
+float* EmbeddingTable::Row(int64_t slot) const {
+  return blocks_[slot / kRowsPerBlock].get() + (slot % kRowsPerBlock) * stride_;
+}
+
+int64_t EmbeddingTable::NewRow(uint64_t key) {
+  const int64_t slot = static_cast<int64_t>(keys_.size());
+  if (slot % kRowsPerBlock == 0) {
+    blocks_.push_back(std::make_unique<float[]>(kRowsPerBlock * stride_));
+  }
+  keys_.push_back(key);
+  slots_.emplace(key, slot);
+  float* row = Row(slot);
+  InitialValues(key, absl::MakeSpan(row, spec_.dim));
+  rule_->InitState(absl::MakeSpan(row + spec_.dim, stride_ - spec_.dim));
+  return slot;
+}
+
+absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> ids, absl::Span<float> out) const {
+  const size_t dim = static_cast<size_t>(spec_.dim);
+  if (out.size() != ids.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("table ", spec_.name, ": ", out.size(),
+                                                   " floats for ", ids.size(), " rows of ", dim));
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t key = KeyOf(ids[i]);
+    const absl::Span<float> to = out.subspan(i * dim, dim);
+    if (const int64_t slot = SlotOf(key); slot >= 0) {
+      std::memcpy(to.data(), Row(slot), dim * sizeof(float));
+    } else if (spec_.kind == TableSpec::Kind::kFixed || spec_.admit_after <= 1) {
+      InitialValues(key, to);
+    } else {
+      std::fill(to.begin(), to.end(), 0.0f);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> ids, absl::Span<const float> grads,
+                                   float lr) {
+  const size_t dim = static_cast<size_t>(spec_.dim);
+  if (grads.size() != ids.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("table ", spec_.name, ": ", grads.size(),
+                                                   " gradient floats for ", ids.size(), " rows of ",
+                                                   dim));
+  }
+  // One gradient a row: ids that share a row (a fixed table's ids modulo its rows, or an id
+  // given twice) are summed in the order given, as PyTorch coalesces a sparse gradient.
+  std::vector<uint64_t> keys;
+  std::vector<float> summed;
+  absl::flat_hash_map<uint64_t, size_t> index;
+  keys.reserve(ids.size());
+  summed.reserve(grads.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t key = KeyOf(ids[i]);
+    const absl::Span<const float> g = grads.subspan(i * dim, dim);
+    auto [it, fresh] = index.try_emplace(key, keys.size());
+    if (fresh) {
+      keys.push_back(key);
+      summed.insert(summed.end(), g.begin(), g.end());
+    } else {
+      float* to = summed.data() + it->second * dim;
+      for (size_t k = 0; k < dim; ++k) to[k] += g[k];
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  // Which rows the step creates, checked against the limit before anything changes.
+  const bool filtered = spec_.kind == TableSpec::Kind::kCollisionless && spec_.admit_after > 1;
+  std::vector<char> admitted(keys.size(), 1);
+  int64_t created = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (SlotOf(keys[i]) >= 0) continue;
+    if (filtered) {
+      auto it = sightings_.find(keys[i]);
+      admitted[i] = (it != sightings_.end() ? it->second : 0) + 1 >= spec_.admit_after;
+    }
+    created += admitted[i];
+  }
+  const int64_t held = static_cast<int64_t>(keys_.size());
+  if (spec_.kind == TableSpec::Kind::kCollisionless && spec_.rows > 0 &&
+      held + created > spec_.rows) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "table ", spec_.name, " on this shard holds ", held, " rows, and step ", steps_ + 1,
+        " would add ", created, " more past its limit of ", spec_.rows,
+        ": raise the table's row limit, spread it over more shards, or filter rare ids "
+        "(admit_after)"));
+  }
+  ++steps_;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    int64_t slot = SlotOf(keys[i]);
+    if (slot < 0 && !admitted[i]) {
+      ++sightings_[keys[i]];
+      continue;
+    }
+    if (slot < 0) {
+      if (filtered) sightings_.erase(keys[i]);
+      slot = NewRow(keys[i]);
+    }
+    float* row = Row(slot);
+    rule_->ApplyRow(absl::MakeSpan(row, dim), absl::MakeConstSpan(summed).subspan(i * dim, dim),
+                    absl::MakeSpan(row + dim, stride_ - dim), lr, steps_);
+  }
+  return absl::OkStatus();
+}
+
+int64_t EmbeddingTable::steps() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return steps_;
+}
+
+int64_t EmbeddingTable::rows_held() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return static_cast<int64_t>(keys_.size());
+}
+
+int64_t EmbeddingTable::bytes_held() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return static_cast<int64_t>(blocks_.size()) * kRowsPerBlock * stride_ *
+         static_cast<int64_t>(sizeof(float));
+}
+
+void EmbeddingTable::ForEachRow(const std::function<void(uint64_t, absl::Span<const float>,
+                                                         absl::Span<const float>)>& visit) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::pair<uint64_t, int64_t>> order;
+  order.reserve(keys_.size());
+  for (size_t slot = 0; slot < keys_.size(); ++slot) {
+    order.emplace_back(keys_[slot], static_cast<int64_t>(slot));
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [key, slot] : order) {
+    const float* row = Row(slot);
+    visit(key, absl::MakeConstSpan(row, spec_.dim),
+          absl::MakeConstSpan(row + spec_.dim, stride_ - spec_.dim));
+  }
+}
+
+}  // namespace cohort
