@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
+#include "trainer/ops/embedding_bag.h"
 #include "trainer/ops/op_frames.h"
 
 namespace cohort {
@@ -93,6 +94,9 @@ absl::Status ShapeError(absl::string_view op, absl::string_view what,
 
 std::unique_ptr<Op> Backend::Flatten() { return std::make_unique<FlattenOp>(); }
 std::unique_ptr<Op> Backend::Concat() { return std::make_unique<HostConcatOp>(); }
+std::unique_ptr<Op> Backend::EmbeddingBag(const EmbeddingBagSpec& spec) {
+  return MakeHostEmbeddingBag(spec);
+}
 
 absl::Status ExpectInputCount(absl::string_view op, absl::Span<const Shape> in, size_t count) {
   if (in.size() != count) {
@@ -161,6 +165,18 @@ absl::StatusOr<Shape> SoftmaxCrossEntropyOutputShape(const Shape& logits, const 
     return ShapeError("softmax_cross_entropy", "want logits (N,K), labels (N)", {&logits, &labels});
   }
   return Shape{};
+}
+
+absl::StatusOr<Shape> EmbeddingBagOutputShape(absl::Span<const Shape> in) {
+  RETURN_IF_ERROR(ExpectInputCount("embedding_bag", in, 3));
+  const Shape& rows = in[0];
+  const Shape& indices = in[1];
+  const Shape& offsets = in[2];
+  if (rows.rank() != 2 || indices.rank() != 1 || offsets.rank() != 1) {
+    return ShapeError("embedding_bag", "want rows (U,D), indices (L), offsets (B)",
+                      {&rows, &indices, &offsets});
+  }
+  return Shape{offsets[0], rows[1]};
 }
 
 absl::StatusOr<Shape> GlobalAvgPoolOutputShape(const Shape& x) {

@@ -95,6 +95,12 @@ struct SubsamplePadSpec {
   int64_t pad_channels = 0;  // zero channels added before and after
 };
 
+// How an embedding bag pools its rows: their sum, or their mean (an empty bag gives zeros).
+struct EmbeddingBagSpec {
+  enum class Pooling { kSum, kMean };
+  Pooling pooling = Pooling::kSum;
+};
+
 struct Pool2dSpec {
   int kernel = 2;
   int stride = 2;
@@ -125,6 +131,10 @@ struct Pool2dSpec {
 //   Linear:     in {x (N,I), w (O,I), b (O)}             out {y (N,O)}
 //   Flatten:    in {x (N,...)}                           out {y (N, prod(...))}
 //   SoftmaxCrossEntropy: in {logits (N,K), labels (N) I32}  out {loss () = mean over N}
+//   EmbeddingBag: in {rows (U,D), indices (L) I32, offsets (B) I32}   out {y (B,D)}
+//               rows: the table rows a batch touches (pulled by id); bag b pools the rows
+//               indices[offsets[b] .. offsets[b+1]) (the last bag to L); offsets start at 0
+//               and never fall. The gradient is the rows' only (the others' are not asked).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -173,6 +183,9 @@ class Backend {
   virtual std::unique_ptr<Op> Linear() = 0;
   virtual std::unique_ptr<Op> Flatten();
   virtual std::unique_ptr<Op> SoftmaxCrossEntropy() = 0;
+  // Plain loops over host tensors (the reference); a backend whose tensors live elsewhere
+  // gives its own.
+  virtual std::unique_ptr<Op> EmbeddingBag(const EmbeddingBagSpec& spec);
 
   // An op computing relu(op(...)) in one pass, with op's inputs, parameters and state, where
   // this backend can fuse a ReLU into `op` (an op of its own, fresh); nullptr where it cannot.
@@ -195,6 +208,7 @@ absl::StatusOr<Shape> BatchNormOutputShape(const BatchNormSpec& spec, absl::Span
 absl::StatusOr<Shape> AddOutputShape(absl::Span<const Shape> in);
 absl::StatusOr<Shape> ConcatOutputShape(absl::Span<const Shape> in);
 absl::StatusOr<Shape> SubsamplePadOutputShape(const SubsamplePadSpec& spec, const Shape& x);
+absl::StatusOr<Shape> EmbeddingBagOutputShape(absl::Span<const Shape> in);
 
 // The dropout keep-mask of one kTrain call: mask[i] = 1 with probability 1 − p. Shared by every
 // backend so they drop the same elements.

@@ -266,12 +266,49 @@ TEST(OnednnOpTest, ReusesBuffersAcrossSteps) {
   EXPECT_EQ(testing::NormalizedMaxError(first[0], second[0]), 0.0);
 }
 
+// The bags a batch's categorical features make: rows pooled forward, gradients scattered back.
+TEST(OnednnOpTest, EmbeddingBagMatchesReference) {
+  OnednnBackend dnn;
+  ReferenceBackend ref;
+  // 3 bags over 6 rows of 8: {0, 5, 5}, {2}, {} and a last one {1, 3, 0, 4}.
+  const std::vector<int32_t> indices = {0, 5, 5, 2, 1, 3, 0, 4}, offsets = {0, 3, 4, 4};
+  const auto i32 = [](const std::vector<int32_t>& values) {
+    Tensor t(Shape{static_cast<int64_t>(values.size())}, DType::kI32);
+    std::copy(values.begin(), values.end(), t.span<int32_t>().begin());
+    return t;
+  };
+  for (auto pooling : {EmbeddingBagSpec::Pooling::kSum, EmbeddingBagSpec::Pooling::kMean}) {
+    const OpCase rows_only{"embedding_bag", nullptr, {{6, 8}}};
+    std::vector<Tensor> in = testing::RandomInputs(rows_only, DType::kF32, 21);
+    in.push_back(i32(indices));
+    in.push_back(i32(offsets));
+    std::vector<Tensor> ref_in = testing::ToReferenceInputs(in);
+    auto op = dnn.EmbeddingBag({pooling});
+    auto ref_op = ref.EmbeddingBag({pooling});
+    auto out = testing::RunForward(*op, in, Mode::kTrain, DType::kF32);
+    auto ref_out = testing::RunForward(*ref_op, ref_in, Mode::kTrain, DType::kF64);
+    EXPECT_LT(testing::NormalizedMaxError(out[0], ref_out[0]), 1e-6);
+    std::vector<Tensor> grad =
+        testing::RandomInputs({"dy", nullptr, {out[0].shape()}}, DType::kF32, 22);
+    std::vector<Tensor> ref_grad = testing::ToReferenceInputs(grad);
+    Tensor drows(Shape{6, 8}, DType::kF32), ref_drows(Shape{6, 8}, DType::kF64);
+    const std::vector<const Tensor*> args = {&in[0], &in[1], &in[2]};
+    const std::vector<const Tensor*> ref_args = {&ref_in[0], &ref_in[1], &ref_in[2]};
+    op->Backward(args, {&out[0]}, {&grad[0]}, {&drows, nullptr, nullptr});
+    ref_op->Backward(ref_args, {&ref_out[0]}, {&ref_grad[0]}, {&ref_drows, nullptr, nullptr});
+    EXPECT_LT(testing::NormalizedMaxError(drows, ref_drows), 1e-6);
+  }
+}
+
 // Running statistics follow two training batches the same way on both backends, and
 // evaluation then normalises with them.
 TEST(OnednnOpTest, BatchNormRunningStatisticsMatchReference) {
   OnednnBackend dnn;
   ReferenceBackend ref;
-  const OpCase c{"bn", [](Backend& b) { return b.BatchNorm({3, 1e-5f, 0.25f}); },
+  const OpCase c{"bn",
+                 [](Backend& b) {
+                   return b.BatchNorm({3, 1e-5f, 0.25f});
+                 },
                  {{4, 3, 5, 5}, {3}, {3}}};
   auto op = c.make(dnn);
   auto op_ref = c.make(ref);

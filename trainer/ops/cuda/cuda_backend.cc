@@ -179,4 +179,31 @@ std::unique_ptr<Op> CudaBackend::SoftmaxCrossEntropy() {
   return MakeSoftmaxCrossEntropyOp(shared_);
 }
 
+namespace {
+
+// A model is built by asking every op for its output shapes first: this one's answer stops it
+// there, before any tensor of it reaches a kernel.
+class NoEmbeddingBagOp final : public Op {
+ public:
+  absl::string_view name() const override { return "embedding_bag"; }
+  absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape>) const override {
+    return absl::UnimplementedError(
+        "embedding_bag: the CUDA backend has no embedding bag yet; train a model with embedding "
+        "tables on CPU workers (--devices=cpu)");
+  }
+  void Forward(Mode, absl::Span<const Tensor* const>, absl::Span<Tensor* const>) override {
+    COHORT_CHECK(false, "embedding_bag: no CUDA kernel (OutputShapes refused)");
+  }
+  void Backward(absl::Span<const Tensor* const>, absl::Span<const Tensor* const>,
+                absl::Span<const Tensor* const>, absl::Span<Tensor* const>) override {
+    COHORT_CHECK(false, "embedding_bag: no CUDA kernel (OutputShapes refused)");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Op> CudaBackend::EmbeddingBag(const EmbeddingBagSpec&) {
+  return std::make_unique<NoEmbeddingBagOp>();
+}
+
 }  // namespace cohort::cuda

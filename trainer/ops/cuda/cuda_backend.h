@@ -75,6 +75,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Op> Linear() override;
   std::unique_ptr<Op> Flatten() override;
   std::unique_ptr<Op> SoftmaxCrossEntropy() override;
+  // None on the GPU yet: the op refuses the model that asks for it, saying so.
+  std::unique_ptr<Op> EmbeddingBag(const EmbeddingBagSpec& spec) override;
 
   const CudaBackendOptions& options() const;
   CudaContext* context() const;
