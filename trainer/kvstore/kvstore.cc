@@ -89,7 +89,65 @@ class LocalKVStore final : public KVStore {
 
   absl::Status Barrier() override { return absl::OkStatus(); }
 
+  absl::Status InitTable(int64_t key, const TableSpec& spec) override {
+    if (entries_.contains(key) || tables_.contains(key)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("kvstore table ", spec.name, ": key ", key, " is registered already"));
+    }
+    if (spec.dim < 1 || spec.rows < 0 ||
+        (spec.kind == TableSpec::Kind::kFixed && spec.rows < 1) || spec.admit_after < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kvstore table ", spec.name, ": dim ", spec.dim, ", rows ", spec.rows, ", admit_after ",
+          spec.admit_after, " (a row has 1 float or more; a fixed table 1 row or more)"));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<RowOptimizer> rule,
+                     MakeRowOptimizer(spec.optimizer, RowAdagradOptions{}, RowAdamOptions{}));
+    Table& t = tables_[key];
+    t.rule = std::move(rule);
+    t.table = std::make_unique<EmbeddingTable>(spec, t.rule.get());
+    return absl::OkStatus();
+  }
+
+  absl::Status PullRows(int64_t key, absl::Span<const uint64_t> ids, Tensor* out) override {
+    ASSIGN_OR_RETURN(Table * t, FindTable(key, ids, *out, "pull"));
+    return t->table->Pull(ids, out->span<float>());
+  }
+
+  absl::Status PushRows(int64_t key, absl::Span<const uint64_t> ids,
+                        const Tensor& grads) override {
+    ASSIGN_OR_RETURN(Table * t, FindTable(key, ids, grads, "push"));
+    if (!schedule_.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kvstore push of table ", t->table->spec().name, " before SetOptimizer"));
+    }
+    const float lr = lr_ >= 0 ? lr_ : static_cast<float>(schedule_->At(t->table->steps()));
+    return t->table->Apply(ids, grads.span<float>(), lr);
+  }
+
  private:
+  struct Table {
+    std::unique_ptr<RowOptimizer> rule;
+    std::unique_ptr<EmbeddingTable> table;
+  };
+
+  // The table at key, for rows of ids in t (ids.size() × dim F32).
+  absl::StatusOr<Table*> FindTable(int64_t key, absl::Span<const uint64_t> ids, const Tensor& t,
+                                   absl::string_view what) {
+    auto it = tables_.find(key);
+    if (it == tables_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kvstore ", what, " of rows of key ", key, " before its InitTable"));
+    }
+    const TableSpec& spec = it->second.table->spec();
+    const Shape want{static_cast<int64_t>(ids.size()), spec.dim};
+    if (t.shape() != want || t.dtype() != DType::kF32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kvstore ", what, " of ", ids.size(), " rows of table ", spec.name, ": ",
+          DTypeName(t.dtype()), " ", t.shape().ToString(), ", expected F32 ", want.ToString()));
+    }
+    return &it->second;
+  }
+
   struct Entry {
     Shape shape;
     std::vector<float> value;
@@ -115,9 +173,26 @@ class LocalKVStore final : public KVStore {
   std::optional<LrSchedule> schedule_;
   float lr_ = -1;  // SetLearningRate's (negative: the schedule's)
   absl::flat_hash_map<int64_t, Entry> entries_;
+  absl::flat_hash_map<int64_t, Table> tables_;
 };
 
 }  // namespace
+
+absl::Status KVStore::InitTable(int64_t key, const TableSpec& spec) {
+  return absl::UnimplementedError(absl::StrCat(
+      "kvstore ", type(), ": table ", spec.name, " (key ", key, "): this store serves no "
+      "embedding tables yet; train the model with --kv_store=local"));
+}
+
+absl::Status KVStore::PullRows(int64_t key, absl::Span<const uint64_t>, Tensor*) {
+  return absl::UnimplementedError(
+      absl::StrCat("kvstore ", type(), ": no embedding table at key ", key));
+}
+
+absl::Status KVStore::PushRows(int64_t key, absl::Span<const uint64_t>, const Tensor&) {
+  return absl::UnimplementedError(
+      absl::StrCat("kvstore ", type(), ": no embedding table at key ", key));
+}
 
 absl::Status CheckLearningRate(float lr) {
   if (std::isfinite(lr)) return absl::OkStatus();

@@ -10,6 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "trainer/kvstore/embedding_table.h"
 #include "trainer/kvstore/kvstore_mode.h"
 #include "trainer/kvstore/kvstore_recovery.h"
 #include "trainer/optim/optimizer_spec.h"
@@ -61,6 +63,19 @@ class KVStore {
   virtual absl::Status Pull(int64_t key, Tensor* out) = 0;
   // Returns when every worker has reached it.
   virtual absl::Status Barrier() = 0;
+
+  // Embedding tables: row-sparse keys, as MXNet's row_sparse_pull. A table's rows are made
+  // where they are kept, on first touch (embedding_table.h); a worker holds only those its
+  // batch needs. Registers key as a table (after SetOptimizer: its rows' rule is the spec's
+  // own, its rate the schedule's, or SetLearningRate's).
+  virtual absl::Status InitTable(int64_t key, const TableSpec& spec);
+  // The rows of ids into out (ids.size() × dim F32, in ids' order).
+  virtual absl::Status PullRows(int64_t key, absl::Span<const uint64_t> ids, Tensor* out);
+  // The step's gradient of the table's rows of ids (ids.size() × dim F32; an id twice, or ids
+  // sharing a fixed table's row, sum): each row touched is updated once with the step's
+  // rate. dist_sync: the workers' rows summed by id in rank order, times 1/W, as their dense
+  // pushes. grads may be reused on return.
+  virtual absl::Status PushRows(int64_t key, absl::Span<const uint64_t> ids, const Tensor& grads);
   // A barrier that gathers: returns what every worker brought (payload), by rank, once every
   // one has reached it. Meant for small things (a metric, an object, rank 0's optimizer
   // state); the stores of one worker give the payload back.

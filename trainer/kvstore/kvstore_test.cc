@@ -98,3 +98,63 @@ TEST(CreateKVStoreTest, TypesAndOptionsAreChecked) {
 
 }  // namespace
 }  // namespace cohort
+
+namespace cohort {
+namespace {
+
+TableSpec SmallTable(const std::string& optimizer) {
+  TableSpec spec;
+  spec.name = "C3";
+  spec.dim = 3;
+  spec.rows = 10;
+  spec.seed = 4;
+  spec.optimizer = optimizer;
+  return spec;
+}
+
+// A table's rows pulled and pushed through the store are those of the table itself updated
+// with the schedule's rate at the table's step.
+TEST(LocalKVStoreTest, TableRowsFollowTheTableAtTheSchedulesRate) {
+  auto kv = CreateKVStore("local");
+  ASSERT_TRUE(kv.ok());
+  ASSERT_TRUE((*kv)->SetOptimizer(Options()).ok());
+  ASSERT_TRUE((*kv)->InitTable(7, SmallTable("adagrad")).ok());
+  RowAdagrad adagrad({});
+  EmbeddingTable mirror(SmallTable("adagrad"), &adagrad);
+  auto schedule = *LrSchedule::Create(Options().lr_schedule);
+  const std::vector<uint64_t> ids = {3, 13, 8, 123456789};
+  for (int step = 0; step < 4; ++step) {
+    Tensor grads = Filled({4, 3}, static_cast<float>(step) - 2.0f);
+    ASSERT_TRUE((*kv)->PushRows(7, ids, grads).ok());
+    ASSERT_TRUE(mirror.Apply(ids, grads.span<float>(), static_cast<float>(schedule.At(step))).ok());
+  }
+  Tensor rows({4, 3}), want({4, 3});
+  ASSERT_TRUE((*kv)->PullRows(7, ids, &rows).ok());
+  ASSERT_TRUE(mirror.Pull(ids, want.span<float>()).ok());
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(rows.span<float>()[i], want.span<float>()[i]) << i;
+  EXPECT_EQ(rows.span<float>()[0], rows.span<float>()[3]);  // 3 and 13 share row 3
+}
+
+TEST(LocalKVStoreTest, TableCallsAreRefusedSayingWhy) {
+  auto kv = CreateKVStore("local");
+  ASSERT_TRUE(kv.ok());
+  Tensor rows({2, 3});
+  const std::vector<uint64_t> ids = {1, 2};
+  EXPECT_EQ((*kv)->PullRows(7, ids, &rows).message(),
+            "kvstore pull of rows of key 7 before its InitTable");
+  EXPECT_EQ((*kv)->InitTable(7, SmallTable("adam")).message(),
+            "no embedding optimizer 'adam': sgd, adagrad or lazy_adam");
+  ASSERT_TRUE((*kv)->InitTable(7, SmallTable("sgd")).ok());
+  EXPECT_EQ((*kv)->InitTable(7, SmallTable("sgd")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ((*kv)->PushRows(7, ids, rows).message(),
+            "kvstore push of table C3 before SetOptimizer");
+  Tensor wrong({3, 3});
+  EXPECT_EQ((*kv)->PullRows(7, ids, &wrong).message(),
+            "kvstore pull of 2 rows of table C3: F32 (3, 3), expected F32 (2, 3)");
+  TableSpec no_rows = SmallTable("sgd");
+  no_rows.rows = 0;
+  EXPECT_EQ((*kv)->InitTable(8, no_rows).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,4 +1,4 @@
-#include "services/shard/tables/embedding_table.h"
+#include "trainer/kvstore/embedding_table.h"
 
 #include <algorithm>
 #include <cstring>

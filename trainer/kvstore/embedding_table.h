@@ -1,5 +1,5 @@
-#ifndef COHORT_SERVICES_SHARD_TABLES_EMBEDDING_TABLE_H_
-#define COHORT_SERVICES_SHARD_TABLES_EMBEDDING_TABLE_H_
+#ifndef COHORT_TRAINER_KVSTORE_EMBEDDING_TABLE_H_
+#define COHORT_TRAINER_KVSTORE_EMBEDDING_TABLE_H_
 
 #include <cstdint>
 #include <functional>
@@ -33,12 +33,14 @@ struct TableSpec {
   // process, any order of first touches, gives the same bytes.
   uint64_t seed = 0;
   float init_scale = 0.01f;
+  // The rows' update rule (MakeRowOptimizer): sgd, adagrad or lazy_adam.
+  std::string optimizer = "adagrad";
 };
 
-// A table's rows on one shard, created on first touch (memory grows with the rows touched,
-// not with the table's size), each row's optimizer state beside it. gRPC-free; the shard's
-// push path gives it a step's gradient already summed over the workers in rank order and
-// scaled, and it applies the rule once a row. Thread-safe.
+// A table's rows where they are kept (a shard's share of them, or the local store's), created
+// on first touch (memory grows with the rows touched, not with the table's size), each row's
+// optimizer state beside it. It is given a step's gradient already summed over the workers in
+// rank order and scaled, and applies the rule once a row. Thread-safe.
 class EmbeddingTable {
  public:
   // rule outlives the table.
@@ -92,4 +94,4 @@ class EmbeddingTable {
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_SHARD_TABLES_EMBEDDING_TABLE_H_
+#endif  // COHORT_TRAINER_KVSTORE_EMBEDDING_TABLE_H_
