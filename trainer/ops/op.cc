@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/base/random.h"
 #include "trainer/base/status_macros.h"
+#include "trainer/ops/click_model_ops.h"
 #include "trainer/ops/embedding_bag.h"
 #include "trainer/ops/op_frames.h"
 
@@ -97,6 +98,8 @@ std::unique_ptr<Op> Backend::Concat() { return std::make_unique<HostConcatOp>();
 std::unique_ptr<Op> Backend::EmbeddingBag(const EmbeddingBagSpec& spec) {
   return MakeHostEmbeddingBag(spec);
 }
+std::unique_ptr<Op> Backend::DotInteraction() { return MakeHostDotInteraction(); }
+std::unique_ptr<Op> Backend::BinaryCrossEntropy() { return MakeHostBinaryCrossEntropy(); }
 
 absl::Status ExpectInputCount(absl::string_view op, absl::Span<const Shape> in, size_t count) {
   if (in.size() != count) {
@@ -177,6 +180,20 @@ absl::StatusOr<Shape> EmbeddingBagOutputShape(absl::Span<const Shape> in) {
                       {&rows, &indices, &offsets});
   }
   return Shape{offsets[0], rows[1]};
+}
+
+absl::StatusOr<Shape> DotInteractionOutputShape(const Shape& x) {
+  if (x.rank() != 3 || x[1] < 2) {
+    return ShapeError("dot_interaction", "want x (N,F,D) with F >= 2", {&x});
+  }
+  return Shape{x[0], x[1] * (x[1] - 1) / 2};
+}
+
+absl::StatusOr<Shape> BinaryCrossEntropyOutputShape(const Shape& logits, const Shape& labels) {
+  if (logits.rank() != 1 || labels.rank() != 1 || logits[0] != labels[0]) {
+    return ShapeError("binary_cross_entropy", "want logits (N), labels (N)", {&logits, &labels});
+  }
+  return Shape{};
 }
 
 absl::StatusOr<Shape> GlobalAvgPoolOutputShape(const Shape& x) {

@@ -135,6 +135,11 @@ struct Pool2dSpec {
 //               rows: the table rows a batch touches (pulled by id); bag b pools the rows
 //               indices[offsets[b] .. offsets[b+1]) (the last bag to L); offsets start at 0
 //               and never fall. The gradient is the rows' only (the others' are not asked).
+//   DotInteraction: in {x (N,F,D)}                      out {y (N, F(F-1)/2)}
+//               every pair of the F feature vectors' dot product, pairs (i, j) with i > j in
+//               the order (1,0), (2,0), (2,1), (3,0), ... (DLRM's interaction, self-pairs off)
+//   BinaryCrossEntropy: in {logits (N), labels (N) I32 0 or 1}   out {loss () = mean over N}
+//               of the sigmoid's cross-entropy, computed stably from the logits
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -186,6 +191,8 @@ class Backend {
   // Plain loops over host tensors (the reference); a backend whose tensors live elsewhere
   // gives its own.
   virtual std::unique_ptr<Op> EmbeddingBag(const EmbeddingBagSpec& spec);
+  virtual std::unique_ptr<Op> DotInteraction();
+  virtual std::unique_ptr<Op> BinaryCrossEntropy();
 
   // An op computing relu(op(...)) in one pass, with op's inputs, parameters and state, where
   // this backend can fuse a ReLU into `op` (an op of its own, fresh); nullptr where it cannot.
@@ -209,6 +216,8 @@ absl::StatusOr<Shape> AddOutputShape(absl::Span<const Shape> in);
 absl::StatusOr<Shape> ConcatOutputShape(absl::Span<const Shape> in);
 absl::StatusOr<Shape> SubsamplePadOutputShape(const SubsamplePadSpec& spec, const Shape& x);
 absl::StatusOr<Shape> EmbeddingBagOutputShape(absl::Span<const Shape> in);
+absl::StatusOr<Shape> DotInteractionOutputShape(const Shape& x);
+absl::StatusOr<Shape> BinaryCrossEntropyOutputShape(const Shape& logits, const Shape& labels);
 
 // The dropout keep-mask of one kTrain call: mask[i] = 1 with probability 1 − p. Shared by every
 // backend so they drop the same elements.

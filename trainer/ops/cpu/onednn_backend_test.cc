@@ -300,6 +300,18 @@ TEST(OnednnOpTest, EmbeddingBagMatchesReference) {
   }
 }
 
+// A click model's interaction and loss: forward, backward, and against finite differences.
+TEST(OnednnOpTest, ClickModelOpsMatchReferenceAndFiniteDifferences) {
+  const OpCase dot{"dot_interaction", [](Backend& b) { return b.DotInteraction(); }, {{4, 5, 3}}};
+  const OpCase bce{"binary_cross_entropy", [](Backend& b) { return b.BinaryCrossEntropy(); },
+                   {{9}, {9}}, /*num_classes=*/2};
+  for (const OpCase& c : {dot, bce}) {
+    ExpectMatchesReference(c, ActivationLayout::kPlain, {11, 12}, {Mode::kTrain});
+    ReferenceBackend ref;
+    EXPECT_LT(testing::FiniteDifferenceError(ref, c, 21, 1e-6, 0), 1e-6) << c.label;
+  }
+}
+
 // Running statistics follow two training batches the same way on both backends, and
 // evaluation then normalises with them.
 TEST(OnednnOpTest, BatchNormRunningStatisticsMatchReference) {

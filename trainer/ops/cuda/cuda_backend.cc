@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "trainer/base/status_macros.h"
 #include "trainer/ops/cuda/cuda_backend_shared.h"
 #include "trainer/ops/cuda/cuda_check.h"
@@ -181,29 +182,39 @@ std::unique_ptr<Op> CudaBackend::SoftmaxCrossEntropy() {
 
 namespace {
 
-// A model is built by asking every op for its output shapes first: this one's answer stops it
-// there, before any tensor of it reaches a kernel.
-class NoEmbeddingBagOp final : public Op {
+// An op with no CUDA kernel yet. A model is built by asking every op for its output shapes
+// first: this one's answer stops it there, before any tensor of it reaches a kernel.
+class NoKernelOp final : public Op {
  public:
-  absl::string_view name() const override { return "embedding_bag"; }
+  explicit NoKernelOp(absl::string_view name) : name_(name) {}
+  absl::string_view name() const override { return name_; }
   absl::StatusOr<std::vector<Shape>> OutputShapes(absl::Span<const Shape>) const override {
-    return absl::UnimplementedError(
-        "embedding_bag: the CUDA backend has no embedding bag yet; train a model with embedding "
-        "tables on CPU workers (--devices=cpu)");
+    return absl::UnimplementedError(absl::StrCat(
+        name_, ": the CUDA backend has none yet; train a click model (embedding tables) on "
+        "CPU workers (--devices=cpu)"));
   }
   void Forward(Mode, absl::Span<const Tensor* const>, absl::Span<Tensor* const>) override {
-    COHORT_CHECK(false, "embedding_bag: no CUDA kernel (OutputShapes refused)");
+    COHORT_CHECK(false, "%s: no CUDA kernel (OutputShapes refused)", name_.c_str());
   }
   void Backward(absl::Span<const Tensor* const>, absl::Span<const Tensor* const>,
                 absl::Span<const Tensor* const>, absl::Span<Tensor* const>) override {
-    COHORT_CHECK(false, "embedding_bag: no CUDA kernel (OutputShapes refused)");
+    COHORT_CHECK(false, "%s: no CUDA kernel (OutputShapes refused)", name_.c_str());
   }
+
+ private:
+  const std::string name_;
 };
 
 }  // namespace
 
 std::unique_ptr<Op> CudaBackend::EmbeddingBag(const EmbeddingBagSpec&) {
-  return std::make_unique<NoEmbeddingBagOp>();
+  return std::make_unique<NoKernelOp>("embedding_bag");
+}
+std::unique_ptr<Op> CudaBackend::DotInteraction() {
+  return std::make_unique<NoKernelOp>("dot_interaction");
+}
+std::unique_ptr<Op> CudaBackend::BinaryCrossEntropy() {
+  return std::make_unique<NoKernelOp>("binary_cross_entropy");
 }
 
 }  // namespace cohort::cuda

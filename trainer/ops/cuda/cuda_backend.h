@@ -75,8 +75,11 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Op> Linear() override;
   std::unique_ptr<Op> Flatten() override;
   std::unique_ptr<Op> SoftmaxCrossEntropy() override;
-  // None on the GPU yet: the op refuses the model that asks for it, saying so.
+  // A click model's ops: none on the GPU yet; each refuses the model that asks for it, saying
+  // so.
   std::unique_ptr<Op> EmbeddingBag(const EmbeddingBagSpec& spec) override;
+  std::unique_ptr<Op> DotInteraction() override;
+  std::unique_ptr<Op> BinaryCrossEntropy() override;
 
   const CudaBackendOptions& options() const;
   CudaContext* context() const;
