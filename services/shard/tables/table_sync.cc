@@ -1,0 +1,71 @@
+#include "services/shard/tables/table_sync.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+
+TableSync::TableSync(EmbeddingTable* table, int num_workers)
+    : table_(table), num_workers_(num_workers), pushed_(num_workers), arrived_(num_workers) {}
+
+absl::StatusOr<bool> TableSync::Push(int rank, int64_t step, absl::Span<const uint64_t> ids,
+                                     absl::Span<const float> grads, float lr) {
+  const TableSpec& spec = table_->spec();
+  const size_t dim = static_cast<size_t>(spec.dim);
+  const std::string where =
+      absl::StrCat("table ", spec.name, ": worker ", rank, "'s rows for step ", step);
+  if (rank < 0 || rank >= num_workers_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": the job has ", num_workers_, " workers"));
+  }
+  if (grads.size() != ids.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", grads.size(), " gradient floats for ", ids.size(), " rows of ", dim));
+  }
+  absl::MutexLock lock(&mu_);
+  const int64_t next = table_->steps() + 1;
+  if (step != next) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, " came while the table is at step ", next,
+                     ": every worker pushes every table's rows once a step, in order"));
+  }
+  if (arrived_[rank]) {
+    return absl::FailedPreconditionError(absl::StrCat(where, " came twice"));
+  }
+  arrived_[rank] = 1;
+  pushed_[rank].ids.assign(ids.begin(), ids.end());
+  pushed_[rank].grads.assign(grads.begin(), grads.end());
+  if (++count_ < num_workers_) return false;
+  // Each row: its first rank's gradients, then the next ranks' added in rank order.
+  std::vector<uint64_t> rows;
+  std::vector<float> sums;
+  absl::flat_hash_map<uint64_t, size_t> index;
+  for (int r = 0; r < num_workers_; ++r) {
+    const RankRows& p = pushed_[r];
+    for (size_t i = 0; i < p.ids.size(); ++i) {
+      auto [it, fresh] = index.try_emplace(p.ids[i], rows.size());
+      const float* g = p.grads.data() + i * dim;
+      if (fresh) {
+        rows.push_back(p.ids[i]);
+        sums.insert(sums.end(), g, g + dim);
+      } else {
+        float* to = sums.data() + it->second * dim;
+        for (size_t k = 0; k < dim; ++k) to[k] += g[k];
+      }
+    }
+  }
+  if (num_workers_ > 1) {
+    const float scale = 1.0f / static_cast<float>(num_workers_);
+    for (float& s : sums) s *= scale;
+  }
+  for (int r = 0; r < num_workers_; ++r) {
+    arrived_[r] = 0;
+    pushed_[r] = RankRows();
+  }
+  count_ = 0;
+  if (absl::Status applied = table_->Apply(rows, sums, lr); !applied.ok()) return applied;
+  return true;
+}
+
+}  // namespace cohort

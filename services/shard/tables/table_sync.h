@@ -1,0 +1,50 @@
+#ifndef COHORT_SERVICES_SHARD_TABLES_TABLE_SYNC_H_
+#define COHORT_SERVICES_SHARD_TABLES_TABLE_SYNC_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "trainer/kvstore/embedding_table.h"
+
+namespace cohort {
+
+// dist_sync for one embedding table on a shard (Contracts, "Gradient arithmetic", for rows):
+// a step's update waits for one push of rows from every worker, sums each row's gradients
+// over the workers in rank order 0…W−1 (a worker that did not touch the row adds nothing),
+// scales by 1/W and applies the table's rule once a row, whatever order the pushes came in.
+// A row's sum is the same wherever its workers' batches put it, so the table ends as one
+// process's would that summed the same W shares. gRPC-free; thread-safe.
+class TableSync {
+ public:
+  // table outlives this.
+  TableSync(EmbeddingTable* table, int num_workers);
+
+  // rank's rows for step `step` (the table's next: table->steps() + 1): ids and their
+  // gradients (ids.size() × dim; an id twice is summed). True when this push was the step's
+  // last and the step is applied. A push of another step, or a second one from a rank, is
+  // FailedPrecondition naming both, and changes nothing.
+  absl::StatusOr<bool> Push(int rank, int64_t step, absl::Span<const uint64_t> ids,
+                            absl::Span<const float> grads, float lr);
+
+ private:
+  struct RankRows {
+    std::vector<uint64_t> ids;
+    std::vector<float> grads;
+  };
+
+  EmbeddingTable* const table_;
+  const int num_workers_;
+  absl::Mutex mu_;
+  std::vector<RankRows> pushed_ ABSL_GUARDED_BY(mu_);  // by rank, this step's
+  std::vector<char> arrived_ ABSL_GUARDED_BY(mu_);     // by rank
+  int count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVICES_SHARD_TABLES_TABLE_SYNC_H_
