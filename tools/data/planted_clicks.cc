@@ -4,16 +4,10 @@
 #include <cmath>
 #include <utility>
 
+#include "trainer/base/random.h"
+
 namespace cohort {
 namespace {
-
-// splitmix64's finaliser.
-uint64_t Mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 double UnitOf(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
@@ -24,7 +18,7 @@ constexpr uint64_t kWeightSalt = 1, kFactorSalt = 2, kValueSalt = 3, kIntegerSal
 }  // namespace
 
 PlantedClicks::PlantedClicks(PlantedClickOptions options)
-    : options_(options), state_(Mix(options.seed)) {
+    : options_(options), state_(MixBits(options.seed)) {
   cumulative_.resize(static_cast<size_t>(std::max<int64_t>(1, options_.vocabulary)));
   double sum = 0;
   for (size_t r = 0; r < cumulative_.size(); ++r) {
@@ -44,7 +38,7 @@ PlantedClicks::PlantedClicks(PlantedClickOptions options)
 
 uint64_t PlantedClicks::Random() {
   state_ += 0x9E3779B97F4A7C15ull;
-  return Mix(state_);
+  return MixBits(state_);
 }
 
 double PlantedClicks::Uniform() { return UnitOf(Random()); }
@@ -58,13 +52,13 @@ double PlantedClicks::Normal() {
 
 uint32_t PlantedClicks::ValueOf(int feature, int64_t rank) const {
   return static_cast<uint32_t>(
-      Mix(options_.seed ^ Mix((kValueSalt << 56) ^ (uint64_t(feature) << 40) ^ uint64_t(rank))));
+      MixBits(options_.seed ^ MixBits((kValueSalt << 56) ^ (uint64_t(feature) << 40) ^ uint64_t(rank))));
 }
 
 double PlantedClicks::HashedNormal(uint64_t salt, int feature, uint64_t value) const {
-  const uint64_t h = Mix(options_.seed ^ Mix((salt << 56) ^ (uint64_t(feature) << 40) ^ value));
+  const uint64_t h = MixBits(options_.seed ^ MixBits((salt << 56) ^ (uint64_t(feature) << 40) ^ value));
   const double u1 = 1.0 - UnitOf(h);
-  const double u2 = UnitOf(Mix(h));
+  const double u2 = UnitOf(MixBits(h));
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 

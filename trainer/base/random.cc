@@ -15,6 +15,8 @@ uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
 
+uint64_t MixBits(uint64_t z) { return SplitMix64(z); }
+
 uint64_t MixKeys(std::initializer_list<uint64_t> keys) {
   uint64_t state = 0x6a09e667f3bcc909ULL;
   uint64_t h = 0;

@@ -11,6 +11,11 @@ namespace cohort {
 // finaliser), so every random stream is derived from its keys, never from call order.
 uint64_t MixKeys(std::initializer_list<uint64_t> keys);
 
+// splitmix64 on one value (z + 0x9e37..., then its finaliser): a bijection of 64-bit values
+// whose every output bit depends on every input bit, so distinct inputs never collide and a
+// row index's low bits come out as random as an id's high ones.
+uint64_t MixBits(uint64_t z);
+
 // Stable 64-bit hash of a name (FNV-1a): the same on every host and build.
 uint64_t HashName(absl::string_view name);
 

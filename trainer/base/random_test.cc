@@ -14,6 +14,12 @@ TEST(RandomTest, SameKeysSameStream) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(a.Next(), b.Next());
 }
 
+TEST(RandomTest, MixBitsIsSplitMix64) {
+  // splitmix64's first outputs from state 0 (Vigna's reference implementation).
+  EXPECT_EQ(MixBits(0), 0xe220a8397b1dcdafULL);
+  EXPECT_EQ(MixBits(0x9e3779b97f4a7c15ULL), 0x6e789e6aa1b965f4ULL);
+}
+
 TEST(RandomTest, KeyOrderMatters) {
   EXPECT_NE(MixKeys({1, 2}), MixKeys({2, 1}));
   EXPECT_NE(MixKeys({0}), MixKeys({0, 0}));

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "trainer/base/random.h"
 
 namespace cohort {
 namespace {
@@ -137,12 +138,8 @@ float ClickIntegerInput(int64_t value) {
 }
 
 uint64_t ClickFeatureId(int feature, uint32_t value) {
-  // splitmix64's finaliser over (feature, value): a bijection, so no two pairs share an id.
-  uint64_t z = (static_cast<uint64_t>(feature) << 32) | value;
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  // A bijection of (feature, value): no two pairs share an id.
+  return MixBits((static_cast<uint64_t>(feature) << 32) | value);
 }
 
 absl::StatusOr<std::unique_ptr<ClickLogReader>> ClickLogReader::Open(const std::string& path,

@@ -6,19 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "trainer/base/check.h"
+#include "trainer/base/random.h"
 
 namespace cohort {
-namespace {
-
-// splitmix64's finaliser.
-uint64_t Mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 EmbeddingTable::EmbeddingTable(TableSpec spec, const RowOptimizer* rule)
     : spec_(std::move(spec)), rule_(rule), stride_(spec_.dim * (1 + rule->state_floats())) {
@@ -31,9 +21,9 @@ uint64_t EmbeddingTable::KeyOf(uint64_t id) const {
 }
 
 void EmbeddingTable::InitialValues(uint64_t key, absl::Span<float> out) const {
-  const uint64_t row = Mix(spec_.seed ^ Mix(key));
+  const uint64_t row = MixBits(spec_.seed ^ MixBits(key));
   for (size_t i = 0; i < out.size(); ++i) {
-    const double unit = static_cast<double>(Mix(row + i) >> 11) * 0x1.0p-53;  // [0, 1)
+    const double unit = static_cast<double>(MixBits(row + i) >> 11) * 0x1.0p-53;  // [0, 1)
     out[i] = static_cast<float>((2 * unit - 1) * spec_.init_scale);
   }
 }
