@@ -4,16 +4,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "trainer/ops/op_testing.h"
 
 namespace cohort {
 namespace {
 
-template <typename T>
-Tensor Make(Shape shape, const std::vector<T>& values) {
-  Tensor t(std::move(shape), DTypeOf<T>());
-  std::copy(values.begin(), values.end(), t.span<T>().begin());
-  return t;
-}
+using testing::TensorOf;
 
 // y and the rows' gradient of one Forward and Backward.
 template <typename T>
@@ -27,7 +23,7 @@ std::pair<std::vector<T>, std::vector<T>> RunBag(EmbeddingBagSpec::Pooling pooli
   EXPECT_TRUE(shapes.ok()) << shapes.status();
   Tensor y((*shapes)[0], DTypeOf<T>()), drows(rows.shape(), DTypeOf<T>());
   op->Forward(Mode::kTrain, in, {&y});
-  const Tensor dy_t = Make<T>(y.shape(), dy);
+  const Tensor dy_t = TensorOf<T>(y.shape(), dy);
   op->Backward(in, {&y}, {&dy_t}, {&drows, nullptr, nullptr});
   const auto ys = y.span<T>(), ds = drows.span<T>();
   return {std::vector<T>(ys.begin(), ys.end()), std::vector<T>(ds.begin(), ds.end())};
@@ -35,9 +31,9 @@ std::pair<std::vector<T>, std::vector<T>> RunBag(EmbeddingBagSpec::Pooling pooli
 
 TEST(EmbeddingBagTest, PoolsEachBagsRowsAndSendsTheGradientBackToThem) {
   // 3 rows of 2; bags {0, 2, 0}, {}, {1}.
-  const Tensor rows = Make<float>({3, 2}, {1, 2, 10, 20, 100, 200});
-  const Tensor indices = Make<int32_t>({4}, {0, 2, 0, 1});
-  const Tensor offsets = Make<int32_t>({3}, {0, 3, 3});
+  const Tensor rows = TensorOf<float>({3, 2}, {1, 2, 10, 20, 100, 200});
+  const Tensor indices = TensorOf<int32_t>({4}, {0, 2, 0, 1});
+  const Tensor offsets = TensorOf<int32_t>({3}, {0, 3, 3});
   const std::vector<float> dy = {1, 1, 5, 5, 3, 4};
   auto [y, drows] = RunBag<float>(EmbeddingBagSpec::Pooling::kSum, rows, indices, offsets, dy);
   EXPECT_EQ(y, (std::vector<float>{102, 204, 0, 0, 10, 20}));
@@ -72,9 +68,10 @@ TEST(EmbeddingBagTest, IsTheBagsIncidenceMatrixTimesTheRowsAndItsAdjoint) {
             pooling == EmbeddingBagSpec::Pooling::kMean ? 1.0 / (end - begin) : 1.0;
       }
     }
-    auto [y, drows] = RunBag<double>(pooling, Make<double>({kRows, kDim}, rows),
-                                     Make<int32_t>({static_cast<int64_t>(indices.size())}, indices),
-                                     Make<int32_t>({kBags}, offsets), dy);
+    auto [y, drows] =
+        RunBag<double>(pooling, TensorOf<double>({kRows, kDim}, rows),
+                       TensorOf<int32_t>({static_cast<int64_t>(indices.size())}, indices),
+                       TensorOf<int32_t>({kBags}, offsets), dy);
     for (int b = 0; b < kBags; ++b) {
       for (int i = 0; i < kDim; ++i) {
         double want = 0;

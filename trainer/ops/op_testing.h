@@ -4,9 +4,11 @@
 // Helpers that hold a backend's ops to the reference: the same op case is run on fresh random
 // inputs through both, and gradients are checked by finite differences.
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/ops/op.h"
@@ -24,6 +26,14 @@ struct OpCase {
 // The op cases covering what LeNet, the MLP, the ResNets and GoogLeNet need, with strides,
 // padding and odd sizes.
 std::vector<OpCase> StandardOpCases();
+
+// A host tensor of these values (row-major), its dtype T's.
+template <typename T>
+Tensor TensorOf(Shape shape, const std::vector<T>& values) {
+  Tensor t(std::move(shape), DTypeOf<T>());
+  std::copy(values.begin(), values.end(), t.span<T>().begin());
+  return t;
+}
 
 // Uniform [-1, 1) values (labels for a labels input), from the seed, in the given dtype.
 std::vector<Tensor> RandomInputs(const OpCase& c, DType dtype, uint64_t seed);
