@@ -170,4 +170,57 @@ void EmbeddingTable::ForEachRow(const std::function<void(uint64_t, absl::Span<co
   }
 }
 
+TableSnapshot EmbeddingTable::Snapshot() const {
+  TableSnapshot s;
+  ForEachRow([&](uint64_t key, absl::Span<const float> values, absl::Span<const float> state) {
+    s.keys.push_back(key);
+    s.values.insert(s.values.end(), values.begin(), values.end());
+    s.state.insert(s.state.end(), state.begin(), state.end());
+  });
+  absl::ReaderMutexLock lock(&mu_);
+  s.steps = steps_;
+  std::vector<std::pair<uint64_t, int>> sighted(sightings_.begin(), sightings_.end());
+  std::sort(sighted.begin(), sighted.end());
+  for (const auto& [id, n] : sighted) {
+    s.sighted.push_back(id);
+    s.sightings.push_back(n);
+  }
+  return s;
+}
+
+absl::Status EmbeddingTable::Restore(const TableSnapshot& s) {
+  const size_t n = s.keys.size();
+  const size_t dim = static_cast<size_t>(spec_.dim);
+  const size_t state_floats = static_cast<size_t>(stride_) - dim;
+  bool ascending = true;
+  for (size_t i = 1; i < n; ++i) ascending = ascending && s.keys[i - 1] < s.keys[i];
+  for (size_t i = 1; i < s.sighted.size(); ++i) {
+    ascending = ascending && s.sighted[i - 1] < s.sighted[i];
+  }
+  const bool limited = spec_.kind == TableSpec::Kind::kCollisionless && spec_.rows > 0;
+  if (s.values.size() != n * dim || s.state.size() != n * state_floats || !ascending ||
+      s.sightings.size() != s.sighted.size() || s.steps < 0 ||
+      (limited && static_cast<int64_t>(n) > spec_.rows)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table ", spec_.name, ": a snapshot of ", n, " rows (", s.values.size(), " values, ",
+        s.state.size(), " state floats", ascending ? "" : ", keys out of order",
+        "), where this table's rows have ", dim, " values and ", state_floats, " state floats",
+        limited ? absl::StrCat(", at most ", spec_.rows, " of them") : "",
+        ": it was written for another table or rule"));
+  }
+  absl::MutexLock lock(&mu_);
+  steps_ = s.steps;
+  slots_.clear();
+  keys_.clear();
+  blocks_.clear();
+  sightings_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    float* row = Row(NewRow(s.keys[i]));
+    std::copy_n(s.values.data() + i * dim, dim, row);
+    std::copy_n(s.state.data() + i * state_floats, state_floats, row + dim);
+  }
+  for (size_t i = 0; i < s.sighted.size(); ++i) sightings_[s.sighted[i]] = s.sightings[i];
+  return absl::OkStatus();
+}
+
 }  // namespace cohort

@@ -37,6 +37,19 @@ struct TableSpec {
   std::string optimizer = "adagrad";
 };
 
+// Everything a table holds, for a checkpoint: restored into a table of the same spec and rule,
+// its next steps are bitwise those the saved table would have made.
+struct TableSnapshot {
+  int64_t steps = 0;
+  std::vector<uint64_t> keys;  // ascending
+  std::vector<float> values;   // (keys.size(), dim)
+  std::vector<float> state;    // (keys.size(), dim · the rule's state floats)
+  // Collisionless with admit_after > 1: the ids not admitted yet and the steps they were
+  // pushed in, ascending by id.
+  std::vector<uint64_t> sighted;
+  std::vector<int32_t> sightings;
+};
+
 // A table's rows where they are kept (a shard's share of them, or the local store's), created
 // on first touch (memory grows with the rows touched, not with the table's size), each row's
 // optimizer state beside it. It is given a step's gradient already summed over the workers in
@@ -66,6 +79,11 @@ class EmbeddingTable {
   // with its values and state: what a checkpoint or an export writes.
   void ForEachRow(const std::function<void(uint64_t key, absl::Span<const float> values,
                                            absl::Span<const float> state)>& visit) const;
+  TableSnapshot Snapshot() const;
+  // Replaces everything the table holds with the snapshot's. InvalidArgument, changing
+  // nothing, when its sizes do not fit the table's dim and rule, its keys are not ascending and
+  // unique, or it holds more rows than a collisionless table's limit.
+  absl::Status Restore(const TableSnapshot& snapshot);
 
  private:
   static constexpr int64_t kRowsPerBlock = 1 << 14;

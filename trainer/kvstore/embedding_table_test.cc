@@ -165,3 +165,58 @@ TEST(EmbeddingTableTest, HoldsRowsAndStateInBlocksAndListsThemByKey) {
 
 }  // namespace
 }  // namespace cohort
+
+namespace cohort {
+namespace {
+
+TEST(EmbeddingTableTest, ARestoredSnapshotGoesOnBitwiseAsTheTableItWasTakenFrom) {
+  RowAdam adam({});
+  TableSpec spec = Collisionless(0, 2);
+  EmbeddingTable table(spec, &adam);
+  const auto step = [&](EmbeddingTable& t, uint64_t seed) {
+    std::mt19937_64 r(seed);
+    std::vector<uint64_t> ids;
+    for (int k = 0; k < 6; ++k) ids.push_back(r() % 12);
+    std::vector<float> grads(ids.size() * kDim);
+    for (float& g : grads) g = static_cast<float>(static_cast<int64_t>(r() % 200) - 100) / 50;
+    ASSERT_TRUE(t.Apply(ids, grads, 0.01f).ok());
+  };
+  for (uint64_t s = 0; s < 5; ++s) step(table, s);
+  const TableSnapshot snapshot = table.Snapshot();
+  EXPECT_EQ(snapshot.steps, 5);
+  EXPECT_FALSE(snapshot.sighted.empty());  // ids seen once, not admitted yet
+  EmbeddingTable restored(spec, &adam);
+  ASSERT_TRUE(restored.Restore(snapshot).ok());
+  for (uint64_t s = 5; s < 10; ++s) {
+    step(table, s);
+    step(restored, s);
+  }
+  EXPECT_EQ(Held(restored), Held(table));
+  EXPECT_EQ(restored.steps(), 10);
+  const TableSnapshot again = restored.Snapshot();
+  EXPECT_EQ(again.sighted, table.Snapshot().sighted);
+}
+
+TEST(EmbeddingTableTest, ASnapshotOfAnotherShapeIsRefusedChangingNothing) {
+  RowAdagrad adagrad({});
+  RowAdam adam({});
+  EmbeddingTable adam_table(Collisionless(0, 1), &adam);
+  ASSERT_TRUE(
+      adam_table.Apply(std::vector<uint64_t>{1, 2}, std::vector<float>(2 * kDim, 1.0f), 0.1f).ok());
+  EmbeddingTable table(Collisionless(0, 1), &adagrad);
+  ASSERT_TRUE(table.Apply(std::vector<uint64_t>{5}, std::vector<float>(kDim, 1.0f), 0.1f).ok());
+  const std::vector<float> before = Held(table);
+  const absl::Status refused = table.Restore(adam_table.Snapshot());  // two state floats a value
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("written for another table or rule"), std::string::npos)
+      << refused;
+  EXPECT_EQ(Held(table), before);
+  TableSnapshot unordered = table.Snapshot();
+  unordered.keys = {9, 9};
+  unordered.values.resize(2 * kDim);
+  unordered.state.resize(2 * kDim);
+  EXPECT_FALSE(table.Restore(unordered).ok());
+}
+
+}  // namespace
+}  // namespace cohort
