@@ -21,7 +21,7 @@ uint64_t EmbeddingTable::KeyOf(uint64_t id) const {
 }
 
 void EmbeddingTable::InitialValues(uint64_t key, absl::Span<float> out) const {
-  const uint64_t row = MixBits(spec_.seed ^ MixBits(key));
+  const uint64_t row = MixKeys({spec_.seed, HashName(spec_.name), key});
   for (size_t i = 0; i < out.size(); ++i) {
     const double unit = static_cast<double>(MixBits(row + i) >> 11) * 0x1.0p-53;  // [0, 1)
     out[i] = static_cast<float>((2 * unit - 1) * spec_.init_scale);

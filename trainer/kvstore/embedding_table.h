@@ -29,8 +29,9 @@ struct TableSpec {
   // (Monolith's frequency filter: a rare id costs no row); before, it reads as zeros and its
   // gradient is dropped. 1: at its first push.
   int admit_after = 1;
-  // A new row's values: uniform in [-init_scale, init_scale), drawn from (seed, key), so any
-  // process, any order of first touches, gives the same bytes.
+  // A new row's values: uniform in [-init_scale, init_scale), drawn from (seed, the table's
+  // name, key) (Contracts, "Sparse rows"), so any process, any order of first touches, gives
+  // the same bytes, and two tables of one seed start apart.
   uint64_t seed = 0;
   float init_scale = 0.01f;
   // The rows' update rule (MakeRowOptimizer): sgd, adagrad or lazy_adam.

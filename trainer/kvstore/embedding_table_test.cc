@@ -64,6 +64,10 @@ TEST(EmbeddingTableTest, RowsStartFromTheSeedAndTheirKeyWhateverTheOrderOfFirstT
   other_seed.seed = 43;
   EmbeddingTable c(other_seed, &sgd);
   EXPECT_NE(Pulled(c, {5}), Pulled(a, {5}));
+  TableSpec other_table = Fixed(100);
+  other_table.name = "C9";
+  EmbeddingTable d(other_table, &sgd);
+  EXPECT_NE(Pulled(d, {5}), Pulled(a, {5}));
 }
 
 TEST(EmbeddingTableTest, SparseStepsGiveTheBytesOfTheWholeTableUpdatedDensely) {
