@@ -68,4 +68,14 @@ absl::StatusOr<bool> TableSync::Push(int rank, int64_t step, absl::Span<const ui
   return true;
 }
 
+absl::Status ApplyRowsAsync(EmbeddingTable* table, int num_workers,
+                            absl::Span<const uint64_t> ids, absl::Span<const float> grads,
+                            float lr) {
+  if (num_workers == 1) return table->Apply(ids, grads, lr);
+  std::vector<float> scaled(grads.begin(), grads.end());
+  const float scale = 1.0f / static_cast<float>(num_workers);
+  for (float& g : scaled) g *= scale;
+  return table->Apply(ids, scaled, lr);
+}
+
 }  // namespace cohort

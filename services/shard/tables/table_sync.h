@@ -45,6 +45,12 @@ class TableSync {
   int count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// dist_async for a table: one worker's rows applied at once, scaled by 1/W (each push a step
+// of the table's count; lr the schedule's at the pushes' step, ⌊pushes / W⌋).
+absl::Status ApplyRowsAsync(EmbeddingTable* table, int num_workers,
+                            absl::Span<const uint64_t> ids, absl::Span<const float> grads,
+                            float lr);
+
 }  // namespace cohort
 
 #endif  // COHORT_SERVICES_SHARD_TABLES_TABLE_SYNC_H_

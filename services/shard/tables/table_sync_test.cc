@@ -81,5 +81,15 @@ TEST(TableSyncTest, RefusesAPushOfAnotherStepATwiceAndAStrangerChangingNothing) 
   EXPECT_EQ(table.steps(), 1);
 }
 
+TEST(TableSyncTest, AnAsyncPushIsAppliedAtOnceScaledByOneOverW) {
+  RowSgd sgd;
+  EmbeddingTable table(Spec(), &sgd), fresh(Spec(), &sgd);
+  const std::vector<float> start = Rows(fresh, {3});
+  ASSERT_TRUE(ApplyRowsAsync(&table, 4, std::vector<uint64_t>{3}, {2.0f, -4.0f}, 0.5f).ok());
+  EXPECT_EQ(table.steps(), 1);
+  EXPECT_EQ(Rows(table, {3}), (std::vector<float>{start[0] - 0.5f * (2.0f * 0.25f),
+                                                  start[1] - 0.5f * (-4.0f * 0.25f)}));
+}
+
 }  // namespace
 }  // namespace cohort
