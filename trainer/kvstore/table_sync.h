@@ -1,5 +1,5 @@
-#ifndef COHORT_SERVICES_SHARD_TABLES_TABLE_SYNC_H_
-#define COHORT_SERVICES_SHARD_TABLES_TABLE_SYNC_H_
+#ifndef COHORT_TRAINER_KVSTORE_TABLE_SYNC_H_
+#define COHORT_TRAINER_KVSTORE_TABLE_SYNC_H_
 
 #include <cstdint>
 #include <vector>
@@ -13,12 +13,25 @@
 
 namespace cohort {
 
-// dist_sync for one embedding table on a shard (Contracts, "Gradient arithmetic", for rows):
-// a step's update waits for one push of rows from every worker, sums each row's gradients
+// Rows a rank gives for one step: ids and their gradients (ids.size() × dim).
+struct RankRows {
+  std::vector<uint64_t> ids;
+  std::vector<float> grads;
+};
+
+// The rows of a step's W shares summed by row in rank order 0…W−1 (a rank without a row adds
+// nothing; an id twice within a rank is summed there in order), times 1/W: each row once, in
+// the order first seen. What a dist_sync shard applies, and what one process's device contexts
+// give its store.
+RankRows SumRowsByRank(absl::Span<const RankRows> by_rank, int64_t dim);
+
+// dist_sync for one embedding table (Contracts, "Sparse rows"), on a shard over its workers or
+// in one process over its device contexts: a step's update waits for one push of rows from
+// every worker, sums each row's gradients
 // over the workers in rank order 0…W−1 (a worker that did not touch the row adds nothing),
 // scales by 1/W and applies the table's rule once a row, whatever order the pushes came in.
 // A row's sum is the same wherever its workers' batches put it, so the table ends as one
-// process's would that summed the same W shares. gRPC-free; thread-safe.
+// process's would that summed the same W shares. Thread-safe.
 class TableSync {
  public:
   // table outlives this.
@@ -32,11 +45,6 @@ class TableSync {
                             absl::Span<const float> grads, float lr);
 
  private:
-  struct RankRows {
-    std::vector<uint64_t> ids;
-    std::vector<float> grads;
-  };
-
   EmbeddingTable* const table_;
   const int num_workers_;
   absl::Mutex mu_;
@@ -47,10 +55,9 @@ class TableSync {
 
 // dist_async for a table: one worker's rows applied at once, scaled by 1/W (each push a step
 // of the table's count; lr the schedule's at the pushes' step, ⌊pushes / W⌋).
-absl::Status ApplyRowsAsync(EmbeddingTable* table, int num_workers,
-                            absl::Span<const uint64_t> ids, absl::Span<const float> grads,
-                            float lr);
+absl::Status ApplyRowsAsync(EmbeddingTable* table, int num_workers, absl::Span<const uint64_t> ids,
+                            absl::Span<const float> grads, float lr);
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVICES_SHARD_TABLES_TABLE_SYNC_H_
+#endif  // COHORT_TRAINER_KVSTORE_TABLE_SYNC_H_

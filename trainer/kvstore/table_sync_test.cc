@@ -1,4 +1,4 @@
-#include "services/shard/tables/table_sync.h"
+#include "trainer/kvstore/table_sync.h"
 
 #include <vector>
 
@@ -79,6 +79,20 @@ TEST(TableSyncTest, RefusesAPushOfAnotherStepATwiceAndAStrangerChangingNothing) 
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(*done);
   EXPECT_EQ(table.steps(), 1);
+}
+
+TEST(TableSyncTest, RowsAreSummedInRankOrderEachOnceAndScaled) {
+  // Rank 1 gives id 7 twice; rank 0 never.
+  const std::vector<RankRows> by_rank = {
+      {{4, 2}, {1e8f, 1, 2, 2}}, {{7, 4, 7}, {1, 1, -1e8f, 3, 2, 2}}, {{2}, {0.5f, 0.5f}}};
+  const RankRows sum = SumRowsByRank(by_rank, 2);
+  EXPECT_EQ(sum.ids, (std::vector<uint64_t>{4, 2, 7}));
+  const float third = 1.0f / 3;
+  EXPECT_EQ(sum.grads, (std::vector<float>{(1e8f + -1e8f) * third, (1.0f + 3.0f) * third,
+                                           (2.0f + 0.5f) * third, (2.0f + 0.5f) * third,
+                                           (1.0f + 2.0f) * third, (1.0f + 2.0f) * third}));
+  const RankRows one = SumRowsByRank(std::vector<RankRows>{{{5}, {0.1f, 0.2f}}}, 2);
+  EXPECT_EQ(one.grads, (std::vector<float>{0.1f, 0.2f}));  // W = 1: no scaling pass
 }
 
 TEST(TableSyncTest, AnAsyncPushIsAppliedAtOnceScaledByOneOverW) {

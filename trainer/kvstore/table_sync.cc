@@ -1,10 +1,34 @@
-#include "services/shard/tables/table_sync.h"
+#include "trainer/kvstore/table_sync.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace cohort {
+
+RankRows SumRowsByRank(absl::Span<const RankRows> by_rank, int64_t dim) {
+  const size_t d = static_cast<size_t>(dim);
+  RankRows sum;
+  absl::flat_hash_map<uint64_t, size_t> index;
+  for (const RankRows& p : by_rank) {
+    for (size_t i = 0; i < p.ids.size(); ++i) {
+      auto [it, fresh] = index.try_emplace(p.ids[i], sum.ids.size());
+      const float* g = p.grads.data() + i * d;
+      if (fresh) {
+        sum.ids.push_back(p.ids[i]);
+        sum.grads.insert(sum.grads.end(), g, g + d);
+      } else {
+        float* to = sum.grads.data() + it->second * d;
+        for (size_t k = 0; k < d; ++k) to[k] += g[k];
+      }
+    }
+  }
+  if (by_rank.size() > 1) {
+    const float scale = 1.0f / static_cast<float>(by_rank.size());
+    for (float& g : sum.grads) g *= scale;
+  }
+  return sum;
+}
 
 TableSync::TableSync(EmbeddingTable* table, int num_workers)
     : table_(table), num_workers_(num_workers), pushed_(num_workers), arrived_(num_workers) {}
@@ -37,40 +61,20 @@ absl::StatusOr<bool> TableSync::Push(int rank, int64_t step, absl::Span<const ui
   pushed_[rank].ids.assign(ids.begin(), ids.end());
   pushed_[rank].grads.assign(grads.begin(), grads.end());
   if (++count_ < num_workers_) return false;
-  // Each row: its first rank's gradients, then the next ranks' added in rank order.
-  std::vector<uint64_t> rows;
-  std::vector<float> sums;
-  absl::flat_hash_map<uint64_t, size_t> index;
-  for (int r = 0; r < num_workers_; ++r) {
-    const RankRows& p = pushed_[r];
-    for (size_t i = 0; i < p.ids.size(); ++i) {
-      auto [it, fresh] = index.try_emplace(p.ids[i], rows.size());
-      const float* g = p.grads.data() + i * dim;
-      if (fresh) {
-        rows.push_back(p.ids[i]);
-        sums.insert(sums.end(), g, g + dim);
-      } else {
-        float* to = sums.data() + it->second * dim;
-        for (size_t k = 0; k < dim; ++k) to[k] += g[k];
-      }
-    }
-  }
-  if (num_workers_ > 1) {
-    const float scale = 1.0f / static_cast<float>(num_workers_);
-    for (float& s : sums) s *= scale;
-  }
+  const RankRows step_rows = SumRowsByRank(pushed_, spec.dim);
   for (int r = 0; r < num_workers_; ++r) {
     arrived_[r] = 0;
     pushed_[r] = RankRows();
   }
   count_ = 0;
-  if (absl::Status applied = table_->Apply(rows, sums, lr); !applied.ok()) return applied;
+  if (absl::Status applied = table_->Apply(step_rows.ids, step_rows.grads, lr); !applied.ok()) {
+    return applied;
+  }
   return true;
 }
 
-absl::Status ApplyRowsAsync(EmbeddingTable* table, int num_workers,
-                            absl::Span<const uint64_t> ids, absl::Span<const float> grads,
-                            float lr) {
+absl::Status ApplyRowsAsync(EmbeddingTable* table, int num_workers, absl::Span<const uint64_t> ids,
+                            absl::Span<const float> grads, float lr) {
   if (num_workers == 1) return table->Apply(ids, grads, lr);
   std::vector<float> scaled(grads.begin(), grads.end());
   const float scale = 1.0f / static_cast<float>(num_workers);
