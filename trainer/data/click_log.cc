@@ -1,10 +1,6 @@
 #include "trainer/data/click_log.h"
 
-#include <sys/stat.h>
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -144,37 +140,24 @@ uint64_t ClickFeatureId(int feature, uint32_t value) {
 
 absl::StatusOr<std::unique_ptr<ClickLogReader>> ClickLogReader::Open(const std::string& path,
                                                                      ClickLogOptions options) {
-  // zlib opens a directory and then reports its read as corrupt data.
-  if (struct stat st; stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is a directory or another non-file; it should be a click log"));
-  }
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  }
-  return std::unique_ptr<ClickLogReader>(new ClickLogReader(path, options, file));
+  absl::StatusOr<std::unique_ptr<GzipReader>> file = GzipReader::Open(path, "a click log");
+  if (!file.ok()) return file.status();
+  return std::unique_ptr<ClickLogReader>(new ClickLogReader(path, options, *std::move(file)));
 }
 
-ClickLogReader::ClickLogReader(std::string path, ClickLogOptions options, void* file)
-    : path_(std::move(path)), options_(options), file_(file), chunk_(kChunkBytes) {}
-
-ClickLogReader::~ClickLogReader() { gzclose(static_cast<gzFile>(file_)); }
+ClickLogReader::ClickLogReader(std::string path, ClickLogOptions options,
+                               std::unique_ptr<GzipReader> file)
+    : path_(std::move(path)), options_(options), file_(std::move(file)), chunk_(kChunkBytes) {}
 
 absl::StatusOr<bool> ClickLogReader::Fill() {
-  gzFile file = static_cast<gzFile>(file_);
-  const int n = gzread(file, chunk_.data(), static_cast<unsigned>(chunk_.size()));
-  // A truncated stream ends with n == 0 and Z_BUF_ERROR, a corrupt one with n < 0.
-  int err = Z_OK;
-  const char* message = gzerror(file, &err);
-  if (n < 0 || err != Z_OK) {
-    return absl::DataLossError(absl::StrCat(path_, ": corrupt or truncated gzip data after line ",
-                                            lines_, " (", message != nullptr ? message : "",
-                                            "); write or copy the file again"));
+  absl::StatusOr<size_t> n = file_->Read(absl::MakeSpan(chunk_));
+  if (!n.ok()) {
+    return absl::DataLossError(absl::StrCat(n.status().message(), " after line ", lines_,
+                                            "; write or copy the file again"));
   }
   chunk_begin_ = 0;
-  chunk_end_ = static_cast<size_t>(n);
-  return n > 0;
+  chunk_end_ = *n;
+  return *n > 0;
 }
 
 absl::StatusOr<bool> ClickLogReader::ReadLine() {

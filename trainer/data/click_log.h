@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trainer/io/gzip_reader.h"
 
 namespace cohort {
 
@@ -67,7 +68,6 @@ class ClickLogReader {
  public:
   static absl::StatusOr<std::unique_ptr<ClickLogReader>> Open(const std::string& path,
                                                               ClickLogOptions options = {});
-  ~ClickLogReader();
   ClickLogReader(const ClickLogReader&) = delete;
   ClickLogReader& operator=(const ClickLogReader&) = delete;
 
@@ -80,7 +80,7 @@ class ClickLogReader {
   int64_t skipped() const { return skipped_; }
 
  private:
-  ClickLogReader(std::string path, ClickLogOptions options, void* file);
+  ClickLogReader(std::string path, ClickLogOptions options, std::unique_ptr<GzipReader> file);
   // The next line into line_ (without its newline): true, or false at the end of the file.
   absl::StatusOr<bool> ReadLine();
   // Refills chunk_ from the file; false at its end.
@@ -88,7 +88,7 @@ class ClickLogReader {
 
   const std::string path_;
   const ClickLogOptions options_;
-  void* const file_;  // a gzFile
+  const std::unique_ptr<GzipReader> file_;
   std::vector<char> chunk_;
   size_t chunk_begin_ = 0, chunk_end_ = 0;
   bool ended_ = false;

@@ -221,9 +221,9 @@ TEST_F(ClickLogTest, ATruncatedGzipIsDataLossAfterItsLastWholeLine) {
   absl::StatusOr<std::vector<ClickRecord>> cut = ReadAll((dir_ / "cut.gz").string());
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(cut.status().message().find("corrupt or truncated gzip data after line"),
-            std::string::npos)
+  EXPECT_NE(cut.status().message().find("corrupt or truncated gzip data ("), std::string::npos)
       << cut.status();
+  EXPECT_NE(cut.status().message().find(") after line "), std::string::npos) << cut.status();
   EXPECT_EQ(ReadAll((dir_ / "nowhere.gz").string()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ReadAll(dir_.string()).status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -1,43 +1,30 @@
 #include "trainer/data/idx.h"
 
-#include <sys/stat.h>
-#include <zlib.h>
-
-#include <cerrno>
-#include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "trainer/io/gzip_reader.h"
 
 namespace cohort {
 namespace {
 
-// The whole (decompressed) file; gzread passes plain files through unchanged.
+// The whole (decompressed) file.
 absl::StatusOr<std::vector<uint8_t>> ReadGzipOrPlain(const std::string& path) {
-  // zlib opens a directory and then reports its read as corrupt data.
-  if (struct stat st; stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is a directory or another non-file; it should be an IDX file"));
-  }
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  }
+  absl::StatusOr<std::unique_ptr<GzipReader>> file = GzipReader::Open(path, "an IDX file");
+  if (!file.ok()) return file.status();
   std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
-  int n;
-  while ((n = gzread(f, chunk, sizeof chunk)) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
-  // A truncated stream ends with n == 0 and Z_BUF_ERROR, a corrupt one with n < 0.
-  int err = Z_OK;
-  const char* message = gzerror(f, &err);
-  const std::string what = message != nullptr ? message : "";
-  gzclose(f);
-  if (n < 0 || err != Z_OK) {
-    return absl::DataLossError(absl::StrCat(path, ": corrupt or truncated gzip data (", what,
-                                            "); reinstall or download the file again"));
+  char chunk[1 << 16];
+  while (true) {
+    absl::StatusOr<size_t> n = (*file)->Read(absl::MakeSpan(chunk));
+    if (!n.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(n.status().message(), "; reinstall or download the file again"));
+    }
+    if (*n == 0) return bytes;
+    bytes.insert(bytes.end(), chunk, chunk + *n);
   }
-  return bytes;
 }
 
 uint32_t BigEndian32(const uint8_t* p) {
