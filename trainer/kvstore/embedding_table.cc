@@ -10,8 +10,29 @@
 
 namespace cohort {
 
+void RowSum::Add(absl::Span<const uint64_t> ids, absl::Span<const float> grads) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* g = grads.data() + i * dim_;
+    auto [it, fresh] = index_.try_emplace(ids[i], rows_.ids.size());
+    if (fresh) {
+      rows_.ids.push_back(ids[i]);
+      rows_.grads.insert(rows_.grads.end(), g, g + dim_);
+    } else {
+      float* to = rows_.grads.data() + it->second * dim_;
+      for (size_t k = 0; k < dim_; ++k) to[k] += g[k];
+    }
+  }
+}
+
+void RowSum::Scale(float factor) {
+  for (float& g : rows_.grads) g *= factor;
+}
+
 EmbeddingTable::EmbeddingTable(TableSpec spec, const RowOptimizer* rule)
-    : spec_(std::move(spec)), rule_(rule), stride_(spec_.dim * (1 + rule->state_floats())) {
+    : spec_(std::move(spec)),
+      name_hash_(HashName(spec_.name)),
+      rule_(rule),
+      stride_(spec_.dim * (1 + rule->state_floats())) {
   COHORT_CHECK(spec_.dim > 0 && (spec_.kind != TableSpec::Kind::kFixed || spec_.rows > 0),
                "table %s: dim %ld, rows %ld", spec_.name.c_str(), spec_.dim, spec_.rows);
 }
@@ -21,7 +42,7 @@ uint64_t EmbeddingTable::KeyOf(uint64_t id) const {
 }
 
 void EmbeddingTable::InitialValues(uint64_t key, absl::Span<float> out) const {
-  const uint64_t row = MixKeys({spec_.seed, HashName(spec_.name), key});
+  const uint64_t row = MixKeys({spec_.seed, name_hash_, key});
   for (size_t i = 0; i < out.size(); ++i) {
     const double unit = static_cast<double>(MixBits(row + i) >> 11) * 0x1.0p-53;  // [0, 1)
     out[i] = static_cast<float>((2 * unit - 1) * spec_.init_scale);
@@ -81,32 +102,22 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> ids, absl::Span<co
   }
   // One gradient a row: ids that share a row (a fixed table's ids modulo its rows, or an id
   // given twice) are summed in the order given, as PyTorch coalesces a sparse gradient.
-  std::vector<uint64_t> keys;
-  std::vector<float> summed;
-  absl::flat_hash_map<uint64_t, size_t> index;
-  keys.reserve(ids.size());
-  summed.reserve(grads.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const uint64_t key = KeyOf(ids[i]);
-    const absl::Span<const float> g = grads.subspan(i * dim, dim);
-    auto [it, fresh] = index.try_emplace(key, keys.size());
-    if (fresh) {
-      keys.push_back(key);
-      summed.insert(summed.end(), g.begin(), g.end());
-    } else {
-      float* to = summed.data() + it->second * dim;
-      for (size_t k = 0; k < dim; ++k) to[k] += g[k];
-    }
-  }
+  std::vector<uint64_t> keys(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) keys[i] = KeyOf(ids[i]);
+  RowSum sum(spec_.dim);
+  sum.Add(keys, grads);
+  const RankRows& rows = sum.rows();
   absl::MutexLock lock(&mu_);
   // Which rows the step creates, checked against the limit before anything changes.
   const bool filtered = spec_.kind == TableSpec::Kind::kCollisionless && spec_.admit_after > 1;
-  std::vector<char> admitted(keys.size(), 1);
+  std::vector<int64_t> slots(rows.ids.size());
+  std::vector<char> admitted(rows.ids.size(), 1);
   int64_t created = 0;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (SlotOf(keys[i]) >= 0) continue;
+  for (size_t i = 0; i < rows.ids.size(); ++i) {
+    slots[i] = SlotOf(rows.ids[i]);
+    if (slots[i] >= 0) continue;
     if (filtered) {
-      auto it = sightings_.find(keys[i]);
+      auto it = sightings_.find(rows.ids[i]);
       admitted[i] = (it != sightings_.end() ? it->second : 0) + 1 >= spec_.admit_after;
     }
     created += admitted[i];
@@ -121,18 +132,18 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> ids, absl::Span<co
         "(admit_after)"));
   }
   ++steps_;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    int64_t slot = SlotOf(keys[i]);
+  for (size_t i = 0; i < rows.ids.size(); ++i) {
+    int64_t slot = slots[i];
     if (slot < 0 && !admitted[i]) {
-      ++sightings_[keys[i]];
+      ++sightings_[rows.ids[i]];
       continue;
     }
     if (slot < 0) {
-      if (filtered) sightings_.erase(keys[i]);
-      slot = NewRow(keys[i]);
+      if (filtered) sightings_.erase(rows.ids[i]);
+      slot = NewRow(rows.ids[i]);
     }
     float* row = Row(slot);
-    rule_->ApplyRow(absl::MakeSpan(row, dim), absl::MakeConstSpan(summed).subspan(i * dim, dim),
+    rule_->ApplyRow(absl::MakeSpan(row, dim), absl::MakeConstSpan(rows.grads).subspan(i * dim, dim),
                     absl::MakeSpan(row + dim, stride_ - dim), lr, steps_);
   }
   return absl::OkStatus();

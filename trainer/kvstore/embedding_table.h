@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -36,6 +37,30 @@ struct TableSpec {
   float init_scale = 0.01f;
   // The rows' update rule (MakeRowOptimizer): sgd, adagrad or lazy_adam.
   std::string optimizer = "adagrad";
+};
+
+// Rows and their gradients: ids and (ids.size() × dim) floats.
+struct RankRows {
+  std::vector<uint64_t> ids;
+  std::vector<float> grads;
+};
+
+// Rows' gradients summed by id in the order added, each id once where it was first added: how
+// a step's ids that share a row are coalesced, and its workers' rows summed in rank order.
+class RowSum {
+ public:
+  explicit RowSum(int64_t dim) : dim_(static_cast<size_t>(dim)) {}
+  // grads: ids.size() × dim.
+  void Add(absl::Span<const uint64_t> ids, absl::Span<const float> grads);
+  void Scale(float factor);
+  size_t size() const { return rows_.ids.size(); }
+  const RankRows& rows() const { return rows_; }
+  RankRows Release() && { return std::move(rows_); }
+
+ private:
+  const size_t dim_;
+  RankRows rows_;
+  absl::flat_hash_map<uint64_t, size_t> index_;  // id -> its place in rows_
 };
 
 // Everything a table holds, for a checkpoint: restored into a table of the same spec and rule,
@@ -99,6 +124,7 @@ class EmbeddingTable {
   int64_t NewRow(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TableSpec spec_;
+  const uint64_t name_hash_;  // of spec_.name, a new row's key with the seed
   const RowOptimizer* const rule_;
   const int64_t stride_;  // floats a row: dim · (1 + the rule's state floats)
   mutable absl::Mutex mu_;

@@ -7,27 +7,10 @@
 namespace cohort {
 
 RankRows SumRowsByRank(absl::Span<const RankRows> by_rank, int64_t dim) {
-  const size_t d = static_cast<size_t>(dim);
-  RankRows sum;
-  absl::flat_hash_map<uint64_t, size_t> index;
-  for (const RankRows& p : by_rank) {
-    for (size_t i = 0; i < p.ids.size(); ++i) {
-      auto [it, fresh] = index.try_emplace(p.ids[i], sum.ids.size());
-      const float* g = p.grads.data() + i * d;
-      if (fresh) {
-        sum.ids.push_back(p.ids[i]);
-        sum.grads.insert(sum.grads.end(), g, g + d);
-      } else {
-        float* to = sum.grads.data() + it->second * d;
-        for (size_t k = 0; k < d; ++k) to[k] += g[k];
-      }
-    }
-  }
-  if (by_rank.size() > 1) {
-    const float scale = 1.0f / static_cast<float>(by_rank.size());
-    for (float& g : sum.grads) g *= scale;
-  }
-  return sum;
+  RowSum sum(dim);
+  for (const RankRows& p : by_rank) sum.Add(p.ids, p.grads);
+  if (by_rank.size() > 1) sum.Scale(1.0f / static_cast<float>(by_rank.size()));
+  return std::move(sum).Release();
 }
 
 TableSync::TableSync(EmbeddingTable* table, int num_workers)

@@ -5,19 +5,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "trainer/kvstore/embedding_table.h"
 
 namespace cohort {
-
-// Rows a rank gives for one step: ids and their gradients (ids.size() × dim).
-struct RankRows {
-  std::vector<uint64_t> ids;
-  std::vector<float> grads;
-};
 
 // The rows of a step's W shares summed by row in rank order 0…W−1 (a rank without a row adds
 // nothing; an id twice within a rank is summed there in order), times 1/W: each row once, in
@@ -27,9 +20,8 @@ RankRows SumRowsByRank(absl::Span<const RankRows> by_rank, int64_t dim);
 
 // dist_sync for one embedding table (Contracts, "Sparse rows"), on a shard over its workers or
 // in one process over its device contexts: a step's update waits for one push of rows from
-// every worker, sums each row's gradients
-// over the workers in rank order 0…W−1 (a worker that did not touch the row adds nothing),
-// scales by 1/W and applies the table's rule once a row, whatever order the pushes came in.
+// every worker, sums each row's gradients over the workers in rank order 0…W−1
+// (SumRowsByRank), and applies the table's rule once a row, whatever order the pushes came in.
 // A row's sum is the same wherever its workers' batches put it, so the table ends as one
 // process's would that summed the same W shares. Thread-safe.
 class TableSync {
