@@ -9,7 +9,10 @@
 namespace cohort {
 namespace {
 
-double UnitOf(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+// A standard Gaussian from two uniforms in [0, 1) (Box-Muller, one of the pair).
+double Gaussian(double u1, double u2) {
+  return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * M_PI * u2);
+}
 
 // The interacting pairs of categorical features.
 constexpr std::pair<int, int> kPairs[] = {{0, 1}, {2, 5}, {3, 8}, {9, 10}, {12, 20}};
@@ -17,8 +20,7 @@ constexpr uint64_t kWeightSalt = 1, kFactorSalt = 2, kValueSalt = 3, kIntegerSal
 
 }  // namespace
 
-PlantedClicks::PlantedClicks(PlantedClickOptions options)
-    : options_(options), state_(MixBits(options.seed)) {
+PlantedClicks::PlantedClicks(PlantedClickOptions options) : options_(options), rng_(options.seed) {
   cumulative_.resize(static_cast<size_t>(std::max<int64_t>(1, options_.vocabulary)));
   double sum = 0;
   for (size_t r = 0; r < cumulative_.size(); ++r) {
@@ -36,30 +38,15 @@ PlantedClicks::PlantedClicks(PlantedClickOptions options)
   }
 }
 
-uint64_t PlantedClicks::Random() {
-  state_ += 0x9E3779B97F4A7C15ull;
-  return MixBits(state_);
-}
-
-double PlantedClicks::Uniform() { return UnitOf(Random()); }
-
-double PlantedClicks::Normal() {
-  // Box-Muller, one of the pair: the sequence stays one draw a call.
-  const double u1 = 1.0 - Uniform();
-  const double u2 = Uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-
 uint32_t PlantedClicks::ValueOf(int feature, int64_t rank) const {
-  return static_cast<uint32_t>(
-      MixBits(options_.seed ^ MixBits((kValueSalt << 56) ^ (uint64_t(feature) << 40) ^ uint64_t(rank))));
+  return static_cast<uint32_t>(MixKeys(
+      {options_.seed, kValueSalt, static_cast<uint64_t>(feature), static_cast<uint64_t>(rank)}));
 }
 
 double PlantedClicks::HashedNormal(uint64_t salt, int feature, uint64_t value) const {
-  const uint64_t h = MixBits(options_.seed ^ MixBits((salt << 56) ^ (uint64_t(feature) << 40) ^ value));
-  const double u1 = 1.0 - UnitOf(h);
-  const double u2 = UnitOf(MixBits(h));
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  Rng rng(MixKeys({options_.seed, salt, static_cast<uint64_t>(feature), value}));
+  const double u1 = rng.Uniform();
+  return Gaussian(u1, rng.Uniform());
 }
 
 double PlantedClicks::Probability(const ClickRecord& r) const {
@@ -84,21 +71,22 @@ double PlantedClicks::Probability(const ClickRecord& r) const {
 ClickRecord PlantedClicks::Next(float* probability) {
   ClickRecord r;
   for (int j = 0; j < kClickIntegerFeatures; ++j) {
-    const double count = std::exp(static_cast<double>(j % 4) + Normal()) - 1.0;
-    if (Uniform() < 0.1) continue;  // missing
+    const double u1 = rng_.Uniform();  // before the second: the draws' order is fixed
+    const double count = std::exp(static_cast<double>(j % 4) + Gaussian(u1, rng_.Uniform())) - 1.0;
+    if (rng_.Uniform() < 0.1) continue;  // missing
     r.integers[j] = static_cast<int64_t>(std::floor(std::max(0.0, count)));
     r.present |= uint64_t{1} << j;
   }
   for (int f = 0; f < kClickCategoricalFeatures; ++f) {
-    const double u = Uniform();
-    if (Uniform() < 0.05) continue;  // missing: value 0, as a reader takes it
+    const double u = rng_.Uniform();
+    if (rng_.Uniform() < 0.05) continue;  // missing: value 0, as a reader takes it
     const int64_t rank =
         std::upper_bound(cumulative_.begin(), cumulative_.end() - 1, u) - cumulative_.begin();
     r.categories[f] = ValueOf(f, rank);
     r.present |= uint64_t{1} << (kClickIntegerFeatures + f);
   }
   const double p = Probability(r);
-  r.label = Uniform() < p ? 1 : 0;
+  r.label = rng_.Uniform() < p ? 1 : 0;
   *probability = static_cast<float>(p);
   return r;
 }

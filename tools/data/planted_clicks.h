@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "trainer/base/random.h"
 #include "trainer/data/click_log.h"
 
 namespace cohort {
@@ -32,7 +33,7 @@ struct PlantedClickOptions {
   double integer_scale = 0.1;      // of a
   double weight_scale = 0.35;      // of w
   double interaction_scale = 0.6;  // of u
-  double bias = -1.3;              // about a quarter of the lines are clicks
+  double bias = -2.0;              // about a quarter of the lines are clicks
 };
 
 class PlantedClicks {
@@ -46,16 +47,13 @@ class PlantedClicks {
   double Probability(const ClickRecord& record) const;
 
  private:
-  uint64_t Random();  // splitmix64 over the sequence's state
-  double Uniform();   // in [0, 1)
-  double Normal();    // standard
   // The value of rank r of feature f.
   uint32_t ValueOf(int feature, int64_t rank) const;
   // A standard Gaussian drawn from a hash of (seed, salt, feature, value): the same every time.
   double HashedNormal(uint64_t salt, int feature, uint64_t value) const;
 
   const PlantedClickOptions options_;
-  uint64_t state_;
+  Rng rng_;                         // the lines' draws, in one sequence for the seed
   std::vector<double> cumulative_;  // Zipf's, over the ranks
   std::vector<double> integer_weights_;
   // By feature: its `head` values, which weigh.
